@@ -1,0 +1,108 @@
+//! Behaviour tests of the topology model on presets, synthetic strings, XML and the host.
+
+use nearflow_topo::{presets, CacheDistance, Machine, TopologySpec};
+
+fn groups(m: &Machine) -> Vec<usize> {
+    m.groups().iter().map(|g| g.pus.len()).collect()
+}
+
+#[test]
+fn every_preset_has_the_papers_core_groups() {
+    let expect: &[(&str, usize, usize, &[usize])] = &[
+        ("e5310-smp", 8, 1, &[2, 2, 2, 2]),
+        ("e7-4820", 64, 4, &[16, 16, 16, 16]),
+        ("e7540", 48, 4, &[12, 12, 12, 12]),
+        ("i7-2600", 8, 1, &[8]),
+        ("x5355", 4, 1, &[2, 2]),
+        ("nehalem-2x4", 8, 2, &[4, 4]),
+        ("e5320-uma", 8, 1, &[2, 2, 2, 2]),
+    ];
+    assert_eq!(expect.len(), presets::PRESETS.len(), "a preset is untested");
+    for &(name, pus, nodes, g) in expect {
+        let m = presets::build(name).unwrap();
+        assert_eq!(m.pu_count(), pus, "{name}");
+        assert_eq!(m.node_count(), nodes, "{name}");
+        assert_eq!(groups(&m), g, "{name}");
+        for grp in m.groups() {
+            assert!(grp.pus.iter().all(|&p| m.node_of(p) == grp.node), "{name}: group spans nodes");
+        }
+    }
+}
+
+#[test]
+fn e7_4820_distances() {
+    let m = presets::build("e7-4820").unwrap();
+    // PUs 0 and 1 are hyper-threads of one core: they share L1.
+    assert_eq!(m.cache_distance(0, 1), CacheDistance::Level(1));
+    // Two cores of one package share only the L3.
+    assert_eq!(m.cache_distance(0, 2), CacheDistance::Level(3));
+    // Two packages share nothing.
+    assert_eq!(m.cache_distance(0, 16), CacheDistance::Infinite);
+    assert_eq!(m.numa_distance(0, 15), 0);
+    assert_eq!(m.numa_distance(0, 16), 1);
+    assert_eq!(m.cache_size(0, 2), Some(256 << 10));
+    assert_eq!(m.cache_size(0, 3), Some(18 << 20));
+}
+
+#[test]
+fn e5310_cache_distances() {
+    let m = presets::build("e5310-smp").unwrap();
+    assert_eq!(m.cache_distance(0, 1), CacheDistance::Level(2));
+    assert_eq!(m.cache_distance(0, 2), CacheDistance::Infinite);
+    assert_eq!(m.numa_distance(0, 7), 0);
+}
+
+#[test]
+fn e7540_uses_table_1() {
+    let m = presets::build("e7540").unwrap();
+    let raw = m.numa_raw().unwrap();
+    assert_eq!(raw[0], vec![10, 14, 15, 14]);
+    // All nodes are one hop apart on that fully connected machine.
+    assert!(m.node_hops().iter().enumerate().all(|(a, r)| r
+        .iter()
+        .enumerate()
+        .all(|(b, &h)| h == u32::from(a != b))));
+}
+
+#[test]
+fn synthetic_strings_and_errors() {
+    let m = nearflow_topo::from_synthetic("pack:2 [numa] core:3 pu:2").unwrap();
+    assert_eq!(m.pu_count(), 12);
+    assert_eq!(m.node_count(), 2);
+    for bad in ["", "pack:x", "bogus:3 pu:2", "pack:2 pu:0"] {
+        let err = nearflow_topo::from_synthetic(bad).unwrap_err().to_string();
+        assert!(err.contains("synthetic"), "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn xml_with_distance_matrix() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let m = nearflow_topo::from_xml_file(format!("{dir}/two-nodes.xml")).unwrap();
+    assert_eq!(m.pu_count(), 4);
+    assert_eq!(m.node_count(), 2);
+    assert_eq!(m.numa_raw().unwrap(), &[vec![10, 21], vec![21, 10]]);
+    assert_eq!(m.numa_distance(0, 3), 1);
+    assert_eq!(groups(&m), vec![2, 2]);
+    let err = nearflow_topo::from_xml_file(format!("{dir}/broken.xml")).unwrap_err();
+    assert!(err.to_string().contains("broken.xml"), "{err}");
+    let err = nearflow_topo::from_xml_file(format!("{dir}/missing.xml")).unwrap_err();
+    assert!(err.to_string().contains("no such file"), "{err}");
+}
+
+#[test]
+fn host_is_detected_and_consistent() {
+    let m = TopologySpec::Host.load().unwrap();
+    assert!(m.source().is_host());
+    assert_eq!(m.pu_count(), std::thread::available_parallelism().unwrap().get());
+    let covered: usize = m.groups().iter().map(|g| g.pus.len()).sum();
+    assert_eq!(covered, m.pu_count());
+}
+
+#[test]
+fn spec_parsing() {
+    assert_eq!("host".parse::<TopologySpec>().unwrap(), TopologySpec::Host);
+    assert!(matches!("e7540".parse::<TopologySpec>().unwrap(), TopologySpec::Preset(_)));
+    let err = "e9999".parse::<TopologySpec>().unwrap_err().to_string();
+    assert!(err.contains("e7-4820"), "the error lists the known presets: {err}");
+}
