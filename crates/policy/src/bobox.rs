@@ -1,0 +1,249 @@
+//! Bobox-2011: `../shared/papers/task-scheduling-in-data-stream-processing.txt` §5.
+//!
+//! Data structures (§5.1): each NUMA node keeps the requests it evaluates, each with its list of
+//! deferred tasks (`Deferred(node)`, keyed by request); each thread keeps its list of immediate
+//! tasks (`Local(w)`). A new request goes to the node with the most free resources
+//! ([`choose_node`]). An idle thread takes, in order:
+//! 1. the newest task of its own immediate list;
+//! 2. the oldest deferred task of the request it last ran a task of;
+//! 3. the oldest deferred task of the oldest request of its node;
+//! 4. the oldest immediate task of another thread of its node;
+//! 5. otherwise it sleeps.
+//!
+//! §5.2: a load balancer runs every 100 ms while some PU is idle and moves the newest request of
+//! an overloaded node to a partially idle node, or, when the overloaded node evaluates only one
+//! request, shares that request with the idle node ([`balance`]); a shared request's new deferred
+//! tasks are made the responsibility of its nodes in round robin ([`RequestNodes`]). Threads sleep
+//! per node and are woken only for tasks of their own node.
+
+use nearflow_topo::Machine;
+use serde::Serialize;
+
+use crate::plan::{End, Probe, QueueRef, RequestId, Step, Take};
+use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
+
+pub(crate) fn build(m: &Machine) -> Policy {
+    let workers = m.pu_count();
+    let nodes = m.node_count();
+    let node_workers: Vec<Vec<usize>> =
+        (0..nodes).map(|n| (0..workers).filter(|&w| m.node_of(w) == n).collect()).collect();
+    let plans = (0..workers)
+        .map(|w| {
+            let n = m.node_of(w);
+            let mates = &node_workers[n];
+            let pos = mates.iter().position(|&x| x == w).unwrap_or(0);
+            let steal: Vec<Probe> = (1..mates.len())
+                .map(|k| mates[(pos + k) % mates.len()])
+                .map(|v| Probe { queue: QueueRef::Local(v), take: Take::Plain(End::Oldest), rule: 4 })
+                .collect();
+            vec![
+                Step::Scan(vec![Probe { queue: QueueRef::Local(w), take: Take::Plain(End::Youngest), rule: 1 }]),
+                Step::Scan(vec![Probe { queue: QueueRef::Deferred(n), take: Take::LastRequestOldest, rule: 2 }]),
+                Step::Scan(vec![Probe { queue: QueueRef::Deferred(n), take: Take::OldestRequestOldest, rule: 3 }]),
+                Step::Scan(steal),
+            ]
+        })
+        .collect();
+    Policy {
+        kind: PolicyKind::Bobox2011,
+        workers,
+        local_queues: workers,
+        shared_queues: 0,
+        deferred_queues: nodes,
+        plans,
+        place_immediate: (0..workers).map(|w| Place::Queue(QueueRef::Local(w))).collect(),
+        place_deferred: vec![Place::RequestNode; workers],
+        root: RootPlace::LeastLoadedNode,
+        sleep: SleepLayout::from_domains(SleepScheme::Domains, node_workers, workers),
+        wake_local: (0..workers).map(|w| vec![m.node_of(w)]).collect(),
+        wake_shared: Vec::new(),
+        wake_deferred: (0..nodes).map(|n| vec![n]).collect(),
+        node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
+    }
+}
+
+/// The nodes evaluating one request, and whose turn it is to be responsible for its next
+/// deferred task (§5.2: "distributed in the round-robin way among all sharing nodes").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestNodes {
+    nodes: Vec<usize>,
+    next: usize,
+}
+
+impl RequestNodes {
+    /// A request evaluated by one node.
+    pub fn new(home: usize) -> Self {
+        RequestNodes { nodes: vec![home], next: 0 }
+    }
+    /// The node responsible for the next deferred task; advances the round robin.
+    pub fn next_node(&mut self) -> usize {
+        let n = self.nodes[self.next % self.nodes.len()];
+        self.next = (self.next + 1) % self.nodes.len();
+        n
+    }
+    /// The nodes evaluating the request (the first is its home).
+    pub fn nodes(&self) -> &[usize] {
+        &self.nodes
+    }
+    /// Moves the request from `from` to `to`.
+    pub fn move_to(&mut self, from: usize, to: usize) {
+        for n in &mut self.nodes {
+            if *n == from {
+                *n = to;
+            }
+        }
+        self.nodes.dedup();
+    }
+    /// Shares the request with `node` too.
+    pub fn share_with(&mut self, node: usize) {
+        if !self.nodes.contains(&node) {
+            self.nodes.push(node);
+        }
+    }
+}
+
+/// A node's load as the balancer sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeLoad {
+    pub node: usize,
+    /// Threads of the node that are asleep.
+    pub idle_threads: usize,
+    /// Tasks queued on the node (deferred of its requests and immediate of its threads).
+    pub queued: usize,
+    /// Requests the node evaluates (home or shared), ascending ids, with whether each is shared.
+    pub requests: Vec<(RequestId, bool)>,
+    /// Free memory of the node in bytes, when known.
+    pub free_memory: Option<u64>,
+}
+
+impl NodeLoad {
+    /// Every thread is busy and tasks are waiting.
+    pub fn overloaded(&self) -> bool {
+        self.idle_threads == 0 && self.queued > 0
+    }
+    /// Some thread sleeps and nothing is waiting.
+    pub fn partially_idle(&self) -> bool {
+        self.idle_threads > 0 && self.queued == 0
+    }
+}
+
+/// What the load balancer does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Balance {
+    /// Move `request` (with its queued deferred tasks) from `from` to `to`.
+    Move { request: RequestId, from: usize, to: usize },
+    /// Let `to` evaluate `request` too.
+    Share { request: RequestId, from: usize, to: usize },
+}
+
+/// §5.2: with an overloaded node (the one with most queued tasks) and a partially idle node (the
+/// one with most idle threads), move the overloaded node's newest request that is not shared, or,
+/// when it evaluates a single request, share that request with the idle node.
+pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
+    let from = loads.iter().filter(|l| l.overloaded()).max_by_key(|l| (l.queued, std::cmp::Reverse(l.node)))?;
+    let to = loads
+        .iter()
+        .filter(|l| l.partially_idle())
+        .max_by_key(|l| (l.idle_threads, std::cmp::Reverse(l.node)))?;
+    if from.requests.len() >= 2 {
+        if let Some(&(request, _)) = from.requests.iter().rev().find(|(_, shared)| !shared) {
+            return Some(Balance::Move { request, from: from.node, to: to.node });
+        }
+    }
+    let &(request, _) = from.requests.last()?;
+    if to.requests.iter().any(|&(r, _)| r == request) {
+        return None;
+    }
+    Some(Balance::Share { request, from: from.node, to: to.node })
+}
+
+/// §5.1: the node with the most free resources — most idle threads, then most free memory (when
+/// known), then fewest requests; ties go to the lowest node.
+pub fn choose_node(loads: &[NodeLoad]) -> usize {
+    loads
+        .iter()
+        .max_by_key(|l| {
+            (
+                l.idle_threads,
+                l.free_memory.unwrap_or(0),
+                std::cmp::Reverse(l.requests.len()),
+                std::cmp::Reverse(l.node),
+            )
+        })
+        .map_or(0, |l| l.node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{resolve_deferred, walk, Cursors, Rng};
+    use nearflow_topo::presets;
+
+    fn load(node: usize, idle: usize, queued: usize, requests: &[u64]) -> NodeLoad {
+        NodeLoad {
+            node,
+            idle_threads: idle,
+            queued,
+            requests: requests.iter().map(|&r| (r, false)).collect(),
+            free_memory: None,
+        }
+    }
+
+    #[test]
+    fn balancer_moves_the_newest_request() {
+        let loads = [load(0, 0, 10, &[1, 4, 6]), load(1, 3, 0, &[])];
+        assert_eq!(balance(&loads), Some(Balance::Move { request: 6, from: 0, to: 1 }));
+    }
+
+    #[test]
+    fn balancer_shares_a_lone_request() {
+        let loads = [load(0, 0, 10, &[2]), load(1, 12, 0, &[]), load(2, 1, 0, &[])];
+        assert_eq!(balance(&loads), Some(Balance::Share { request: 2, from: 0, to: 1 }));
+        // Already shared with that node: nothing to do.
+        let loads = [load(0, 0, 10, &[2]), load(1, 12, 0, &[2])];
+        assert_eq!(balance(&loads), None);
+    }
+
+    #[test]
+    fn balancer_idles_when_balanced() {
+        assert_eq!(balance(&[load(0, 0, 10, &[1, 2]), load(1, 0, 3, &[3])]), None);
+        assert_eq!(balance(&[load(0, 2, 0, &[]), load(1, 1, 0, &[])]), None);
+    }
+
+    #[test]
+    fn new_request_goes_to_most_idle_node() {
+        assert_eq!(choose_node(&[load(0, 1, 0, &[]), load(1, 6, 0, &[1]), load(2, 6, 0, &[])]), 2);
+    }
+
+    #[test]
+    fn shared_request_rotates_responsibility() {
+        let mut r = RequestNodes::new(0);
+        r.share_with(2);
+        r.share_with(2);
+        let seq: Vec<usize> = (0..4).map(|_| r.next_node()).collect();
+        assert_eq!(seq, vec![0, 2, 0, 2]);
+        r.move_to(0, 1);
+        assert_eq!(r.nodes(), &[1, 2]);
+    }
+
+    #[test]
+    fn rule_order_prefers_last_request() {
+        let p = Policy::new(PolicyKind::Bobox2011, &presets::build("e7-4820").unwrap());
+        let reqs = [3u64, 5];
+        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| match pr.queue {
+            QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, Some(5)),
+            _ => None,
+        });
+        let ((req, end), probe) = got.unwrap();
+        assert_eq!((req, end, probe.rule), (5, End::Oldest, 2));
+        // Without a last request, rule 3 takes the oldest request.
+        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| match pr.queue {
+            QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, None),
+            _ => None,
+        });
+        assert_eq!(got.unwrap().1.rule, 3);
+        // Rule 4 only steals from threads of the same node.
+        assert!(crate::plan_reaches(p.plan(0), QueueRef::Local(15)));
+        assert!(!crate::plan_reaches(p.plan(0), QueueRef::Local(16)));
+    }
+}
