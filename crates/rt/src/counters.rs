@@ -1,0 +1,113 @@
+//! Counters per worker and per request: relaxed atomics on cache-padded, per-worker lines,
+//! readable at any time through [`Runtime::counters`](crate::Runtime::counters) and
+//! [`RequestHandle::counters`](crate::RequestHandle::counters).
+
+use crossbeam_utils::CachePadded;
+use serde::Serialize;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Largest rule number a policy may have (rules are 1-based).
+pub const MAX_RULES: usize = 8;
+
+pub(crate) struct WorkerCells {
+    pub(crate) executed: AtomicU64,
+    pub(crate) by_rule: [AtomicU64; MAX_RULES],
+    pub(crate) steals: AtomicU64,
+    pub(crate) sleeps: AtomicU64,
+    pub(crate) wakes: AtomicU64,
+    pub(crate) spawned: AtomicU64,
+}
+
+impl WorkerCells {
+    pub(crate) fn new() -> CachePadded<Self> {
+        CachePadded::new(WorkerCells {
+            executed: AtomicU64::new(0),
+            by_rule: std::array::from_fn(|_| AtomicU64::new(0)),
+            steals: AtomicU64::new(0),
+            sleeps: AtomicU64::new(0),
+            wakes: AtomicU64::new(0),
+            spawned: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn snapshot(&self, worker: usize) -> WorkerCounters {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WorkerCounters {
+            worker,
+            executed: r(&self.executed),
+            by_rule: self.by_rule.iter().map(r).collect(),
+            steals: r(&self.steals),
+            sleeps: r(&self.sleeps),
+            wakes: r(&self.wakes),
+            spawned: r(&self.spawned),
+        }
+    }
+}
+
+/// Bumps a counter (Relaxed: counters order nothing).
+pub(crate) fn bump(a: &AtomicU64) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What one worker did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerCounters {
+    /// Worker (= PU) index.
+    pub worker: usize,
+    /// Tasks run.
+    pub executed: u64,
+    /// Tasks found by each rule of the policy: `by_rule[r - 1]` for rule `r`.
+    pub by_rule: Vec<u64>,
+    /// Tasks taken from a queue the worker does not own.
+    pub steals: u64,
+    /// Times the worker blocked.
+    pub sleeps: u64,
+    /// Times the worker woke another one.
+    pub wakes: u64,
+    /// Tasks it spawned.
+    pub spawned: u64,
+}
+
+/// What one request did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RequestCounters {
+    /// Tasks run.
+    pub executed: u64,
+    /// Immediate tasks spawned.
+    pub spawned_immediate: u64,
+    /// Deferred tasks spawned (the root task included).
+    pub spawned_deferred: u64,
+    /// Tasks dropped without running because the request had failed.
+    pub skipped: u64,
+}
+
+/// A snapshot of the whole runtime.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuntimeCounters {
+    /// Per worker.
+    pub workers: Vec<WorkerCounters>,
+    /// Rule names of the policy, `rule_names[r - 1]` for rule `r`.
+    pub rule_names: Vec<String>,
+}
+
+impl RuntimeCounters {
+    /// Tasks run by all workers.
+    pub fn executed(&self) -> u64 {
+        self.workers.iter().map(|w| w.executed).sum()
+    }
+    /// Tasks found by each rule, summed over workers.
+    pub fn by_rule(&self) -> Vec<u64> {
+        let mut v = vec![0; self.rule_names.len()];
+        for w in &self.workers {
+            for (i, x) in w.by_rule.iter().enumerate().take(v.len()) {
+                v[i] += x;
+            }
+        }
+        v
+    }
+    /// Sum of a field over workers.
+    pub fn total(&self, f: impl Fn(&WorkerCounters) -> u64) -> u64 {
+        self.workers.iter().map(f).sum()
+    }
+}

@@ -1,0 +1,316 @@
+//! Sleeping and waking of workers. The protocol, and why no wake-up is lost, is described in
+//! `README.md` beside this file; read it before changing anything here.
+
+use crate::sync::{fence, lock, wait, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+
+/// A binary semaphore: one worker waits on its own.
+struct BinarySemaphore {
+    posted: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl BinarySemaphore {
+    fn new() -> Self {
+        BinarySemaphore { posted: Mutex::new(false), cv: Condvar::new() }
+    }
+    fn post(&self) {
+        let mut p = lock(&self.posted);
+        *p = true;
+        self.cv.notify_one();
+    }
+    fn wait(&self) {
+        let mut p = lock(&self.posted);
+        while !*p {
+            p = wait(&self.cv, p);
+        }
+        *p = false;
+    }
+}
+
+/// A sleep domain: a group of workers that sleep together (a core group for LAS, a NUMA node for
+/// Bobox-2011, everyone for the baselines, one worker for per-thread queues).
+struct Domain {
+    /// Number of workers in `waiting`; read without the lock by wakers (the fast path: while it is
+    /// 0, a spawn does no lock and no semaphore operation).
+    sleepers: AtomicUsize,
+    /// Workers registered as sleeping, most recent last.
+    waiting: Mutex<Vec<usize>>,
+}
+
+/// The counting semaphore of FIFO+RR (Bobox paper §6): its value is the number of tasks that
+/// are queued and not yet claimed by a worker.
+struct CountingSemaphore {
+    count: Mutex<usize>,
+    cv: Condvar,
+}
+
+/// What [`Sleep::sleep`] ended with.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Slept<T> {
+    /// The re-check after registering found work: the worker never blocked.
+    Found(T),
+    /// The worker blocked and was woken.
+    Woken,
+    /// The runtime is shutting down.
+    Shutdown,
+}
+
+/// Sleep state of one runtime.
+pub(crate) struct Sleep {
+    domains: Vec<Domain>,
+    sems: Vec<BinarySemaphore>,
+    counting: CountingSemaphore,
+    shutdown: AtomicBool,
+    asleep: AtomicUsize,
+}
+
+impl Sleep {
+    /// Sleep state for `workers` workers in `domains` domains.
+    pub(crate) fn new(workers: usize, domains: usize) -> Self {
+        Sleep {
+            domains: (0..domains)
+                .map(|_| Domain { sleepers: AtomicUsize::new(0), waiting: Mutex::new(Vec::new()) })
+                .collect(),
+            sems: (0..workers).map(|_| BinarySemaphore::new()).collect(),
+            counting: CountingSemaphore { count: Mutex::new(0), cv: Condvar::new() },
+            shutdown: AtomicBool::new(false),
+            asleep: AtomicUsize::new(0),
+        }
+    }
+
+    /// Called after a task was pushed: wakes one sleeping worker of the first domain in `order`
+    /// that has one. Returns whether a worker was woken.
+    pub(crate) fn wake(&self, order: &[usize]) -> bool {
+        // SeqCst fence: pairs with the fence in `sleep` (step 2 of the README). Either this load
+        // of `sleepers` sees the sleeper's registration, or its re-check sees our push.
+        fence(Ordering::SeqCst);
+        for &d in order {
+            let dom = &self.domains[d];
+            // Relaxed: ordered by the fence above.
+            if dom.sleepers.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let woken = {
+                let mut list = lock(&dom.waiting);
+                let w = list.pop();
+                if w.is_some() {
+                    // Relaxed: `sleepers` changes only under `waiting`'s lock.
+                    dom.sleepers.fetch_sub(1, Ordering::Relaxed);
+                }
+                w
+            };
+            if let Some(w) = woken {
+                self.sems[w].post();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Puts worker `w` of domain `d` to sleep, unless `recheck`, run after registering, finds
+    /// work.
+    pub(crate) fn sleep<T>(&self, w: usize, d: usize, recheck: impl FnOnce() -> Option<T>) -> Slept<T> {
+        let dom = &self.domains[d];
+        // Step 1: register.
+        {
+            let mut list = lock(&dom.waiting);
+            list.push(w);
+            // Relaxed: ordered by the fence below; changes only under the lock.
+            dom.sleepers.fetch_add(1, Ordering::Relaxed);
+        }
+        // Step 2: SeqCst fence, pairs with the one in `wake`.
+        fence(Ordering::SeqCst);
+        // Step 3: re-check every queue this worker can reach.
+        if let Some(t) = recheck() {
+            self.cancel(w, dom);
+            return Slept::Found(t);
+        }
+        // SeqCst: pairs with the store in `shutdown`.
+        if self.shutdown.load(Ordering::SeqCst) {
+            self.cancel(w, dom);
+            return Slept::Shutdown;
+        }
+        // Step 4: block until a waker pops us from `waiting` and posts our semaphore.
+        self.asleep.fetch_add(1, Ordering::Relaxed);
+        self.sems[w].wait();
+        self.asleep.fetch_sub(1, Ordering::Relaxed);
+        if self.shutdown.load(Ordering::SeqCst) {
+            Slept::Shutdown
+        } else {
+            Slept::Woken
+        }
+    }
+
+    /// Leaves the waiting list after a successful re-check. If a waker popped us already, it has
+    /// posted (or is about to post) our semaphore: consume that post, so it cannot wake us later
+    /// for nothing. The waker's task is not lost: we are awake and will probe again.
+    fn cancel(&self, w: usize, dom: &Domain) {
+        let mut list = lock(&dom.waiting);
+        if let Some(pos) = list.iter().position(|&x| x == w) {
+            list.remove(pos);
+            dom.sleepers.fetch_sub(1, Ordering::Relaxed);
+        } else {
+            drop(list);
+            self.sems[w].wait();
+        }
+    }
+
+    /// FIFO+RR: one more task is queued.
+    pub(crate) fn post_task(&self) {
+        let mut c = lock(&self.counting.count);
+        *c += 1;
+        self.counting.cv.notify_one();
+    }
+
+    /// FIFO+RR: claims one queued task, blocking while there is none. Returns `None` at
+    /// shutdown, else whether the worker blocked. The claimed task is in some queue the worker
+    /// can reach (every FIFO+RR worker reaches every list), and no other worker can claim it.
+    pub(crate) fn claim_task(&self) -> Option<bool> {
+        let mut c = lock(&self.counting.count);
+        let mut blocked = false;
+        while *c == 0 {
+            if self.shutdown.load(Ordering::SeqCst) {
+                return None;
+            }
+            blocked = true;
+            self.asleep.fetch_add(1, Ordering::Relaxed);
+            c = wait(&self.counting.cv, c);
+            self.asleep.fetch_sub(1, Ordering::Relaxed);
+        }
+        *c -= 1;
+        Some(blocked)
+    }
+
+    /// Wakes every worker for good.
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        for d in &self.domains {
+            let ws: Vec<usize> = {
+                let mut list = lock(&d.waiting);
+                d.sleepers.store(0, Ordering::Relaxed);
+                std::mem::take(&mut *list)
+            };
+            for w in ws {
+                self.sems[w].post();
+            }
+        }
+        // Taking the lock orders the flag before any worker's next check under it.
+        let _c = lock(&self.counting.count);
+        self.counting.cv.notify_all();
+    }
+
+    /// Workers blocked right now (a monitoring figure, racy by nature).
+    pub(crate) fn asleep(&self) -> usize {
+        self.asleep.load(Ordering::Relaxed)
+    }
+
+    /// Workers registered as sleeping in each domain (racy snapshot).
+    #[cfg(not(loom))]
+    pub(crate) fn waiting(&self, d: usize) -> Vec<usize> {
+        lock(&self.domains[d].waiting).clone()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Model checks of the protocol (run with `RUSTFLAGS="--cfg loom"`). A lost wake-up leaves a
+    //! task queued with every worker blocked, which loom reports as a deadlock. Each scenario
+    //! shuts down only after every task was consumed, so shutdown cannot mask a lost wake-up.
+    use super::*;
+    use crate::queue::SharedQueue;
+    use crate::sync::Arc;
+    use loom::thread;
+    use nearflow_policy::End;
+
+    struct World {
+        sleep: Sleep,
+        queue: SharedQueue<u32>,
+        consumed: AtomicUsize,
+        tasks: usize,
+    }
+
+    fn worker(world: &World, w: usize, d: usize) {
+        loop {
+            let got = world.queue.pop(End::Oldest).is_some()
+                || match world.sleep.sleep(w, d, || world.queue.pop(End::Oldest)) {
+                    Slept::Found(_) => true,
+                    Slept::Woken => false,
+                    Slept::Shutdown => return,
+                };
+            if got && world.consumed.fetch_add(1, Ordering::SeqCst) + 1 == world.tasks {
+                world.sleep.shutdown();
+            }
+        }
+    }
+
+    fn run(workers: &'static [(usize, usize)], domains: usize, tasks: usize, order: &'static [usize]) {
+        loom::model(move || {
+            let world = Arc::new(World {
+                sleep: Sleep::new(workers.len(), domains),
+                queue: SharedQueue::new(),
+                consumed: AtomicUsize::new(0),
+                tasks,
+            });
+            let handles: Vec<_> = workers
+                .iter()
+                .map(|&(w, d)| {
+                    let world = world.clone();
+                    thread::spawn(move || worker(&world, w, d))
+                })
+                .collect();
+            for i in 0..tasks {
+                world.queue.push(i as u32);
+                world.sleep.wake(order);
+            }
+            for h in handles {
+                h.join().unwrap();
+            }
+            assert_eq!(world.consumed.load(Ordering::SeqCst), tasks);
+        });
+    }
+
+    #[test]
+    fn one_worker_two_pushes() {
+        run(&[(0, 0)], 1, 2, &[0]);
+    }
+
+    #[test]
+    fn two_workers_one_domain() {
+        run(&[(0, 0), (1, 0)], 1, 2, &[0]);
+    }
+
+    #[test]
+    fn two_domains_wake_in_order() {
+        run(&[(0, 0), (1, 1)], 2, 2, &[1, 0]);
+    }
+
+    #[test]
+    fn counting_semaphore_claims() {
+        loom::model(|| {
+            let world = Arc::new(World {
+                sleep: Sleep::new(1, 1),
+                queue: SharedQueue::new(),
+                consumed: AtomicUsize::new(0),
+                tasks: 2,
+            });
+            let w = world.clone();
+            let h = thread::spawn(move || {
+                while w.sleep.claim_task().is_some() {
+                    // A claimed task is queued (or about to be visible): retry until found.
+                    while w.queue.pop(End::Oldest).is_none() {
+                        thread::yield_now();
+                    }
+                    if w.consumed.fetch_add(1, Ordering::SeqCst) + 1 == w.tasks {
+                        w.sleep.shutdown();
+                    }
+                }
+            });
+            for i in 0..2 {
+                world.queue.push(i);
+                world.sleep.post_task();
+            }
+            h.join().unwrap();
+            assert_eq!(world.consumed.load(Ordering::SeqCst), 2);
+        });
+    }
+}

@@ -1,0 +1,30 @@
+//! Every synchronisation primitive of the runtime comes through this module, so that the same
+//! code is model-checked by loom (`RUSTFLAGS="--cfg loom" cargo test -p nearflow-rt --test loom`)
+//! and runs on std otherwise (the approach of tokio's `loom` shim).
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Locks a mutex, ignoring poisoning: no lock of the runtime is held while user code runs, so a
+/// poisoned lock can only come from a bug in the runtime itself, and the data stays consistent.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Waits on a condition variable, ignoring poisoning (see [`lock`]).
+pub(crate) fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    match cv.wait(g) {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}

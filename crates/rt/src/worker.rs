@@ -1,0 +1,238 @@
+//! Worker threads: the find-task loop, running tasks, and spawning from inside a task.
+//!
+//! ## Single-owner immediate queues
+//!
+//! LAS §4.1 keeps one immediate queue per *core* and binds each thread to its *core group*, so
+//! the OS may move a thread between the cores of its group, and two threads may even run on the
+//! same core one after the other. A queue keyed by "the core I run on right now" would then have
+//! several pushers. nearflow instead gives each worker a **home PU** (worker `w` ↔ PU `w`) and
+//! makes the immediate queue of PU `w` the private deque of worker `w`: only worker `w` ever
+//! pushes to it (spawns always go to the spawner's own queue), so it stays single-owner and
+//! lock-free. Other workers only steal from it. Within a group the OS may still migrate a
+//! thread, but only among cores that share the group's cache, so the cache argument of the rules
+//! holds at group granularity; with [`Pinning::Pu`](crate::Pinning::Pu) home PU and actual PU
+//! coincide exactly.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crossbeam_deque::{Steal, Stealer, Worker as Deque};
+use nearflow_policy::{walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind};
+
+use crate::counters::{bump, WorkerCells};
+use crate::request::RequestInner;
+use crate::sleep::Slept;
+use crate::sync::{lock, Arc, Ordering};
+use crate::Shared;
+
+/// A unit of work of a request.
+pub(crate) struct Task {
+    pub(crate) req: Arc<RequestInner>,
+    pub(crate) f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
+}
+
+/// The state a worker keeps to itself.
+pub(crate) struct WorkerLocal<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) w: usize,
+    pub(crate) local: Deque<Task>,
+    plan: &'a [Step],
+    cursors: RefCell<Cursors>,
+    rng: RefCell<Rng>,
+    last_request: Cell<Option<RequestId>>,
+    cells: &'a WorkerCells,
+}
+
+/// What a running task sees: spawn more tasks of its request.
+pub struct TaskCx<'a> {
+    me: &'a WorkerLocal<'a>,
+    req: &'a Arc<RequestInner>,
+}
+
+impl TaskCx<'_> {
+    /// Spawns an immediate task of the same request: it runs as soon as possible, near this one
+    /// (it shares this task's hot data).
+    pub fn spawn_immediate<F>(&self, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        self.spawn(TaskKind::Immediate, f);
+    }
+
+    /// Spawns a deferred task of the same request: it runs when resources are free, possibly on
+    /// a distant core (detached work, the start of a large portion of work).
+    pub fn spawn_deferred<F>(&self, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        self.spawn(TaskKind::Deferred, f);
+    }
+
+    /// Spawns a task of the given kind.
+    pub fn spawn<F>(&self, kind: TaskKind, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        // Relaxed: this task still holds one pending count, so the counter cannot reach zero
+        // before this increment; the final decrement is AcqRel (see `WorkerLocal::run`).
+        self.req.pending.fetch_add(1, Ordering::Relaxed);
+        match kind {
+            TaskKind::Immediate => bump(&self.req.spawned_immediate),
+            TaskKind::Deferred => bump(&self.req.spawned_deferred),
+        }
+        bump(&self.me.cells.spawned);
+        self.me.place(kind, Task { req: self.req.clone(), f: Box::new(f) });
+    }
+
+    /// The id of the request this task belongs to.
+    pub fn request_id(&self) -> RequestId {
+        self.req.id
+    }
+
+    /// The worker running this task (equal to its home PU).
+    pub fn worker(&self) -> usize {
+        self.me.w
+    }
+
+    /// Whether the request has already failed (a task panicked); long tasks may stop early.
+    pub fn request_failed(&self) -> bool {
+        self.req.failed.load(Ordering::Relaxed)
+    }
+}
+
+fn steal(s: &Stealer<Task>) -> Option<Task> {
+    loop {
+        match s.steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Empty => return None,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+}
+
+impl<'a> WorkerLocal<'a> {
+    pub(crate) fn new(shared: &'a Shared, w: usize, local: Deque<Task>) -> Self {
+        let plan = shared.policy.plan(w);
+        WorkerLocal {
+            shared,
+            w,
+            local,
+            plan,
+            cursors: RefCell::new(Cursors::new(plan)),
+            rng: RefCell::new(Rng::new(0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9))),
+            last_request: Cell::new(None),
+            cells: &shared.cells[w],
+        }
+    }
+
+    /// Places a task spawned by this worker, as the policy says, and wakes a sleeper.
+    fn place(&self, kind: TaskKind, task: Task) {
+        let shared = self.shared;
+        let q = match shared.policy.place(kind, self.w) {
+            Place::Queue(q) => q,
+            Place::RoundRobinShared { count } => QueueRef::Shared(shared.next_ticket() % count),
+            Place::RequestNode => QueueRef::Deferred(lock(&task.req.nodes).next_node()),
+        };
+        match q {
+            QueueRef::Local(v) => {
+                debug_assert_eq!(v, self.w, "a local queue is pushed by its owner only");
+                self.local.push(task);
+            }
+            other => shared.push_shared(other, task),
+        }
+        if shared.notify(q) {
+            bump(&self.cells.wakes);
+        }
+    }
+
+    /// Pops from one queue as a probe prescribes.
+    fn try_take(&self, p: &Probe, last: Option<RequestId>) -> Option<Task> {
+        let shared = self.shared;
+        match (p.queue, p.take) {
+            (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == self.w => self.local.pop(),
+            (QueueRef::Local(v), _) => steal(&shared.stealers[v]),
+            (QueueRef::Shared(i), Take::Plain(end)) => shared.shared_queues[i].pop(end),
+            (QueueRef::Shared(i), _) => shared.shared_queues[i].pop(End::Oldest),
+            (QueueRef::Deferred(i), take) => shared.deferred[i].take(take, last),
+        }
+    }
+
+    /// Walks the policy's plan once; the first task found wins.
+    pub(crate) fn find(&self) -> Option<Task> {
+        let mut cursors = self.cursors.borrow_mut();
+        let mut rng = self.rng.borrow_mut();
+        let last = self.last_request.get();
+        let (task, probe) = walk(self.plan, &mut cursors, &mut rng, |p| self.try_take(p, last))?;
+        if let Some(c) = self.cells.by_rule.get(usize::from(probe.rule).saturating_sub(1)) {
+            bump(c);
+        }
+        if self.shared.is_steal(self.w, probe.queue) {
+            bump(&self.cells.steals);
+        }
+        self.last_request.set(Some(task.req.id));
+        Some(task)
+    }
+
+    /// Runs a task (unless its request failed) and completes its request if it was the last.
+    pub(crate) fn run(&self, task: Task) {
+        let Task { req, f } = task;
+        // Acquire: pairs with the Release store in `RequestInner::fail`.
+        if req.failed.load(Ordering::Acquire) {
+            bump(&req.skipped);
+            drop(f);
+        } else {
+            let cx = TaskCx { me: self, req: &req };
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
+                req.fail(payload);
+            }
+            bump(&req.executed);
+            bump(&self.cells.executed);
+        }
+        // AcqRel: every task's Release decrement happens before the final one's Acquire, so the
+        // completing thread (and the waiter it wakes) sees all effects of the request's tasks.
+        if req.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.finish_request(&req);
+        }
+    }
+
+    /// The worker's main loop.
+    pub(crate) fn main_loop(&self) {
+        let shared = self.shared;
+        match shared.policy.sleep().scheme {
+            SleepScheme::Domains => {
+                let domain = shared.policy.sleep().domain_of[self.w];
+                loop {
+                    if let Some(t) = self.find() {
+                        self.run(t);
+                        continue;
+                    }
+                    match shared.sleep.sleep(self.w, domain, || self.find()) {
+                        Slept::Found(t) => self.run(t),
+                        Slept::Woken => bump(&self.cells.sleeps),
+                        Slept::Shutdown => break,
+                    }
+                }
+            }
+            SleepScheme::CountingSemaphore => {
+                while let Some(blocked) = shared.sleep.claim_task() {
+                    if blocked {
+                        bump(&self.cells.sleeps);
+                    }
+                    // A claimed task is queued in some list this worker reaches.
+                    loop {
+                        if let Some(t) = self.find() {
+                            self.run(t);
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+        // Shutdown begins only when every request has completed, so nothing is left; drain
+        // anyway so that a bug here shows as a counted task rather than a leak.
+        while let Some(t) = self.find() {
+            self.run(t);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Behaviour tests of the runtime API: results, panics, shutdown, counters, oversubscription.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nearflow_policy::PolicyKind;
+use nearflow_rt::{Pinning, RequestError, Runtime};
+use nearflow_topo::{presets, TopologySpec};
+
+fn rt(preset: &str, policy: PolicyKind) -> Runtime {
+    Runtime::builder(presets::build(preset).unwrap()).policy(policy).build().unwrap()
+}
+
+#[test]
+fn request_ids_are_sequential_and_results_come_back() {
+    for policy in PolicyKind::ALL {
+        let rt = rt("e5310-smp", policy);
+        let handles: Vec<_> = (0..10u64).map(|i| rt.submit(move |_| i * 2)).collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            assert_eq!(h.id(), i as u64, "{policy}");
+            assert_eq!(h.wait().unwrap(), i as u64 * 2, "{policy}");
+        }
+    }
+}
+
+#[test]
+fn wait_covers_every_task_of_the_request() {
+    for policy in PolicyKind::ALL {
+        let rt = rt("e7-4820", policy);
+        let hits = Arc::new(AtomicU64::new(0));
+        let h2 = hits.clone();
+        let h = rt.submit(move |cx| {
+            for _ in 0..50 {
+                let h3 = h2.clone();
+                cx.spawn_deferred(move |cx| {
+                    for _ in 0..4 {
+                        let h4 = h3.clone();
+                        cx.spawn_immediate(move |_| {
+                            std::thread::sleep(Duration::from_micros(50));
+                            h4.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                });
+            }
+        });
+        let c = h.counters();
+        assert!(c.spawned_deferred >= 1);
+        h.wait().unwrap();
+        assert_eq!(hits.load(Ordering::Relaxed), 200, "{policy}");
+    }
+}
+
+#[test]
+fn a_panicking_task_fails_only_its_request() {
+    for policy in PolicyKind::ALL {
+        let rt = rt("e5310-smp", policy);
+        let bad = rt.submit(|cx| {
+            cx.spawn_immediate(|_| panic!("boom in a child"));
+            7
+        });
+        let good = rt.submit(|cx| {
+            cx.spawn_deferred(|_| {});
+            1
+        });
+        match bad.wait() {
+            Err(RequestError::Panicked { message, .. }) => assert_eq!(message, "boom in a child", "{policy}"),
+            Ok(v) => panic!("{policy}: a failed request returned {v}"),
+        }
+        assert_eq!(good.wait().unwrap(), 1, "{policy}");
+        // The pool still works.
+        assert_eq!(rt.submit(|_| 5).wait().unwrap(), 5);
+    }
+}
+
+#[test]
+fn formatted_panic_messages_are_kept() {
+    let rt = rt("x5355", PolicyKind::Las);
+    let h = rt.submit(|_| -> u32 { panic!("bad value {}", 42) });
+    assert_eq!(h.wait().unwrap_err().to_string(), "request 0 failed: a task panicked: bad value 42");
+}
+
+#[test]
+fn drop_waits_for_submitted_requests() {
+    let done = Arc::new(AtomicU64::new(0));
+    {
+        let rt = rt("e5310-smp", PolicyKind::Las);
+        for _ in 0..8 {
+            let d = done.clone();
+            drop(rt.submit(move |cx| {
+                for _ in 0..10 {
+                    let d = d.clone();
+                    cx.spawn_deferred(move |_| {
+                        std::thread::sleep(Duration::from_millis(1));
+                        d.fetch_add(1, Ordering::Relaxed);
+                    });
+                }
+            }));
+        }
+    }
+    assert_eq!(done.load(Ordering::Relaxed), 80);
+}
+
+#[test]
+fn counters_attribute_tasks_to_rules() {
+    let rt = rt("e5310-smp", PolicyKind::Las);
+    rt.submit(|cx| {
+        for _ in 0..100 {
+            cx.spawn_immediate(|_| {});
+        }
+    })
+    .wait()
+    .unwrap();
+    let c = rt.counters();
+    assert_eq!(c.executed(), 101);
+    assert_eq!(c.by_rule().iter().sum::<u64>(), 101);
+    assert_eq!(c.rule_names.len(), 5);
+    assert_eq!(c.total(|w| w.spawned), 100);
+}
+
+#[test]
+fn sixty_four_workers_run_on_a_small_host() {
+    let m = presets::build("e7-4820").unwrap();
+    let rt = Runtime::builder(m).pinning(Pinning::Group).build().unwrap();
+    assert_eq!(rt.workers(), 64);
+    assert_eq!(rt.pinning(), Pinning::None, "binding is skipped off-host");
+    let sum: u64 = (0..64u64).map(|i| rt.submit(move |_| i)).map(|h| h.wait().unwrap()).sum();
+    assert_eq!(sum, 63 * 64 / 2);
+}
+
+#[test]
+fn host_runtime_binds_to_groups() {
+    let m = TopologySpec::Host.load().unwrap();
+    for pinning in [Pinning::Group, Pinning::Pu, Pinning::None] {
+        let rt = Runtime::builder(m.clone()).pinning(pinning).build().unwrap();
+        assert_eq!(rt.pinning(), pinning);
+        assert_eq!(rt.submit(|cx| cx.worker() < 1024).wait().unwrap(), true);
+    }
+}

@@ -1,0 +1,70 @@
+//! Stress: random task DAGs over many concurrent requests, for every policy on several machines.
+//! Every task is counted: each runs exactly once, every request completes, and no worker sleeps
+//! while work it could run waits with no task running (see `nearflow_rt::stress`).
+
+use std::time::Duration;
+
+use nearflow_policy::PolicyKind;
+use nearflow_rt::stress::{self, StressConfig};
+use nearflow_rt::Runtime;
+use nearflow_topo::{presets, Machine, TopologySpec};
+
+fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
+    for policy in PolicyKind::ALL {
+        for seed in [1, 2] {
+            let rt = Runtime::builder(machine.clone()).policy(policy).build().unwrap();
+            let cfg = StressConfig {
+                tasks,
+                requests,
+                seed,
+                stall_timeout: Duration::from_secs(10),
+                deadline: Duration::from_secs(240),
+                ..StressConfig::default()
+            };
+            match stress::run(&rt, &cfg) {
+                Ok(r) => {
+                    assert!(
+                        r.is_exact(),
+                        "{policy} on {label}, seed {seed}: spawned {} executed {} (workers say {}) duplicated {} missing {} requests {}/{}",
+                        r.spawned, r.executed, r.worker_executed, r.duplicated, r.missing,
+                        r.requests_completed, r.requests_submitted
+                    );
+                    assert_eq!(r.spawned, tasks);
+                }
+                Err(e) => {
+                    // The runtime cannot be dropped with requests stuck in it: leak it and fail.
+                    std::mem::forget(rt);
+                    panic!("{policy} on {label}, seed {seed}: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn stress_host() {
+    check(TopologySpec::Host.load().unwrap(), "host", 40_000, 64);
+}
+
+#[test]
+fn stress_e5310_smp() {
+    check(presets::build("e5310-smp").unwrap(), "e5310-smp", 40_000, 64);
+}
+
+#[test]
+fn stress_e7_4820() {
+    check(presets::build("e7-4820").unwrap(), "e7-4820", 40_000, 64);
+}
+
+#[test]
+fn stress_e7540() {
+    check(presets::build("e7540").unwrap(), "e7540", 40_000, 64);
+}
+
+#[test]
+fn stress_single_request_many_tasks() {
+    // One request only: LAS rule 4 must spread it over groups, Bobox must share it.
+    for name in ["e7-4820", "nehalem-2x4"] {
+        check(presets::build(name).unwrap(), name, 30_000, 1);
+    }
+}
