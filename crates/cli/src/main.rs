@@ -1,1 +1,99 @@
-fn main(){}
+//! `nearflow`: the command-line tool of the nearflow runtime.
+//!
+//! - `nearflow topo` — a machine's tree, core groups and distance matrices;
+//! - `nearflow stress` — the random-DAG workload with every task counted;
+//! - `nearflow bench overhead|queues` — benchmarks (figures only, never assertions);
+//! - `nearflow demo` — the main job on embedded defaults: this machine's topology and the queue
+//!   study at a size that finishes in about a minute.
+
+mod args;
+mod bench;
+mod stress_cmd;
+mod topo_cmd;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nearflow",
+    version,
+    about = "A locality-aware runtime for parallel dataflow on multicore and NUMA machines"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print a machine's topology: tree, core groups, cache and NUMA distances.
+    Topo(topo_cmd::TopoCmd),
+    /// Run random task DAGs and check that every task runs exactly once.
+    Stress(stress_cmd::StressCmd),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// The main job: this machine's topology, then the queue study on embedded defaults.
+    Demo {
+        /// Where to write the queue study's CSV.
+        #[arg(long, default_value = "results/queues.csv")]
+        csv: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Spawn+run cost of empty tasks, every policy beside rayon and crossbeam-deque.
+    Overhead(bench::overhead::OverheadCmd),
+    /// Matrix multiplication with one task per element (load-balancing-queues.txt, Table I).
+    Queues(bench::queues::QueuesCmd),
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Topo(c) => topo_cmd::run(&c),
+        Command::Stress(c) => stress_cmd::run(&c),
+        Command::Bench(BenchCmd::Overhead(c)) => bench::overhead::run(&c),
+        Command::Bench(BenchCmd::Queues(c)) => bench::queues::run(&c),
+        Command::Demo { csv } => {
+            topo_cmd::run(&topo_cmd::TopoCmd {
+                topo: Default::default(),
+                json: false,
+                list: false,
+            })?;
+            println!();
+            let cmd = bench::queues::QueuesCmd {
+                topo: Default::default(),
+                sizes: "128,256,512,1024,2048".into(),
+                with_4096: false,
+                policies: "central,per-thread,random-steal,nls,las".into(),
+                spawn: bench::queues::SpawnKind::Deferred,
+                reps: 3,
+                pinning: nearflow_rt::Pinning::Group,
+                csv: Some(csv),
+                json: false,
+            };
+            bench::queues::run(&cmd)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NEARFLOW_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -25,8 +25,9 @@ use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
 pub(crate) fn build(m: &Machine) -> Policy {
     let workers = m.pu_count();
     let nodes = m.node_count();
-    let node_workers: Vec<Vec<usize>> =
-        (0..nodes).map(|n| (0..workers).filter(|&w| m.node_of(w) == n).collect()).collect();
+    let node_workers: Vec<Vec<usize>> = (0..nodes)
+        .map(|n| (0..workers).filter(|&w| m.node_of(w) == n).collect())
+        .collect();
     let plans = (0..workers)
         .map(|w| {
             let n = m.node_of(w);
@@ -34,12 +35,28 @@ pub(crate) fn build(m: &Machine) -> Policy {
             let pos = mates.iter().position(|&x| x == w).unwrap_or(0);
             let steal: Vec<Probe> = (1..mates.len())
                 .map(|k| mates[(pos + k) % mates.len()])
-                .map(|v| Probe { queue: QueueRef::Local(v), take: Take::Plain(End::Oldest), rule: 4 })
+                .map(|v| Probe {
+                    queue: QueueRef::Local(v),
+                    take: Take::Plain(End::Oldest),
+                    rule: 4,
+                })
                 .collect();
             vec![
-                Step::Scan(vec![Probe { queue: QueueRef::Local(w), take: Take::Plain(End::Youngest), rule: 1 }]),
-                Step::Scan(vec![Probe { queue: QueueRef::Deferred(n), take: Take::LastRequestOldest, rule: 2 }]),
-                Step::Scan(vec![Probe { queue: QueueRef::Deferred(n), take: Take::OldestRequestOldest, rule: 3 }]),
+                Step::Scan(vec![Probe {
+                    queue: QueueRef::Local(w),
+                    take: Take::Plain(End::Youngest),
+                    rule: 1,
+                }]),
+                Step::Scan(vec![Probe {
+                    queue: QueueRef::Deferred(n),
+                    take: Take::LastRequestOldest,
+                    rule: 2,
+                }]),
+                Step::Scan(vec![Probe {
+                    queue: QueueRef::Deferred(n),
+                    take: Take::OldestRequestOldest,
+                    rule: 3,
+                }]),
                 Step::Scan(steal),
             ]
         })
@@ -51,7 +68,9 @@ pub(crate) fn build(m: &Machine) -> Policy {
         shared_queues: 0,
         deferred_queues: nodes,
         plans,
-        place_immediate: (0..workers).map(|w| Place::Queue(QueueRef::Local(w))).collect(),
+        place_immediate: (0..workers)
+            .map(|w| Place::Queue(QueueRef::Local(w)))
+            .collect(),
         place_deferred: vec![Place::RequestNode; workers],
         root: RootPlace::LeastLoadedNode,
         sleep: SleepLayout::from_domains(SleepScheme::Domains, node_workers, workers),
@@ -73,7 +92,10 @@ pub struct RequestNodes {
 impl RequestNodes {
     /// A request evaluated by one node.
     pub fn new(home: usize) -> Self {
-        RequestNodes { nodes: vec![home], next: 0 }
+        RequestNodes {
+            nodes: vec![home],
+            next: 0,
+        }
     }
     /// The node responsible for the next deferred task; advances the round robin.
     pub fn next_node(&mut self) -> usize {
@@ -131,30 +153,49 @@ impl NodeLoad {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Balance {
     /// Move `request` (with its queued deferred tasks) from `from` to `to`.
-    Move { request: RequestId, from: usize, to: usize },
+    Move {
+        request: RequestId,
+        from: usize,
+        to: usize,
+    },
     /// Let `to` evaluate `request` too.
-    Share { request: RequestId, from: usize, to: usize },
+    Share {
+        request: RequestId,
+        from: usize,
+        to: usize,
+    },
 }
 
 /// §5.2: with an overloaded node (the one with most queued tasks) and a partially idle node (the
 /// one with most idle threads), move the overloaded node's newest request that is not shared, or,
 /// when it evaluates a single request, share that request with the idle node.
 pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
-    let from = loads.iter().filter(|l| l.overloaded()).max_by_key(|l| (l.queued, std::cmp::Reverse(l.node)))?;
+    let from = loads
+        .iter()
+        .filter(|l| l.overloaded())
+        .max_by_key(|l| (l.queued, std::cmp::Reverse(l.node)))?;
     let to = loads
         .iter()
         .filter(|l| l.partially_idle())
         .max_by_key(|l| (l.idle_threads, std::cmp::Reverse(l.node)))?;
     if from.requests.len() >= 2 {
         if let Some(&(request, _)) = from.requests.iter().rev().find(|(_, shared)| !shared) {
-            return Some(Balance::Move { request, from: from.node, to: to.node });
+            return Some(Balance::Move {
+                request,
+                from: from.node,
+                to: to.node,
+            });
         }
     }
     let &(request, _) = from.requests.last()?;
     if to.requests.iter().any(|&(r, _)| r == request) {
         return None;
     }
-    Some(Balance::Share { request, from: from.node, to: to.node })
+    Some(Balance::Share {
+        request,
+        from: from.node,
+        to: to.node,
+    })
 }
 
 /// §5.1: the node with the most free resources — most idle threads, then most free memory (when
@@ -192,13 +233,31 @@ mod tests {
     #[test]
     fn balancer_moves_the_newest_request() {
         let loads = [load(0, 0, 10, &[1, 4, 6]), load(1, 3, 0, &[])];
-        assert_eq!(balance(&loads), Some(Balance::Move { request: 6, from: 0, to: 1 }));
+        assert_eq!(
+            balance(&loads),
+            Some(Balance::Move {
+                request: 6,
+                from: 0,
+                to: 1
+            })
+        );
     }
 
     #[test]
     fn balancer_shares_a_lone_request() {
-        let loads = [load(0, 0, 10, &[2]), load(1, 12, 0, &[]), load(2, 1, 0, &[])];
-        assert_eq!(balance(&loads), Some(Balance::Share { request: 2, from: 0, to: 1 }));
+        let loads = [
+            load(0, 0, 10, &[2]),
+            load(1, 12, 0, &[]),
+            load(2, 1, 0, &[]),
+        ];
+        assert_eq!(
+            balance(&loads),
+            Some(Balance::Share {
+                request: 2,
+                from: 0,
+                to: 1
+            })
+        );
         // Already shared with that node: nothing to do.
         let loads = [load(0, 0, 10, &[2]), load(1, 12, 0, &[2])];
         assert_eq!(balance(&loads), None);
@@ -206,13 +265,19 @@ mod tests {
 
     #[test]
     fn balancer_idles_when_balanced() {
-        assert_eq!(balance(&[load(0, 0, 10, &[1, 2]), load(1, 0, 3, &[3])]), None);
+        assert_eq!(
+            balance(&[load(0, 0, 10, &[1, 2]), load(1, 0, 3, &[3])]),
+            None
+        );
         assert_eq!(balance(&[load(0, 2, 0, &[]), load(1, 1, 0, &[])]), None);
     }
 
     #[test]
     fn new_request_goes_to_most_idle_node() {
-        assert_eq!(choose_node(&[load(0, 1, 0, &[]), load(1, 6, 0, &[1]), load(2, 6, 0, &[])]), 2);
+        assert_eq!(
+            choose_node(&[load(0, 1, 0, &[]), load(1, 6, 0, &[1]), load(2, 6, 0, &[])]),
+            2
+        );
     }
 
     #[test]
@@ -230,17 +295,27 @@ mod tests {
     fn rule_order_prefers_last_request() {
         let p = Policy::new(PolicyKind::Bobox2011, &presets::build("e7-4820").unwrap());
         let reqs = [3u64, 5];
-        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| match pr.queue {
-            QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, Some(5)),
-            _ => None,
-        });
+        let got = walk(
+            p.plan(0),
+            &mut Cursors::new(p.plan(0)),
+            &mut Rng::new(1),
+            |pr| match pr.queue {
+                QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, Some(5)),
+                _ => None,
+            },
+        );
         let ((req, end), probe) = got.unwrap();
         assert_eq!((req, end, probe.rule), (5, End::Oldest, 2));
         // Without a last request, rule 3 takes the oldest request.
-        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| match pr.queue {
-            QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, None),
-            _ => None,
-        });
+        let got = walk(
+            p.plan(0),
+            &mut Cursors::new(p.plan(0)),
+            &mut Rng::new(1),
+            |pr| match pr.queue {
+                QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, None),
+                _ => None,
+            },
+        );
         assert_eq!(got.unwrap().1.rule, 3);
         // Rule 4 only steals from threads of the same node.
         assert!(crate::plan_reaches(p.plan(0), QueueRef::Local(15)));

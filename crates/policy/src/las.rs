@@ -24,7 +24,12 @@ use crate::plan::{End, Probe, QueueRef, Step, Take};
 use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
 
 /// Other members of `items` ordered by `key`, ties broken by cyclic order after `me`.
-fn nearest_first<K: Ord>(items: &[usize], me: usize, n: usize, key: impl Fn(usize) -> K) -> Vec<usize> {
+fn nearest_first<K: Ord>(
+    items: &[usize],
+    me: usize,
+    n: usize,
+    key: impl Fn(usize) -> K,
+) -> Vec<usize> {
     let mut v: Vec<usize> = items.iter().copied().filter(|&x| x != me).collect();
     v.sort_by_key(|&x| (key(x), (x + n - me) % n));
     v
@@ -43,21 +48,42 @@ pub(crate) fn build(m: &Machine) -> Policy {
     for w in 0..workers {
         let g = m.group_of(w);
         let node = m.node_of(w);
-        let own = Probe { queue: QueueRef::Local(w), take: Take::Plain(End::Youngest), rule: 1 };
-        let mates: Vec<Probe> = nearest_first(&groups[g].pus, w, workers, |p| m.cache_distance(w, p))
-            .into_iter()
-            .map(|p| Probe { queue: QueueRef::Local(p), take: Take::Plain(End::Oldest), rule: 2 })
-            .collect();
-        let deferred = Probe { queue: QueueRef::Deferred(g), take: Take::OldestRequestYoungest, rule: 3 };
+        let own = Probe {
+            queue: QueueRef::Local(w),
+            take: Take::Plain(End::Youngest),
+            rule: 1,
+        };
+        let mates: Vec<Probe> =
+            nearest_first(&groups[g].pus, w, workers, |p| m.cache_distance(w, p))
+                .into_iter()
+                .map(|p| Probe {
+                    queue: QueueRef::Local(p),
+                    take: Take::Plain(End::Oldest),
+                    rule: 2,
+                })
+                .collect();
+        let deferred = Probe {
+            queue: QueueRef::Deferred(g),
+            take: Take::OldestRequestYoungest,
+            rule: 3,
+        };
         let others: Vec<Probe> = groups_by_distance(m, g)
             .into_iter()
-            .map(|h| Probe { queue: QueueRef::Deferred(h), take: Take::SecondOldestRequestOldest, rule: 4 })
+            .map(|h| Probe {
+                queue: QueueRef::Deferred(h),
+                take: Take::SecondOldestRequestOldest,
+                rule: 4,
+            })
             .collect();
         let same_node: Vec<Probe> = groups
             .iter()
             .filter(|o| o.index != g && o.node == node)
             .flat_map(|o| o.pus.iter().copied())
-            .map(|p: PuId| Probe { queue: QueueRef::Local(p), take: Take::Plain(End::Oldest), rule: 5 })
+            .map(|p: PuId| Probe {
+                queue: QueueRef::Local(p),
+                take: Take::Plain(End::Oldest),
+                rule: 5,
+            })
             .collect();
         plans.push(vec![
             Step::Scan(vec![own]),
@@ -74,7 +100,11 @@ pub(crate) fn build(m: &Machine) -> Policy {
         .map(|w| {
             let g = m.group_of(w);
             std::iter::once(g)
-                .chain(groups_by_distance(m, g).into_iter().filter(|&h| groups[h].node == groups[g].node))
+                .chain(
+                    groups_by_distance(m, g)
+                        .into_iter()
+                        .filter(|&h| groups[h].node == groups[g].node),
+                )
                 .collect()
         })
         .collect();
@@ -85,9 +115,15 @@ pub(crate) fn build(m: &Machine) -> Policy {
         shared_queues: 0,
         deferred_queues: groups.len(),
         plans,
-        place_immediate: (0..workers).map(|w| Place::Queue(QueueRef::Local(w))).collect(),
-        place_deferred: (0..workers).map(|w| Place::Queue(QueueRef::Deferred(m.group_of(w)))).collect(),
-        root: RootPlace::DeferredByRequest { groups: groups.len() },
+        place_immediate: (0..workers)
+            .map(|w| Place::Queue(QueueRef::Local(w)))
+            .collect(),
+        place_deferred: (0..workers)
+            .map(|w| Place::Queue(QueueRef::Deferred(m.group_of(w))))
+            .collect(),
+        root: RootPlace::DeferredByRequest {
+            groups: groups.len(),
+        },
         sleep: SleepLayout::from_domains(
             SleepScheme::Domains,
             groups.iter().map(|g| g.pus.clone()).collect(),
@@ -123,7 +159,9 @@ mod tests {
         let mut rng = Rng::new(7);
         walk(p.plan(w), cursors, &mut rng, |probe| match probe.queue {
             QueueRef::Local(i) => match probe.take {
-                crate::Take::Plain(end) => (v.local.get(&i).copied().unwrap_or(0) > 0).then_some((None, end)),
+                crate::Take::Plain(end) => {
+                    (v.local.get(&i).copied().unwrap_or(0) > 0).then_some((None, end))
+                }
                 other => panic!("immediate queue probed with {other:?}"),
             },
             QueueRef::Deferred(i) => {
@@ -148,7 +186,11 @@ mod tests {
             v.local.insert(1, 3);
             v.deferred.insert(0, vec![1]);
             let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
-            assert_eq!(got, Some((1, QueueRef::Local(0), None, End::Youngest)), "{name}");
+            assert_eq!(
+                got,
+                Some((1, QueueRef::Local(0), None, End::Youngest)),
+                "{name}"
+            );
         }
     }
 
@@ -182,7 +224,11 @@ mod tests {
             v.deferred.insert(0, vec![4, 7]);
             v.deferred.insert(1, vec![2]);
             let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
-            assert_eq!(got, Some((3, QueueRef::Deferred(0), Some(4), End::Youngest)), "{name}");
+            assert_eq!(
+                got,
+                Some((3, QueueRef::Deferred(0), Some(4), End::Youngest)),
+                "{name}"
+            );
         }
     }
 
@@ -194,10 +240,18 @@ mod tests {
             let mut v = View::default();
             v.deferred.insert(1, vec![3, 8, 9]);
             let got = pick(&p, w, &v, &mut Cursors::new(p.plan(w)));
-            assert_eq!(got, Some((4, QueueRef::Deferred(1), Some(8), End::Oldest)), "{name}");
+            assert_eq!(
+                got,
+                Some((4, QueueRef::Deferred(1), Some(8), End::Oldest)),
+                "{name}"
+            );
             v.deferred.insert(1, vec![3]);
             let got = pick(&p, w, &v, &mut Cursors::new(p.plan(w)));
-            assert_eq!(got, Some((4, QueueRef::Deferred(1), Some(3), End::Oldest)), "{name}");
+            assert_eq!(
+                got,
+                Some((4, QueueRef::Deferred(1), Some(3), End::Oldest)),
+                "{name}"
+            );
         }
     }
 
@@ -205,10 +259,31 @@ mod tests {
     /// node 2's.
     #[test]
     fn rule4_scans_in_increasing_numa_distance() {
-        let pus = (0..3).map(|i| Pu { index: i, os_index: i, core: i, node: i }).collect();
-        let caches = (0..3).map(|i| Cache { level: 2, size: None, pus: vec![i] }).collect();
+        let pus = (0..3)
+            .map(|i| Pu {
+                index: i,
+                os_index: i,
+                core: i,
+                node: i,
+            })
+            .collect();
+        let caches = (0..3)
+            .map(|i| Cache {
+                level: 2,
+                size: None,
+                pus: vec![i],
+            })
+            .collect();
         let matrix = vec![vec![10, 20, 30], vec![20, 10, 20], vec![30, 20, 10]];
-        let m = Machine::new(Source::Synthetic("line".into()), pus, caches, 3, Some(matrix), vec![]).unwrap();
+        let m = Machine::new(
+            Source::Synthetic("line".into()),
+            pus,
+            caches,
+            3,
+            Some(matrix),
+            vec![],
+        )
+        .unwrap();
         let p = Policy::new(PolicyKind::Las, &m);
         let mut v = View::default();
         v.deferred.insert(2, vec![1]);
@@ -229,10 +304,19 @@ mod tests {
         v.local.insert(2, 5);
         v.local.insert(6, 5);
         let mut c = Cursors::new(p.plan(0));
-        assert_eq!(pick(&p, 0, &v, &mut c), Some((5, QueueRef::Local(2), None, End::Oldest)));
+        assert_eq!(
+            pick(&p, 0, &v, &mut c),
+            Some((5, QueueRef::Local(2), None, End::Oldest))
+        );
         // PU 2 is still non-empty, but the scan resumes after it.
-        assert_eq!(pick(&p, 0, &v, &mut c), Some((5, QueueRef::Local(6), None, End::Oldest)));
-        assert_eq!(pick(&p, 0, &v, &mut c), Some((5, QueueRef::Local(2), None, End::Oldest)));
+        assert_eq!(
+            pick(&p, 0, &v, &mut c),
+            Some((5, QueueRef::Local(6), None, End::Oldest))
+        );
+        assert_eq!(
+            pick(&p, 0, &v, &mut c),
+            Some((5, QueueRef::Local(2), None, End::Oldest))
+        );
     }
 
     #[test]
@@ -282,8 +366,14 @@ mod tests {
     #[test]
     fn placement_follows_the_spawning_core() {
         let p = las("e7-4820");
-        assert_eq!(p.place(TaskKind::Immediate, 17), crate::Place::Queue(QueueRef::Local(17)));
-        assert_eq!(p.place(TaskKind::Deferred, 17), crate::Place::Queue(QueueRef::Deferred(1)));
+        assert_eq!(
+            p.place(TaskKind::Immediate, 17),
+            crate::Place::Queue(QueueRef::Local(17))
+        );
+        assert_eq!(
+            p.place(TaskKind::Deferred, 17),
+            crate::Place::Queue(QueueRef::Deferred(1))
+        );
         assert_eq!(p.sleep().domains.len(), 4);
     }
 }

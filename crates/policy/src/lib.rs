@@ -37,7 +37,9 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 pub use bobox::{balance, choose_node, Balance, NodeLoad, RequestNodes};
-pub use plan::{resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId};
+pub use plan::{
+    resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId,
+};
 
 /// The kind of a spawned task (§4 of the LAS paper, §3.1 of the Bobox paper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -193,7 +195,11 @@ impl SleepLayout {
                 domain_of[w] = d;
             }
         }
-        SleepLayout { scheme, domains, domain_of }
+        SleepLayout {
+            scheme,
+            domains,
+            domain_of,
+        }
     }
 }
 
@@ -307,7 +313,10 @@ mod tests {
                         "{kind} on {name}: nobody probes {q:?}"
                     );
                     if p.sleep().scheme == SleepScheme::Domains {
-                        assert!(!p.wake_order(q).is_empty(), "{kind} on {name}: {q:?} wakes nobody");
+                        assert!(
+                            !p.wake_order(q).is_empty(),
+                            "{kind} on {name}: {q:?} wakes nobody"
+                        );
                         for &d in p.wake_order(q) {
                             for &w in &p.sleep().domains[d] {
                                 assert!(
@@ -327,6 +336,10 @@ mod tests {
         for k in PolicyKind::ALL {
             assert_eq!(k.name().parse::<PolicyKind>().unwrap(), k);
         }
-        assert!("lass".parse::<PolicyKind>().unwrap_err().to_string().contains("las, nls"));
+        assert!("lass"
+            .parse::<PolicyKind>()
+            .unwrap_err()
+            .to_string()
+            .contains("las, nls"));
     }
 }

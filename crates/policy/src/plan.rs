@@ -86,7 +86,9 @@ pub struct Cursors {
 impl Cursors {
     /// Cursors for a plan.
     pub fn new(plan: &[Step]) -> Self {
-        Cursors { next: vec![0; plan.len()] }
+        Cursors {
+            next: vec![0; plan.len()],
+        }
     }
 }
 
@@ -98,7 +100,11 @@ pub struct Rng(u64);
 impl Rng {
     /// A generator from a seed (0 is replaced by a fixed odd constant).
     pub fn new(seed: u64) -> Self {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
     /// Next value.
     pub fn next_u64(&mut self) -> u64 {
@@ -161,7 +167,10 @@ pub fn resolve_deferred(
         Take::SecondOldestRequestOldest => Some((*requests.get(1).unwrap_or(&oldest), End::Oldest)),
         Take::LastRequestOldest => {
             let last = last_request?;
-            requests.binary_search(&last).ok().map(|_| (last, End::Oldest))
+            requests
+                .binary_search(&last)
+                .ok()
+                .map(|_| (last, End::Oldest))
         }
         Take::OldestRequestOldest => Some((oldest, End::Oldest)),
     }
@@ -172,7 +181,11 @@ mod tests {
     use super::*;
 
     fn p(i: usize) -> Probe {
-        Probe { queue: QueueRef::Shared(i), take: Take::Plain(End::Oldest), rule: 5 }
+        Probe {
+            queue: QueueRef::Shared(i),
+            take: Take::Plain(End::Oldest),
+            rule: 5,
+        }
     }
 
     #[test]
@@ -196,10 +209,22 @@ mod tests {
     #[test]
     fn deferred_takes() {
         let r = [3, 5, 9];
-        assert_eq!(resolve_deferred(Take::OldestRequestYoungest, &r, None), Some((3, End::Youngest)));
-        assert_eq!(resolve_deferred(Take::SecondOldestRequestOldest, &r, None), Some((5, End::Oldest)));
-        assert_eq!(resolve_deferred(Take::SecondOldestRequestOldest, &r[..1], None), Some((3, End::Oldest)));
-        assert_eq!(resolve_deferred(Take::LastRequestOldest, &r, Some(9)), Some((9, End::Oldest)));
+        assert_eq!(
+            resolve_deferred(Take::OldestRequestYoungest, &r, None),
+            Some((3, End::Youngest))
+        );
+        assert_eq!(
+            resolve_deferred(Take::SecondOldestRequestOldest, &r, None),
+            Some((5, End::Oldest))
+        );
+        assert_eq!(
+            resolve_deferred(Take::SecondOldestRequestOldest, &r[..1], None),
+            Some((3, End::Oldest))
+        );
+        assert_eq!(
+            resolve_deferred(Take::LastRequestOldest, &r, Some(9)),
+            Some((9, End::Oldest))
+        );
         assert_eq!(resolve_deferred(Take::LastRequestOldest, &r, Some(4)), None);
         assert_eq!(resolve_deferred(Take::OldestRequestOldest, &[], None), None);
     }

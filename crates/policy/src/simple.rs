@@ -7,7 +7,11 @@ use crate::plan::{End, Probe, QueueRef, Step, Take};
 use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
 
 fn probe(queue: QueueRef, end: End, rule: u8) -> Probe {
-    Probe { queue, take: Take::Plain(end), rule }
+    Probe {
+        queue,
+        take: Take::Plain(end),
+        rule,
+    }
 }
 
 /// Workers other than `w`, in cyclic order after `w`.
@@ -28,7 +32,11 @@ fn base(kind: PolicyKind, m: &Machine) -> Policy {
         place_immediate: Vec::new(),
         place_deferred: Vec::new(),
         root: RootPlace::Queue(QueueRef::Shared(0)),
-        sleep: SleepLayout::from_domains(SleepScheme::Domains, vec![(0..workers).collect()], workers),
+        sleep: SleepLayout::from_domains(
+            SleepScheme::Domains,
+            vec![(0..workers).collect()],
+            workers,
+        ),
         wake_local: Vec::new(),
         wake_shared: Vec::new(),
         wake_deferred: Vec::new(),
@@ -36,9 +44,9 @@ fn base(kind: PolicyKind, m: &Machine) -> Policy {
     }
 }
 
-/// NLS (§6.1): per-thread immediate queues, one shared FIFO of deferred tasks. Order:
-/// 1. the latest immediate task of the own queue; 2. the oldest deferred task of the shared
-/// queue; 3. the oldest immediate task of another thread (threads in cyclic order after self).
+/// NLS (§6.1): per-thread immediate queues, one shared FIFO of deferred tasks. Order: (1) the
+/// latest immediate task of the own queue; (2) the oldest deferred task of the shared queue;
+/// (3) the oldest immediate task of another thread (threads in cyclic order after self).
 pub(crate) fn nls(m: &Machine) -> Policy {
     let mut p = base(PolicyKind::Nls, m);
     let n = p.workers;
@@ -49,7 +57,11 @@ pub(crate) fn nls(m: &Machine) -> Policy {
             vec![
                 Step::Scan(vec![probe(QueueRef::Local(w), End::Youngest, 1)]),
                 Step::Scan(vec![probe(QueueRef::Shared(0), End::Oldest, 2)]),
-                Step::Scan(others(w, n).map(|v| probe(QueueRef::Local(v), End::Oldest, 3)).collect()),
+                Step::Scan(
+                    others(w, n)
+                        .map(|v| probe(QueueRef::Local(v), End::Oldest, 3))
+                        .collect(),
+                ),
             ]
         })
         .collect();
@@ -71,7 +83,11 @@ pub(crate) fn fifo_rr(m: &Machine) -> Policy {
         .map(|w| {
             vec![
                 Step::Scan(vec![probe(QueueRef::Shared(w), End::Oldest, 1)]),
-                Step::RoundRobin(others(w, n).map(|v| probe(QueueRef::Shared(v), End::Oldest, 2)).collect()),
+                Step::RoundRobin(
+                    others(w, n)
+                        .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
+                        .collect(),
+                ),
             ]
         })
         .collect();
@@ -101,7 +117,9 @@ pub(crate) fn per_thread(m: &Machine) -> Policy {
     let mut p = base(PolicyKind::PerThread, m);
     let n = p.workers;
     p.shared_queues = n;
-    p.plans = (0..n).map(|w| vec![Step::Scan(vec![probe(QueueRef::Shared(w), End::Oldest, 1)])]).collect();
+    p.plans = (0..n)
+        .map(|w| vec![Step::Scan(vec![probe(QueueRef::Shared(w), End::Oldest, 1)])])
+        .collect();
     p.place_immediate = vec![Place::RoundRobinShared { count: n }; n];
     p.place_deferred = p.place_immediate.clone();
     p.root = RootPlace::RoundRobinShared { count: n };
@@ -121,7 +139,11 @@ pub(crate) fn random_steal(m: &Machine) -> Policy {
         .map(|w| {
             vec![
                 Step::Scan(vec![probe(QueueRef::Shared(w), End::Youngest, 1)]),
-                Step::Random(others(w, n).map(|v| probe(QueueRef::Shared(v), End::Oldest, 2)).collect()),
+                Step::Random(
+                    others(w, n)
+                        .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
+                        .collect(),
+                ),
             ]
         })
         .collect();
@@ -152,7 +174,12 @@ mod tests {
         ];
         for (kind, q) in expect {
             let p = Policy::new(kind, &m);
-            let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(3), |_| Some(()));
+            let got = walk(
+                p.plan(0),
+                &mut Cursors::new(p.plan(0)),
+                &mut Rng::new(3),
+                |_| Some(()),
+            );
             assert_eq!(got.unwrap().1.queue, q, "{kind}");
         }
     }
@@ -162,13 +189,19 @@ mod tests {
         let m = presets::build("e5310-smp").unwrap();
         let p = Policy::new(PolicyKind::Nls, &m);
         // Only another thread's queue and the shared deferred queue are non-empty: deferred first.
-        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| {
-            matches!(pr.queue, QueueRef::Local(3) | QueueRef::Shared(0)).then_some(())
-        });
+        let got = walk(
+            p.plan(0),
+            &mut Cursors::new(p.plan(0)),
+            &mut Rng::new(1),
+            |pr| matches!(pr.queue, QueueRef::Local(3) | QueueRef::Shared(0)).then_some(()),
+        );
         assert_eq!(got.unwrap().1.rule, 2);
-        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| {
-            matches!(pr.queue, QueueRef::Local(3)).then_some(())
-        });
+        let got = walk(
+            p.plan(0),
+            &mut Cursors::new(p.plan(0)),
+            &mut Rng::new(1),
+            |pr| matches!(pr.queue, QueueRef::Local(3)).then_some(()),
+        );
         assert_eq!(got.unwrap().1.rule, 3);
     }
 
@@ -176,9 +209,12 @@ mod tests {
     fn per_thread_never_steals() {
         let m = presets::build("e5310-smp").unwrap();
         let p = Policy::new(PolicyKind::PerThread, &m);
-        let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut Rng::new(1), |pr| {
-            (pr.queue != QueueRef::Shared(0)).then_some(())
-        });
+        let got = walk(
+            p.plan(0),
+            &mut Cursors::new(p.plan(0)),
+            &mut Rng::new(1),
+            |pr| (pr.queue != QueueRef::Shared(0)).then_some(()),
+        );
         assert!(got.is_none());
         assert_eq!(p.wake_order(QueueRef::Shared(5)), &[5]);
     }

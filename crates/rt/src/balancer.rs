@@ -58,10 +58,14 @@ pub(crate) fn tick(s: &Shared) {
     if s.sleep.asleep() == 0 {
         return; // no idle logical processor: the balancer does not run
     }
-    let Some(action) = balance(&s.node_loads()) else { return };
+    let Some(action) = balance(&s.node_loads()) else {
+        return;
+    };
     match action {
         Balance::Move { request, from, to } => {
-            let Some(req) = lock(&s.in_flight).get(&request).cloned() else { return };
+            let Some(req) = lock(&s.in_flight).get(&request).cloned() else {
+                return;
+            };
             lock(&req.nodes).move_to(from, to);
             let tasks = s.deferred[from].remove_request(request);
             let n = tasks.len();
@@ -72,13 +76,19 @@ pub(crate) fn tick(s: &Shared) {
                 }
             }
             s.balancer_moves.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!("bobox balancer: moved request {request} ({n} tasks) from node {from} to {to}");
+            tracing::debug!(
+                "bobox balancer: moved request {request} ({n} tasks) from node {from} to {to}"
+            );
         }
         Balance::Share { request, from, to } => {
-            let Some(req) = lock(&s.in_flight).get(&request).cloned() else { return };
+            let Some(req) = lock(&s.in_flight).get(&request).cloned() else {
+                return;
+            };
             lock(&req.nodes).share_with(to);
             s.balancer_shares.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!("bobox balancer: request {request} of node {from} now shared with node {to}");
+            tracing::debug!(
+                "bobox balancer: request {request} of node {from} now shared with node {to}"
+            );
         }
     }
 }

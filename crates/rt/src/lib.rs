@@ -57,7 +57,8 @@ use std::thread::JoinHandle;
 use crossbeam_deque::{Stealer, Worker as Deque};
 use crossbeam_utils::CachePadded;
 use nearflow_policy::{
-    choose_node, NodeLoad, Policy, PolicyKind, QueueRef, RequestId, RequestNodes, RootPlace, SleepScheme,
+    choose_node, NodeLoad, Policy, PolicyKind, QueueRef, RequestId, RequestNodes, RootPlace,
+    SleepScheme,
 };
 use nearflow_topo::Machine;
 
@@ -112,7 +113,10 @@ impl fmt::Display for Pinning {
 pub enum RtError {
     /// The OS refused a thread.
     #[error("cannot start worker thread {worker}: {source}")]
-    Spawn { worker: usize, source: std::io::Error },
+    Spawn {
+        worker: usize,
+        source: std::io::Error,
+    },
 }
 
 /// State shared by all workers and the submitting threads.
@@ -259,8 +263,12 @@ impl Builder {
         let deques: Vec<Deque<Task>> = (0..workers).map(|_| Deque::new_lifo()).collect();
         let shared = Arc::new(Shared {
             stealers: deques.iter().map(Deque::stealer).collect(),
-            shared_queues: (0..policy.shared_queues).map(|_| SharedQueue::new()).collect(),
-            deferred: (0..policy.deferred_queues).map(|_| DeferredQueue::new()).collect(),
+            shared_queues: (0..policy.shared_queues)
+                .map(|_| SharedQueue::new())
+                .collect(),
+            deferred: (0..policy.deferred_queues)
+                .map(|_| DeferredQueue::new())
+                .collect(),
             sleep: Sleep::new(workers, policy.sleep().domains.len()),
             cells: (0..workers).map(|_| WorkerCells::new()).collect(),
             tickets: CachePadded::new(AtomicU64::new(0)),
@@ -296,9 +304,14 @@ impl Builder {
                 }
             }
         }
-        let balancer = (shared.policy.kind() == PolicyKind::Bobox2011 && shared.policy.deferred_queues > 1)
+        let balancer = (shared.policy.kind() == PolicyKind::Bobox2011
+            && shared.policy.deferred_queues > 1)
             .then(|| balancer::start(shared.clone()));
-        Ok(Runtime { shared, threads, balancer })
+        Ok(Runtime {
+            shared,
+            threads,
+            balancer,
+        })
     }
 }
 
@@ -333,7 +346,11 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     /// A builder for a runtime on `machine`.
     pub fn builder(machine: Machine) -> Builder {
-        Builder { machine, policy: PolicyKind::Las, pinning: Pinning::Group }
+        Builder {
+            machine,
+            policy: PolicyKind::Las,
+            pinning: Pinning::Group,
+        }
     }
 
     /// Submits a request whose first (deferred) task is `root`. The handle's `wait` returns
@@ -351,7 +368,9 @@ impl Runtime {
         *lock(&s.active) += 1;
         let q = match s.policy.place_root() {
             RootPlace::Queue(q) => q,
-            RootPlace::DeferredByRequest { groups } => QueueRef::Deferred((id % groups as u64) as usize),
+            RootPlace::DeferredByRequest { groups } => {
+                QueueRef::Deferred((id % groups as u64) as usize)
+            }
             RootPlace::RoundRobinShared { count } => QueueRef::Shared(s.next_ticket() % count),
             RootPlace::LeastLoadedNode => {
                 let node = choose_node(&s.node_loads());
@@ -397,7 +416,13 @@ impl Runtime {
     pub fn counters(&self) -> RuntimeCounters {
         let kind = self.shared.policy.kind();
         RuntimeCounters {
-            workers: self.shared.cells.iter().enumerate().map(|(w, c)| c.snapshot(w)).collect(),
+            workers: self
+                .shared
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(w, c)| c.snapshot(w))
+                .collect(),
             rule_names: kind.rule_names().iter().map(|s| s.to_string()).collect(),
         }
     }

@@ -26,7 +26,10 @@ pub(crate) struct SharedQueue<T> {
 
 impl<T> SharedQueue<T> {
     pub(crate) fn new() -> Self {
-        SharedQueue { items: Mutex::new(VecDeque::new()), len: AtomicUsize::new(0) }
+        SharedQueue {
+            items: Mutex::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
+        }
     }
 
     pub(crate) fn push(&self, t: T) {
@@ -64,7 +67,10 @@ pub(crate) struct DeferredQueue<T> {
 
 impl<T> DeferredQueue<T> {
     pub(crate) fn new() -> Self {
-        DeferredQueue { by_request: Mutex::new(Vec::new()), len: AtomicUsize::new(0) }
+        DeferredQueue {
+            by_request: Mutex::new(Vec::new()),
+            len: AtomicUsize::new(0),
+        }
     }
 
     pub(crate) fn push(&self, request: RequestId, t: T) {

@@ -6,7 +6,6 @@
 
 use std::any::Any;
 use std::fmt;
-use std::time::Duration;
 
 use nearflow_policy::{RequestId, RequestNodes};
 
@@ -95,7 +94,10 @@ pub struct RequestHandle<T> {
 
 impl<T> fmt::Debug for RequestHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RequestHandle").field("id", &self.inner.id).field("done", &self.is_done()).finish()
+        f.debug_struct("RequestHandle")
+            .field("id", &self.inner.id)
+            .field("done", &self.is_done())
+            .finish()
     }
 }
 
@@ -113,7 +115,7 @@ impl<T> RequestHandle<T> {
     /// Blocks until every task of the request has ended, at most `timeout`. Returns whether it
     /// completed.
     #[cfg(not(loom))]
-    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+    pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         let mut d = lock(&self.inner.done);
         while !*d {
@@ -138,7 +140,10 @@ impl<T> RequestHandle<T> {
         }
         drop(d);
         if let Some(message) = lock(&self.inner.failure).clone() {
-            return Err(RequestError::Panicked { id: self.inner.id, message });
+            return Err(RequestError::Panicked {
+                id: self.inner.id,
+                message,
+            });
         }
         match lock(&self.slot).take() {
             Some(v) => Ok(v),

@@ -98,7 +98,12 @@ pub enum StressError {
     #[error(
         "stall: {queued} tasks queued and none ran for {secs:.1} s; sleepers that could run them: {sleepers:?}; {asleep} workers asleep"
     )]
-    Stall { queued: usize, secs: f64, sleepers: Vec<usize>, asleep: usize },
+    Stall {
+        queued: usize,
+        secs: f64,
+        sleepers: Vec<usize>,
+        asleep: usize,
+    },
     #[error("deadline of {0:?} passed with {1} requests unfinished")]
     Deadline(Duration, u64),
     #[error("request failed: {0}")]
@@ -139,13 +144,25 @@ fn node(ledger: Arc<Ledger>, id: u64, budget: u64, cx: &TaskCx<'_>) {
         return;
     }
     let mut rng = Rng::new(ledger.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xABCD);
-    let want = if rng.below(3) == 0 { 1 } else { 1 + rng.below(ledger.max_fanout as usize) as u64 };
+    let want = if rng.below(3) == 0 {
+        1
+    } else {
+        1 + rng.below(ledger.max_fanout as usize) as u64
+    };
     let k = want.min(budget);
     let mut rest = budget - k;
     for i in 0..k {
-        let share = if i + 1 == k { rest } else { (rng.next_u64() % (rest + 1)) / 2 };
+        let share = if i + 1 == k {
+            rest
+        } else {
+            (rng.next_u64() % (rest + 1)) / 2
+        };
         rest -= share;
-        let kind = if rng.below(2) == 0 { TaskKind::Immediate } else { TaskKind::Deferred };
+        let kind = if rng.below(2) == 0 {
+            TaskKind::Immediate
+        } else {
+            TaskKind::Deferred
+        };
         let child = ledger.new_id();
         let l = ledger.clone();
         cx.spawn(kind, move |cx| node(l, child, share, cx));
@@ -193,7 +210,10 @@ pub fn run(rt: &Runtime, cfg: &StressConfig) -> Result<StressReport, StressError
                 })
             })
             .collect();
-        parts.into_iter().flat_map(|p| p.join().expect("submitter thread")).collect()
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().expect("submitter thread"))
+            .collect()
     });
 
     // Monitor until every request is done.

@@ -17,7 +17,9 @@ use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
-use nearflow_policy::{walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind};
+use nearflow_policy::{
+    walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind,
+};
 
 use crate::counters::{bump, WorkerCells};
 use crate::request::RequestInner;
@@ -81,7 +83,13 @@ impl TaskCx<'_> {
             TaskKind::Deferred => bump(&self.req.spawned_deferred),
         }
         bump(&self.me.cells.spawned);
-        self.me.place(kind, Task { req: self.req.clone(), f: Box::new(f) });
+        self.me.place(
+            kind,
+            Task {
+                req: self.req.clone(),
+                f: Box::new(f),
+            },
+        );
     }
 
     /// The id of the request this task belongs to.
@@ -119,7 +127,9 @@ impl<'a> WorkerLocal<'a> {
             local,
             plan,
             cursors: RefCell::new(Cursors::new(plan)),
-            rng: RefCell::new(Rng::new(0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9))),
+            rng: RefCell::new(Rng::new(
+                0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9),
+            )),
             last_request: Cell::new(None),
             cells: &shared.cells[w],
         }
@@ -162,8 +172,14 @@ impl<'a> WorkerLocal<'a> {
         let mut cursors = self.cursors.borrow_mut();
         let mut rng = self.rng.borrow_mut();
         let last = self.last_request.get();
-        let (task, probe) = walk(self.plan, &mut cursors, &mut rng, |p| self.try_take(p, last))?;
-        if let Some(c) = self.cells.by_rule.get(usize::from(probe.rule).saturating_sub(1)) {
+        let (task, probe) = walk(self.plan, &mut cursors, &mut rng, |p| {
+            self.try_take(p, last)
+        })?;
+        if let Some(c) = self
+            .cells
+            .by_rule
+            .get(usize::from(probe.rule).saturating_sub(1))
+        {
             bump(c);
         }
         if self.shared.is_steal(self.w, probe.queue) {
@@ -181,7 +197,10 @@ impl<'a> WorkerLocal<'a> {
             bump(&req.skipped);
             drop(f);
         } else {
-            let cx = TaskCx { me: self, req: &req };
+            let cx = TaskCx {
+                me: self,
+                req: &req,
+            };
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
                 req.fail(payload);
             }

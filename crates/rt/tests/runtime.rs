@@ -9,7 +9,10 @@ use nearflow_rt::{Pinning, RequestError, Runtime};
 use nearflow_topo::{presets, TopologySpec};
 
 fn rt(preset: &str, policy: PolicyKind) -> Runtime {
-    Runtime::builder(presets::build(preset).unwrap()).policy(policy).build().unwrap()
+    Runtime::builder(presets::build(preset).unwrap())
+        .policy(policy)
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -64,7 +67,9 @@ fn a_panicking_task_fails_only_its_request() {
             1
         });
         match bad.wait() {
-            Err(RequestError::Panicked { message, .. }) => assert_eq!(message, "boom in a child", "{policy}"),
+            Err(RequestError::Panicked { message, .. }) => {
+                assert_eq!(message, "boom in a child", "{policy}")
+            }
             Ok(v) => panic!("{policy}: a failed request returned {v}"),
         }
         assert_eq!(good.wait().unwrap(), 1, "{policy}");
@@ -77,7 +82,10 @@ fn a_panicking_task_fails_only_its_request() {
 fn formatted_panic_messages_are_kept() {
     let rt = rt("x5355", PolicyKind::Las);
     let h = rt.submit(|_| -> u32 { panic!("bad value {}", 42) });
-    assert_eq!(h.wait().unwrap_err().to_string(), "request 0 failed: a task panicked: bad value 42");
+    assert_eq!(
+        h.wait().unwrap_err().to_string(),
+        "request 0 failed: a task panicked: bad value 42"
+    );
 }
 
 #[test]
@@ -124,7 +132,10 @@ fn sixty_four_workers_run_on_a_small_host() {
     let rt = Runtime::builder(m).pinning(Pinning::Group).build().unwrap();
     assert_eq!(rt.workers(), 64);
     assert_eq!(rt.pinning(), Pinning::None, "binding is skipped off-host");
-    let sum: u64 = (0..64u64).map(|i| rt.submit(move |_| i)).map(|h| h.wait().unwrap()).sum();
+    let sum: u64 = (0..64u64)
+        .map(|i| rt.submit(move |_| i))
+        .map(|h| h.wait().unwrap())
+        .sum();
     assert_eq!(sum, 63 * 64 / 2);
 }
 
@@ -132,8 +143,35 @@ fn sixty_four_workers_run_on_a_small_host() {
 fn host_runtime_binds_to_groups() {
     let m = TopologySpec::Host.load().unwrap();
     for pinning in [Pinning::Group, Pinning::Pu, Pinning::None] {
-        let rt = Runtime::builder(m.clone()).pinning(pinning).build().unwrap();
+        let rt = Runtime::builder(m.clone())
+            .pinning(pinning)
+            .build()
+            .unwrap();
         assert_eq!(rt.pinning(), pinning);
-        assert_eq!(rt.submit(|cx| cx.worker() < 1024).wait().unwrap(), true);
+        // Read the affinity the OS applied to the worker that runs the task.
+        let (w, cpus) = rt
+            .submit(|cx| {
+                let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+                let cpus: Vec<usize> = (0..nix::sched::CpuSet::count())
+                    .filter(|&c| set.is_set(c).unwrap())
+                    .collect();
+                (cx.worker(), cpus)
+            })
+            .wait()
+            .unwrap();
+        let os = |p: usize| m.pus()[p].os_index;
+        match pinning {
+            Pinning::Pu => assert_eq!(cpus, vec![os(w)]),
+            Pinning::Group => {
+                let mut want: Vec<usize> = m.groups()[m.group_of(w)]
+                    .pus
+                    .iter()
+                    .map(|&p| os(p))
+                    .collect();
+                want.sort_unstable();
+                assert_eq!(cpus, want);
+            }
+            Pinning::None => assert!(cpus.contains(&os(w))),
+        }
     }
 }

@@ -12,7 +12,10 @@ use nearflow_topo::{presets, Machine, TopologySpec};
 fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
     for policy in PolicyKind::ALL {
         for seed in [1, 2] {
-            let rt = Runtime::builder(machine.clone()).policy(policy).build().unwrap();
+            let rt = Runtime::builder(machine.clone())
+                .policy(policy)
+                .build()
+                .unwrap();
             let cfg = StressConfig {
                 tasks,
                 requests,
@@ -48,7 +51,12 @@ fn stress_host() {
 
 #[test]
 fn stress_e5310_smp() {
-    check(presets::build("e5310-smp").unwrap(), "e5310-smp", 40_000, 64);
+    check(
+        presets::build("e5310-smp").unwrap(),
+        "e5310-smp",
+        40_000,
+        64,
+    );
 }
 
 #[test]

@@ -19,7 +19,8 @@ pub fn bind_current_thread(machine: &Machine, pus: &[PuId]) -> Result<(), TopoEr
     let mut set = CpuSet::new();
     for &p in pus {
         let os = machine.pus()[p].os_index;
-        set.set(os).map_err(|e| TopoError::Bind(format!("cpu {os}: {e}")))?;
+        set.set(os)
+            .map_err(|e| TopoError::Bind(format!("cpu {os}: {e}")))?;
     }
     sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| TopoError::Bind(e.to_string()))
 }

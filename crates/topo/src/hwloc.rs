@@ -44,7 +44,11 @@ pub fn detect_host() -> Result<Machine, TopoError> {
 /// Builds a machine from an hwloc synthetic description such as
 /// `pack:2 [numa] l3:1(size=8MiB) core:4 pu:2`.
 pub fn from_synthetic(description: &str) -> Result<Machine, TopoError> {
-    from_synthetic_with(description, Source::Synthetic(description.to_string()), None)
+    from_synthetic_with(
+        description,
+        Source::Synthetic(description.to_string()),
+        None,
+    )
 }
 
 pub(crate) fn from_synthetic_with(
@@ -60,9 +64,15 @@ pub(crate) fn from_synthetic_with(
     }
     let topo = builder()?
         .from_synthetic(description)
-        .map_err(|e| TopoError::BadSynthetic { input: description.to_string(), reason: e.to_string() })?
+        .map_err(|e| TopoError::BadSynthetic {
+            input: description.to_string(),
+            reason: e.to_string(),
+        })?
         .build()
-        .map_err(|e| TopoError::BadSynthetic { input: description.to_string(), reason: e.to_string() })?;
+        .map_err(|e| TopoError::BadSynthetic {
+            input: description.to_string(),
+            reason: e.to_string(),
+        })?;
     convert(&topo, source, numa_raw)
 }
 
@@ -75,7 +85,10 @@ pub fn from_xml_file(path: &Path) -> Result<Machine, TopoError> {
             reason: "no such file".into(),
         });
     }
-    let bad = |reason: String| TopoError::BadXml { path: path.display().to_string(), reason };
+    let bad = |reason: String| TopoError::BadXml {
+        path: path.display().to_string(),
+        reason,
+    };
     let topo = builder()?
         .from_xml_file(path)
         .map_err(|e| bad(e.to_string()))?
@@ -85,7 +98,10 @@ pub fn from_xml_file(path: &Path) -> Result<Machine, TopoError> {
 }
 
 fn cache_level(ty: ObjectType) -> Option<u8> {
-    CACHE_TYPES.iter().position(|&t| t == ty).map(|i| i as u8 + 1)
+    CACHE_TYPES
+        .iter()
+        .position(|&t| t == ty)
+        .map(|i| i as u8 + 1)
 }
 
 fn convert(
@@ -123,12 +139,21 @@ fn convert(
                 };
                 caches
                     .entry((level, a.logical_index()))
-                    .or_insert_with(|| Cache { level, size, pus: Vec::new() })
+                    .or_insert_with(|| Cache {
+                        level,
+                        size,
+                        pus: Vec::new(),
+                    })
                     .pus
                     .push(index);
             }
         }
-        pus.push(Pu { index, os_index, core, node });
+        pus.push(Pu {
+            index,
+            os_index,
+            core,
+            node,
+        });
     }
 
     let numa_raw = match numa_override {
@@ -137,7 +162,14 @@ fn convert(
     };
     let mut tree = Vec::new();
     walk(topo.root_object(), 0, &mut tree);
-    Machine::new(source, pus, caches.into_values().collect(), node_count, numa_raw, tree)
+    Machine::new(
+        source,
+        pus,
+        caches.into_values().collect(),
+        node_count,
+        numa_raw,
+        tree,
+    )
 }
 
 /// The NUMA node latency matrix hwloc knows (from the OS, or `distances2` in XML), in NUMA
@@ -156,8 +188,7 @@ fn numa_matrix(
         if d.num_objects() != numa.len() {
             continue;
         }
-        let order: Vec<Option<usize>> =
-            d.objects().map(|o| o.map(|o| o.logical_index())).collect();
+        let order: Vec<Option<usize>> = d.objects().map(|o| o.map(|o| o.logical_index())).collect();
         if order.iter().any(Option::is_none) {
             continue;
         }
@@ -168,7 +199,9 @@ fn numa_matrix(
             for (j, b) in order.iter().enumerate() {
                 let (a, b) = (a.unwrap_or(0), b.unwrap_or(0));
                 if a >= n || b >= n {
-                    return Err(TopoError::Invalid("NUMA distance matrix names unknown nodes".into()));
+                    return Err(TopoError::Invalid(
+                        "NUMA distance matrix names unknown nodes".into(),
+                    ));
                 }
                 m[a][b] = flat[i * n + j];
             }

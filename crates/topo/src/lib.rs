@@ -98,7 +98,11 @@ impl FromStr for TopologySpec {
         } else {
             Err(TopoError::UnknownPreset {
                 name: s.to_string(),
-                known: presets::PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+                known: presets::PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
         }
     }

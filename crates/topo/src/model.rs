@@ -135,7 +135,9 @@ impl Machine {
         tree: Vec<TreeLine>,
     ) -> Result<Self, TopoError> {
         if pus.is_empty() {
-            return Err(TopoError::Invalid("the topology has no processing unit".into()));
+            return Err(TopoError::Invalid(
+                "the topology has no processing unit".into(),
+            ));
         }
         if node_count == 0 {
             return Err(TopoError::Invalid("the topology has no NUMA node".into()));
@@ -155,7 +157,9 @@ impl Machine {
             c.pus.sort_unstable();
             c.pus.dedup();
             if let Some(&p) = c.pus.iter().find(|&&p| p >= pus.len()) {
-                return Err(TopoError::Invalid(format!("a cache names PU {p}, which does not exist")));
+                return Err(TopoError::Invalid(format!(
+                    "a cache names PU {p}, which does not exist"
+                )));
             }
         }
         let numa_hops = match &numa_raw {
@@ -348,7 +352,11 @@ fn derive_core_groups(pus: &[Pu], caches: &[Cache]) -> (Vec<CoreGroup>, Vec<Grou
         let r = find(&mut parent, pu.index);
         if root_to_group[r] == usize::MAX {
             root_to_group[r] = groups.len();
-            groups.push(CoreGroup { index: groups.len(), node: pu.node, pus: Vec::new() });
+            groups.push(CoreGroup {
+                index: groups.len(),
+                node: pu.node,
+                pus: Vec::new(),
+            });
         }
         let g = root_to_group[r];
         groups[g].pus.push(pu.index);
@@ -362,14 +370,23 @@ mod tests {
     use super::*;
 
     fn pu(index: usize, node: usize) -> Pu {
-        Pu { index, os_index: index, core: index, node }
+        Pu {
+            index,
+            os_index: index,
+            core: index,
+            node,
+        }
     }
 
     #[test]
     fn groups_follow_caches_and_stop_at_nodes() {
         // 4 PUs, one L3 over all of them, but two nodes: two groups.
         let pus = vec![pu(0, 0), pu(1, 0), pu(2, 1), pu(3, 1)];
-        let caches = vec![Cache { level: 3, size: None, pus: vec![0, 1, 2, 3] }];
+        let caches = vec![Cache {
+            level: 3,
+            size: None,
+            pus: vec![0, 1, 2, 3],
+        }];
         let m = Machine::new(Source::Synthetic("t".into()), pus, caches, 2, None, vec![]).unwrap();
         assert_eq!(m.groups().len(), 2);
         assert_eq!(m.groups()[1].pus, vec![2, 3]);

@@ -19,7 +19,12 @@ pub struct Preset {
     pub numa: Option<&'static [&'static [u64]]>,
 }
 
-const ONE_HOP_4: &[&[u64]] = &[&[10, 20, 20, 20], &[20, 10, 20, 20], &[20, 20, 10, 20], &[20, 20, 20, 10]];
+const ONE_HOP_4: &[&[u64]] = &[
+    &[10, 20, 20, 20],
+    &[20, 10, 20, 20],
+    &[20, 20, 10, 20],
+    &[20, 20, 20, 10],
+];
 
 /// Every preset, in the order `nearflow topo --list` prints them.
 pub const PRESETS: &[Preset] = &[
@@ -83,7 +88,11 @@ pub fn find(name: &str) -> Option<&'static Preset> {
 pub fn build(name: &str) -> Result<Machine, TopoError> {
     let p = find(name).ok_or_else(|| TopoError::UnknownPreset {
         name: name.to_string(),
-        known: PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        known: PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", "),
     })?;
     let numa = p.numa.map(|m| m.iter().map(|r| r.to_vec()).collect());
     crate::hwloc::from_synthetic_with(p.synthetic, Source::Preset(p.name.to_string()), numa)

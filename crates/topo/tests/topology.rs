@@ -24,7 +24,10 @@ fn every_preset_has_the_papers_core_groups() {
         assert_eq!(m.node_count(), nodes, "{name}");
         assert_eq!(groups(&m), g, "{name}");
         for grp in m.groups() {
-            assert!(grp.pus.iter().all(|&p| m.node_of(p) == grp.node), "{name}: group spans nodes");
+            assert!(
+                grp.pus.iter().all(|&p| m.node_of(p) == grp.node),
+                "{name}: group spans nodes"
+            );
         }
     }
 }
@@ -58,10 +61,11 @@ fn e7540_uses_table_1() {
     let raw = m.numa_raw().unwrap();
     assert_eq!(raw[0], vec![10, 14, 15, 14]);
     // All nodes are one hop apart on that fully connected machine.
-    assert!(m.node_hops().iter().enumerate().all(|(a, r)| r
+    assert!(m
+        .node_hops()
         .iter()
         .enumerate()
-        .all(|(b, &h)| h == u32::from(a != b))));
+        .all(|(a, r)| r.iter().enumerate().all(|(b, &h)| h == u32::from(a != b))));
 }
 
 #[test]
@@ -94,7 +98,10 @@ fn xml_with_distance_matrix() {
 fn host_is_detected_and_consistent() {
     let m = TopologySpec::Host.load().unwrap();
     assert!(m.source().is_host());
-    assert_eq!(m.pu_count(), std::thread::available_parallelism().unwrap().get());
+    assert_eq!(
+        m.pu_count(),
+        std::thread::available_parallelism().unwrap().get()
+    );
     let covered: usize = m.groups().iter().map(|g| g.pus.len()).sum();
     assert_eq!(covered, m.pu_count());
 }
@@ -102,7 +109,13 @@ fn host_is_detected_and_consistent() {
 #[test]
 fn spec_parsing() {
     assert_eq!("host".parse::<TopologySpec>().unwrap(), TopologySpec::Host);
-    assert!(matches!("e7540".parse::<TopologySpec>().unwrap(), TopologySpec::Preset(_)));
+    assert!(matches!(
+        "e7540".parse::<TopologySpec>().unwrap(),
+        TopologySpec::Preset(_)
+    ));
     let err = "e9999".parse::<TopologySpec>().unwrap_err().to_string();
-    assert!(err.contains("e7-4820"), "the error lists the known presets: {err}");
+    assert!(
+        err.contains("e7-4820"),
+        "the error lists the known presets: {err}"
+    );
 }

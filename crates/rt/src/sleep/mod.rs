@@ -11,7 +11,10 @@ struct BinarySemaphore {
 
 impl BinarySemaphore {
     fn new() -> Self {
-        BinarySemaphore { posted: Mutex::new(false), cv: Condvar::new() }
+        BinarySemaphore {
+            posted: Mutex::new(false),
+            cv: Condvar::new(),
+        }
     }
     fn post(&self) {
         let mut p = lock(&self.posted);
@@ -69,10 +72,16 @@ impl Sleep {
     pub(crate) fn new(workers: usize, domains: usize) -> Self {
         Sleep {
             domains: (0..domains)
-                .map(|_| Domain { sleepers: AtomicUsize::new(0), waiting: Mutex::new(Vec::new()) })
+                .map(|_| Domain {
+                    sleepers: AtomicUsize::new(0),
+                    waiting: Mutex::new(Vec::new()),
+                })
                 .collect(),
             sems: (0..workers).map(|_| BinarySemaphore::new()).collect(),
-            counting: CountingSemaphore { count: Mutex::new(0), cv: Condvar::new() },
+            counting: CountingSemaphore {
+                count: Mutex::new(0),
+                cv: Condvar::new(),
+            },
             shutdown: AtomicBool::new(false),
             asleep: AtomicUsize::new(0),
         }
@@ -109,7 +118,12 @@ impl Sleep {
 
     /// Puts worker `w` of domain `d` to sleep, unless `recheck`, run after registering, finds
     /// work.
-    pub(crate) fn sleep<T>(&self, w: usize, d: usize, recheck: impl FnOnce() -> Option<T>) -> Slept<T> {
+    pub(crate) fn sleep<T>(
+        &self,
+        w: usize,
+        d: usize,
+        recheck: impl FnOnce() -> Option<T>,
+    ) -> Slept<T> {
         let dom = &self.domains[d];
         // Step 1: register.
         {
@@ -205,7 +219,6 @@ impl Sleep {
     }
 
     /// Workers registered as sleeping in each domain (racy snapshot).
-    #[cfg(not(loom))]
     pub(crate) fn waiting(&self, d: usize) -> Vec<usize> {
         lock(&self.domains[d].waiting).clone()
     }
@@ -243,7 +256,12 @@ mod loom_tests {
         }
     }
 
-    fn run(workers: &'static [(usize, usize)], domains: usize, tasks: usize, order: &'static [usize]) {
+    fn run(
+        workers: &'static [(usize, usize)],
+        domains: usize,
+        tasks: usize,
+        order: &'static [usize],
+    ) {
         loom::model(move || {
             let world = Arc::new(World {
                 sleep: Sleep::new(workers.len(), domains),

@@ -1,0 +1,126 @@
+//! `nearflow topo`: print a machine's tree, core groups and distance matrices.
+
+use anyhow::Result;
+use clap::Args;
+use nearflow_topo::{presets, Machine};
+use serde_json::json;
+
+use crate::args::{machine_label, TopoArgs};
+
+#[derive(Args, Debug)]
+pub struct TopoCmd {
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Print one JSON object (pus, numa_nodes, core_groups, distances, caches, tree).
+    #[arg(long)]
+    pub json: bool,
+    /// List the presets and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+pub fn run(cmd: &TopoCmd) -> Result<()> {
+    if cmd.list {
+        for p in presets::PRESETS {
+            println!(
+                "{:<12} {}",
+                p.name,
+                p.about.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+        println!(
+            "{:<12} the machine nearflow runs on, detected with hwloc",
+            "host"
+        );
+        return Ok(());
+    }
+    let m = cmd.topo.load()?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&m))?);
+    } else {
+        print!("{}", render(&m));
+    }
+    Ok(())
+}
+
+pub fn to_json(m: &Machine) -> serde_json::Value {
+    json!({
+        "source": m.source(),
+        "pus": m.pu_count(),
+        "numa_nodes": m.node_count(),
+        "core_groups": m.groups().iter().map(|g| g.pus.clone()).collect::<Vec<_>>(),
+        "core_group_nodes": m.groups().iter().map(|g| g.node).collect::<Vec<_>>(),
+        "pu_os_index": m.pus().iter().map(|p| p.os_index).collect::<Vec<_>>(),
+        "caches": m.caches(),
+        "numa_matrix_raw": m.numa_raw(),
+        "numa_hops": m.node_hops(),
+        "cache_distance": m.cache_distance_matrix().iter()
+            .map(|r| r.iter().map(|d| match d {
+                nearflow_topo::CacheDistance::Level(l) => json!(l),
+                nearflow_topo::CacheDistance::Infinite => json!(null),
+            }).collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+        "numa_distance": m.numa_distance_matrix(),
+        "tree": m.tree().iter().map(|t| format!("{}{}", "  ".repeat(t.depth), t.label)).collect::<Vec<_>>(),
+    })
+}
+
+fn matrix<T: std::fmt::Display>(out: &mut String, title: &str, rows: &[Vec<T>]) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "\n{title}");
+    let w = rows.len().to_string().len().max(3) + 1;
+    let _ = write!(out, "{:>w$}", "");
+    for j in 0..rows.len() {
+        let _ = write!(out, "{j:>w$}");
+    }
+    let _ = writeln!(out);
+    for (i, r) in rows.iter().enumerate() {
+        let _ = write!(out, "{i:>w$}");
+        for v in r {
+            let _ = write!(out, "{:>w$}", v.to_string());
+        }
+        let _ = writeln!(out);
+    }
+}
+
+pub fn render(m: &Machine) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} PUs, {} NUMA nodes, {} core groups",
+        machine_label(m),
+        m.pu_count(),
+        m.node_count(),
+        m.groups().len()
+    );
+    let _ = writeln!(out, "\nTree");
+    for t in m.tree() {
+        let _ = writeln!(out, "  {}{}", "  ".repeat(t.depth), t.label);
+    }
+    let _ = writeln!(out, "\nCore groups (one thread pool each, §4.1)");
+    for g in m.groups() {
+        let _ = writeln!(
+            out,
+            "  group {:>2}  node {}  PUs {:?}",
+            g.index, g.node, g.pus
+        );
+    }
+    if let Some(raw) = m.numa_raw() {
+        matrix(&mut out, "NUMA node distances (raw, 10 = local)", raw);
+    }
+    matrix(&mut out, "NUMA node distances (hops)", m.node_hops());
+    if m.pu_count() <= 64 {
+        matrix(
+            &mut out,
+            "Cache distance between PUs (lowest shared level; inf = none)",
+            &m.cache_distance_matrix(),
+        );
+        matrix(
+            &mut out,
+            "NUMA distance between PUs (hops)",
+            &m.numa_distance_matrix(),
+        );
+    }
+    out
+}

@@ -1,0 +1,183 @@
+//! The `nearflow` binary as a user runs it: outputs, JSON keys, and clear errors on bad input.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn nearflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(args)
+        .output()
+        .expect("run nearflow")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = nearflow(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = nearflow(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr lacks {needle:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+#[test]
+fn topo_json_of_presets() {
+    let expect = [
+        ("e7-4820", 64, 4, vec![16; 4]),
+        ("e5310-smp", 8, 1, vec![2; 4]),
+        ("e7540", 48, 4, vec![12; 4]),
+        ("i7-2600", 8, 1, vec![8]),
+        ("x5355", 4, 1, vec![2; 2]),
+        ("nehalem-2x4", 8, 2, vec![4; 2]),
+        ("e5320-uma", 8, 1, vec![2; 4]),
+    ];
+    for (name, pus, nodes, groups) in expect {
+        let v = json(&["topo", "--preset", name, "--json"]);
+        assert_eq!(v["pus"], pus, "{name}");
+        assert_eq!(v["numa_nodes"], nodes, "{name}");
+        let sizes: Vec<usize> = v["core_groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_array().unwrap().len())
+            .collect();
+        assert_eq!(sizes, groups, "{name}");
+    }
+}
+
+#[test]
+fn topo_text_and_host() {
+    let out = nearflow(&["topo", "--preset", "nehalem-2x4"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Core groups") && text.contains("NUMA node distances (raw"),
+        "{text}"
+    );
+    let v = json(&["topo", "--json"]);
+    let n = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(v["pus"], n);
+    let xml = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topo/tests/data/two-nodes.xml"
+    );
+    let v = json(&["topo", "--xml", xml, "--json"]);
+    assert_eq!(v["numa_nodes"], 2);
+    assert_eq!(v["numa_matrix_raw"][0][1], 21);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    fails_with(&["topo", "--preset", "e9999"], "unknown preset");
+    fails_with(
+        &["topo", "--synthetic", "pack:oops"],
+        "invalid hwloc synthetic",
+    );
+    fails_with(&["topo", "--xml", "/no/such/file.xml"], "no such file");
+    fails_with(&["stress", "--policy", "lifo"], "unknown policy");
+    fails_with(
+        &["stress", "--tasks", "2", "--requests", "4"],
+        "at least one task per request",
+    );
+    fails_with(&["bench", "queues", "--sizes", "0"], "sizes must be");
+    fails_with(&["bench", "queues", "--sizes", "12,abc"], "abc");
+    fails_with(&["bench", "overhead", "--fib", "90"], "at most 40");
+    fails_with(
+        &["bench", "queues", "--policies", "las,nope"],
+        "unknown policy",
+    );
+}
+
+#[test]
+fn stress_json_counts_every_task() {
+    for policy in ["las", "bobox2011", "fifo-rr", "per-thread"] {
+        let v = json(&[
+            "stress",
+            "--policy",
+            policy,
+            "--preset",
+            "e7540",
+            "--tasks",
+            "20000",
+            "--requests",
+            "16",
+            "--json",
+        ]);
+        assert_eq!(v["spawned"], 20000, "{policy}");
+        assert_eq!(v["executed"], 20000, "{policy}");
+        assert_eq!(v["requests_submitted"], 16, "{policy}");
+        assert_eq!(v["requests_completed"], 16, "{policy}");
+    }
+}
+
+#[test]
+fn bench_overhead_json_shape() {
+    let v = json(&[
+        "bench",
+        "overhead",
+        "--tasks",
+        "2000",
+        "--fib",
+        "10",
+        "--reps",
+        "1",
+        "--policies",
+        "las,central",
+        "--json",
+    ]);
+    let rows = v.as_array().unwrap();
+    for policy in ["las", "central", "rayon-scope", "crossbeam-deque"] {
+        for workload in ["chain", "fanout", "fib"] {
+            let r = rows
+                .iter()
+                .find(|r| r["policy"] == policy && r["workload"] == workload);
+            let r = r.unwrap_or_else(|| panic!("no row {policy}/{workload}"));
+            assert!(r["ns_per_task"].as_f64().unwrap() > 0.0);
+            assert!(r["ratio_to_rayon"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let scope = rows
+        .iter()
+        .find(|r| r["policy"] == "rayon-scope" && r["workload"] == "fib")
+        .unwrap();
+    assert_eq!(scope["ratio_to_rayon"].as_f64().unwrap(), 1.0);
+}
+
+#[test]
+fn bench_queues_verifies_and_writes_csv() {
+    let dir = std::env::temp_dir().join(format!("nearflow-q-{}", std::process::id()));
+    let csv = dir.join("q.csv");
+    let v = json(&[
+        "bench",
+        "queues",
+        "--sizes",
+        "16,48",
+        "--reps",
+        "1",
+        "--json",
+        "--policies",
+        "central,per-thread,random-steal,nls,las,bobox2011,fifo-rr",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let cells = v.as_array().unwrap();
+    assert_eq!(cells.len(), 14);
+    assert!(cells.iter().all(|c| c["verified"] == true));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        text.starts_with("size,central,per-thread,random-steal,nls,las,bobox2011,fifo-rr\n16,"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

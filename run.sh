@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job on embedded defaults: this machine's topology, then the queue study
+# (load-balancing-queues.txt) at sizes 128..2048. Installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/deps.sh
+cargo build --release -q -p nearflow-cli
+exec target/release/nearflow demo "$@"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, clippy, every crate's tests (unit, behaviour, stress, CLI,
+# doctests) and the loom models of the sleep/wake protocol. Installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/deps.sh
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --release -q -- -D warnings
+echo "== cargo test (release: the stress tests count millions of tasks)"
+cargo test --workspace --release
+echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md)"
+# Preemption bound 2, as tokio's CI does: the unbounded search of the two-worker models takes
+# hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p nearflow-rt --release --lib loom
