@@ -98,6 +98,7 @@ impl RequestNodes {
         }
     }
     /// The node responsible for the next deferred task; advances the round robin.
+    #[inline]
     pub fn next_node(&mut self) -> usize {
         let n = self.nodes[self.next % self.nodes.len()];
         self.next = (self.next + 1) % self.nodes.len();

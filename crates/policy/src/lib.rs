@@ -242,18 +242,22 @@ impl Policy {
     }
 
     /// Which policy.
+    #[inline]
     pub fn kind(&self) -> PolicyKind {
         self.kind
     }
     /// Number of workers (one per PU).
+    #[inline]
     pub fn workers(&self) -> usize {
         self.workers
     }
     /// The probe plan of a worker.
+    #[inline]
     pub fn plan(&self, w: WorkerId) -> &[Step] {
         &self.plans[w]
     }
     /// Where a task spawned by worker `w` goes.
+    #[inline]
     pub fn place(&self, kind: TaskKind, w: WorkerId) -> Place {
         match kind {
             TaskKind::Immediate => self.place_immediate[w],
@@ -265,11 +269,13 @@ impl Policy {
         self.root
     }
     /// How workers sleep.
+    #[inline]
     pub fn sleep(&self) -> &SleepLayout {
         &self.sleep
     }
     /// Sleep domains to try, in order, after a task was pushed to `q`. Every worker of each
     /// listed domain can reach `q` through its plan.
+    #[inline]
     pub fn wake_order(&self, q: QueueRef) -> &[usize] {
         match q {
             QueueRef::Local(w) => &self.wake_local[w],
@@ -278,6 +284,7 @@ impl Policy {
         }
     }
     /// NUMA node of a worker.
+    #[inline]
     pub fn node_of_worker(&self, w: WorkerId) -> usize {
         self.node_of_worker[w]
     }

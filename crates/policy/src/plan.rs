@@ -85,6 +85,7 @@ pub struct Cursors {
 
 impl Cursors {
     /// Cursors for a plan.
+    #[inline]
     pub fn new(plan: &[Step]) -> Self {
         Cursors {
             next: vec![0; plan.len()],
@@ -107,6 +108,7 @@ impl Rng {
         })
     }
     /// Next value.
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
@@ -116,6 +118,7 @@ impl Rng {
         x
     }
     /// A value in `0..n` (`n > 0`).
+    #[inline]
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
@@ -137,14 +140,14 @@ pub fn walk<T>(
         }
         let start = match step {
             Step::Scan(_) => 0,
-            Step::RoundRobin(_) => cursors.next[si] % n,
+            Step::RoundRobin(_) => cursors.next[si].min(n - 1),
             Step::Random(_) => rng.below(n),
         };
-        for k in 0..n {
-            let i = (start + k) % n;
+        // Probe start..n, then 0..start, without a division per probe.
+        for i in (start..n).chain(0..start) {
             if let Some(t) = try_take(&probes[i]) {
                 if let Step::RoundRobin(_) = step {
-                    cursors.next[si] = (i + 1) % n;
+                    cursors.next[si] = if i + 1 == n { 0 } else { i + 1 };
                 }
                 return Some((t, probes[i]));
             }
@@ -155,6 +158,7 @@ pub fn walk<T>(
 
 /// Resolves a [`Take`] on a deferred queue holding tasks of `requests` (ascending ids, each with
 /// at least one task): which request, and which end of its deque.
+#[inline]
 pub fn resolve_deferred(
     take: Take,
     requests: &[RequestId],

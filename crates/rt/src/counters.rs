@@ -45,9 +45,17 @@ impl WorkerCells {
     }
 }
 
-/// Bumps a counter (Relaxed: counters order nothing).
+/// Bumps a counter that several threads may bump (Relaxed: counters order nothing).
+#[inline]
 pub(crate) fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Bumps a counter that only its owner thread writes: a plain load and store, no locked
+/// read-modify-write. Other threads read it with a Relaxed load and may see a slightly old value.
+#[inline]
+pub(crate) fn bump_owned(a: &AtomicU64) {
+    a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// What one worker did.

@@ -68,7 +68,7 @@ pub use worker::TaskCx;
 
 use counters::WorkerCells;
 use queue::{DeferredQueue, SharedQueue};
-use request::RequestInner;
+use request::{RequestInner, RequestRef};
 use sleep::Sleep;
 use sync::{lock, wait, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use worker::{Task, WorkerLocal};
@@ -149,7 +149,7 @@ impl Shared {
     fn push_shared(&self, q: QueueRef, task: Task) {
         match q {
             QueueRef::Shared(i) => self.shared_queues[i].push(task),
-            QueueRef::Deferred(i) => self.deferred[i].push(task.req.id, task),
+            QueueRef::Deferred(i) => self.deferred[i].push(task.req.get().id, task),
             QueueRef::Local(_) => unreachable!("local queues are pushed by their owner"),
         }
     }
@@ -174,7 +174,7 @@ impl Shared {
         }
     }
 
-    fn finish_request(&self, req: &Arc<RequestInner>) {
+    fn finish_request(&self, req: &RequestInner) {
         if self.policy.kind() == PolicyKind::Bobox2011 {
             lock(&self.in_flight).remove(&req.id);
         }
@@ -381,7 +381,7 @@ impl Runtime {
         };
         let out = slot.clone();
         let task = Task {
-            req: inner.clone(),
+            req: RequestRef::leak(&inner),
             f: Box::new(move |cx: &TaskCx<'_>| {
                 let v = root(cx);
                 *lock(&out) = Some(v);

@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 
 use nearflow_policy::{resolve_deferred, End, RequestId, Take};
+use smallvec::SmallVec;
 
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 
@@ -58,27 +59,72 @@ impl<T> SharedQueue<T> {
     }
 }
 
-/// A priority queue by request id of per-request deques. Entries are kept sorted by id, with no
-/// empty deque: `requests` is exactly the set of requests with queued tasks.
+/// A priority queue by request id of per-request deques, sorted by id. A deque that drains stays
+/// in place (a fan-out drains and refills its request's deque constantly); empty entries are
+/// skipped when choosing a request and pruned when more than [`EMPTY_KEPT`] have gathered.
 pub(crate) struct DeferredQueue<T> {
-    by_request: Mutex<Vec<(RequestId, VecDeque<T>)>>,
+    by_request: Mutex<ByRequest<T>>,
     len: AtomicUsize,
 }
+
+struct ByRequest<T> {
+    /// Ascending by id; a deque may be empty. The first two entries are stored inline, beside the
+    /// lock: with one or two requests per group (the common case) a push or take touches the
+    /// lock's cache lines and the task buffer only, which matters when a producer and a consumer
+    /// hand tasks over through this queue at high rate.
+    entries: SmallVec<[(RequestId, VecDeque<T>); 2]>,
+    /// Number of empty deques in `entries`.
+    empty: usize,
+}
+
+impl<T> ByRequest<T> {
+    fn find(&self, request: RequestId) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&request, |e| e.0)
+    }
+    /// The deque of `request`, created if needed.
+    fn deque(&mut self, request: RequestId) -> &mut VecDeque<T> {
+        let i = match self.find(request) {
+            Ok(i) => {
+                if self.entries[i].1.is_empty() {
+                    self.empty -= 1;
+                }
+                i
+            }
+            Err(i) => {
+                self.entries.insert(i, (request, VecDeque::new()));
+                i
+            }
+        };
+        &mut self.entries[i].1
+    }
+    /// Notes that entry `i` may have become empty.
+    fn drained(&mut self, i: usize) {
+        if self.entries[i].1.is_empty() {
+            self.empty += 1;
+            if self.empty > EMPTY_KEPT {
+                self.entries.retain(|e| !e.1.is_empty());
+                self.empty = 0;
+            }
+        }
+    }
+}
+
+/// Empty per-request deques kept before they are pruned.
+const EMPTY_KEPT: usize = 8;
 
 impl<T> DeferredQueue<T> {
     pub(crate) fn new() -> Self {
         DeferredQueue {
-            by_request: Mutex::new(Vec::new()),
+            by_request: Mutex::new(ByRequest {
+                entries: SmallVec::new(),
+                empty: 0,
+            }),
             len: AtomicUsize::new(0),
         }
     }
 
     pub(crate) fn push(&self, request: RequestId, t: T) {
-        let mut v = lock(&self.by_request);
-        match v.binary_search_by_key(&request, |e| e.0) {
-            Ok(i) => v[i].1.push_back(t),
-            Err(i) => v.insert(i, (request, VecDeque::from([t]))),
-        }
+        lock(&self.by_request).deque(request).push_back(t);
         // Relaxed: see SharedQueue::push.
         self.len.fetch_add(1, Ordering::Relaxed);
     }
@@ -89,27 +135,28 @@ impl<T> DeferredQueue<T> {
             return None;
         }
         let mut v = lock(&self.by_request);
-        let ids: Vec<RequestId> = if v.len() <= 2 {
-            v.iter().map(|e| e.0).collect()
-        } else {
-            // Only the two oldest and `last_request` matter to any Take.
-            let mut ids: Vec<RequestId> = v.iter().take(2).map(|e| e.0).collect();
-            if let Some(l) = last_request {
-                if v.binary_search_by_key(&l, |e| e.0).is_ok() && !ids.contains(&l) {
-                    ids.push(l);
-                }
-            }
-            ids
-        };
-        let (request, end) = resolve_deferred(take, &ids, last_request)?;
-        let i = v.binary_search_by_key(&request, |e| e.0).ok()?;
-        let t = match end {
-            End::Oldest => v[i].1.pop_front(),
-            End::Youngest => v[i].1.pop_back(),
-        };
-        if v[i].1.is_empty() {
-            v.remove(i);
+        // Only the two oldest requests and `last_request` matter to any Take: pass those, in
+        // ascending order, without allocating.
+        let mut ids = [0; 3];
+        let mut n = 0;
+        for e in v.entries.iter().filter(|e| !e.1.is_empty()).take(2) {
+            ids[n] = e.0;
+            n += 1;
         }
+        if let Some(l) = last_request {
+            if n == 2 && l > ids[1] && v.find(l).is_ok_and(|i| !v.entries[i].1.is_empty()) {
+                ids[n] = l;
+                n += 1;
+            }
+        }
+        let (request, end) = resolve_deferred(take, &ids[..n], last_request)?;
+        let i = v.find(request).ok()?;
+        let d = &mut v.entries[i].1;
+        let t = match end {
+            End::Oldest => d.pop_front(),
+            End::Youngest => d.pop_back(),
+        };
+        v.drained(i);
         if t.is_some() {
             self.len.fetch_sub(1, Ordering::Relaxed);
         }
@@ -119,9 +166,12 @@ impl<T> DeferredQueue<T> {
     /// Removes every queued task of a request (Bobox load balancer: moving a request).
     pub(crate) fn remove_request(&self, request: RequestId) -> VecDeque<T> {
         let mut v = lock(&self.by_request);
-        match v.binary_search_by_key(&request, |e| e.0) {
+        match v.find(request) {
             Ok(i) => {
-                let (_, d) = v.remove(i);
+                let d = std::mem::take(&mut v.entries[i].1);
+                if !d.is_empty() {
+                    v.drained(i);
+                }
                 self.len.fetch_sub(d.len(), Ordering::Relaxed);
                 d
             }
@@ -136,10 +186,7 @@ impl<T> DeferredQueue<T> {
         }
         let mut v = lock(&self.by_request);
         let n = tasks.len();
-        match v.binary_search_by_key(&request, |e| e.0) {
-            Ok(i) => v[i].1.append(&mut tasks),
-            Err(i) => v.insert(i, (request, tasks)),
-        }
+        v.deque(request).append(&mut tasks);
         self.len.fetch_add(n, Ordering::Relaxed);
     }
 

@@ -1,8 +1,22 @@
 //! Requests: independent units of work (a query, a plan), numbered sequentially from 0.
 //!
-//! A request completes when its last task ends: `pending` counts tasks spawned and not yet
-//! finished. A task's spawns increment it before the spawning task's own decrement, so it reaches
-//! zero exactly once.
+//! ## Completion
+//!
+//! Two monotonic counters, `spawned` (the root included) and `finished`, both updated with
+//! `SeqCst` read-modify-writes. A task's spawn increment happens before the task runs, so before
+//! its finish increment; hence in the single total order of `SeqCst` operations `finished ≤
+//! spawned` at every point. A finisher adds one to `finished`, obtaining `f`, then loads
+//! `spawned = s`: if `f == s`, every spawned task has finished, no task is left to spawn more, and
+//! the request is complete. Exactly one finisher sees equality (the values of `f` are distinct and
+//! only the last can equal the final `s`). The counters double as the per-request counts.
+//!
+//! ## Lifetime
+//!
+//! Tasks refer to their request through a [`RequestRef`], a raw pointer, instead of an `Arc`
+//! (two fewer atomic read-modify-writes per task). At submission one strong count of the
+//! request's `Arc` is handed to its tasks collectively ([`RequestRef::leak`]); the finisher that
+//! completes the request takes it back ([`RequestRef::release`]) after its last use. A task never
+//! touches its request after its own finish increment, unless it is that finisher.
 
 use std::any::Any;
 use std::fmt;
@@ -10,17 +24,20 @@ use std::fmt;
 use nearflow_policy::{RequestId, RequestNodes};
 
 use crate::counters::RequestCounters;
-use crate::sync::{lock, wait, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use std::ptr::NonNull;
+
+use crate::sync::{lock, wait, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 
 pub(crate) struct RequestInner {
     pub(crate) id: RequestId,
-    pub(crate) pending: AtomicUsize,
+    /// Tasks spawned, the root included (see the module docs).
+    pub(crate) spawned: AtomicU64,
+    /// Tasks finished, run or skipped.
+    pub(crate) finished: AtomicU64,
     pub(crate) failed: AtomicBool,
     failure: Mutex<Option<String>>,
     done: Mutex<bool>,
     done_cv: Condvar,
-    pub(crate) executed: AtomicU64,
-    pub(crate) spawned_immediate: AtomicU64,
     pub(crate) spawned_deferred: AtomicU64,
     pub(crate) skipped: AtomicU64,
     /// Bobox-2011: the nodes evaluating this request.
@@ -31,13 +48,12 @@ impl RequestInner {
     pub(crate) fn new(id: RequestId) -> Self {
         RequestInner {
             id,
-            pending: AtomicUsize::new(1),
+            spawned: AtomicU64::new(1),
+            finished: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             done: Mutex::new(false),
             done_cv: Condvar::new(),
-            executed: AtomicU64::new(0),
-            spawned_immediate: AtomicU64::new(0),
             spawned_deferred: AtomicU64::new(1),
             skipped: AtomicU64::new(0),
             nodes: Mutex::new(RequestNodes::new(0)),
@@ -68,13 +84,67 @@ impl RequestInner {
     }
 
     pub(crate) fn counters(&self) -> RequestCounters {
+        // Racy while the request runs, exact once it is done.
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (finished, skipped) = (r(&self.finished), r(&self.skipped));
+        let (spawned, deferred) = (r(&self.spawned), r(&self.spawned_deferred));
         RequestCounters {
-            executed: r(&self.executed),
-            spawned_immediate: r(&self.spawned_immediate),
-            spawned_deferred: r(&self.spawned_deferred),
-            skipped: r(&self.skipped),
+            executed: finished.saturating_sub(skipped),
+            spawned_immediate: spawned.saturating_sub(deferred),
+            spawned_deferred: deferred,
+            skipped,
         }
+    }
+
+    /// Counts one more task of the request; called by a running task of it (or at submission).
+    #[inline]
+    pub(crate) fn count_spawn(&self) {
+        // SeqCst: see the module docs.
+        self.spawned.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts one finished task; returns whether it was the request's last. After a `false`,
+    /// the caller must not touch the request again.
+    #[inline]
+    pub(crate) fn count_finish(&self) -> bool {
+        // SeqCst: see the module docs.
+        let f = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
+        f == self.spawned.load(Ordering::SeqCst)
+    }
+}
+
+/// A task's reference to its request: a pointer kept valid by the strong count leaked at
+/// submission (see the module docs).
+#[derive(Clone, Copy)]
+pub(crate) struct RequestRef(NonNull<RequestInner>);
+
+// SAFETY: a RequestRef is a shared reference to a `RequestInner`, which is Sync (atomics and
+// mutexes only); sending it to another thread is sending a `&RequestInner`.
+unsafe impl Send for RequestRef {}
+
+impl RequestRef {
+    /// Hands one strong count of `req` to the request's tasks.
+    pub(crate) fn leak(req: &Arc<RequestInner>) -> RequestRef {
+        let ptr = Arc::into_raw(req.clone()).cast_mut();
+        // SAFETY: `Arc::into_raw` never returns null.
+        RequestRef(unsafe { NonNull::new_unchecked(ptr) })
+    }
+
+    /// The request.
+    #[inline]
+    pub(crate) fn get(&self) -> &RequestInner {
+        // SAFETY: the leaked strong count keeps the allocation alive until `release`, which only
+        // the completing finisher calls after every task has finished; callers are tasks (or the
+        // submitter, before the root is queued) that have not finished yet.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Gives back the strong count leaked at submission. Called once, by the finisher that
+    /// completed the request, after its last use of `self`.
+    pub(crate) fn release(self) {
+        // SAFETY: the pointer came from `Arc::into_raw` in `leak`, and this is the only place
+        // that turns it back; `count_finish` returns true to exactly one finisher.
+        drop(unsafe { Arc::from_raw(self.0.as_ptr().cast_const()) });
     }
 }
 

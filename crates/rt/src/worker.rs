@@ -21,15 +21,18 @@ use nearflow_policy::{
     walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind,
 };
 
-use crate::counters::{bump, WorkerCells};
-use crate::request::RequestInner;
+use crate::counters::{bump, bump_owned, WorkerCells};
+use crate::request::RequestRef;
 use crate::sleep::Slept;
-use crate::sync::{lock, Arc, Ordering};
+use crate::sync::{lock, Ordering};
 use crate::Shared;
+
+/// Probe rounds an idle worker makes, yielding between them, before it registers to sleep.
+const SEARCH_ROUNDS: usize = 16;
 
 /// A unit of work of a request.
 pub(crate) struct Task {
-    pub(crate) req: Arc<RequestInner>,
+    pub(crate) req: RequestRef,
     pub(crate) f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
 }
 
@@ -48,7 +51,7 @@ pub(crate) struct WorkerLocal<'a> {
 /// What a running task sees: spawn more tasks of its request.
 pub struct TaskCx<'a> {
     me: &'a WorkerLocal<'a>,
-    req: &'a Arc<RequestInner>,
+    req: RequestRef,
 }
 
 impl TaskCx<'_> {
@@ -75,18 +78,17 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        // Relaxed: this task still holds one pending count, so the counter cannot reach zero
-        // before this increment; the final decrement is AcqRel (see `WorkerLocal::run`).
-        self.req.pending.fetch_add(1, Ordering::Relaxed);
-        match kind {
-            TaskKind::Immediate => bump(&self.req.spawned_immediate),
-            TaskKind::Deferred => bump(&self.req.spawned_deferred),
+        // This task has not finished, so its request is alive and not complete.
+        let req = self.req.get();
+        req.count_spawn();
+        if kind == TaskKind::Deferred {
+            bump(&req.spawned_deferred);
         }
-        bump(&self.me.cells.spawned);
+        bump_owned(&self.me.cells.spawned);
         self.me.place(
             kind,
             Task {
-                req: self.req.clone(),
+                req: self.req,
                 f: Box::new(f),
             },
         );
@@ -94,7 +96,7 @@ impl TaskCx<'_> {
 
     /// The id of the request this task belongs to.
     pub fn request_id(&self) -> RequestId {
-        self.req.id
+        self.req.get().id
     }
 
     /// The worker running this task (equal to its home PU).
@@ -104,11 +106,17 @@ impl TaskCx<'_> {
 
     /// Whether the request has already failed (a task panicked); long tasks may stop early.
     pub fn request_failed(&self) -> bool {
-        self.req.failed.load(Ordering::Relaxed)
+        self.req.get().failed.load(Ordering::Relaxed)
     }
 }
 
 fn steal(s: &Stealer<Task>) -> Option<Task> {
+    // `is_empty` is two loads; `steal` also issues a SeqCst fence. Idle workers probe many empty
+    // queues, so look first. (A task pushed just after this look is found by the next probe, or
+    // by the re-check after registering to sleep, which runs after a fence.)
+    if s.is_empty() {
+        return None;
+    }
     loop {
         match s.steal() {
             Steal::Success(t) => return Some(t),
@@ -141,7 +149,7 @@ impl<'a> WorkerLocal<'a> {
         let q = match shared.policy.place(kind, self.w) {
             Place::Queue(q) => q,
             Place::RoundRobinShared { count } => QueueRef::Shared(shared.next_ticket() % count),
-            Place::RequestNode => QueueRef::Deferred(lock(&task.req.nodes).next_node()),
+            Place::RequestNode => QueueRef::Deferred(lock(&task.req.get().nodes).next_node()),
         };
         match q {
             QueueRef::Local(v) => {
@@ -151,7 +159,7 @@ impl<'a> WorkerLocal<'a> {
             other => shared.push_shared(other, task),
         }
         if shared.notify(q) {
-            bump(&self.cells.wakes);
+            bump_owned(&self.cells.wakes);
         }
     }
 
@@ -159,7 +167,14 @@ impl<'a> WorkerLocal<'a> {
     fn try_take(&self, p: &Probe, last: Option<RequestId>) -> Option<Task> {
         let shared = self.shared;
         match (p.queue, p.take) {
-            (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == self.w => self.local.pop(),
+            (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == self.w => {
+                // As in `steal`: `pop` on an empty deque still pays a fence.
+                if self.local.is_empty() {
+                    None
+                } else {
+                    self.local.pop()
+                }
+            }
             (QueueRef::Local(v), _) => steal(&shared.stealers[v]),
             (QueueRef::Shared(i), Take::Plain(end)) => shared.shared_queues[i].pop(end),
             (QueueRef::Shared(i), _) => shared.shared_queues[i].pop(End::Oldest),
@@ -183,15 +198,17 @@ impl<'a> WorkerLocal<'a> {
             bump(c);
         }
         if self.shared.is_steal(self.w, probe.queue) {
-            bump(&self.cells.steals);
+            bump_owned(&self.cells.steals);
         }
-        self.last_request.set(Some(task.req.id));
+        self.last_request.set(Some(task.req.get().id));
         Some(task)
     }
 
     /// Runs a task (unless its request failed) and completes its request if it was the last.
     pub(crate) fn run(&self, task: Task) {
-        let Task { req, f } = task;
+        let Task { req: handle, f } = task;
+        // This task has not finished, so its request is alive.
+        let req = handle.get();
         // Acquire: pairs with the Release store in `RequestInner::fail`.
         if req.failed.load(Ordering::Acquire) {
             bump(&req.skipped);
@@ -199,18 +216,18 @@ impl<'a> WorkerLocal<'a> {
         } else {
             let cx = TaskCx {
                 me: self,
-                req: &req,
+                req: handle,
             };
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
                 req.fail(payload);
             }
-            bump(&req.executed);
-            bump(&self.cells.executed);
+            bump_owned(&self.cells.executed);
         }
-        // AcqRel: every task's Release decrement happens before the final one's Acquire, so the
-        // completing thread (and the waiter it wakes) sees all effects of the request's tasks.
-        if req.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.shared.finish_request(&req);
+        // The SeqCst counters order every task's effects before the completing finisher's load,
+        // so it (and the waiter it wakes) sees them all. After a `false` the request may be gone.
+        if req.count_finish() {
+            self.shared.finish_request(req);
+            handle.release();
         }
     }
 
@@ -220,14 +237,25 @@ impl<'a> WorkerLocal<'a> {
         match shared.policy.sleep().scheme {
             SleepScheme::Domains => {
                 let domain = shared.policy.sleep().domain_of[self.w];
-                loop {
+                'work: loop {
                     if let Some(t) = self.find() {
                         self.run(t);
                         continue;
                     }
+                    // Search a few more rounds, yielding the CPU between them, before sleeping:
+                    // while this worker searches, spawns need not wake anybody in its domain.
+                    shared.sleep.start_search(domain);
+                    for _ in 0..SEARCH_ROUNDS {
+                        std::thread::yield_now();
+                        if let Some(t) = self.find() {
+                            shared.sleep.stop_search(domain);
+                            self.run(t);
+                            continue 'work;
+                        }
+                    }
                     match shared.sleep.sleep(self.w, domain, || self.find()) {
                         Slept::Found(t) => self.run(t),
-                        Slept::Woken => bump(&self.cells.sleeps),
+                        Slept::Woken => bump_owned(&self.cells.sleeps),
                         Slept::Shutdown => break,
                     }
                 }
@@ -235,7 +263,7 @@ impl<'a> WorkerLocal<'a> {
             SleepScheme::CountingSemaphore => {
                 while let Some(blocked) = shared.sleep.claim_task() {
                     if blocked {
-                        bump(&self.cells.sleeps);
+                        bump_owned(&self.cells.sleeps);
                     }
                     // A claimed task is queued in some list this worker reaches.
                     loop {

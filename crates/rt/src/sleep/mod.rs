@@ -33,6 +33,9 @@ impl BinarySemaphore {
 /// A sleep domain: a group of workers that sleep together (a core group for LAS, a NUMA node for
 /// Bobox-2011, everyone for the baselines, one worker for per-thread queues).
 struct Domain {
+    /// Workers of the domain that are awake, idle and probing (between a failed find and
+    /// registering to sleep). While one searches, a spawn need not wake anybody here.
+    searching: AtomicUsize,
     /// Number of workers in `waiting`; read without the lock by wakers (the fast path: while it is
     /// 0, a spawn does no lock and no semaphore operation).
     sleepers: AtomicUsize,
@@ -73,6 +76,7 @@ impl Sleep {
         Sleep {
             domains: (0..domains)
                 .map(|_| Domain {
+                    searching: AtomicUsize::new(0),
                     sleepers: AtomicUsize::new(0),
                     waiting: Mutex::new(Vec::new()),
                 })
@@ -87,15 +91,31 @@ impl Sleep {
         }
     }
 
-    /// Called after a task was pushed: wakes one sleeping worker of the first domain in `order`
-    /// that has one. Returns whether a worker was woken.
+    /// A worker of domain `d` found no task and starts searching.
+    pub(crate) fn start_search(&self, d: usize) {
+        // Relaxed: read by wakers after their fence; see `wake` and the README.
+        self.domains[d].searching.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The worker stops searching because it found a task.
+    pub(crate) fn stop_search(&self, d: usize) {
+        self.domains[d].searching.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Called after a task was pushed: walks the domains of `order`, nearest first, and stops at
+    /// the first one with a searching worker (it will find the task) or with a sleeper, whom it
+    /// wakes. Returns whether a worker was woken.
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
-        // SeqCst fence: pairs with the fence in `sleep` (step 2 of the README). Either this load
-        // of `sleepers` sees the sleeper's registration, or its re-check sees our push.
+        // SeqCst fence: pairs with the fence in `sleep` (step 2 of the README). Either these loads
+        // see the searcher's registration (its `searching` decrement and `sleepers` increment),
+        // or its re-check sees our push.
         fence(Ordering::SeqCst);
         for &d in order {
             let dom = &self.domains[d];
             // Relaxed: ordered by the fence above.
+            if dom.searching.load(Ordering::Relaxed) > 0 {
+                return false;
+            }
             if dom.sleepers.load(Ordering::Relaxed) == 0 {
                 continue;
             }
@@ -116,8 +136,9 @@ impl Sleep {
         false
     }
 
-    /// Puts worker `w` of domain `d` to sleep, unless `recheck`, run after registering, finds
-    /// work.
+    /// Puts worker `w` of domain `d`, which is searching (see [`Sleep::start_search`]), to sleep,
+    /// unless `recheck`, run after registering, finds work. Either way the worker no longer counts
+    /// as searching afterwards.
     pub(crate) fn sleep<T>(
         &self,
         w: usize,
@@ -125,12 +146,13 @@ impl Sleep {
         recheck: impl FnOnce() -> Option<T>,
     ) -> Slept<T> {
         let dom = &self.domains[d];
-        // Step 1: register.
+        // Step 1: register, and stop searching, both before the fence.
         {
             let mut list = lock(&dom.waiting);
             list.push(w);
             // Relaxed: ordered by the fence below; changes only under the lock.
             dom.sleepers.fetch_add(1, Ordering::Relaxed);
+            dom.searching.fetch_sub(1, Ordering::Relaxed);
         }
         // Step 2: SeqCst fence, pairs with the one in `wake`.
         fence(Ordering::SeqCst);
@@ -244,12 +266,19 @@ mod loom_tests {
 
     fn worker(world: &World, w: usize, d: usize) {
         loop {
-            let got = world.queue.pop(End::Oldest).is_some()
-                || match world.sleep.sleep(w, d, || world.queue.pop(End::Oldest)) {
-                    Slept::Found(_) => true,
-                    Slept::Woken => false,
-                    Slept::Shutdown => return,
-                };
+            let got = world.queue.pop(End::Oldest).is_some() || {
+                world.sleep.start_search(d);
+                if world.queue.pop(End::Oldest).is_some() {
+                    world.sleep.stop_search(d);
+                    true
+                } else {
+                    match world.sleep.sleep(w, d, || world.queue.pop(End::Oldest)) {
+                        Slept::Found(_) => true,
+                        Slept::Woken => false,
+                        Slept::Shutdown => return,
+                    }
+                }
+            };
             if got && world.consumed.fetch_add(1, Ordering::SeqCst) + 1 == world.tasks {
                 world.sleep.shutdown();
             }
