@@ -89,6 +89,14 @@ pub fn run(cmd: &StressCmd) -> Result<()> {
             )
         );
         println!("  time               {:>10.1} ms", report.elapsed_ms);
+        println!(
+            "  tasks per request  {:>10}   (sum over requests {})",
+            format!(
+                "{}..{}",
+                report.request_executed_min, report.request_executed_max
+            ),
+            report.request_executed_sum
+        );
         let c = &report.counters;
         println!(
             "  steals {}  sleeps {}  wakes {}",

@@ -73,6 +73,10 @@ pub struct StressReport {
     pub samples: u64,
     /// Tasks the workers' counters say they ran during this run.
     pub worker_executed: u64,
+    /// Fewest / most tasks one request ran, and the sum over requests (per-request counters).
+    pub request_executed_min: u64,
+    pub request_executed_max: u64,
+    pub request_executed_sum: u64,
     /// The runtime's counters after the run (cumulative since it started).
     pub counters: RuntimeCounters,
     pub balancer_moves: u64,
@@ -87,6 +91,7 @@ impl StressReport {
             && self.missing == 0
             && self.requests_completed == self.requests_submitted
             && self.worker_executed == self.executed
+            && self.request_executed_sum == self.executed
     }
 }
 
@@ -250,7 +255,10 @@ pub fn run(rt: &Runtime, cfg: &StressConfig) -> Result<StressReport, StressError
     }
     let submitted = handles.len() as u64;
     let mut completed = 0;
+    let mut per_request = Vec::with_capacity(handles.len());
     for h in handles {
+        // Every request is done here, so its counters are exact.
+        per_request.push(h.counters().executed);
         h.wait().map_err(|e| StressError::Request(e.to_string()))?;
         completed += 1;
     }
@@ -285,6 +293,9 @@ pub fn run(rt: &Runtime, cfg: &StressConfig) -> Result<StressReport, StressError
         samples_with_idle_sleepers: idle_samples,
         samples,
         worker_executed: counters.executed() - base,
+        request_executed_min: per_request.iter().copied().min().unwrap_or(0),
+        request_executed_max: per_request.iter().copied().max().unwrap_or(0),
+        request_executed_sum: per_request.iter().sum(),
         counters,
         balancer_moves: moves,
         balancer_shares: shares,

@@ -28,11 +28,14 @@ fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
                 Ok(r) => {
                     assert!(
                         r.is_exact(),
-                        "{policy} on {label}, seed {seed}: spawned {} executed {} (workers say {}) duplicated {} missing {} requests {}/{}",
-                        r.spawned, r.executed, r.worker_executed, r.duplicated, r.missing,
+                        "{policy} on {label}, seed {seed}: spawned {} executed {} (workers say {}, requests say {}) duplicated {} missing {} requests {}/{}",
+                        r.spawned, r.executed, r.worker_executed, r.request_executed_sum, r.duplicated, r.missing,
                         r.requests_completed, r.requests_submitted
                     );
                     assert_eq!(r.spawned, tasks);
+                    // Each request owns an exact budget: tasks / requests, the first ones one more.
+                    assert_eq!(r.request_executed_min, tasks / requests, "{policy} on {label}");
+                    assert_eq!(r.request_executed_max, tasks.div_ceil(requests), "{policy} on {label}");
                 }
                 Err(e) => {
                     // The runtime cannot be dropped with requests stuck in it: leak it and fail.
