@@ -17,3 +17,10 @@ echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md)"
 # hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p nearflow-rt --release --lib loom
+echo "== miri over the runtime's unsafe code (scripts/miri.sh)"
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  scripts/miri.sh
+else
+  echo "SKIPPED: the nightly toolchain with miri is not installed here"
+  echo "         (rustup component add --toolchain nightly miri rust-src; then scripts/miri.sh)"
+fi

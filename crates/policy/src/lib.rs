@@ -292,9 +292,7 @@ impl Policy {
 
 /// Does `plan` reach `q` at all? Used by tests to check the wake-order invariant.
 pub fn plan_reaches(plan: &[Step], q: QueueRef) -> bool {
-    plan.iter().any(|s| match s {
-        Step::Scan(p) | Step::RoundRobin(p) | Step::Random(p) => p.iter().any(|p| p.queue == q),
-    })
+    plan.iter().any(|s| s.probes().iter().any(|p| p.queue == q))
 }
 
 #[cfg(test)]

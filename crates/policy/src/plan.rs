@@ -70,7 +70,8 @@ pub enum Step {
 }
 
 impl Step {
-    fn probes(&self) -> &[Probe] {
+    /// The queues this step probes.
+    pub fn probes(&self) -> &[Probe] {
         match self {
             Step::Scan(p) | Step::RoundRobin(p) | Step::Random(p) => p,
         }

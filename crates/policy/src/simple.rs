@@ -76,25 +76,37 @@ pub(crate) fn nls(m: &Machine) -> Policy {
 /// thread steals from the others in round robin; one global counting semaphore for sleeping.
 /// Requests are dealt to threads in round robin.
 pub(crate) fn fifo_rr(m: &Machine) -> Policy {
-    let mut p = base(PolicyKind::FifoRr, m);
+    let mut p = own_queue_and_steal(PolicyKind::FifoRr, m, End::Oldest, Step::RoundRobin);
+    p.sleep.scheme = SleepScheme::CountingSemaphore;
+    p
+}
+
+/// One locked deque per worker, fed by its owner's spawns (requests from outside dealt in round
+/// robin); the owner takes from `own_end`, a thief the oldest task of the others, probed by
+/// `steal` (round robin or random). Shared by FIFO+RR and random stealing.
+fn own_queue_and_steal(
+    kind: PolicyKind,
+    m: &Machine,
+    own_end: End,
+    steal: fn(Vec<Probe>) -> Step,
+) -> Policy {
+    let mut p = base(kind, m);
     let n = p.workers;
     p.shared_queues = n;
     p.plans = (0..n)
         .map(|w| {
+            let victims = others(w, n)
+                .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
+                .collect();
             vec![
-                Step::Scan(vec![probe(QueueRef::Shared(w), End::Oldest, 1)]),
-                Step::RoundRobin(
-                    others(w, n)
-                        .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
-                        .collect(),
-                ),
+                Step::Scan(vec![probe(QueueRef::Shared(w), own_end, 1)]),
+                steal(victims),
             ]
         })
         .collect();
     p.place_immediate = (0..n).map(|w| Place::Queue(QueueRef::Shared(w))).collect();
     p.place_deferred = p.place_immediate.clone();
     p.root = RootPlace::RoundRobinShared { count: n };
-    p.sleep.scheme = SleepScheme::CountingSemaphore;
     p.wake_shared = vec![vec![0]; n];
     p
 }
@@ -132,26 +144,7 @@ pub(crate) fn per_thread(m: &Machine) -> Policy {
 /// spawner's own deque, the owner takes the youngest task, a thief the oldest task of a victim
 /// chosen at random. Requests from outside are dealt in round robin.
 pub(crate) fn random_steal(m: &Machine) -> Policy {
-    let mut p = base(PolicyKind::RandomSteal, m);
-    let n = p.workers;
-    p.shared_queues = n;
-    p.plans = (0..n)
-        .map(|w| {
-            vec![
-                Step::Scan(vec![probe(QueueRef::Shared(w), End::Youngest, 1)]),
-                Step::Random(
-                    others(w, n)
-                        .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
-                        .collect(),
-                ),
-            ]
-        })
-        .collect();
-    p.place_immediate = (0..n).map(|w| Place::Queue(QueueRef::Shared(w))).collect();
-    p.place_deferred = p.place_immediate.clone();
-    p.root = RootPlace::RoundRobinShared { count: n };
-    p.wake_shared = vec![vec![0]; n];
-    p
+    own_queue_and_steal(PolicyKind::RandomSteal, m, End::Youngest, Step::Random)
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ use nearflow_policy::{
 use nearflow_topo::Machine;
 
 pub use counters::{RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
-pub use request::{RequestError, RequestHandle};
+pub use request::{live_requests, RequestError, RequestHandle};
 pub use worker::TaskCx;
 
 use counters::WorkerCells;
@@ -452,14 +452,11 @@ impl Runtime {
         let mut out = Vec::new();
         for d in 0..layout.domains.len() {
             for w in s.sleep.waiting(d) {
-                let reach = s.policy.plan(w).iter().any(|step| {
-                    let probes = match step {
-                        nearflow_policy::Step::Scan(p)
-                        | nearflow_policy::Step::RoundRobin(p)
-                        | nearflow_policy::Step::Random(p) => p,
-                    };
-                    probes.iter().any(|p| s.queue_len(p.queue) > 0)
-                });
+                let reach = s
+                    .policy
+                    .plan(w)
+                    .iter()
+                    .any(|step| step.probes().iter().any(|p| s.queue_len(p.queue) > 0));
                 if reach {
                     out.push(w);
                 }

@@ -2,13 +2,13 @@
 //!
 //! ## Completion
 //!
-//! Two monotonic counters, `spawned` (the root included) and `finished`, both updated with
-//! `SeqCst` read-modify-writes. A task's spawn increment happens before the task runs, so before
-//! its finish increment; hence in the single total order of `SeqCst` operations `finished ≤
-//! spawned` at every point. A finisher adds one to `finished`, obtaining `f`, then loads
-//! `spawned = s`: if `f == s`, every spawned task has finished, no task is left to spawn more, and
-//! the request is complete. Exactly one finisher sees equality (the values of `f` are distinct and
-//! only the last can equal the final `s`). The counters double as the per-request counts.
+//! `pending` counts tasks spawned and not yet finished, the root included. A spawning task holds
+//! one count itself, so its increments happen before its own decrement and the counter reaches
+//! zero exactly once: the finisher whose decrement returns 1 completes the request. The decrement
+//! is a finisher's **last** access to the request unless it is that finisher. (An earlier design
+//! compared monotonic `finished` and `spawned` counters, loading `spawned` after the `finished`
+//! increment; Miri caught that load racing with the request's deallocation by the completing
+//! finisher.) `spawned` is a separate relaxed count for the per-request counters.
 //!
 //! ## Lifetime
 //!
@@ -26,14 +26,31 @@ use nearflow_policy::{RequestId, RequestNodes};
 use crate::counters::RequestCounters;
 use std::ptr::NonNull;
 
-use crate::sync::{lock, wait, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{lock, wait, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+
+/// Request states alive in this process: a leak check for the `RequestRef` protocol (a plain std
+/// atomic: it is a counter for tests, not part of any protocol).
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Number of request states not yet freed in this process. Tests use it to check that the
+/// strong count handed to a request's tasks is always given back.
+#[doc(hidden)]
+pub fn live_requests() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+impl Drop for RequestInner {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 pub(crate) struct RequestInner {
     pub(crate) id: RequestId,
-    /// Tasks spawned, the root included (see the module docs).
-    pub(crate) spawned: AtomicU64,
-    /// Tasks finished, run or skipped.
-    pub(crate) finished: AtomicU64,
+    /// Tasks spawned and not finished (see the module docs).
+    pending: AtomicUsize,
+    /// Tasks spawned, the root included (a counter only).
+    spawned: AtomicU64,
     pub(crate) failed: AtomicBool,
     failure: Mutex<Option<String>>,
     done: Mutex<bool>,
@@ -46,10 +63,11 @@ pub(crate) struct RequestInner {
 
 impl RequestInner {
     pub(crate) fn new(id: RequestId) -> Self {
+        LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         RequestInner {
             id,
+            pending: AtomicUsize::new(1),
             spawned: AtomicU64::new(1),
-            finished: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             done: Mutex::new(false),
@@ -86,10 +104,15 @@ impl RequestInner {
     pub(crate) fn counters(&self) -> RequestCounters {
         // Racy while the request runs, exact once it is done.
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (finished, skipped) = (r(&self.finished), r(&self.skipped));
-        let (spawned, deferred) = (r(&self.spawned), r(&self.spawned_deferred));
+        let (spawned, deferred, skipped) = (
+            r(&self.spawned),
+            r(&self.spawned_deferred),
+            r(&self.skipped),
+        );
+        // Read last: a task counted in `spawned` and not finished is pending.
+        let pending = self.pending.load(Ordering::Acquire) as u64;
         RequestCounters {
-            executed: finished.saturating_sub(skipped),
+            executed: spawned.saturating_sub(skipped + pending),
             spawned_immediate: spawned.saturating_sub(deferred),
             spawned_deferred: deferred,
             skipped,
@@ -99,17 +122,19 @@ impl RequestInner {
     /// Counts one more task of the request; called by a running task of it (or at submission).
     #[inline]
     pub(crate) fn count_spawn(&self) {
-        // SeqCst: see the module docs.
-        self.spawned.fetch_add(1, Ordering::SeqCst);
+        // Relaxed: the spawning task still holds a pending count, so `pending` cannot reach zero
+        // before this increment; the completing decrement is AcqRel (see `count_finish`).
+        self.pending.fetch_add(1, Ordering::Relaxed);
+        self.spawned.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one finished task; returns whether it was the request's last. After a `false`,
     /// the caller must not touch the request again.
     #[inline]
     pub(crate) fn count_finish(&self) -> bool {
-        // SeqCst: see the module docs.
-        let f = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
-        f == self.spawned.load(Ordering::SeqCst)
+        // AcqRel: every task's Release decrement happens before the final one's Acquire, so the
+        // completing finisher (and the waiter it wakes) sees all effects of the request's tasks.
+        self.pending.fetch_sub(1, Ordering::AcqRel) == 1
     }
 }
 

@@ -223,8 +223,7 @@ impl<'a> WorkerLocal<'a> {
             }
             bump_owned(&self.cells.executed);
         }
-        // The SeqCst counters order every task's effects before the completing finisher's load,
-        // so it (and the waiter it wakes) sees them all. After a `false` the request may be gone.
+        // After a `false` the request may already be gone: no access past this point.
         if req.count_finish() {
             self.shared.finish_request(req);
             handle.release();

@@ -34,8 +34,16 @@ fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
                     );
                     assert_eq!(r.spawned, tasks);
                     // Each request owns an exact budget: tasks / requests, the first ones one more.
-                    assert_eq!(r.request_executed_min, tasks / requests, "{policy} on {label}");
-                    assert_eq!(r.request_executed_max, tasks.div_ceil(requests), "{policy} on {label}");
+                    assert_eq!(
+                        r.request_executed_min,
+                        tasks / requests,
+                        "{policy} on {label}"
+                    );
+                    assert_eq!(
+                        r.request_executed_max,
+                        tasks.div_ceil(requests),
+                        "{policy} on {label}"
+                    );
                 }
                 Err(e) => {
                     // The runtime cannot be dropped with requests stuck in it: leak it and fail.
