@@ -175,3 +175,30 @@ fn host_runtime_binds_to_groups() {
         }
     }
 }
+
+/// LAS rule 5 at work in the threaded runtime: on `e5310-smp` (one node, four groups of two) a
+/// root that spawns only immediate tasks fills one core's queue; its group mate steals by rule 2,
+/// and the workers of the other three groups, woken by the spawns (same node), can only reach that
+/// queue by rule 5.
+#[test]
+fn las_rule5_spreads_immediate_work_within_the_node() {
+    let rt = rt("e5310-smp", PolicyKind::Las);
+    rt.submit(|cx| {
+        for _ in 0..4000 {
+            cx.spawn_immediate(|_| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+    })
+    .wait()
+    .unwrap();
+    let c = rt.counters();
+    let by_rule = c.by_rule();
+    assert_eq!(by_rule.iter().sum::<u64>(), 4001);
+    assert!(by_rule[4] > 0, "no task was found by rule 5: {by_rule:?}");
+    // The only deferred task is the root: at most it was found by rule 4 (taken by another group).
+    assert!(by_rule[3] <= 1, "{by_rule:?}");
+}
