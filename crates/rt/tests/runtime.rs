@@ -47,8 +47,22 @@ fn wait_covers_every_task_of_the_request() {
                 });
             }
         });
+        assert!(
+            h.wait_timeout(Duration::from_secs(60)),
+            "{policy}: request did not finish"
+        );
+        // Exact once done: the root and 50 deferred tasks, 200 immediate ones, all run.
         let c = h.counters();
-        assert!(c.spawned_deferred >= 1);
+        assert_eq!(
+            (
+                c.spawned_deferred,
+                c.spawned_immediate,
+                c.executed,
+                c.skipped
+            ),
+            (51, 200, 251, 0),
+            "{policy}"
+        );
         h.wait().unwrap();
         assert_eq!(hits.load(Ordering::Relaxed), 200, "{policy}");
     }
