@@ -47,6 +47,7 @@ mod request;
 mod sleep;
 pub mod stress;
 mod sync;
+mod trace;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,7 @@ use nearflow_topo::Machine;
 
 pub use counters::{RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
 pub use request::{live_requests, RequestError, RequestHandle};
+pub use trace::{TraceEvent, NO_LABEL};
 pub use worker::TaskCx;
 
 use counters::WorkerCells;
@@ -137,6 +139,8 @@ pub(crate) struct Shared {
     balancer_moves: AtomicU64,
     balancer_shares: AtomicU64,
     pinning: Pinning,
+    /// Task timeline, when enabled.
+    pub(crate) trace: Option<trace::Trace>,
 }
 
 impl Shared {
@@ -226,6 +230,7 @@ pub struct Builder {
     machine: Machine,
     policy: PolicyKind,
     pinning: Pinning,
+    trace: bool,
 }
 
 impl Builder {
@@ -240,6 +245,12 @@ impl Builder {
     /// unbound (oversubscribed when it has more PUs than the host).
     pub fn pinning(mut self, pinning: Pinning) -> Self {
         self.pinning = pinning;
+        self
+    }
+
+    /// Records a timeline of every task run (default: off); see [`Runtime::take_trace`].
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on;
         self
     }
 
@@ -279,6 +290,7 @@ impl Builder {
             balancer_moves: AtomicU64::new(0),
             balancer_shares: AtomicU64::new(0),
             pinning,
+            trace: self.trace.then(|| trace::Trace::new(workers)),
             machine: self.machine,
             policy,
         });
@@ -350,6 +362,7 @@ impl Runtime {
             machine,
             policy: PolicyKind::Las,
             pinning: Pinning::Group,
+            trace: false,
         }
     }
 
@@ -471,6 +484,15 @@ impl Runtime {
             self.shared.balancer_moves.load(Ordering::Relaxed),
             self.shared.balancer_shares.load(Ordering::Relaxed),
         )
+    }
+
+    /// Takes the task timeline recorded so far (empty unless built with
+    /// [`Builder::trace`]), ordered by start time.
+    pub fn take_trace(&self) -> Vec<TraceEvent> {
+        self.shared
+            .trace
+            .as_ref()
+            .map_or_else(Vec::new, trace::Trace::take)
     }
 
     /// Requests submitted and not yet completed.

@@ -52,6 +52,7 @@ pub(crate) struct RequestInner {
     /// Tasks spawned, the root included (a counter only).
     spawned: AtomicU64,
     pub(crate) failed: AtomicBool,
+    cancelled: AtomicBool,
     failure: Mutex<Option<String>>,
     done: Mutex<bool>,
     done_cv: Condvar,
@@ -69,6 +70,7 @@ impl RequestInner {
             pending: AtomicUsize::new(1),
             spawned: AtomicU64::new(1),
             failed: AtomicBool::new(false),
+            cancelled: AtomicBool::new(false),
             failure: Mutex::new(None),
             done: Mutex::new(false),
             done_cv: Condvar::new(),
@@ -92,6 +94,13 @@ impl RequestInner {
             *f = Some(msg);
         }
         // Release: pairs with the Acquire load in `Worker::run`; the message is under its lock.
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Cancels the request: tasks not yet started are skipped (and counted as skipped).
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+        // Release: as in `fail`.
         self.failed.store(true, Ordering::Release);
     }
 
@@ -179,6 +188,9 @@ pub enum RequestError {
     /// A task of the request panicked; the message of the first panic.
     #[error("request {id} failed: a task panicked: {message}")]
     Panicked { id: RequestId, message: String },
+    /// The request was cancelled through its handle before it completed.
+    #[error("request {id} was cancelled")]
+    Cancelled { id: RequestId },
 }
 
 /// A handle to a submitted request: wait for it and get the value its root task returned.
@@ -240,12 +252,27 @@ impl<T> RequestHandle<T> {
                 message,
             });
         }
+        if self.inner.cancelled.load(Ordering::Relaxed) {
+            return Err(RequestError::Cancelled { id: self.inner.id });
+        }
         match lock(&self.slot).take() {
             Some(v) => Ok(v),
             None => Err(RequestError::Panicked {
                 id: self.inner.id,
                 message: "the root task did not run".into(),
             }),
+        }
+    }
+
+    /// Cancels the request: its tasks that have not started yet are skipped, running ones may
+    /// stop early (see [`TaskCx::request_failed`](crate::TaskCx::request_failed)); `wait` then
+    /// returns [`RequestError::Cancelled`] (or the panic, if a task panicked first). Cancelling
+    /// a completed request changes nothing.
+    pub fn cancel(&self) {
+        // Under the `done` lock, so a request that completed stays completed.
+        let d = lock(&self.inner.done);
+        if !*d {
+            self.inner.cancel();
         }
     }
 

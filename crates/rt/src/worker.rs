@@ -46,6 +46,7 @@ pub(crate) struct WorkerLocal<'a> {
     rng: RefCell<Rng>,
     last_request: Cell<Option<RequestId>>,
     cells: &'a WorkerCells,
+    label: Cell<u32>,
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -104,7 +105,21 @@ impl TaskCx<'_> {
         self.me.w
     }
 
-    /// Whether the request has already failed (a task panicked); long tasks may stop early.
+    /// Names what this task does in the timeline (see [`Builder::trace`](crate::Builder::trace));
+    /// free for the caller to interpret. Costs one store.
+    pub fn set_label(&self, label: u32) {
+        self.me.label.set(label);
+    }
+
+    /// Cancels this task's request: its tasks that have not started are skipped, and its
+    /// handle's `wait` returns [`RequestError::Cancelled`](crate::RequestError::Cancelled). A
+    /// layer above uses it to stop a request on an error it reports itself.
+    pub fn cancel_request(&self) {
+        self.req.get().cancel();
+    }
+
+    /// Whether the request has already failed (a task panicked) or was cancelled; long tasks may
+    /// stop early.
     pub fn request_failed(&self) -> bool {
         self.req.get().failed.load(Ordering::Relaxed)
     }
@@ -140,6 +155,7 @@ impl<'a> WorkerLocal<'a> {
             )),
             last_request: Cell::new(None),
             cells: &shared.cells[w],
+            label: Cell::new(crate::trace::NO_LABEL),
         }
     }
 
@@ -218,8 +234,22 @@ impl<'a> WorkerLocal<'a> {
                 me: self,
                 req: handle,
             };
+            let trace = self.shared.trace.as_ref();
+            let start = trace.map(|t| {
+                self.label.set(crate::trace::NO_LABEL);
+                t.now_ns()
+            });
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
                 req.fail(payload);
+            }
+            if let (Some(t), Some(start_ns)) = (trace, start) {
+                t.record(crate::TraceEvent {
+                    worker: self.w,
+                    request: req.id,
+                    label: self.label.get(),
+                    start_ns,
+                    end_ns: t.now_ns(),
+                });
             }
             bump_owned(&self.cells.executed);
         }

@@ -1,0 +1,173 @@
+//! Bounded input buffers (one per input port) carrying whole packets.
+//!
+//! A buffer holds at most `cap` packets. A push to a full buffer is **refused** and the packet
+//! stays with its producer (the "rejected packet" of 001 §5.1); the buffer remembers that its
+//! producer is blocked, and the consumer's next pop that makes room schedules the producer again.
+//! Both happen under the buffer's lock, so the wake-up cannot be lost. When the consumer has
+//! finished early (a `limit`, say), the buffer **discards**: it drops what it holds and accepts
+//! and drops everything after, so producers never block on a consumer that is gone.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// Counters of one buffer; exact once the plan has ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChanStats {
+    /// Packets accepted.
+    pub pushed: u64,
+    /// Packets taken by the consumer.
+    pub popped: u64,
+    /// Packets accepted, then dropped because the consumer finished before taking them.
+    pub discarded: u64,
+    /// Tuples of those packets.
+    pub tuples_discarded: u64,
+    /// Packets offered after the consumer had finished (dropped, never accepted).
+    pub dropped_late: u64,
+    /// Tuples accepted.
+    pub tuples_pushed: u64,
+    /// Tuples taken by the consumer.
+    pub tuples_popped: u64,
+    /// Pushes refused because the buffer was full.
+    pub refused: u64,
+    /// Most packets held at once.
+    pub high_water: usize,
+    /// The capacity in packets.
+    pub capacity: usize,
+}
+
+struct State<T> {
+    q: VecDeque<Vec<T>>,
+    closed: bool,
+    discard: bool,
+    producer_blocked: bool,
+    stats: ChanStats,
+}
+
+/// What a pop found.
+pub(crate) struct Popped<T> {
+    pub(crate) packet: Option<Vec<T>>,
+    /// The producer was blocked and now has room: schedule it.
+    pub(crate) wake_producer: bool,
+}
+
+pub(crate) struct Channel<T> {
+    cap: usize,
+    st: Mutex<State<T>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<T: Send + 'static> Channel<T> {
+    pub(crate) fn new(cap: usize) -> Self {
+        Channel {
+            cap,
+            st: Mutex::new(State {
+                q: VecDeque::with_capacity(cap),
+                closed: false,
+                discard: false,
+                producer_blocked: false,
+                stats: ChanStats {
+                    capacity: cap,
+                    ..ChanStats::default()
+                },
+            }),
+        }
+    }
+
+    /// Offers a packet; `Err` gives it back when the buffer is full (and marks the producer
+    /// blocked).
+    pub(crate) fn try_push(&self, p: Vec<T>) -> Result<(), Vec<T>> {
+        let mut s = lock(&self.st);
+        debug_assert!(!s.closed, "push after end of stream");
+        if s.discard {
+            s.stats.dropped_late += 1;
+            return Ok(());
+        }
+        if s.q.len() >= self.cap {
+            s.producer_blocked = true;
+            s.stats.refused += 1;
+            return Err(p);
+        }
+        s.stats.pushed += 1;
+        s.stats.tuples_pushed += p.len() as u64;
+        s.q.push_back(p);
+        s.stats.high_water = s.stats.high_water.max(s.q.len());
+        Ok(())
+    }
+
+    /// Takes the oldest packet.
+    pub(crate) fn pop(&self) -> Popped<T> {
+        let mut s = lock(&self.st);
+        let packet = s.q.pop_front();
+        if let Some(p) = &packet {
+            s.stats.popped += 1;
+            s.stats.tuples_popped += p.len() as u64;
+        }
+        let wake_producer = s.producer_blocked && s.q.len() < self.cap;
+        if wake_producer {
+            s.producer_blocked = false;
+        }
+        Popped {
+            packet,
+            wake_producer,
+        }
+    }
+
+    /// End of stream has arrived and every packet was taken.
+    pub(crate) fn finished(&self) -> bool {
+        let s = lock(&self.st);
+        s.closed && s.q.is_empty()
+    }
+
+    /// Packets waiting.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.st).q.len()
+    }
+}
+
+/// A buffer with its tuple type erased, for the engine's bookkeeping.
+pub(crate) trait Chan: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    /// `try_push` of a boxed `Vec<T>`.
+    fn push_boxed(&self, b: Box<dyn Any + Send>) -> Result<(), Box<dyn Any + Send>>;
+    /// End of stream.
+    fn close(&self);
+    /// The consumer has finished: drop everything; returns whether the producer was blocked.
+    fn discard(&self) -> bool;
+    fn stats(&self) -> ChanStats;
+}
+
+impl<T: Send + 'static> Chan for Channel<T> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn push_boxed(&self, b: Box<dyn Any + Send>) -> Result<(), Box<dyn Any + Send>> {
+        match b.downcast::<Vec<T>>() {
+            Ok(p) => self
+                .try_push(*p)
+                .map_err(|p| Box::new(p) as Box<dyn Any + Send>),
+            Err(b) => Err(b),
+        }
+    }
+
+    fn close(&self) {
+        lock(&self.st).closed = true;
+    }
+
+    fn discard(&self) -> bool {
+        let mut s = lock(&self.st);
+        s.discard = true;
+        s.stats.discarded += s.q.len() as u64;
+        s.stats.tuples_discarded += s.q.iter().map(|p| p.len() as u64).sum::<u64>();
+        s.q.clear();
+        std::mem::take(&mut s.producer_blocked)
+    }
+
+    fn stats(&self) -> ChanStats {
+        lock(&self.st).stats
+    }
+}

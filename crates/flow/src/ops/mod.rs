@@ -1,0 +1,198 @@
+//! The operator library: one file per operator, each a single-threaded [`Operator`] with a
+//! typed builder method on [`PlanBuilder`](crate::PlanBuilder).
+//!
+//! Streaming operators (map, filter, …) work packet by packet and stop as soon as an output is
+//! blocked. Blocking operators (sort, aggregate, hash-join build, barrier) keep state until their
+//! input ends and then emit in packets, stopping whenever blocked. Operators with several inputs
+//! that must consume them in an order (joins, merges) move whatever has arrived into their own
+//! queues while their output is free, so a producer feeding several of their inputs can never
+//! be blocked by one input waiting for another; what they hold is bounded by the skew between
+//! their inputs, not by a slow consumer.
+
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+
+use crate::error::FlowError;
+use crate::exec::Io;
+use crate::plan::{Operator, PortType, Status};
+
+pub mod anti_join;
+pub mod barrier;
+pub mod broadcast;
+pub mod collect;
+pub mod csv_source;
+pub mod distinct;
+pub mod filter;
+pub mod flat_map;
+pub mod group_by;
+pub mod hash_join;
+pub(crate) mod join_core;
+pub mod left_join;
+pub mod limit;
+pub mod map;
+pub mod merge;
+pub mod merge_join;
+pub mod partition;
+pub mod project;
+pub mod sort;
+pub mod source;
+pub mod union;
+pub mod window_agg;
+pub mod window_join;
+
+/// Buffers tuples into packets of the plan's size and sends each full one.
+#[derive(Debug)]
+pub struct Emitter<T> {
+    port: usize,
+    buf: Vec<T>,
+    cap: usize,
+}
+
+impl<T: Send + 'static> Emitter<T> {
+    /// An emitter for output `port`.
+    pub fn new(port: usize) -> Self {
+        Emitter {
+            port,
+            buf: Vec::new(),
+            cap: 0,
+        }
+    }
+
+    /// Appends a tuple; sends the packet when it is full.
+    #[inline]
+    pub fn push(&mut self, io: &mut Io<'_>, x: T) {
+        if self.cap == 0 {
+            self.cap = io.capacity_of::<T>();
+            self.buf.reserve(self.cap);
+        }
+        self.buf.push(x);
+        if self.buf.len() >= self.cap {
+            self.send(io);
+        }
+    }
+
+    /// Sends what is buffered, if anything.
+    pub fn flush(&mut self, io: &mut Io<'_>) {
+        if !self.buf.is_empty() {
+            self.send(io);
+        }
+    }
+
+    fn send(&mut self, io: &mut Io<'_>) {
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.cap));
+        io.send(self.port, full);
+    }
+}
+
+/// The deterministic hash the partitioning operators use.
+pub fn hash_of<K: Hash + ?Sized>(k: &K) -> u64 {
+    #[allow(deprecated)]
+    let mut h = std::hash::SipHasher::new_with_keys(0x6e65_6172, 0x666c_6f77);
+    k.hash(&mut h);
+    h.finish()
+}
+
+/// Whether a streaming operator goes on after a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    /// It needs no more input (a limit reached).
+    Stop,
+}
+
+/// The logic of a one-input, one-output operator.
+pub(crate) trait Unary<I, O>: Send + 'static {
+    /// Handles one input packet.
+    fn packet(
+        &mut self,
+        p: Vec<I>,
+        out: &mut Emitter<O>,
+        io: &mut Io<'_>,
+    ) -> Result<Flow, FlowError>;
+    /// After the input has ended: emits what is left, a packet or so per call; returns true
+    /// once everything is out.
+    fn finish(&mut self, _out: &mut Emitter<O>, _io: &mut Io<'_>) -> Result<bool, FlowError> {
+        Ok(true)
+    }
+}
+
+pub(crate) struct UnaryOp<I, O, L> {
+    logic: L,
+    out: Emitter<O>,
+    _t: PhantomData<fn(I)>,
+}
+
+impl<I, O: Send + 'static, L> UnaryOp<I, O, L> {
+    pub(crate) fn new(logic: L) -> Self {
+        UnaryOp {
+            logic,
+            out: Emitter::new(0),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<I, O, L> Operator for UnaryOp<I, O, L>
+where
+    I: Send + 'static,
+    O: Send + 'static,
+    L: Unary<I, O>,
+{
+    fn inputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<I>()]
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<O>()]
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        loop {
+            if io.blocked() {
+                return Ok(Status::Idle);
+            }
+            match io.recv::<I>(0) {
+                Some(p) => {
+                    if self.logic.packet(p, &mut self.out, io)? == Flow::Stop {
+                        self.out.flush(io);
+                        return Ok(Status::Done);
+                    }
+                }
+                None if io.finished::<I>(0) => {
+                    if self.logic.finish(&mut self.out, io)? {
+                        self.out.flush(io);
+                        return Ok(Status::Done);
+                    }
+                }
+                None => return Ok(Status::Idle),
+            }
+        }
+    }
+}
+
+/// Emits `items[*next..]` until blocked; whether all are out.
+pub(crate) fn drain_vec<T: Send + 'static>(
+    items: &mut std::vec::IntoIter<T>,
+    out: &mut Emitter<T>,
+    io: &mut Io<'_>,
+) -> bool {
+    let cap = io.capacity_of::<T>();
+    for _ in 0..cap {
+        match items.next() {
+            Some(x) => out.push(io, x),
+            None => return true,
+        }
+    }
+    items.len() == 0
+}
+
+/// A small runtime for examples and doctests: a synthetic 2-core machine (256 KB L2 per core,
+/// so 128 KB packets), `las`.
+pub fn example_runtime() -> nearflow_rt::Runtime {
+    let machine =
+        nearflow_topo::from_synthetic("pack:1 l3:1(size=8MiB) l2:2(size=256KiB) core:1 pu:1")
+            .expect("a valid synthetic topology");
+    nearflow_rt::Runtime::builder(machine)
+        .build()
+        .expect("two worker threads start")
+}

@@ -1,0 +1,491 @@
+//! Plans: operators connected by streams, validated when built (001 §3).
+
+use std::any::{Any, TypeId};
+use std::collections::VecDeque;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::channel::{Chan, Channel};
+use crate::error::{FlowError, PlanError};
+use crate::exec::Io;
+
+/// What an operator's `run` asks the engine to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing to do until a packet (or end of stream) arrives on an input, or a blocked output
+    /// frees up.
+    Idle,
+    /// More output is ready to be produced now: the engine reschedules the operator as a
+    /// **deferred** task (001 §3.1), or, when an output is blocked, when it frees up.
+    More,
+    /// The operator has finished: the engine sends what it still holds, then end of stream on
+    /// every output. `run` is not called again.
+    Done,
+}
+
+/// The tuple type of a port.
+#[derive(Clone, Copy)]
+pub struct PortType {
+    pub(crate) id: TypeId,
+    pub(crate) name: &'static str,
+    pub(crate) make: fn(usize) -> Arc<dyn Chan>,
+}
+
+impl PortType {
+    /// The port type of packets of `T`.
+    pub fn of<T: Send + 'static>() -> Self {
+        PortType {
+            id: TypeId::of::<T>(),
+            name: std::any::type_name::<T>(),
+            make: |cap| Arc::new(Channel::<T>::new(cap)),
+        }
+    }
+
+    /// The tuple type's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl fmt::Debug for PortType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A single-threaded step of a dataflow: the engine guarantees that `run` is never entered by
+/// two threads at once (the four states of 001 §3.1) and that it only sees whole packets.
+///
+/// `run` receives packets with [`Io::recv`], sends with [`Io::send`] (or an
+/// [`Emitter`](crate::Emitter)), and should return [`Status::Idle`] as soon as
+/// [`Io::blocked`] is true, so that memory stays bounded.
+pub trait Operator: Send + 'static {
+    /// The tuple types of the inputs, in port order.
+    fn inputs(&self) -> Vec<PortType>;
+    /// The tuple types of the outputs, in port order.
+    fn outputs(&self) -> Vec<PortType>;
+    /// Does some work; see [`Status`]. An `Err` stops the plan with that error.
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError>;
+}
+
+/// An operator's index in its plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub(crate) usize);
+
+impl NodeId {
+    /// The index.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// A stream of `T`: output `port` of operator `node`, to be consumed exactly once.
+pub struct Stream<T> {
+    pub(crate) node: NodeId,
+    pub(crate) port: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Stream<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Stream<T> {}
+
+impl<T> fmt::Debug for Stream<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Stream({}:{})", self.node.0, self.port)
+    }
+}
+
+impl<T> Stream<T> {
+    /// The producing operator.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// The producing operator's output port.
+    pub fn port(&self) -> usize {
+        self.port
+    }
+}
+
+/// Where a collecting sink leaves its result; take it from the [`PlanOutput`](crate::PlanOutput).
+pub struct Sink<T> {
+    pub(crate) slot: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> fmt::Debug for Sink<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sink({})", self.slot)
+    }
+}
+
+pub(crate) type SinkSlot = Arc<dyn Any + Send + Sync>;
+
+pub(crate) struct NodeDecl {
+    pub(crate) name: String,
+    pub(crate) op: Box<dyn Operator>,
+    pub(crate) inputs: Vec<PortType>,
+    pub(crate) outputs: Vec<PortType>,
+    /// For each input: the producing (node, port).
+    pub(crate) fed_by: Vec<Option<(usize, usize)>>,
+    /// For each output: the consuming (node, port).
+    pub(crate) feeds: Vec<Option<(usize, usize)>>,
+}
+
+/// Default number of packets an input buffer holds before it refuses more.
+pub const DEFAULT_BUFFER_PACKETS: usize = 4;
+
+/// Builds a plan. The typed methods (`source`, `map`, `hash_join`, …, one per operator in
+/// [`ops`](crate::ops)) connect streams as they go; [`add`](Self::add) and
+/// [`connect`](Self::connect) build any graph by hand, checked at once.
+pub struct PlanBuilder {
+    pub(crate) nodes: Vec<NodeDecl>,
+    pub(crate) sinks: Vec<SinkSlot>,
+    errors: Vec<PlanError>,
+    packet_bytes: Option<usize>,
+    buffer_packets: usize,
+    dop: Option<usize>,
+}
+
+impl Default for PlanBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for PlanBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlanBuilder")
+            .field("operators", &self.nodes.len())
+            .finish()
+    }
+}
+
+impl PlanBuilder {
+    /// An empty plan.
+    pub fn new() -> Self {
+        PlanBuilder {
+            nodes: Vec::new(),
+            sinks: Vec::new(),
+            errors: Vec::new(),
+            packet_bytes: None,
+            buffer_packets: DEFAULT_BUFFER_PACKETS,
+            dop: None,
+        }
+    }
+
+    /// Packet size in bytes for this plan (default: half the L2 cache of the runtime's
+    /// topology, 001 §5.2).
+    pub fn packet_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.packet_bytes = Some(bytes);
+        self
+    }
+
+    /// Packets an input buffer holds before it refuses more (default
+    /// [`DEFAULT_BUFFER_PACKETS`]).
+    pub fn buffer_packets(&mut self, packets: usize) -> &mut Self {
+        self.buffer_packets = packets;
+        self
+    }
+
+    /// Degree of parallelism of the parallel forms when none is given (default: the number of
+    /// PUs of the runtime the plan is built for; see [`PlanBuilder::for_runtime`]).
+    pub fn default_dop(&mut self, dop: usize) -> &mut Self {
+        self.dop = Some(dop);
+        self
+    }
+
+    /// A builder whose default degree of parallelism is the runtime's PU count.
+    pub fn for_runtime(rt: &nearflow_rt::Runtime) -> Self {
+        let mut b = Self::new();
+        b.dop = Some(rt.machine().pu_count().max(1));
+        b
+    }
+
+    pub(crate) fn dop(&self) -> usize {
+        self.dop.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+    }
+
+    /// Number of operators so far.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the plan has no operators yet.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Adds an operator; its ports start unconnected.
+    pub fn add<O: Operator>(&mut self, name: impl Into<String>, op: O) -> NodeId {
+        let inputs = op.inputs();
+        let outputs = op.outputs();
+        let id = NodeId(self.nodes.len());
+        let mut name = name.into();
+        if name.is_empty() {
+            name = format!("op#{}", id.0);
+        }
+        self.nodes.push(NodeDecl {
+            name,
+            op: Box::new(op),
+            fed_by: vec![None; inputs.len()],
+            feeds: vec![None; outputs.len()],
+            inputs,
+            outputs,
+        });
+        id
+    }
+
+    /// Records a setting error, reported by `build`.
+    pub(crate) fn invalid(&mut self, message: String) {
+        self.errors.push(PlanError::Setting(message));
+    }
+
+    /// Adds an operator named `kind#index`.
+    pub(crate) fn add_auto<O: Operator>(&mut self, kind: &str, op: O) -> NodeId {
+        let name = format!("{kind}#{}", self.nodes.len());
+        self.add(name, op)
+    }
+
+    /// The name of an operator.
+    pub fn name(&self, node: NodeId) -> &str {
+        &self.nodes[node.0].name
+    }
+
+    /// Renames an operator (names show in errors and traces).
+    pub fn rename(&mut self, node: NodeId, name: impl Into<String>) {
+        self.nodes[node.0].name = name.into();
+    }
+
+    /// Connects output `out` of `from` to input `inp` of `to`, checking ports and types now.
+    pub fn connect(
+        &mut self,
+        from: NodeId,
+        out: usize,
+        to: NodeId,
+        inp: usize,
+    ) -> Result<(), PlanError> {
+        let port_err = |b: &Self, n: NodeId, direction, port, count| PlanError::NoSuchPort {
+            operator: b.nodes[n.0].name.clone(),
+            direction,
+            port,
+            count,
+        };
+        if from.0 >= self.nodes.len() || to.0 >= self.nodes.len() {
+            return Err(PlanError::Setting(format!(
+                "no operator {} in this plan",
+                from.0.max(to.0)
+            )));
+        }
+        let (f, t) = (&self.nodes[from.0], &self.nodes[to.0]);
+        let Some(ft) = f.outputs.get(out) else {
+            return Err(port_err(self, from, "output", out, f.outputs.len()));
+        };
+        let Some(tt) = t.inputs.get(inp) else {
+            return Err(port_err(self, to, "input", inp, t.inputs.len()));
+        };
+        if ft.id != tt.id {
+            return Err(PlanError::TypeMismatch {
+                from: f.name.clone(),
+                from_port: out,
+                from_type: ft.name,
+                to: t.name.clone(),
+                to_port: inp,
+                to_type: tt.name,
+            });
+        }
+        if f.feeds[out].is_some() {
+            return Err(PlanError::OutputReused {
+                operator: f.name.clone(),
+                port: out,
+            });
+        }
+        if t.fed_by[inp].is_some() {
+            return Err(PlanError::InputReused {
+                operator: t.name.clone(),
+                port: inp,
+            });
+        }
+        self.nodes[from.0].feeds[out] = Some((to.0, inp));
+        self.nodes[to.0].fed_by[inp] = Some((from.0, out));
+        Ok(())
+    }
+
+    /// Output `port` of `node` as a typed stream (checked against the operator's port type).
+    pub fn stream<T: Send + 'static>(
+        &self,
+        node: NodeId,
+        port: usize,
+    ) -> Result<Stream<T>, PlanError> {
+        let n = &self.nodes[node.0];
+        let Some(pt) = n.outputs.get(port) else {
+            return Err(PlanError::NoSuchPort {
+                operator: n.name.clone(),
+                direction: "output",
+                port,
+                count: n.outputs.len(),
+            });
+        };
+        if pt.id != TypeId::of::<T>() {
+            return Err(PlanError::TypeMismatch {
+                from: n.name.clone(),
+                from_port: port,
+                from_type: pt.name,
+                to: "a typed stream".into(),
+                to_port: 0,
+                to_type: std::any::type_name::<T>(),
+            });
+        }
+        Ok(Stream {
+            node,
+            port,
+            _t: PhantomData,
+        })
+    }
+
+    /// The typed streams of every output of `node` (all of type `T`).
+    pub(crate) fn streams_of<T: Send + 'static>(&self, node: NodeId) -> Vec<Stream<T>> {
+        (0..self.nodes[node.0].outputs.len())
+            .map(|p| Stream {
+                node,
+                port: p,
+                _t: PhantomData,
+            })
+            .collect()
+    }
+
+    pub(crate) fn out0<T: Send + 'static>(&self, node: NodeId) -> Stream<T> {
+        Stream {
+            node,
+            port: 0,
+            _t: PhantomData,
+        }
+    }
+
+    /// Feeds a typed stream into input `inp` of `to`; a misuse (a stream consumed twice) is
+    /// kept and reported by `build`.
+    pub fn feed<T>(&mut self, s: Stream<T>, to: NodeId, inp: usize) {
+        if let Err(e) = self.connect(s.node, s.port, to, inp) {
+            self.errors.push(e);
+        }
+    }
+
+    pub(crate) fn new_sink<T: Send + 'static>(
+        &mut self,
+    ) -> (Sink<T>, crate::ops::collect::Slot<T>) {
+        let slot: crate::ops::collect::Slot<T> = Arc::new(std::sync::Mutex::new(None));
+        self.sinks.push(slot.clone());
+        (
+            Sink {
+                slot: self.sinks.len() - 1,
+                _t: PhantomData,
+            },
+            slot,
+        )
+    }
+
+    /// Checks the plan: at least one operator, every port connected exactly once, no cycle,
+    /// settings in range.
+    pub fn build(self) -> Result<Plan, PlanError> {
+        if let Some(e) = self.errors.into_iter().next() {
+            return Err(e);
+        }
+        if self.nodes.is_empty() {
+            return Err(PlanError::Empty);
+        }
+        if self.packet_bytes == Some(0) {
+            return Err(PlanError::Setting(
+                "packet size must be at least 1 byte".into(),
+            ));
+        }
+        if self.buffer_packets == 0 {
+            return Err(PlanError::Setting(
+                "input buffers must hold at least 1 packet".into(),
+            ));
+        }
+        for n in &self.nodes {
+            if let Some(port) = n.fed_by.iter().position(Option::is_none) {
+                return Err(PlanError::UnconnectedInput {
+                    operator: n.name.clone(),
+                    port,
+                });
+            }
+            if let Some(port) = n.feeds.iter().position(Option::is_none) {
+                return Err(PlanError::UnconnectedOutput {
+                    operator: n.name.clone(),
+                    port,
+                });
+            }
+        }
+        // Kahn's algorithm: whatever is left over lies on (or behind) a cycle.
+        let mut indeg: Vec<usize> = self.nodes.iter().map(|n| n.inputs.len()).collect();
+        let mut ready: VecDeque<usize> = (0..self.nodes.len()).filter(|&i| indeg[i] == 0).collect();
+        let mut seen = 0;
+        while let Some(i) = ready.pop_front() {
+            seen += 1;
+            for &(to, _) in self.nodes[i].feeds.iter().flatten() {
+                indeg[to] -= 1;
+                if indeg[to] == 0 {
+                    ready.push_back(to);
+                }
+            }
+        }
+        if seen < self.nodes.len() {
+            let names: Vec<&str> = (0..self.nodes.len())
+                .filter(|&i| indeg[i] > 0)
+                .map(|i| self.nodes[i].name.as_str())
+                .collect();
+            return Err(PlanError::Cycle(names.join(" → ")));
+        }
+        Ok(Plan {
+            nodes: self.nodes,
+            sinks: self.sinks,
+            packet_bytes: self.packet_bytes,
+            buffer_packets: self.buffer_packets,
+        })
+    }
+}
+
+/// A validated plan, ready to be submitted to a runtime (once: operators keep state).
+pub struct Plan {
+    pub(crate) nodes: Vec<NodeDecl>,
+    pub(crate) sinks: Vec<SinkSlot>,
+    pub(crate) packet_bytes: Option<usize>,
+    pub(crate) buffer_packets: usize,
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("operators", &self.nodes.len())
+            .field("packet_bytes", &self.packet_bytes)
+            .field("buffer_packets", &self.buffer_packets)
+            .finish()
+    }
+}
+
+impl Plan {
+    /// Number of operators.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a built plan has operators.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Operator names, by index.
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+}
