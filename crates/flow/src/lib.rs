@@ -40,6 +40,7 @@ pub mod channel;
 pub mod error;
 pub mod exec;
 pub mod ops;
+pub mod apps;
 pub mod parallel;
 pub mod plan;
 

@@ -25,15 +25,14 @@ use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
 
 struct Partition<T, F> {
-    key: F,
+    route: F,
     outs: Vec<Emitter<T>>,
 }
 
-impl<T, K, F> Operator for Partition<T, F>
+impl<T, F> Operator for Partition<T, F>
 where
     T: Send + 'static,
-    K: Hash,
-    F: FnMut(&T) -> K + Send + 'static,
+    F: FnMut(&T) -> usize + Send + 'static,
 {
     fn inputs(&self) -> Vec<PortType> {
         vec![PortType::of::<T>()]
@@ -44,7 +43,7 @@ where
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        let n = self.outs.len() as u64;
+        let n = self.outs.len();
         loop {
             if io.blocked() {
                 return Ok(Status::Idle);
@@ -52,8 +51,15 @@ where
             match io.recv::<T>(0) {
                 Some(p) => {
                     for x in p {
-                        let i = (hash_of(&(self.key)(&x)) % n) as usize;
-                        self.outs[i].push(io, x);
+                        let i = (self.route)(&x);
+                        match self.outs.get_mut(i) {
+                            Some(o) => o.push(io, x),
+                            None => {
+                                return Err(FlowError::input(format!(
+                                    "routed a tuple to output {i} of {n}"
+                                )))
+                            }
+                        }
                     }
                 }
                 None if io.finished::<T>(0) => {
@@ -102,11 +108,22 @@ impl<T: Send + 'static> Operator for RoundRobin<T> {
 
 impl PlanBuilder {
     /// Splits `input` into `n` streams by `hash(key(tuple)) % n`.
-    pub fn partition<T, K, F>(&mut self, input: Stream<T>, n: usize, key: F) -> Vec<Stream<T>>
+    pub fn partition<T, K, F>(&mut self, input: Stream<T>, n: usize, mut key: F) -> Vec<Stream<T>>
     where
         T: Send + 'static,
         K: Hash,
         F: FnMut(&T) -> K + Send + 'static,
+    {
+        let m = n.max(1) as u64;
+        self.partition_by(input, n, move |t| (hash_of(&key(t)) % m) as usize)
+    }
+
+    /// Splits `input` into `n` streams, each tuple to output `route(tuple)` (a route out of
+    /// range stops the plan with an error).
+    pub fn partition_by<T, F>(&mut self, input: Stream<T>, n: usize, route: F) -> Vec<Stream<T>>
+    where
+        T: Send + 'static,
+        F: FnMut(&T) -> usize + Send + 'static,
     {
         if n == 0 {
             self.invalid("partition needs at least one stream".into());
@@ -114,7 +131,7 @@ impl PlanBuilder {
         let node = self.add_auto(
             "partition",
             Partition {
-                key,
+                route,
                 outs: (0..n).map(Emitter::new).collect(),
             },
         );

@@ -1,0 +1,101 @@
+//! The applications against their sequential references, under every policy.
+
+use std::path::Path;
+
+use nearflow_flow::apps::{genplan, vwap};
+use nearflow_flow::PlanBuilder;
+use nearflow_policy::PolicyKind;
+use nearflow_rt::Runtime;
+
+fn runtime(policy: PolicyKind) -> Runtime {
+    let machine = nearflow_topo::presets::build("e5310-smp").expect("preset");
+    Runtime::builder(machine).policy(policy).build().expect("runtime")
+}
+
+fn sorted(mut v: Vec<vwap::Bargain>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = v.drain(..).map(|b| (b.seq, b.index.to_bits())).collect();
+    out.sort_unstable();
+    out
+}
+
+fn check_vwap(ticks: &[vwap::Tick], window: usize, packet_bytes: Option<usize>) {
+    let expect = vwap::reference(ticks, window);
+    assert!(!expect.is_empty(), "the input has bargains");
+    for policy in PolicyKind::ALL {
+        let rt = runtime(policy);
+        for branches in 1..=8 {
+            let mut b = PlanBuilder::for_runtime(&rt);
+            if let Some(p) = packet_bytes {
+                b.packet_bytes(p);
+            }
+            let src = b.source(ticks.to_vec());
+            let sink = vwap::build(&mut b, src, branches, window);
+            let out = b.build().expect("valid plan").run(&rt).expect("plan runs");
+            let got = out.take(&sink);
+            assert_eq!(vwap::checksum(&got), vwap::checksum(&expect), "{policy:?} branches {branches}");
+            assert_eq!(sorted(got), sorted(expect.clone()), "{policy:?} branches {branches}");
+            assert!(out.stats.conserved() && out.stats.bounded(), "{:?}", out.stats);
+            assert_eq!(out.stats.concurrent_entries, 0);
+        }
+    }
+}
+
+#[test]
+fn vwap_generated_matches_reference_for_every_policy_and_branch_count() {
+    let ticks = vwap::generate(20_000, 7);
+    check_vwap(&ticks, 5, Some(4096));
+}
+
+#[test]
+fn vwap_real_file_matches_reference_when_present() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/vwap/TradesAndQuotes.csv.gz");
+    if !path.exists() {
+        eprintln!("SKIPPED: {} not present", path.display());
+        return;
+    }
+    let ticks = vwap::read_file(&path, 1).expect("the file parses");
+    assert_eq!(ticks.len(), 29_999);
+    check_vwap(&ticks, 5, None);
+    check_vwap(&ticks, 75, Some(2048));
+}
+
+#[test]
+fn vwap_window_of_one_trade() {
+    let ticks = vwap::generate(3_000, 3);
+    let expect = vwap::reference(&ticks, 1);
+    let rt = runtime(PolicyKind::Las);
+    let mut b = PlanBuilder::for_runtime(&rt);
+    b.packet_bytes(64);
+    let src = b.source(ticks);
+    let sink = vwap::build(&mut b, src, 3, 1);
+    let out = b.build().unwrap().run(&rt).unwrap();
+    assert_eq!(sorted(out.take(&sink)), sorted(expect));
+}
+
+#[test]
+fn parse_price_is_exact_and_rejects_junk() {
+    assert_eq!(vwap::parse_price("19.3"), Ok(19_300_000));
+    assert_eq!(vwap::parse_price("0.000001"), Ok(1));
+    assert_eq!(vwap::parse_price("7"), Ok(7_000_000));
+    assert!(vwap::parse_price("1.2.3").is_err());
+    assert!(vwap::parse_price("abc").is_err());
+    assert!(vwap::parse_price("1.1234567").is_err());
+    assert!(vwap::parse_price("").is_err());
+}
+
+#[test]
+fn generated_plan_has_about_170_operators_and_matches_reference() {
+    let expect = genplan::reference(3_000);
+    assert!(expect.distinct_keys > 0 && !expect.groups.is_empty());
+    for policy in PolicyKind::ALL {
+        let rt = runtime(policy);
+        let mut b = PlanBuilder::for_runtime(&rt);
+        b.packet_bytes(8 * 1024);
+        let sinks = genplan::build(&mut b, 3_000);
+        let plan = b.build().expect("valid");
+        assert!((160..=180).contains(&plan.len()), "{} operators", plan.len());
+        let out = plan.run(&rt).expect("runs");
+        assert_eq!(genplan::result(&out, &sinks), expect, "{policy:?}");
+        assert!(out.stats.conserved() && out.stats.bounded());
+    }
+}
