@@ -2,12 +2,15 @@
 //!
 //! - `nearflow topo` — a machine's tree, core groups and distance matrices;
 //! - `nearflow stress` — the random-DAG workload with every task counted;
-//! - `nearflow bench overhead|queues` — benchmarks (figures only, never assertions);
-//! - `nearflow demo` — the main job on embedded defaults: this machine's topology and the queue
-//!   study at a size that finishes in about a minute.
+//! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
+//! - `nearflow bench overhead|queues|packet-size|plans` — benchmarks (figures only, never
+//!   assertions);
+//! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
+//!   run, the concurrent-plans comparison and the queue study, in about a minute.
 
 mod args;
 mod bench;
+mod run_cmd;
 mod stress_cmd;
 mod topo_cmd;
 
@@ -33,10 +36,14 @@ enum Command {
     Topo(topo_cmd::TopoCmd),
     /// Run random task DAGs and check that every task runs exactly once.
     Stress(stress_cmd::StressCmd),
+    /// Run an application on the dataflow engine.
+    #[command(subcommand)]
+    Run(run_cmd::RunCmd),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// The main job: this machine's topology, then the queue study on embedded defaults.
+    /// The main job: this machine's topology, a small VWAP run, the concurrent-plans
+    /// comparison and the queue study, on embedded defaults.
     Demo {
         /// Where to write the queue study's CSV.
         #[arg(long, default_value = "results/queues.csv")]
@@ -50,6 +57,10 @@ enum BenchCmd {
     Overhead(bench::overhead::OverheadCmd),
     /// Matrix multiplication with one task per element (load-balancing-queues.txt, Table I).
     Queues(bench::queues::QueuesCmd),
+    /// One plan with packet sizes from 1 KB to 4 MB (task-scheduling paper, Fig. 1).
+    PacketSize(bench::packet_size::PacketSizeCmd),
+    /// N·M concurrent generated plans under several policies (task-scheduling paper, Fig. 3).
+    Plans(bench::plans::PlansCmd),
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -58,11 +69,45 @@ fn run(cli: Cli) -> Result<()> {
         Command::Stress(c) => stress_cmd::run(&c),
         Command::Bench(BenchCmd::Overhead(c)) => bench::overhead::run(&c),
         Command::Bench(BenchCmd::Queues(c)) => bench::queues::run(&c),
+        Command::Bench(BenchCmd::PacketSize(c)) => bench::packet_size::run(&c),
+        Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
+        Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
+        Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Demo { csv } => {
             topo_cmd::run(&topo_cmd::TopoCmd {
                 topo: Default::default(),
                 json: false,
                 list: false,
+            })?;
+            println!();
+            run_cmd::vwap(&run_cmd::VwapCmd {
+                common: run_cmd::Common {
+                    topo: Default::default(),
+                    policy: nearflow_policy::PolicyKind::Las,
+                    pinning: nearflow_rt::Pinning::Group,
+                    packet_bytes: None,
+                    trace: None,
+                    json: false,
+                },
+                input: None,
+                repeat: 1,
+                ticks: 200_000,
+                branches: 4,
+                window: 5,
+                top: 5,
+                no_check: false,
+            })?;
+            println!();
+            bench::plans::run(&bench::plans::PlansCmd {
+                topo: Default::default(),
+                grid: "1x1,2x2".into(),
+                policies: "bobox2011,fifo-rr,las,nls".into(),
+                rows: 10_000,
+                packet_bytes: None,
+                pinning: nearflow_rt::Pinning::Group,
+                reps: 3,
+                csv: Some(csv.with_file_name("plans.csv")),
+                json: false,
             })?;
             println!();
             let cmd = bench::queues::QueuesCmd {

@@ -43,6 +43,7 @@ pub mod ops;
 pub mod apps;
 pub mod parallel;
 pub mod plan;
+pub mod trace;
 
 pub use channel::ChanStats;
 pub use error::{FlowError, PlanError};

@@ -1,6 +1,8 @@
 //! `nearflow bench …`: benchmarks. They print figures; they never assert on time.
 
 pub mod overhead;
+pub mod packet_size;
+pub mod plans;
 pub mod queues;
 
 use std::time::Duration;

@@ -1,0 +1,180 @@
+//! `nearflow bench plans`: the concurrent-plans experiment (001 §6, Fig. 3). For each grid
+//! entry `NxM`, N·M instances of the generated ~170-operator plan are submitted at once and the
+//! time until all have completed is measured, for every policy, in one run. Each cell is the
+//! median of `--reps`; every plan's result is checked against the sequential reference.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nearflow_flow::apps::genplan;
+use nearflow_flow::PlanBuilder;
+use nearflow_policy::PolicyKind;
+use nearflow_rt::Pinning;
+use serde::Serialize;
+
+use crate::args::{machine_label, parse_list, TopoArgs};
+use crate::bench::{median, progress};
+use crate::run_cmd::build_runtime;
+
+#[derive(Args, Debug, Clone)]
+pub struct PlansCmd {
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Grid of NxM entries: N·M plans run concurrently.
+    #[arg(long, default_value = "1x1,2x2,4x4")]
+    pub grid: String,
+    /// Policies (comma-separated).
+    #[arg(long, default_value = "bobox2011,fifo-rr,las,nls")]
+    pub policies: String,
+    /// Rows per source of each plan.
+    #[arg(long, default_value_t = 20_000)]
+    pub rows: u64,
+    /// Packet size in bytes (default: half the L2 cache of the topology).
+    #[arg(long, value_name = "BYTES")]
+    pub packet_bytes: Option<usize>,
+    /// Thread binding (only applied on the host).
+    #[arg(long, default_value = "group")]
+    pub pinning: Pinning,
+    /// Timed repetitions per cell (median reported).
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Also write the table as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub grid: String,
+    pub plans: usize,
+    pub policy: String,
+    pub ms: f64,
+    pub verified: bool,
+}
+
+fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
+    let mut out = Vec::new();
+    for g in s.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        let (n, m) = g
+            .split_once(['x', 'X'])
+            .with_context(|| format!("grid entry `{g}` is not NxM"))?;
+        let n: usize = n.trim().parse().with_context(|| format!("grid entry `{g}`"))?;
+        let m: usize = m.trim().parse().with_context(|| format!("grid entry `{g}`"))?;
+        if n == 0 || m == 0 {
+            bail!("grid entry `{g}`: N and M must be at least 1");
+        }
+        out.push((n, m));
+    }
+    if out.is_empty() {
+        bail!("--grid is empty");
+    }
+    Ok(out)
+}
+
+pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
+    let grid = parse_grid(&cmd.grid)?;
+    let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
+    if policies.is_empty() || cmd.reps == 0 || cmd.rows == 0 {
+        bail!("need at least one policy, --reps >= 1 and --rows >= 1");
+    }
+    let expect = genplan::reference(cmd.rows);
+    let total = (grid.len() * policies.len() * cmd.reps) as u64;
+    let bar = progress(total, "plans", cmd.json);
+    let mut cells = Vec::new();
+    let mut label = String::new();
+    let mut ops = 0;
+    for &policy in &policies {
+        let rt = build_runtime(&cmd.topo, policy, cmd.pinning, false)?;
+        label = machine_label(rt.machine());
+        for &(n, m) in &grid {
+            let count = n * m;
+            let mut times = Vec::new();
+            for _ in 0..cmd.reps {
+                let mut plans = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let mut b = PlanBuilder::for_runtime(&rt);
+                    if let Some(p) = cmd.packet_bytes {
+                        b.packet_bytes(p);
+                    }
+                    let sinks = genplan::build(&mut b, cmd.rows);
+                    let plan = b.build()?;
+                    ops = plan.len();
+                    plans.push((plan, sinks));
+                }
+                let t = Instant::now();
+                let handles: Vec<_> = plans.into_iter().map(|(p, s)| (p.submit(&rt), s)).collect();
+                let mut outs = Vec::with_capacity(count);
+                for (h, s) in handles {
+                    outs.push((h.wait()?, s));
+                }
+                times.push(t.elapsed());
+                for (o, s) in &outs {
+                    if genplan::result(o, s) != expect {
+                        bail!("wrong result: {} with {n}x{m}", policy.name());
+                    }
+                }
+                bar.inc(1);
+            }
+            cells.push(Cell {
+                grid: format!("{n}x{m}"),
+                plans: count,
+                policy: policy.name().into(),
+                ms: median(times).as_secs_f64() * 1e3,
+                verified: true,
+            });
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(path) = &cmd.csv {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        writeln!(f, "grid,plans,policy,ms,verified")?;
+        for c in &cells {
+            writeln!(f, "{},{},{},{:.3},{}", c.grid, c.plans, c.policy, c.ms, c.verified)?;
+        }
+    }
+    if cmd.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "machine": label, "operators": ops, "rows": cmd.rows, "cells": cells
+            }))?
+        );
+        return Ok(cells);
+    }
+    println!(
+        "concurrent plans: {ops}-operator generated plan, {} rows per source, on {label}, median of {} (ms until all plans end)",
+        cmd.rows, cmd.reps
+    );
+    print!("{:>8}", "grid");
+    for p in &policies {
+        print!(" {:>11}", p.name());
+    }
+    let base = policies.iter().position(|&p| p == PolicyKind::FifoRr);
+    let las = policies.iter().position(|&p| p == PolicyKind::Las);
+    if base.is_some() && las.is_some() {
+        print!(" {:>14}", "las/fifo-rr");
+    }
+    println!();
+    for (gi, &(n, m)) in grid.iter().enumerate() {
+        print!("{:>8}", format!("{n}x{m}"));
+        let row: Vec<f64> = (0..policies.len()).map(|pi| cells[pi * grid.len() + gi].ms).collect();
+        for ms in &row {
+            print!(" {ms:>11.1}");
+        }
+        if let (Some(b), Some(l)) = (base, las) {
+            print!(" {:>14.3}", row[l] / row[b]);
+        }
+        println!();
+    }
+    println!("all results equal the sequential reference");
+    Ok(cells)
+}
