@@ -83,7 +83,7 @@ pub struct PlanCmd {
     #[command(flatten)]
     pub common: Common,
     /// Rows per source of the generated plan.
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 200_000)]
     pub rows: u64,
 }
 

@@ -23,7 +23,7 @@ pub struct PacketSizeCmd {
     #[arg(long, default_value = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")]
     pub sizes_kib: String,
     /// Rows per source of the generated plan.
-    #[arg(long, default_value_t = 40_000)]
+    #[arg(long, default_value_t = 200_000)]
     pub rows: u64,
     /// Scheduling policy.
     #[arg(long, default_value = "las")]
