@@ -87,7 +87,12 @@ pub struct PlanCmd {
     pub rows: u64,
 }
 
-pub fn build_runtime(topo: &TopoArgs, policy: PolicyKind, pinning: Pinning, trace: bool) -> Result<Runtime> {
+pub fn build_runtime(
+    topo: &TopoArgs,
+    policy: PolicyKind,
+    pinning: Pinning,
+    trace: bool,
+) -> Result<Runtime> {
     let machine = topo.load()?;
     Runtime::builder(machine)
         .policy(policy)
@@ -172,7 +177,8 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     let out = handle.wait()?;
     let secs = t.elapsed().as_secs_f64();
     let mut bargains = out.take(&sink);
-    let matches = reference.map(|r| vwap::checksum(&r) == vwap::checksum(&bargains) && r.len() == bargains.len());
+    let matches = reference
+        .map(|r| vwap::checksum(&r) == vwap::checksum(&bargains) && r.len() == bargains.len());
     let checksum = vwap::checksum(&bargains);
     bargains.sort_by(|a, b| b.index.total_cmp(&a.index).then(a.seq.cmp(&b.seq)));
     let report = VwapReport {
@@ -203,7 +209,12 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     if let Some(path) = &c.trace {
         let mut nm = trace::Names::new();
         nm.add(req, names);
-        write_trace(&rt, path, &nm, &format!("vwap, {} branches, {}", cmd.branches, c.policy.name()))?;
+        write_trace(
+            &rt,
+            path,
+            &nm,
+            &format!("vwap, {} branches, {}", cmd.branches, c.policy.name()),
+        )?;
     }
     if c.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -223,9 +234,15 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
             None => println!("(not compared with the sequential reference)"),
         }
         println!("top bargains:");
-        println!("  {:>8} {:<6} {:>10} {:>10} {:>14}", "seq", "ticker", "vwap", "ask", "index");
+        println!(
+            "  {:>8} {:<6} {:>10} {:>10} {:>14}",
+            "seq", "ticker", "vwap", "ask", "index"
+        );
         for b in &report.top {
-            println!("  {:>8} {:<6} {:>10.4} {:>10.4} {:>14.2}", b.seq, b.ticker, b.vwap, b.ask, b.index);
+            println!(
+                "  {:>8} {:<6} {:>10.4} {:>10.4} {:>14.2}",
+                b.seq, b.ticker, b.vwap, b.ask, b.index
+            );
         }
     }
     if matches == Some(false) {
@@ -255,7 +272,12 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
     if let Some(path) = &c.trace {
         let mut nm = trace::Names::new();
         nm.add(req, names);
-        write_trace(&rt, path, &nm, &format!("generated plan ({ops} operators), {}", c.policy.name()))?;
+        write_trace(
+            &rt,
+            path,
+            &nm,
+            &format!("generated plan ({ops} operators), {}", c.policy.name()),
+        )?;
     }
     let report = serde_json::json!({
         "machine": machine_label(rt.machine()),
@@ -281,7 +303,11 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
             out.stats.elapsed.as_secs_f64(),
             out.stats.packets(),
             got.checksum(),
-            if got == expect { "equals the sequential reference" } else { "DIFFERS from the sequential reference" }
+            if got == expect {
+                "equals the sequential reference"
+            } else {
+                "DIFFERS from the sequential reference"
+            }
         );
     }
     if got != expect {

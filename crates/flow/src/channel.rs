@@ -138,6 +138,8 @@ pub(crate) trait Chan: Send + Sync {
     /// The consumer has finished: drop everything; returns whether the producer was blocked.
     fn discard(&self) -> bool;
     fn stats(&self) -> ChanStats;
+    /// Whether the consumer has finished (everything sent is dropped).
+    fn discarding(&self) -> bool;
 }
 
 impl<T: Send + 'static> Chan for Channel<T> {
@@ -169,5 +171,9 @@ impl<T: Send + 'static> Chan for Channel<T> {
 
     fn stats(&self) -> ChanStats {
         lock(&self.st).stats
+    }
+
+    fn discarding(&self) -> bool {
+        lock(&self.st).discard
     }
 }

@@ -77,6 +77,9 @@ struct NodeRt {
     ins: Vec<(Arc<dyn Chan>, usize)>,
 }
 
+/// An input's buffer and the node feeding it.
+type InEdge = (Arc<dyn Chan>, usize);
+
 pub(crate) struct Exec {
     nodes: Vec<NodeRt>,
     packet_bytes: usize,
@@ -206,7 +209,7 @@ impl Exec {
     fn new(plan: Plan, packet_bytes: usize) -> Self {
         let cap = plan.buffer_packets;
         // One buffer per connection, made with the input's type.
-        let mut in_chans: Vec<Vec<Option<(Arc<dyn Chan>, usize)>>> = plan
+        let mut in_chans: Vec<Vec<Option<InEdge>>> = plan
             .nodes
             .iter()
             .map(|n| vec![None; n.inputs.len()])
@@ -343,6 +346,11 @@ impl Exec {
         }
         if !self.flush(cx, node, &mut core) {
             return;
+        }
+        // Every consumer has finished (a `limit` downstream, say): nothing this operator could
+        // produce is wanted, so it finishes without running again.
+        if !n.outs.is_empty() && n.outs.iter().all(|(_, _, c)| c.discarding()) {
+            core.finishing = true;
         }
         if !core.finishing {
             let Core {

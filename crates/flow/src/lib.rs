@@ -36,11 +36,11 @@
 //! assert!(out.stats.conserved() && out.stats.bounded());
 //! ```
 
+pub mod apps;
 pub mod channel;
 pub mod error;
 pub mod exec;
 pub mod ops;
-pub mod apps;
 pub mod parallel;
 pub mod plan;
 pub mod trace;

@@ -37,7 +37,9 @@ impl Names {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn colour(request: RequestId) -> String {
@@ -53,7 +55,12 @@ pub fn svg(events: &[TraceEvent], pus: usize, names: &Names, title: &str) -> Str
     const WIDTH: f64 = 1400.0;
     const TOP: f64 = 40.0;
     let t0 = events.iter().map(|e| e.start_ns).min().unwrap_or(0);
-    let t1 = events.iter().map(|e| e.end_ns).max().unwrap_or(t0 + 1).max(t0 + 1);
+    let t1 = events
+        .iter()
+        .map(|e| e.end_ns)
+        .max()
+        .unwrap_or(t0 + 1)
+        .max(t0 + 1);
     let span = (t1 - t0) as f64;
     let scale = WIDTH / span;
     let height = TOP + LANE * pus as f64 + 30.0;

@@ -9,7 +9,10 @@ use nearflow_rt::Runtime;
 
 fn runtime(policy: PolicyKind) -> Runtime {
     let machine = nearflow_topo::presets::build("e5310-smp").expect("preset");
-    Runtime::builder(machine).policy(policy).build().expect("runtime")
+    Runtime::builder(machine)
+        .policy(policy)
+        .build()
+        .expect("runtime")
 }
 
 fn sorted(mut v: Vec<vwap::Bargain>) -> Vec<(u64, u64)> {
@@ -32,9 +35,21 @@ fn check_vwap(ticks: &[vwap::Tick], window: usize, packet_bytes: Option<usize>) 
             let sink = vwap::build(&mut b, src, branches, window);
             let out = b.build().expect("valid plan").run(&rt).expect("plan runs");
             let got = out.take(&sink);
-            assert_eq!(vwap::checksum(&got), vwap::checksum(&expect), "{policy:?} branches {branches}");
-            assert_eq!(sorted(got), sorted(expect.clone()), "{policy:?} branches {branches}");
-            assert!(out.stats.conserved() && out.stats.bounded(), "{:?}", out.stats);
+            assert_eq!(
+                vwap::checksum(&got),
+                vwap::checksum(&expect),
+                "{policy:?} branches {branches}"
+            );
+            assert_eq!(
+                sorted(got),
+                sorted(expect.clone()),
+                "{policy:?} branches {branches}"
+            );
+            assert!(
+                out.stats.conserved() && out.stats.bounded(),
+                "{:?}",
+                out.stats
+            );
             assert_eq!(out.stats.concurrent_entries, 0);
         }
     }
@@ -48,7 +63,8 @@ fn vwap_generated_matches_reference_for_every_policy_and_branch_count() {
 
 #[test]
 fn vwap_real_file_matches_reference_when_present() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/vwap/TradesAndQuotes.csv.gz");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/vwap/TradesAndQuotes.csv.gz");
     if !path.exists() {
         eprintln!("SKIPPED: {} not present", path.display());
         return;
@@ -93,7 +109,11 @@ fn generated_plan_has_about_170_operators_and_matches_reference() {
         b.packet_bytes(8 * 1024);
         let sinks = genplan::build(&mut b, 3_000);
         let plan = b.build().expect("valid");
-        assert!((160..=180).contains(&plan.len()), "{} operators", plan.len());
+        assert!(
+            (160..=180).contains(&plan.len()),
+            "{} operators",
+            plan.len()
+        );
         let out = plan.run(&rt).expect("runs");
         assert_eq!(genplan::result(&out, &sinks), expect, "{policy:?}");
         assert!(out.stats.conserved() && out.stats.bounded());

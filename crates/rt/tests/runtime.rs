@@ -1,6 +1,6 @@
 //! Behaviour tests of the runtime API: results, panics, shutdown, counters, oversubscription.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,10 +85,57 @@ fn a_panicking_task_fails_only_its_request() {
                 assert_eq!(message, "boom in a child", "{policy}")
             }
             Ok(v) => panic!("{policy}: a failed request returned {v}"),
+            Err(e) => panic!("{policy}: {e}"),
         }
         assert_eq!(good.wait().unwrap(), 1, "{policy}");
         // The pool still works.
         assert_eq!(rt.submit(|_| 5).wait().unwrap(), 5);
+    }
+}
+
+#[test]
+fn cancel_skips_the_tasks_not_started() {
+    for policy in PolicyKind::ALL {
+        let rt = rt("e5310-smp", policy);
+        let gate = Arc::new(AtomicBool::new(false));
+        let g = gate.clone();
+        let h = rt.submit(move |cx| {
+            for _ in 0..1000 {
+                let g = g.clone();
+                cx.spawn_deferred(move |_| {
+                    while !g.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                });
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        h.cancel();
+        gate.store(true, Ordering::Release);
+        let id = h.id();
+        let counters = {
+            assert!(
+                h.wait_timeout(std::time::Duration::from_secs(30)),
+                "{policy}"
+            );
+            h.counters()
+        };
+        assert_eq!(
+            h.wait().unwrap_err(),
+            RequestError::Cancelled { id },
+            "{policy}"
+        );
+        assert!(counters.skipped > 0, "{policy}: {counters:?}");
+        assert_eq!(
+            counters.executed + counters.skipped,
+            1001,
+            "{policy}: {counters:?}"
+        );
+        // Cancelling a completed request changes nothing.
+        let done = rt.submit(|_| 3);
+        assert!(done.wait_timeout(std::time::Duration::from_secs(30)));
+        done.cancel();
+        assert_eq!(done.wait().unwrap(), 3);
     }
 }
 

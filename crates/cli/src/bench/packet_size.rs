@@ -103,7 +103,10 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
         machine_label(rt.machine()),
         cmd.reps
     );
-    println!("{:>12} {:>10} {:>14} {:>8}", "packet", "ms", "tuples/s", "vs best");
+    println!(
+        "{:>12} {:>10} {:>14} {:>8}",
+        "packet", "ms", "tuples/s", "vs best"
+    );
     for p in &points {
         println!(
             "{:>10} B {:>10.1} {:>14.0} {:>7.0}%{}",

@@ -64,8 +64,14 @@ fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
         let (n, m) = g
             .split_once(['x', 'X'])
             .with_context(|| format!("grid entry `{g}` is not NxM"))?;
-        let n: usize = n.trim().parse().with_context(|| format!("grid entry `{g}`"))?;
-        let m: usize = m.trim().parse().with_context(|| format!("grid entry `{g}`"))?;
+        let n: usize = n
+            .trim()
+            .parse()
+            .with_context(|| format!("grid entry `{g}`"))?;
+        let m: usize = m
+            .trim()
+            .parse()
+            .with_context(|| format!("grid entry `{g}`"))?;
         if n == 0 || m == 0 {
             bail!("grid entry `{g}`: N and M must be at least 1");
         }
@@ -133,12 +139,18 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     bar.finish_and_clear();
     if let Some(path) = &cmd.csv {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        let mut f = std::fs::File::create(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         writeln!(f, "grid,plans,policy,ms,verified")?;
         for c in &cells {
-            writeln!(f, "{},{},{},{:.3},{}", c.grid, c.plans, c.policy, c.ms, c.verified)?;
+            writeln!(
+                f,
+                "{},{},{},{:.3},{}",
+                c.grid, c.plans, c.policy, c.ms, c.verified
+            )?;
         }
     }
     if cmd.json {
@@ -166,7 +178,9 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     println!();
     for (gi, &(n, m)) in grid.iter().enumerate() {
         print!("{:>8}", format!("{n}x{m}"));
-        let row: Vec<f64> = (0..policies.len()).map(|pi| cells[pi * grid.len() + gi].ms).collect();
+        let row: Vec<f64> = (0..policies.len())
+            .map(|pi| cells[pi * grid.len() + gi].ms)
+            .collect();
         for ms in &row {
             print!(" {ms:>11.1}");
         }

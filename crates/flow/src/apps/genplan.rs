@@ -58,7 +58,9 @@ impl GenResult {
     pub fn checksum(&self) -> u64 {
         self.groups
             .iter()
-            .fold(self.distinct_keys as u64, |acc, &(g, s)| mix(acc ^ mix(g ^ s.rotate_left(7))))
+            .fold(self.distinct_keys as u64, |acc, &(g, s)| {
+                mix(acc ^ mix(g ^ s.rotate_left(7)))
+            })
     }
 }
 
@@ -71,24 +73,42 @@ pub fn build(b: &mut PlanBuilder, rows: u64) -> GenSinks {
         let a = b.filter(a, keep);
         let bb = b.generate(rows / 2, move |j| b_row(blk, j, keys));
         let bb = b.map(bb, |r: Row| (r.0, r.1 + 1));
-        let joined = b.par_hash_join(a, bb, Some(4), |r: &Row| r.0, |r: &Row| r.0, |x: &Row, y: &Row| (x.0, x.1 ^ y.1));
-        let sums = b.par_group_by(joined, Some(4), |r: &Row| r.0, 0u64, |acc: &mut u64, r: Row| {
-            *acc = acc.wrapping_add(r.1)
-        });
+        let joined = b.par_hash_join(
+            a,
+            bb,
+            Some(4),
+            |r: &Row| r.0,
+            |r: &Row| r.0,
+            |x: &Row, y: &Row| (x.0, x.1 ^ y.1),
+        );
+        let sums = b.par_group_by(
+            joined,
+            Some(4),
+            |r: &Row| r.0,
+            0u64,
+            |acc: &mut u64, r: Row| *acc = acc.wrapping_add(r.1),
+        );
         let sorted = b.par_sort(sums, Some(5), |r: &Row| r.0);
         blocks.push(sorted);
     }
     let mut pairs = Vec::new();
     for p in blocks.chunks(2) {
-        pairs.push(b.merge_join(p[0], p[1], |r: &Row| r.0, |r: &Row| r.0, |x: &Row, y: &Row| {
-            (x.0, x.1.wrapping_add(y.1))
-        }));
+        pairs.push(b.merge_join(
+            p[0],
+            p[1],
+            |r: &Row| r.0,
+            |r: &Row| r.0,
+            |x: &Row, y: &Row| (x.0, x.1.wrapping_add(y.1)),
+        ));
     }
     let all = b.union(pairs);
     let copies = b.broadcast(all, 2);
-    let groups = b.group_by(copies[0], |r: &Row| r.0 % 64, 0u64, |acc: &mut u64, r: Row| {
-        *acc = acc.wrapping_add(r.1)
-    });
+    let groups = b.group_by(
+        copies[0],
+        |r: &Row| r.0 % 64,
+        0u64,
+        |acc: &mut u64, r: Row| *acc = acc.wrapping_add(r.1),
+    );
     let key_only = b.map(copies[1], |r: Row| r.0);
     let distinct = b.distinct(key_only);
     GenSinks {

@@ -97,7 +97,10 @@ pub struct Bargain {
 pub fn parse_price(s: &str) -> Result<i64, String> {
     let s = s.trim();
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    if int.is_empty() && frac.is_empty() || frac.len() > 6 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+    if int.is_empty() && frac.is_empty()
+        || frac.len() > 6
+        || !frac.bytes().all(|c| c.is_ascii_digit())
+    {
         return Err(format!("bad price {s:?}"));
     }
     let whole: i64 = if int.is_empty() {
@@ -105,7 +108,11 @@ pub fn parse_price(s: &str) -> Result<i64, String> {
     } else {
         int.parse().map_err(|_| format!("bad price {s:?}"))?
     };
-    let mut f: i64 = if frac.is_empty() { 0 } else { frac.parse().map_err(|_| format!("bad price {s:?}"))? };
+    let mut f: i64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| format!("bad price {s:?}"))?
+    };
     for _ in frac.len()..6 {
         f *= 10;
     }
@@ -189,7 +196,8 @@ pub fn parse_row(r: &csv::StringRecord, seq: u64) -> Result<Tick, String> {
 
 /// Reads the whole file (gzip or plain) into ticks, `repeat` times (sequence numbers go on).
 pub fn read_file(path: &Path, repeat: u32) -> Result<Vec<Tick>, String> {
-    let r = crate::ops::csv_source::open_maybe_gz(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let r = crate::ops::csv_source::open_maybe_gz(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rd = csv::ReaderBuilder::new().has_headers(true).from_reader(r);
     let mut once = Vec::new();
     for (i, rec) in rd.records().enumerate() {
@@ -234,7 +242,9 @@ pub fn generate(n: u64, seed: u64) -> Vec<Tick> {
                 x /= 26;
             }
             let ticker = Ticker::new(std::str::from_utf8(&name).expect("ascii")).expect("4 bytes");
-            let p = price.entry(id).or_insert(5_000_000 + (id as i64 * 37_000) % 95_000_000);
+            let p = price
+                .entry(id)
+                .or_insert(5_000_000 + (id as i64 * 37_000) % 95_000_000);
             let step = (next() % 2001) as i64 - 1000; // ±0.1 cent steps
             *p = (*p + step * 100).max(10_000);
             let missing = next() % 100 < 3;
@@ -252,7 +262,11 @@ pub fn generate(n: u64, seed: u64) -> Vec<Tick> {
                     seq,
                     ticker,
                     kind: Kind::Quote,
-                    price: if missing { 0 } else { (*p + spread).max(10_000) },
+                    price: if missing {
+                        0
+                    } else {
+                        (*p + spread).max(10_000)
+                    },
                     volume: 1 + (next() % 100) as i64,
                 }
             }
@@ -288,7 +302,12 @@ impl WindowAgg<Tick> for VwapWindow {
 
 /// Builds the VWAP plan over `input` with `branches` branches and a window of `window` trades;
 /// returns the bargains' sink.
-pub fn build(b: &mut PlanBuilder, input: Stream<Tick>, branches: usize, window: usize) -> Sink<Bargain> {
+pub fn build(
+    b: &mut PlanBuilder,
+    input: Stream<Tick>,
+    branches: usize,
+    window: usize,
+) -> Sink<Bargain> {
     let ticks = b.filter(input, relevant);
     let parts = b.partition(ticks, branches, |t: &Tick| t.ticker);
     let mut outs = Vec::with_capacity(branches);
@@ -339,7 +358,9 @@ pub fn reference(ticks: &[Tick], window: usize) -> Vec<Bargain> {
 /// bargain's sequence number, ticker and index bits.
 pub fn checksum(bargains: &[Bargain]) -> u64 {
     bargains.iter().fold(0u64, |acc, b| {
-        let mut h = b.seq ^ u64::from_le_bytes(b.ticker.0).rotate_left(17) ^ b.index.to_bits().rotate_left(41);
+        let mut h = b.seq
+            ^ u64::from_le_bytes(b.ticker.0).rotate_left(17)
+            ^ b.index.to_bits().rotate_left(41);
         h ^= h >> 33;
         h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^= h >> 33;

@@ -59,7 +59,7 @@ impl<T: Send + 'static> Operator for Barrier<T> {
 impl PlanBuilder {
     /// Holds the streams until all have ended, then releases them (output `i` = input `i`).
     pub fn barrier<T: Send + 'static>(&mut self, inputs: Vec<Stream<T>>) -> Vec<Stream<T>> {
-        if inputs.len() == 0 {
+        if inputs.is_empty() {
             self.invalid("barrier needs at least one stream".into());
         }
         let node = self.add_auto(

@@ -1,5 +1,6 @@
 //! Limit/offset: skips `offset` tuples, then passes at most `limit`; it finishes as soon as the
-//! limit is reached (its input is then dropped, so upstream never blocks on it).
+//! limit is reached. Its input is then dropped, so upstream never blocks on it, and an operator
+//! whose every consumer has finished finishes too: an endless source under a limit ends.
 //!
 //! ```
 //! use nearflow_flow::{ops::example_runtime, PlanBuilder};

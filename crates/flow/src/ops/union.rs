@@ -59,7 +59,7 @@ impl<T: Send + 'static> Operator for Union<T> {
 impl PlanBuilder {
     /// One stream carrying every packet of `inputs`.
     pub fn union<T: Send + 'static>(&mut self, inputs: Vec<Stream<T>>) -> Stream<T> {
-        if inputs.len() == 0 {
+        if inputs.is_empty() {
             self.invalid("union needs at least one stream".into());
         }
         let node = self.add_auto(
