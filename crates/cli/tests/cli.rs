@@ -181,3 +181,137 @@ fn bench_queues_verifies_and_writes_csv() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn run_vwap_generated_json_and_reference() {
+    for policy in ["las", "nls", "bobox2011", "fifo-rr"] {
+        let v = json(&[
+            "run",
+            "vwap",
+            "--ticks",
+            "20000",
+            "--branches",
+            "3",
+            "--policy",
+            policy,
+            "--preset",
+            "e5310-smp",
+            "--json",
+        ]);
+        assert_eq!(v["tuples_in"], 20000);
+        assert!(v["bargains"].as_u64().unwrap() > 0);
+        assert_eq!(v["checksum"].as_str().unwrap().len(), 16);
+        assert_eq!(v["matches_reference"], true, "{policy}");
+        assert!(v["top"].as_array().unwrap().len() <= 10);
+    }
+}
+
+#[test]
+fn run_vwap_real_file_when_present() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/vwap/TradesAndQuotes.csv.gz"
+    );
+    if !std::path::Path::new(path).exists() {
+        eprintln!("SKIPPED: {path} not present");
+        return;
+    }
+    let mut sums = Vec::new();
+    for branches in ["1", "8"] {
+        let v = json(&[
+            "run",
+            "vwap",
+            "--input",
+            path,
+            "--branches",
+            branches,
+            "--json",
+        ]);
+        assert_eq!(v["tuples_in"], 29999);
+        assert_eq!(v["matches_reference"], true);
+        sums.push(v["checksum"].clone());
+    }
+    assert_eq!(sums[0], sums[1]);
+}
+
+#[test]
+fn run_with_trace_writes_svg() {
+    let dir = std::env::temp_dir().join(format!("nearflow-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("plan.svg");
+    let v = json(&[
+        "run",
+        "plan",
+        "--rows",
+        "2000",
+        "--json",
+        "--trace",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(v["matches_reference"], true);
+    assert!(v["operators"].as_u64().unwrap() >= 160);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("<title>request"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_and_bench_reject_bad_input() {
+    fails_with(
+        &["run", "vwap", "--branches", "0"],
+        "--branches must be at least 1",
+    );
+    fails_with(
+        &["run", "vwap", "--window", "0"],
+        "--window must be at least 1",
+    );
+    fails_with(
+        &["run", "vwap", "--input", "/no/such/file.csv"],
+        "/no/such/file.csv",
+    );
+    fails_with(&["run", "vwap", "--policy", "fastest"], "fastest");
+    let dir = std::env::temp_dir().join(format!("nearflow-badcsv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.csv");
+    std::fs::write(
+        &bad,
+        "#RIC,Date[G],Time[G],GMT Offset,Type\nAB,x,y,z,Bogus\n",
+    )
+    .unwrap();
+    fails_with(&["run", "vwap", "--input", bad.to_str().unwrap()], "line 2");
+    std::fs::remove_dir_all(&dir).unwrap();
+    fails_with(&["bench", "plans", "--grid", "2y2"], "not NxM");
+    fails_with(&["bench", "plans", "--grid", "0x2"], "at least 1");
+    fails_with(&["bench", "plans", "--policies", "las,nope"], "nope");
+    fails_with(&["bench", "packet-size", "--sizes-kib", "0"], "at least 1");
+    fails_with(&["run", "plan", "--rows", "0"], "--rows must be at least 1");
+}
+
+#[test]
+fn bench_packet_size_and_plans_json() {
+    let v = json(&[
+        "bench",
+        "packet-size",
+        "--sizes-kib",
+        "4,64",
+        "--rows",
+        "2000",
+        "--reps",
+        "1",
+        "--json",
+    ]);
+    let pts = v.as_array().unwrap();
+    assert!(pts.len() >= 2);
+    assert_eq!(pts.iter().filter(|p| p["default"] == true).count(), 1);
+    assert!(
+        pts.iter()
+            .all(|p| p["tuples_per_s"].as_f64().unwrap() > 0.0
+                && p["packet_bytes"].as_u64().is_some())
+    );
+    let v = json(&[
+        "bench", "plans", "--grid", "1x1,1x2", "--rows", "1000", "--reps", "1", "--json",
+    ]);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2 * 4);
+    assert!(cells.iter().all(|c| c["verified"] == true));
+}
