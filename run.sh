@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: this machine's topology, then the queue study
-# (load-balancing-queues.txt) at sizes 128..2048. Installs what it needs first.
+# The main job on embedded defaults: this machine's topology, a VWAP run on generated data, the
+# concurrent-plans comparison, then the queue study (load-balancing-queues.txt) at sizes
+# 128..2048. Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
