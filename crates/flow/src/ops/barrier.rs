@@ -43,16 +43,17 @@ impl<T: Send + 'static> Operator for Barrier<T> {
         if !(0..n).all(|p| io.finished::<T>(p)) {
             return Ok(Status::Idle);
         }
+        // Release one packet per output per run, then reschedule (deferred) while any is left.
         for port in 0..n {
-            while let Some(p) = self.held[port].pop_front() {
-                if io.blocked() {
-                    self.held[port].push_front(p);
-                    return Ok(Status::Idle);
-                }
+            if let Some(p) = self.held[port].pop_front() {
                 io.send(port, p);
             }
         }
-        Ok(Status::Done)
+        if self.held.iter().all(VecDeque::is_empty) {
+            Ok(Status::Done)
+        } else {
+            Ok(Status::More)
+        }
     }
 }
 

@@ -109,8 +109,8 @@ pub(crate) trait Unary<I, O>: Send + 'static {
         out: &mut Emitter<O>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError>;
-    /// After the input has ended: emits what is left, a packet or so per call; returns true
-    /// once everything is out.
+    /// After the input has ended: emits what is left, a packet or so per call (one call per
+    /// run); returns true once everything is out.
     fn finish(&mut self, _out: &mut Emitter<O>, _io: &mut Io<'_>) -> Result<bool, FlowError> {
         Ok(true)
     }
@@ -163,6 +163,9 @@ where
                         self.out.flush(io);
                         return Ok(Status::Done);
                     }
+                    // More output remains: one packet per run, then reschedule as a deferred
+                    // task (001 §3.1).
+                    return Ok(Status::More);
                 }
                 None => return Ok(Status::Idle),
             }
@@ -170,7 +173,7 @@ where
     }
 }
 
-/// Emits `items[*next..]` until blocked; whether all are out.
+/// Emits up to one packet of `items`; whether all are out.
 pub(crate) fn drain_vec<T: Send + 'static>(
     items: &mut std::vec::IntoIter<T>,
     out: &mut Emitter<T>,
