@@ -124,6 +124,15 @@ impl Io<'_> {
         popped.packet
     }
 
+    /// Moves every packet waiting on input `port` into `queue`, tuple by tuple; returns whether
+    /// the input has ended. (For operators that hold their inputs, see [`crate::ops`].)
+    pub fn recv_all<T: Send + 'static>(&mut self, port: usize, queue: &mut VecDeque<T>) -> bool {
+        while let Some(p) = self.recv::<T>(port) {
+            queue.extend(p);
+        }
+        self.finished::<T>(port)
+    }
+
     /// Whether input `port` has ended: end of stream arrived and every packet was taken.
     pub fn finished<T: Send + 'static>(&self, port: usize) -> bool {
         self.input::<T>(port).finished()

@@ -94,7 +94,7 @@ pub fn svg(events: &[TraceEvent], pus: usize, names: &Names, title: &str) -> Str
         let y = TOP + LANE * e.worker as f64 + 2.0;
         let _ = writeln!(
             s,
-            r#"<rect x="{x:.2}" y="{y:.1}" width="{w:.2}" height="{:.1}" fill="{}"><title>request {} · {} · {:.1} µs</title></rect>"#,
+            r#"<rect x="{x:.2}" y="{y:.1}" width="{w:.2}" height="{:.1}" fill="{}" stroke="white" stroke-width="0.3"><title>request {} · {} · {:.1} µs</title></rect>"#,
             LANE - 4.0,
             colour(e.request),
             e.request,

@@ -47,9 +47,7 @@ where
                 return Ok(Status::Idle);
             }
             for (port, q) in self.heads.iter_mut().enumerate() {
-                while let Some(p) = io.recv::<T>(port) {
-                    q.extend(p);
-                }
+                io.recv_all::<T>(port, q);
             }
             let mut progressed = false;
             'emit: while !io.blocked() {

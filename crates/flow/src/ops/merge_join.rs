@@ -63,13 +63,8 @@ where
             if io.blocked() {
                 return Ok(Status::Idle);
             }
-            while let Some(p) = io.recv::<L>(0) {
-                self.left.extend(p);
-            }
-            while let Some(p) = io.recv::<R>(1) {
-                self.right.extend(p);
-            }
-            let (l_end, r_end) = (io.finished::<L>(0), io.finished::<R>(1));
+            let l_end = io.recv_all::<L>(0, &mut self.left);
+            let r_end = io.recv_all::<R>(1, &mut self.right);
             let mut progressed = false;
             while !io.blocked() {
                 let (Some(l), Some(r)) = (self.left.front(), self.right.front()) else {
