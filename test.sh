@@ -12,11 +12,11 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -q -- -D warnings
 echo "== cargo test (release: the stress tests count millions of tasks)"
 cargo test --workspace --release
-echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md)"
+echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md) and the operator states (crates/flow/src/state.rs)"
 # Preemption bound 2, as tokio's CI does: the unbounded search of the two-worker models takes
 # hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p nearflow-rt --release --lib loom
+  cargo test -p nearflow-rt -p nearflow-flow --release --lib loom
 echo "== miri over the runtime's unsafe code (scripts/miri.sh)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   scripts/miri.sh

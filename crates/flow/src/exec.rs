@@ -1,15 +1,7 @@
 //! Running a plan: operator states, scheduling by packets, end of stream, errors (001 §3.1).
 //!
-//! Each operator has one of four states, kept in an atomic:
-//!
-//! | state | meaning | on `schedule` | when its task ends |
-//! |---|---|---|---|
-//! | `NOTHING` | idle | → `SCHEDULED`, spawn a task | — |
-//! | `SCHEDULED` | a task is queued | nothing (collapses) | — |
-//! | `RUNNING` | a task runs it | → `RUNNING_SCHEDULED` | → `NOTHING` |
-//! | `RUNNING_SCHEDULED` | scheduled while running | nothing | → `SCHEDULED`, spawn a task |
-//!
-//! so at most one task of an operator exists at a time, and an operator never runs on two
+//! Each operator has one of four states (Nothing, Scheduled, Running, Running-and-scheduled),
+//! kept in an atomic and model-checked with loom (see `state.rs`), so at most one task of an operator exists at a time, and an operator never runs on two
 //! threads at once. The engine checks the second claim anyway: the operator lives behind a mutex
 //! that its task only `try_lock`s; a failed `try_lock` would be counted in
 //! [`PlanStats::concurrent_entries`] (the stress tests assert it stays 0).
@@ -21,7 +13,7 @@
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -32,11 +24,7 @@ use nearflow_rt::{RequestError, RequestHandle, Runtime, TaskCx};
 use crate::channel::{Chan, ChanStats, Channel};
 use crate::error::FlowError;
 use crate::plan::{Operator, Plan, Sink, SinkSlot, Status};
-
-const NOTHING: u8 = 0;
-const SCHEDULED: u8 = 1;
-const RUNNING: u8 = 2;
-const RUNNING_SCHEDULED: u8 = 3;
+use crate::state::OpState;
 
 /// Packet size used when the topology reports no L2 cache (a synthetic machine without caches).
 pub const FALLBACK_PACKET_BYTES: usize = 128 * 1024;
@@ -68,8 +56,7 @@ struct Core {
 
 struct NodeRt {
     name: String,
-    state: AtomicU8,
-    want_immediate: AtomicBool,
+    state: OpState,
     core: Mutex<Core>,
     /// (consumer node, consumer port, buffer) per output.
     outs: Vec<(usize, usize, Arc<dyn Chan>)>,
@@ -246,8 +233,7 @@ impl Exec {
                 .collect();
             nodes.push(NodeRt {
                 name: n.name,
-                state: AtomicU8::new(NOTHING),
-                want_immediate: AtomicBool::new(false),
+                state: OpState::new(),
                 core: Mutex::new(Core {
                     pending: (0..n.outputs.len()).map(|_| VecDeque::new()).collect(),
                     pending_high: 0,
@@ -272,30 +258,8 @@ impl Exec {
 
     /// Moves `node` towards `SCHEDULED`; spawns its task when it was idle.
     fn schedule(self: &Arc<Self>, cx: &TaskCx<'_>, node: usize, kind: TaskKind) {
-        let n = &self.nodes[node];
-        if kind == TaskKind::Immediate {
-            n.want_immediate.store(true, Ordering::Relaxed);
-        }
-        let mut s = n.state.load(Ordering::Acquire);
-        loop {
-            let next = match s {
-                NOTHING => SCHEDULED,
-                RUNNING => RUNNING_SCHEDULED,
-                _ => return,
-            };
-            // AcqRel: the task that sees the new state also sees what was sent before it.
-            match n
-                .state
-                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    if next == SCHEDULED {
-                        self.spawn(cx, node, kind);
-                    }
-                    return;
-                }
-                Err(now) => s = now,
-            }
+        if self.nodes[node].state.schedule(kind) {
+            self.spawn(cx, node, kind);
         }
     }
 
@@ -307,35 +271,13 @@ impl Exec {
     /// The body of an operator's task.
     fn task(self: &Arc<Self>, cx: &TaskCx<'_>, node: usize) {
         let n = &self.nodes[node];
-        let prev = n.state.swap(RUNNING, Ordering::AcqRel);
-        debug_assert_eq!(prev, SCHEDULED, "a task runs only a scheduled operator");
-        n.want_immediate.store(false, Ordering::Relaxed);
+        n.state.begin();
         cx.set_label(node as u32);
         if !cx.request_failed() {
             self.step(cx, node);
         }
-        let mut s = RUNNING;
-        loop {
-            match n
-                .state
-                .compare_exchange(s, NOTHING, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(RUNNING_SCHEDULED) => {
-                    n.state.store(SCHEDULED, Ordering::Release);
-                    let kind = if n.want_immediate.swap(false, Ordering::Relaxed) {
-                        TaskKind::Immediate
-                    } else {
-                        TaskKind::Deferred
-                    };
-                    self.spawn(cx, node, kind);
-                    return;
-                }
-                Err(other) => {
-                    debug_assert!(false, "operator state {other} while running");
-                    s = other;
-                }
-            }
+        if let Some(kind) = n.state.end() {
+            self.spawn(cx, node, kind);
         }
     }
 

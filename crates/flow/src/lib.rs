@@ -7,8 +7,8 @@
 //!
 //! - §3: operators have any number of typed input and output ports; a packet arriving at an
 //!   input schedules its operator as an **immediate** task on the sender's core; an operator
-//!   with more to produce (a source) reschedules itself as a **deferred** task; see [`exec`] for
-//!   the four operator states that keep an operator on one thread at a time;
+//!   with more to produce (a source) reschedules itself as a **deferred** task; see [`exec`] and
+//!   `state.rs` for the four operator states that keep an operator on one thread at a time;
 //! - §5.1: input buffers are bounded; a packet sent to a full one is refused and the producer
 //!   retries when the consumer makes room (see [`channel`]);
 //! - §5.2 ("CPU cache support"): the default packet size is half the L2 cache of the runtime's
@@ -43,6 +43,7 @@ pub mod exec;
 pub mod ops;
 pub mod parallel;
 pub mod plan;
+mod state;
 pub mod trace;
 
 pub use channel::ChanStats;

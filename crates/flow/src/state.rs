@@ -1,0 +1,199 @@
+//! The four operator states of 001 §3.1 as one atomic, so that an operator runs on at most one
+//! thread at a time and repeated scheduling collapses into one task.
+//!
+//! | state | on [`schedule`](OpState::schedule) | at [`end`](OpState::end) of its task |
+//! |---|---|---|
+//! | `NOTHING` | → `SCHEDULED`; the caller spawns a task | — |
+//! | `SCHEDULED` | nothing (collapses) | — |
+//! | `RUNNING` | → `RUNNING_SCHEDULED` | → `NOTHING` |
+//! | `RUNNING_SCHEDULED` | nothing | → `SCHEDULED`; the task spawns its successor |
+//!
+//! Invariants (model-checked by loom below): at most one task of an operator exists at a time;
+//! what a scheduler published before `schedule` is seen by a run that begins after it (no
+//! schedule is lost); when every task has ended, the state is `NOTHING`.
+//!
+//! The second invariant needs the data to be published **under a lock** the operator's run also
+//! takes (the engine's input buffers are mutexes): a scheduler that finds `SCHEDULED` only
+//! *loads* the state, so a plain atomic store before it would not be ordered before the run
+//! (the store-buffering pattern). Loom found exactly that when the model published with an
+//! atomic counter; the model now publishes as the engine does.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use nearflow_policy::TaskKind;
+
+const NOTHING: u8 = 0;
+const SCHEDULED: u8 = 1;
+const RUNNING: u8 = 2;
+const RUNNING_SCHEDULED: u8 = 3;
+
+pub(crate) struct OpState {
+    state: AtomicU8,
+    /// Some `schedule` since the task began asked for an immediate task.
+    want_immediate: AtomicBool,
+}
+
+impl OpState {
+    pub(crate) fn new() -> Self {
+        OpState {
+            state: AtomicU8::new(NOTHING),
+            want_immediate: AtomicBool::new(false),
+        }
+    }
+
+    /// Moves towards `SCHEDULED`; returns true when the caller must spawn the operator's task.
+    pub(crate) fn schedule(&self, kind: TaskKind) -> bool {
+        if kind == TaskKind::Immediate {
+            self.want_immediate.store(true, Ordering::Relaxed);
+        }
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match s {
+                NOTHING => SCHEDULED,
+                RUNNING => RUNNING_SCHEDULED,
+                _ => return false,
+            };
+            // AcqRel: the task that sees the new state also sees what was sent before it.
+            match self
+                .state
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return next == SCHEDULED,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// The operator's task begins.
+    pub(crate) fn begin(&self) {
+        let prev = self.state.swap(RUNNING, Ordering::AcqRel);
+        debug_assert_eq!(prev, SCHEDULED, "a task runs only a scheduled operator");
+        self.want_immediate.store(false, Ordering::Relaxed);
+    }
+
+    /// The operator's task ends; `Some(kind)` when it was scheduled meanwhile and the caller
+    /// must spawn the next task, of that kind.
+    pub(crate) fn end(&self) -> Option<TaskKind> {
+        match self
+            .state
+            .compare_exchange(RUNNING, NOTHING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => None,
+            Err(now) => {
+                debug_assert_eq!(now, RUNNING_SCHEDULED, "operator state {now} while running");
+                self.state.store(SCHEDULED, Ordering::Release);
+                Some(if self.want_immediate.swap(false, Ordering::Relaxed) {
+                    TaskKind::Immediate
+                } else {
+                    TaskKind::Deferred
+                })
+            }
+        }
+    }
+
+    #[cfg(any(test, loom))]
+    fn is_idle(&self) -> bool {
+        self.state.load(Ordering::Acquire) == NOTHING
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_scheduling_collapses_and_reruns_once() {
+        let s = OpState::new();
+        assert!(s.schedule(TaskKind::Deferred));
+        assert!(!s.schedule(TaskKind::Immediate), "already scheduled");
+        s.begin();
+        assert!(
+            !s.schedule(TaskKind::Immediate),
+            "running: marked, no new task"
+        );
+        assert!(!s.schedule(TaskKind::Deferred));
+        assert_eq!(s.end(), Some(TaskKind::Immediate));
+        s.begin();
+        assert_eq!(s.end(), None);
+        assert!(s.is_idle());
+    }
+}
+
+#[cfg(loom)]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::{Arc, Mutex};
+
+    struct Model {
+        op: OpState,
+        /// A thread is inside the operator.
+        inside: AtomicBool,
+        /// Packets sent: each scheduler adds one under the lock before `schedule`, as a
+        /// producer pushes to an input buffer.
+        sent: Mutex<usize>,
+        /// The largest `scheduled` seen at the start of a run.
+        seen: AtomicUsize,
+        runs: AtomicUsize,
+    }
+
+    /// Runs the operator as the runtime would: the spawner runs the task it spawned, and the
+    /// task's successor after it.
+    fn run_tasks(m: &Model) {
+        loop {
+            m.op.begin();
+            assert!(
+                !m.inside.swap(true, Ordering::AcqRel),
+                "operator entered twice"
+            );
+            let sent = *m.sent.lock().unwrap();
+            m.seen.fetch_max(sent, Ordering::AcqRel);
+            m.runs.fetch_add(1, Ordering::Relaxed);
+            m.inside.store(false, Ordering::Release);
+            if m.op.end().is_none() {
+                return;
+            }
+        }
+    }
+
+    fn schedule(m: &Model, kind: TaskKind) {
+        *m.sent.lock().unwrap() += 1;
+        if m.op.schedule(kind) {
+            run_tasks(m);
+        }
+    }
+
+    #[test]
+    fn loom_operator_states_lose_no_schedule_and_never_overlap() {
+        loom::model(|| {
+            let m = Arc::new(Model {
+                op: OpState::new(),
+                inside: AtomicBool::new(false),
+                sent: Mutex::new(0),
+                seen: AtomicUsize::new(0),
+                runs: AtomicUsize::new(0),
+            });
+            let threads: Vec<_> = [TaskKind::Immediate, TaskKind::Deferred]
+                .into_iter()
+                .map(|kind| {
+                    let m = m.clone();
+                    loom::thread::spawn(move || schedule(&m, kind))
+                })
+                .collect();
+            schedule(&m, TaskKind::Immediate);
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert!(m.op.is_idle(), "every task ended, so the operator is idle");
+            assert_eq!(
+                m.seen.load(Ordering::Acquire),
+                3,
+                "a run saw every packet sent"
+            );
+            assert!(m.runs.load(Ordering::Relaxed) >= 1);
+        });
+    }
+}
