@@ -286,6 +286,8 @@ impl Exec {
         let mut core = match n.core.try_lock() {
             Ok(g) => g,
             Err(TryLockError::WouldBlock) => {
+                // Relaxed (and the two counters below): statistics only, read after the
+                // request completed, whose AcqRel completion count orders every task before it.
                 self.concurrent_entries.fetch_add(1, Ordering::Relaxed);
                 n.core.lock().unwrap_or_else(|p| p.into_inner())
             }
@@ -547,6 +549,8 @@ impl PlanHandle {
             Err(RequestError::Cancelled { .. }) => return Err(FlowError::Cancelled),
             Err(e) => return Err(FlowError::Runtime(e.to_string())),
         }
+        // Relaxed: read after `wait`, which the request's AcqRel completion orders after every
+        // task's increment.
         if self.exec.done_nodes.load(Ordering::Relaxed) != self.exec.nodes.len() {
             let unfinished = self
                 .exec

@@ -47,8 +47,10 @@ impl OpState {
     /// Moves towards `SCHEDULED`; returns true when the caller must spawn the operator's task.
     pub(crate) fn schedule(&self, kind: TaskKind) -> bool {
         if kind == TaskKind::Immediate {
+            // Relaxed: only chooses the kind of the next task; no data depends on it.
             self.want_immediate.store(true, Ordering::Relaxed);
         }
+        // Acquire: pairs with the Release/AcqRel writes of `begin` and `end`.
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             let next = match s {
@@ -69,14 +71,19 @@ impl OpState {
 
     /// The operator's task begins.
     pub(crate) fn begin(&self) {
+        // AcqRel: acquires the `schedule` CAS that made it SCHEDULED (and what was sent before);
+        // releases to the schedulers that will see RUNNING.
         let prev = self.state.swap(RUNNING, Ordering::AcqRel);
         debug_assert_eq!(prev, SCHEDULED, "a task runs only a scheduled operator");
+        // Relaxed: see `schedule`.
         self.want_immediate.store(false, Ordering::Relaxed);
     }
 
     /// The operator's task ends; `Some(kind)` when it was scheduled meanwhile and the caller
     /// must spawn the next task, of that kind.
     pub(crate) fn end(&self) -> Option<TaskKind> {
+        // AcqRel: releases the run's effects to the next `schedule`; on failure, acquires the
+        // CAS of the `schedule` that made it RUNNING_SCHEDULED.
         match self
             .state
             .compare_exchange(RUNNING, NOTHING, Ordering::AcqRel, Ordering::Acquire)
@@ -84,6 +91,7 @@ impl OpState {
             Ok(_) => None,
             Err(now) => {
                 debug_assert_eq!(now, RUNNING_SCHEDULED, "operator state {now} while running");
+                // Release: pairs with the successor task's `begin` swap.
                 self.state.store(SCHEDULED, Ordering::Release);
                 Some(if self.want_immediate.swap(false, Ordering::Relaxed) {
                     TaskKind::Immediate
