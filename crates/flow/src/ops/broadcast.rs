@@ -14,6 +14,7 @@
 
 use std::marker::PhantomData;
 
+use super::forward_packets;
 use crate::error::FlowError;
 use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
@@ -33,21 +34,13 @@ impl<T: Clone + Send + 'static> Operator for Broadcast<T> {
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        loop {
-            if io.blocked() {
-                return Ok(Status::Idle);
+        let n = self.n;
+        Ok(forward_packets(io, |p: Vec<T>, io| {
+            for port in 1..n {
+                io.send(port, p.clone());
             }
-            match io.recv::<T>(0) {
-                Some(p) => {
-                    for port in 1..self.n {
-                        io.send(port, p.clone());
-                    }
-                    io.send(0, p);
-                }
-                None if io.finished::<T>(0) => return Ok(Status::Done),
-                None => return Ok(Status::Idle),
-            }
-        }
+            io.send(0, p);
+        }))
     }
 }
 

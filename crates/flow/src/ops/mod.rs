@@ -173,6 +173,24 @@ where
     }
 }
 
+/// The loop of a one-input operator that handles whole packets: passes each waiting packet
+/// to `on_packet` until an output is blocked; `Done` once the input has ended.
+pub(crate) fn forward_packets<T: Send + 'static>(
+    io: &mut Io<'_>,
+    mut on_packet: impl FnMut(Vec<T>, &mut Io<'_>),
+) -> Status {
+    loop {
+        if io.blocked() {
+            return Status::Idle;
+        }
+        match io.recv::<T>(0) {
+            Some(p) => on_packet(p, io),
+            None if io.finished::<T>(0) => return Status::Done,
+            None => return Status::Idle,
+        }
+    }
+}
+
 /// Emits up to one packet of `items`; whether all are out.
 pub(crate) fn drain_vec<T: Send + 'static>(
     items: &mut std::vec::IntoIter<T>,

@@ -19,7 +19,7 @@
 use std::hash::Hash;
 use std::marker::PhantomData;
 
-use super::{hash_of, Emitter};
+use super::{forward_packets, hash_of, Emitter};
 use crate::error::FlowError;
 use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
@@ -90,19 +90,11 @@ impl<T: Send + 'static> Operator for RoundRobin<T> {
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        loop {
-            if io.blocked() {
-                return Ok(Status::Idle);
-            }
-            match io.recv::<T>(0) {
-                Some(p) => {
-                    io.send(self.next, p);
-                    self.next = (self.next + 1) % self.n;
-                }
-                None if io.finished::<T>(0) => return Ok(Status::Done),
-                None => return Ok(Status::Idle),
-            }
-        }
+        let (next, n) = (&mut self.next, self.n);
+        Ok(forward_packets(io, |p: Vec<T>, io| {
+            io.send(*next, p);
+            *next = (*next + 1) % n;
+        }))
     }
 }
 
