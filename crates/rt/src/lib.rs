@@ -141,6 +141,7 @@ pub(crate) struct Shared {
     pinning: Pinning,
     /// Task timeline, when enabled.
     pub(crate) trace: Option<trace::Trace>,
+    pub(crate) allocator: Allocator,
 }
 
 impl Shared {
@@ -231,6 +232,66 @@ pub struct Builder {
     policy: PolicyKind,
     pinning: Pinning,
     trace: bool,
+    allocator: Allocator,
+}
+
+/// Which allocator the workers' requests of 8–512 KiB (the dataflow engine's packet buffers,
+/// LAS paper §5, §6.4) go to.
+///
+/// The choice acts through the process's global allocator: it takes effect when the program
+/// installs `nearflow_alloc::Nearflow` (`#[global_allocator]`), as the `nearflow` binary does.
+/// Otherwise every block comes from the program's own global allocator and
+/// [`Runtime::allocator_in_effect`] says so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocator {
+    /// The NUMA-aware allocator of `nearflow-alloc`; workers drain their recollection bins after
+    /// each task (§5.1).
+    #[default]
+    Nearflow,
+    /// The system allocator (glibc malloc) for everything.
+    System,
+}
+
+impl Allocator {
+    /// Both, for experiments.
+    pub const ALL: [Allocator; 2] = [Allocator::Nearflow, Allocator::System];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocator::Nearflow => "nearflow",
+            Allocator::System => "system",
+        }
+    }
+
+    /// Makes the calling thread allocate through this allocator.
+    pub fn apply_to_thread(self) {
+        #[cfg(not(loom))]
+        nearflow_alloc::set_thread_choice(match self {
+            Allocator::Nearflow => nearflow_alloc::Choice::Nearflow,
+            Allocator::System => nearflow_alloc::Choice::System,
+        });
+    }
+}
+
+impl fmt::Display for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Allocator {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nearflow" => Ok(Allocator::Nearflow),
+            "system" => Ok(Allocator::System),
+            _ => Err(format!(
+                "unknown allocator {s:?} (expected nearflow or system)"
+            )),
+        }
+    }
 }
 
 impl Builder {
@@ -251,6 +312,12 @@ impl Builder {
     /// Records a timeline of every task run (default: off); see [`Runtime::take_trace`].
     pub fn trace(mut self, on: bool) -> Self {
         self.trace = on;
+        self
+    }
+
+    /// The allocator of the workers' 8–512 KiB blocks (default: nearflow); see [`Allocator`].
+    pub fn allocator(mut self, allocator: Allocator) -> Self {
+        self.allocator = allocator;
         self
     }
 
@@ -291,6 +358,7 @@ impl Builder {
             balancer_shares: AtomicU64::new(0),
             pinning,
             trace: self.trace.then(|| trace::Trace::new(workers)),
+            allocator: self.allocator,
             machine: self.machine,
             policy,
         });
@@ -302,6 +370,7 @@ impl Builder {
                 .name(format!("nearflow-g{group}-w{w}"))
                 .spawn(move || {
                     bind(&s, w);
+                    s.allocator.apply_to_thread();
                     WorkerLocal::new(&s, w, deque).main_loop();
                 })
                 .map_err(|source| RtError::Spawn { worker: w, source });
@@ -356,6 +425,28 @@ impl fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// The allocator setting of the workers ([`Builder::allocator`]).
+    pub fn allocator(&self) -> Allocator {
+        self.shared.allocator
+    }
+
+    /// Whether the workers' 8–512 KiB blocks really come from the nearflow allocator: the
+    /// setting is [`Allocator::Nearflow`] and the process's global allocator is
+    /// `nearflow_alloc::Nearflow`.
+    pub fn allocator_in_effect(&self) -> Allocator {
+        #[cfg(not(loom))]
+        if self.shared.allocator == Allocator::Nearflow {
+            let probe = self.submit(|_| {
+                let v = vec![0u8; 16 << 10];
+                nearflow_alloc::GLOBAL.owns(v.as_ptr())
+            });
+            if probe.wait().unwrap_or(false) {
+                return Allocator::Nearflow;
+            }
+        }
+        Allocator::System
+    }
+
     /// A builder for a runtime on `machine`.
     pub fn builder(machine: Machine) -> Builder {
         Builder {
@@ -363,6 +454,7 @@ impl Runtime {
             policy: PolicyKind::Las,
             pinning: Pinning::Group,
             trace: false,
+            allocator: Allocator::Nearflow,
         }
     }
 

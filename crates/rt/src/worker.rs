@@ -252,6 +252,11 @@ impl<'a> WorkerLocal<'a> {
                 });
             }
             bump_owned(&self.cells.executed);
+            #[cfg(not(loom))]
+            if self.shared.allocator == crate::Allocator::Nearflow {
+                // §5.1: a worker scans its recollection bins when it finishes a task.
+                nearflow_alloc::GLOBAL.collect();
+            }
         }
         // After a `false` the request may already be gone: no access past this point.
         if req.count_finish() {

@@ -1,0 +1,505 @@
+//! # nearflow-allocbench — one allocation benchmark, four global allocators
+//!
+//! The same program is built four times (`src/bin/allocbench-*.rs`), each with another
+//! `#[global_allocator]`: glibc (the system allocator), mimalloc, jemalloc and nearflow
+//! (`nearflow_alloc::Nearflow`, LAS paper §5). `nearflow bench alloc` runs them side by side and
+//! prints the tables; each program prints one JSON object per measurement on stdout:
+//! `{"allocator", "pattern", "size", "size_min", "ns_per_op", "peak_rss_bytes", "threads", "ops"}`.
+//!
+//! Patterns (`--pattern`):
+//! - `latency`: malloc+free **pairs** and **batches of 64** (64 mallocs, then 64 frees) at 64 B
+//!   (control) and 8, 16, 64, 128, 256, 512 KiB, one thread; each block gets one byte written;
+//!   ns per malloc+free, median of three runs.
+//! - `larson`: threads keep 64 slots and replace a random one per step (free + malloc); after
+//!   their steps they hand the slots to a new thread of the next generation, which frees them.
+//! - `xmalloc`: producer/consumer pairs: the producer allocates, the consumer frees (every free
+//!   is foreign).
+//! - `cache-scratch`: the main thread allocates one block per worker; each worker frees it and
+//!   then allocates, writes and frees its own blocks.
+//! - `pipeline`: a chain of stages like the dataflow engine's: each stage receives a packet,
+//!   allocates its output packet, writes it, frees the input (made by the previous stage) and
+//!   passes the output on, over bounded channels of 4.
+//!
+//! Multi-thread patterns draw sizes log-uniformly from 8–512 KiB, write one byte per 4 KiB page
+//! of each block, and report wall-clock ns per operation (one malloc+free; one packet for the
+//! pipeline) over all threads, with the process's peak RSS (`getrusage`): each pattern runs in
+//! its own process.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// One measurement.
+#[derive(Debug, Serialize)]
+pub struct Measurement {
+    pub allocator: String,
+    pub pattern: String,
+    /// Block size in bytes (the largest, for a range).
+    pub size: usize,
+    /// Smallest block size of a range (equal to `size` for a fixed size).
+    pub size_min: usize,
+    pub ns_per_op: f64,
+    /// Peak resident set of the process (multi-thread patterns only).
+    pub peak_rss_bytes: Option<u64>,
+    pub threads: usize,
+    pub ops: u64,
+}
+
+/// Sizes of the latency pattern.
+pub const LATENCY_SIZES: [usize; 7] = [
+    64,
+    8 << 10,
+    16 << 10,
+    64 << 10,
+    128 << 10,
+    256 << 10,
+    512 << 10,
+];
+
+/// Patterns that run threads.
+pub const MT_PATTERNS: [&str; 4] = ["larson", "xmalloc", "cache-scratch", "pipeline"];
+
+const MIN: usize = 8 << 10;
+const MAX: usize = 512 << 10;
+
+struct Opts {
+    pattern: String,
+    threads: usize,
+    scale: f64,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts {
+        pattern: String::new(),
+        threads: 4,
+        scale: 1.0,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--pattern" => o.pattern = val()?.clone(),
+            "--threads" => {
+                o.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?;
+                if o.threads < 2 {
+                    return Err("--threads must be at least 2".into());
+                }
+            }
+            "--scale" => {
+                o.scale = val()?.parse().map_err(|e| format!("--scale: {e}"))?;
+                if !(o.scale > 0.0 && o.scale <= 1000.0) {
+                    return Err("--scale must be in (0, 1000]".into());
+                }
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if o.pattern != "latency" && !MT_PATTERNS.contains(&o.pattern.as_str()) {
+        return Err(format!(
+            "--pattern must be one of latency, {} (got {:?})",
+            MT_PATTERNS.join(", "),
+            o.pattern
+        ));
+    }
+    Ok(o)
+}
+
+/// The whole program: parse, run one pattern, print JSON lines.
+pub fn main(allocator: &str) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("allocbench-{allocator}: {e}");
+            eprintln!("usage: allocbench-{allocator} --pattern latency|larson|xmalloc|cache-scratch|pipeline [--threads N] [--scale F]");
+            return ExitCode::from(2);
+        }
+    };
+    let ms = run(allocator, &o);
+    for m in ms {
+        match serde_json::to_string(&m) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("allocbench-{allocator}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(allocator: &str, o: &Opts) -> Vec<Measurement> {
+    let n = |base: f64| ((base * o.scale) as u64).max(64);
+    let mt = |pattern: &str, ops: u64, ns: f64| Measurement {
+        allocator: allocator.into(),
+        pattern: pattern.into(),
+        size: MAX,
+        size_min: MIN,
+        ns_per_op: ns,
+        peak_rss_bytes: Some(peak_rss()),
+        threads: o.threads,
+        ops,
+    };
+    match o.pattern.as_str() {
+        "latency" => latency(allocator, n(100_000.0)),
+        "larson" => {
+            let steps = n(20_000.0);
+            let (ops, ns) = larson(o.threads, steps);
+            vec![mt("larson", ops, ns)]
+        }
+        "xmalloc" => {
+            let (ops, ns) = xmalloc(o.threads, n(40_000.0));
+            vec![mt("xmalloc", ops, ns)]
+        }
+        "cache-scratch" => {
+            let (ops, ns) = cache_scratch(o.threads, n(20_000.0));
+            vec![mt("cache-scratch", ops, ns)]
+        }
+        "pipeline" => {
+            let (ops, ns) = pipeline(o.threads, n(40_000.0));
+            vec![mt("pipeline", ops, ns)]
+        }
+        _ => unreachable!("checked in parse"),
+    }
+}
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 16).expect("sizes here are small and aligned")
+}
+
+/// Allocates through the global allocator, aborting the benchmark on exhaustion.
+fn get(size: usize) -> *mut u8 {
+    // SAFETY: non-zero size.
+    let p = unsafe { alloc(layout(size)) };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout(size));
+    }
+    p
+}
+
+/// # Safety
+/// `p` came from `get(size)`.
+unsafe fn put(p: *mut u8, size: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe { dealloc(p, layout(size)) }
+}
+
+/// One byte per page, as a buffer being filled would.
+fn touch_pages(p: *mut u8, size: usize) {
+    let mut off = 0;
+    while off < size {
+        // SAFETY: inside the block.
+        unsafe { p.add(off).write_volatile(off as u8) };
+        off += 4096;
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn latency(allocator: &str, iters: u64) -> Vec<Measurement> {
+    let mut out = Vec::new();
+    for &size in &LATENCY_SIZES {
+        // Small blocks are cheap everywhere: more iterations for a stable figure.
+        let iters = if size < MIN { iters * 4 } else { iters };
+        let pairs = median(
+            (0..3)
+                .map(|_| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        let p = get(size);
+                        // SAFETY: a live block of `size` ≥ 1 bytes.
+                        unsafe {
+                            p.write_volatile(1);
+                            put(black_box(p), size);
+                        }
+                    }
+                    t.elapsed().as_nanos() as f64 / iters as f64
+                })
+                .collect(),
+        );
+        let rounds = (iters / 64).max(1);
+        let batch = median(
+            (0..3)
+                .map(|_| {
+                    let mut ptrs = [std::ptr::null_mut::<u8>(); 64];
+                    let t = Instant::now();
+                    for _ in 0..rounds {
+                        for slot in ptrs.iter_mut() {
+                            let p = get(size);
+                            // SAFETY: live block.
+                            unsafe { p.write_volatile(1) };
+                            *slot = p;
+                        }
+                        for &p in black_box(&ptrs) {
+                            // SAFETY: allocated above with `size`.
+                            unsafe { put(p, size) };
+                        }
+                    }
+                    t.elapsed().as_nanos() as f64 / (rounds * 64) as f64
+                })
+                .collect(),
+        );
+        for (pattern, ns, ops) in [("pair", pairs, iters), ("batch64", batch, rounds * 64)] {
+            out.push(Measurement {
+                allocator: allocator.into(),
+                pattern: pattern.into(),
+                size,
+                size_min: size,
+                ns_per_op: ns,
+                peak_rss_bytes: None,
+                threads: 1,
+                ops,
+            });
+        }
+    }
+    out
+}
+
+/// A xorshift generator: the same sequence for every allocator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Log-uniform in [MIN, MAX].
+    fn size(&mut self) -> usize {
+        let bits = (self.next() % 1000) as f64 / 1000.0;
+        let s = (MIN as f64) * ((MAX / MIN) as f64).powf(bits);
+        (s as usize).clamp(MIN, MAX)
+    }
+}
+
+type Slots = Vec<(usize, usize)>;
+
+fn larson(threads: usize, steps: u64) -> (u64, f64) {
+    const SLOTS: usize = 64;
+    const GENERATIONS: usize = 4;
+    let mut arrays: Vec<Slots> = (0..threads).map(|_| Vec::new()).collect();
+    let t = Instant::now();
+    for g in 0..GENERATIONS {
+        let handles: Vec<_> = arrays
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut slots)| {
+                std::thread::spawn(move || {
+                    let mut rng = Rng(0x9e37_79b9 ^ ((g * 64 + i) as u64 + 1));
+                    if slots.is_empty() {
+                        slots = (0..SLOTS)
+                            .map(|_| {
+                                let s = rng.size();
+                                let p = get(s);
+                                touch_pages(p, s);
+                                (p as usize, s)
+                            })
+                            .collect();
+                    }
+                    for _ in 0..steps {
+                        let k = (rng.next() % SLOTS as u64) as usize;
+                        let (p, s) = slots[k];
+                        // SAFETY: a live block of this array (perhaps made by the previous
+                        // generation's thread: a foreign free).
+                        unsafe { put(p as *mut u8, s) };
+                        let s = rng.size();
+                        let p = get(s);
+                        touch_pages(p, s);
+                        slots[k] = (p as usize, s);
+                    }
+                    slots
+                })
+            })
+            .collect();
+        arrays = handles
+            .into_iter()
+            .map(|h| h.join().expect("larson thread"))
+            .collect();
+    }
+    for (p, s) in arrays.into_iter().flatten() {
+        // SAFETY: the last generation's live blocks.
+        unsafe { put(p as *mut u8, s) };
+    }
+    let ops = (GENERATIONS * threads) as u64 * steps;
+    (ops, t.elapsed().as_nanos() as f64 / ops as f64)
+}
+
+fn xmalloc(threads: usize, blocks: u64) -> (u64, f64) {
+    let pairs = (threads / 2).max(1);
+    let t = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..pairs {
+        let (tx, rx) = mpsc::sync_channel::<Slots>(4);
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng(0x51ed ^ (i as u64 + 1));
+            let mut batch = Vec::with_capacity(64);
+            for _ in 0..blocks {
+                let s = rng.size();
+                let p = get(s);
+                touch_pages(p, s);
+                batch.push((p as usize, s));
+                if batch.len() == 64 {
+                    tx.send(std::mem::replace(&mut batch, Vec::with_capacity(64)))
+                        .expect("consumer");
+                }
+            }
+            if !batch.is_empty() {
+                tx.send(batch).expect("consumer");
+            }
+        }));
+        handles.push(std::thread::spawn(move || {
+            for batch in rx {
+                for (p, s) in batch {
+                    // SAFETY: the producer's block, handed over.
+                    unsafe { put(p as *mut u8, s) };
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.join().expect("xmalloc thread");
+    }
+    let ops = pairs as u64 * blocks;
+    (ops, t.elapsed().as_nanos() as f64 / ops as f64)
+}
+
+fn cache_scratch(threads: usize, rounds: u64) -> (u64, f64) {
+    let t = Instant::now();
+    let mut rng = Rng(0xcafe);
+    let first: Slots = (0..threads)
+        .map(|_| {
+            let s = rng.size();
+            let p = get(s);
+            touch_pages(p, s);
+            (p as usize, s)
+        })
+        .collect();
+    let handles: Vec<_> = first
+        .into_iter()
+        .enumerate()
+        .map(|(i, (p, s))| {
+            std::thread::spawn(move || {
+                // SAFETY: the main thread's block, handed over: a foreign free.
+                unsafe { put(p as *mut u8, s) };
+                let mut rng = Rng(0xbeef ^ (i as u64 + 1));
+                for _ in 0..rounds {
+                    let s = rng.size();
+                    let p = get(s);
+                    touch_pages(p, s);
+                    for k in 0..8 {
+                        // SAFETY: the first cache line of the live block, written repeatedly.
+                        unsafe { p.add(k * 8).write_volatile(k as u8) };
+                    }
+                    // SAFETY: allocated above.
+                    unsafe { put(p, s) };
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("cache-scratch thread");
+    }
+    let ops = threads as u64 * rounds;
+    (ops, t.elapsed().as_nanos() as f64 / ops as f64)
+}
+
+fn pipeline(threads: usize, packets: u64) -> (u64, f64) {
+    let t = Instant::now();
+    let (first_tx, mut rx) = mpsc::sync_channel::<(usize, usize)>(4);
+    let mut handles = Vec::new();
+    handles.push(std::thread::spawn(move || {
+        let mut rng = Rng(0xfeed);
+        for _ in 0..packets {
+            let s = rng.size();
+            let p = get(s);
+            touch_pages(p, s);
+            first_tx.send((p as usize, s)).expect("next stage");
+        }
+    }));
+    for stage in 1..threads {
+        let (tx, next_rx) = mpsc::sync_channel::<(usize, usize)>(4);
+        let input = std::mem::replace(&mut rx, next_rx);
+        let last = stage == threads - 1;
+        handles.push(std::thread::spawn(move || {
+            let mut rng = Rng(0xd00d ^ stage as u64);
+            for (p, s) in input {
+                let p = p as *mut u8;
+                // SAFETY: the previous stage's live packet: read it, then free it (foreign).
+                let sum = unsafe { p.read_volatile() };
+                unsafe { put(p, s) };
+                if !last {
+                    let s2 = rng.size();
+                    let q = get(s2);
+                    touch_pages(q, s2);
+                    // SAFETY: live block.
+                    unsafe { q.write_volatile(sum) };
+                    tx.send((q as usize, s2)).expect("next stage");
+                }
+            }
+            drop(tx);
+        }));
+    }
+    // The last stage's sender is dropped with the stage; drain nothing here.
+    drop(rx);
+    for h in handles {
+        h.join().expect("pipeline stage");
+    }
+    (packets, t.elapsed().as_nanos() as f64 / packets as f64)
+}
+
+fn peak_rss() -> u64 {
+    // SAFETY: getrusage writes into a zeroed struct we own.
+    unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut u) == 0 {
+            u.ru_maxrss as u64 * 1024
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_runs_small_and_reports() {
+        let o = |p: &str| Opts {
+            pattern: p.into(),
+            threads: 3,
+            scale: 0.002,
+        };
+        let lat = run("test", &o("latency"));
+        assert_eq!(lat.len(), 2 * LATENCY_SIZES.len());
+        assert!(lat
+            .iter()
+            .all(|m| m.ns_per_op > 0.0 && m.peak_rss_bytes.is_none()));
+        for p in MT_PATTERNS {
+            let m = run("test", &o(p));
+            assert_eq!(m.len(), 1);
+            assert!(m[0].ns_per_op > 0.0 && m[0].ops > 0, "{p}");
+            assert!(m[0].peak_rss_bytes.unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(parse(&s(&["--pattern", "nope"])).is_err());
+        assert!(parse(&s(&["--pattern"])).is_err());
+        assert!(parse(&s(&["--pattern", "larson", "--threads", "1"])).is_err());
+        assert!(parse(&s(&["--pattern", "larson", "--scale", "-1"])).is_err());
+        assert!(parse(&s(&["--what"])).is_err());
+        assert!(parse(&s(&["--pattern", "xmalloc", "--threads", "8"])).is_ok());
+    }
+}

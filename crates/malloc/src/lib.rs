@@ -1,0 +1,159 @@
+//! # nearflow-malloc — the nearflow allocator behind the C `malloc` family
+//!
+//! A `cdylib` exporting `malloc`, `free`, `calloc`, `realloc`, `posix_memalign`,
+//! `aligned_alloc`, `memalign` and `malloc_usable_size` over [`nearflow_alloc::GLOBAL`], so that
+//! any program runs on the allocator of `../shared/papers/las-scheduler-and-numa-allocator.txt`
+//! §5:
+//!
+//! ```text
+//! cargo build --profile preload -p nearflow-malloc
+//! LD_PRELOAD=target/preload/libnearflow_malloc.so python3 -c 'print(sum(range(10**6)))'
+//! ```
+//!
+//! Rules this library keeps:
+//! - **No allocation inside malloc.** Every path ends in the allocator's OS layer (`mmap`) or in
+//!   glibc's own `__libc_malloc` family (requests below 8 KiB, alignments above 64 bytes in the
+//!   8–512 KiB range); the thread-local state is `const`-initialised without destructor, and the
+//!   per-thread teardown is a pthread key destructor (see `nearflow_alloc`'s `thread.rs`).
+//! - **No unwinding.** The `preload` profile builds with `panic = "abort"`; an `extern "C"`
+//!   function that panicked would abort in any case.
+//! - `free` and `realloc` accept glibc's blocks too (made before the library was loaded, or by
+//!   glibc-internal calls such as `valloc`): the allocator's address map tells them apart.
+//! - Load it with `LD_PRELOAD` (static TLS), not with `dlopen`.
+
+use core::ffi::c_void;
+
+use nearflow_alloc::GLOBAL;
+
+/// C `malloc`.
+///
+/// # Safety
+/// Callable from C with any size.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    GLOBAL.alloc(size).cast()
+}
+
+/// C `free`.
+///
+/// # Safety
+/// `p` is null or a live block of this library or of glibc.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    // SAFETY: by the C contract of `free`.
+    unsafe { GLOBAL.free(p.cast()) }
+}
+
+/// C `calloc`.
+///
+/// # Safety
+/// Callable from C with any sizes.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    GLOBAL.calloc(n, size).cast()
+}
+
+/// C `realloc`.
+///
+/// # Safety
+/// `p` is null or a live block of this library or of glibc.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: by the C contract of `realloc`.
+    unsafe { GLOBAL.realloc(p.cast(), size).cast() }
+}
+
+/// POSIX `posix_memalign`.
+///
+/// # Safety
+/// `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+    if !align.is_power_of_two() || align % core::mem::size_of::<usize>() != 0 {
+        return libc::EINVAL;
+    }
+    let p = GLOBAL.alloc_aligned(size, align);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: by the C contract, `out` is writable.
+    unsafe { *out = p.cast() };
+    0
+}
+
+/// C11 `aligned_alloc`.
+///
+/// # Safety
+/// Callable from C with any arguments.
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    GLOBAL.alloc_aligned(size, align).cast()
+}
+
+/// Legacy `memalign`.
+///
+/// # Safety
+/// Callable from C with any arguments.
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    GLOBAL.alloc_aligned(size, align).cast()
+}
+
+/// GNU `malloc_usable_size`.
+///
+/// # Safety
+/// `p` is null or a live block of this library or of glibc.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    // SAFETY: by the C contract.
+    unsafe { GLOBAL.usable_size(p.cast()) }
+}
+
+/// Prints the allocator's counters to stderr at exit when `NEARFLOW_MALLOC_STATS` is set
+/// (formatted on the stack: nothing is allocated).
+extern "C" fn report_at_exit() {
+    // SAFETY: getenv with a NUL-terminated name; the result is only compared with null.
+    if unsafe { libc::getenv(c"NEARFLOW_MALLOC_STATS".as_ptr()) }.is_null() {
+        return;
+    }
+    let s = GLOBAL.stats();
+    let mut buf = StackBuf { b: [0; 512], n: 0 };
+    let _ = core::fmt::Write::write_fmt(
+        &mut buf,
+        format_args!(
+            "nearflow-malloc: {} superblocks ({} in local allocators, {} cached, {} reused), \
+             {} blocks in use, {} large blocks, {} MiB mapped, {} local allocators \
+             ({} adopted, {} idle)\n",
+            s.superblocks,
+            s.superblocks_in_heaps,
+            s.superblocks_cached,
+            s.superblocks_reused,
+            s.used_blocks,
+            s.large_blocks,
+            s.mapped_bytes >> 20,
+            s.heaps_created,
+            s.heaps_adopted,
+            s.heaps_idle,
+        ),
+    );
+    // SAFETY: writes our stack buffer to stderr.
+    unsafe { libc::write(2, buf.b.as_ptr().cast(), buf.n) };
+}
+
+#[used]
+#[link_section = ".fini_array"]
+static REPORT_AT_EXIT: extern "C" fn() = report_at_exit;
+
+struct StackBuf {
+    b: [u8; 512],
+    n: usize,
+}
+
+impl core::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let k = s.len().min(self.b.len() - self.n);
+        self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
+        self.n += k;
+        Ok(())
+    }
+}
