@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, clippy, every crate's tests (unit, behaviour, stress, CLI,
-# doctests) and the loom models of the sleep/wake protocol. Installs what it needs first.
+# doctests), the LD_PRELOAD allocator on real programs, the placement checks on this host and
+# in a two-node QEMU guest, the loom models and Miri. Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
@@ -12,12 +13,18 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -q -- -D warnings
 echo "== cargo test (release: the stress tests count millions of tasks)"
 cargo test --workspace --release
-echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md) and the operator states (crates/flow/src/state.rs)"
+cargo build --release -q -p nearflow-cli -p nearflow-allocbench
+echo "== the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"
+scripts/preload-test.sh
+echo "== allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"
+target/release/nearflow check placement
+scripts/numa-vm-test.sh target/release/nearflow
+echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md), the operator states (crates/flow/src/state.rs) and the recollection bins (crates/alloc/src/bin.rs)"
 # Preemption bound 2, as tokio's CI does: the unbounded search of the two-worker models takes
 # hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p nearflow-rt -p nearflow-flow --release --lib loom
-echo "== miri over the runtime's unsafe code (scripts/miri.sh)"
+  cargo test -p nearflow-rt -p nearflow-flow -p nearflow-alloc --release --lib loom
+echo "== miri over the runtime's and the allocator's unsafe code (scripts/miri.sh)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   scripts/miri.sh
 else

@@ -86,8 +86,12 @@
 //!
 //! - Lazy formatting: blocks past `bump` are not linked until first handed out.
 //! - A local allocator keeps up to two empty superblocks; each node keeps at most
-//!   `cached_superblocks` released superblocks (default 4), more go back to the OS. Every
-//!   superblock is touched in full when mapped (§5.2), so these bounds are resident memory.
+//!   `cached_superblocks` released superblocks (default 64), more go back to the OS (§5.2
+//!   keeps them all). Every superblock is touched in full when mapped (§5.2), so these bounds
+//!   are resident memory.
+//! - Memory: each thread holds a superblock (10 MB, touched) for every block size it uses, so a
+//!   program that allocates many different sizes from many threads has a large resident set
+//!   (the paper's engine used "only a few sub-allocators"). `nearflow bench alloc` reports it.
 //! - The address map (the paper's allocator is told the size at free; `free(p)` is not).
 //! - The pending bitmap, adoption and reclamation of abandoned allocators (the paper's threads
 //!   are the runtime's and never exit).

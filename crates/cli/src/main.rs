@@ -3,13 +3,15 @@
 //! - `nearflow topo` — a machine's tree, core groups and distance matrices;
 //! - `nearflow stress` — the random-DAG workload with every task counted;
 //! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
-//! - `nearflow bench overhead|queues|packet-size|plans` — benchmarks (figures only, never
-//!   assertions);
+//! - `nearflow bench overhead|queues|packet-size|plans|alloc` — benchmarks (figures only,
+//!   never assertions);
+//! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
 //!   run, the concurrent-plans comparison and the queue study, in about a minute.
 
 mod args;
 mod bench;
+mod check_cmd;
 mod run_cmd;
 mod stress_cmd;
 mod topo_cmd;
@@ -18,6 +20,12 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+
+/// The whole program allocates through the nearflow allocator (LAS paper §5): 8–512 KiB blocks
+/// (the dataflow engine's packets) from per-thread local allocators on the thread's NUMA node,
+/// the rest from glibc or the OS. `--allocator system` sends everything to glibc.
+#[global_allocator]
+static GLOBAL_ALLOCATOR: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +50,9 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Checks of this machine's behaviour (exit status 1 when one fails).
+    #[command(subcommand)]
+    Check(CheckCmd),
     /// The main job: this machine's topology, a small VWAP run, the concurrent-plans
     /// comparison and the queue study, on embedded defaults.
     Demo {
@@ -59,8 +70,17 @@ enum BenchCmd {
     Queues(bench::queues::QueuesCmd),
     /// One plan with packet sizes from 1 KB to 4 MB (task-scheduling paper, Fig. 1).
     PacketSize(bench::packet_size::PacketSizeCmd),
-    /// N·M concurrent generated plans under several policies (task-scheduling paper, Fig. 3).
+    /// N·M concurrent generated plans under several policies (task-scheduling paper, Fig. 3;
+    /// with `--allocators nearflow,system`, the allocator experiment of LAS §6.4).
     Plans(bench::plans::PlansCmd),
+    /// The nearflow allocator beside glibc, mimalloc and jemalloc (LAS paper §5).
+    Alloc(bench::alloc::AllocCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum CheckCmd {
+    /// Pages of the allocator and the runtime's threads are on the right NUMA nodes.
+    Placement(check_cmd::PlacementCmd),
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -71,6 +91,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Queues(c)) => bench::queues::run(&c),
         Command::Bench(BenchCmd::PacketSize(c)) => bench::packet_size::run(&c),
         Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
+        Command::Bench(BenchCmd::Alloc(c)) => bench::alloc::run(&c).map(|_| ()),
+        Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Demo { csv } => {
@@ -87,6 +109,7 @@ fn run(cli: Cli) -> Result<()> {
                     pinning: nearflow_rt::Pinning::Group,
                     packet_bytes: None,
                     trace: None,
+                    allocator: nearflow_rt::Allocator::Nearflow,
                     json: false,
                 },
                 input: None,
@@ -102,6 +125,7 @@ fn run(cli: Cli) -> Result<()> {
                 topo: Default::default(),
                 grid: "1x1,2x2".into(),
                 policies: "bobox2011,fifo-rr,las,nls".into(),
+                allocators: "nearflow".into(),
                 rows: 10_000,
                 packet_bytes: None,
                 pinning: nearflow_rt::Pinning::Group,

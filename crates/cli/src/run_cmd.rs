@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use nearflow_flow::apps::{genplan, vwap};
 use nearflow_flow::{trace, PlanBuilder};
 use nearflow_policy::PolicyKind;
-use nearflow_rt::{Pinning, Runtime};
+use nearflow_rt::{Allocator, Pinning, Runtime};
 use serde::Serialize;
 
 use crate::args::{machine_label, TopoArgs};
@@ -46,6 +46,10 @@ pub struct Common {
     /// Write a per-PU timeline of the run as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub trace: Option<PathBuf>,
+    /// Allocator of the packet buffers (and every 8–512 KiB block): nearflow (LAS paper §5)
+    /// or system (glibc).
+    #[arg(long, default_value = "nearflow")]
+    pub allocator: Allocator,
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -92,14 +96,22 @@ pub fn build_runtime(
     policy: PolicyKind,
     pinning: Pinning,
     trace: bool,
+    allocator: Allocator,
 ) -> Result<Runtime> {
     let machine = topo.load()?;
-    Runtime::builder(machine)
+    let rt = Runtime::builder(machine)
         .policy(policy)
         .pinning(pinning)
         .trace(trace)
+        .allocator(allocator)
         .build()
-        .context("cannot start the runtime")
+        .context("cannot start the runtime")?;
+    // The binary installs the nearflow global allocator, so the setting must take effect.
+    let in_effect = rt.allocator_in_effect();
+    if in_effect != allocator {
+        anyhow::bail!("allocator {allocator} requested but {in_effect} is in effect");
+    }
+    Ok(rt)
 }
 
 fn write_trace(rt: &Runtime, path: &Path, names: &trace::Names, title: &str) -> Result<()> {
@@ -157,7 +169,10 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
             format!("generated ({} ticks)", cmd.ticks),
         ),
     };
-    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some())?;
+    if c.allocator == Allocator::System {
+        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
+    }
+    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some(), c.allocator)?;
     let mut b = PlanBuilder::for_runtime(&rt);
     if let Some(p) = c.packet_bytes {
         b.packet_bytes(p);
@@ -256,7 +271,10 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
     if cmd.rows == 0 {
         bail!("--rows must be at least 1");
     }
-    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some())?;
+    if c.allocator == Allocator::System {
+        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
+    }
+    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some(), c.allocator)?;
     let mut b = PlanBuilder::for_runtime(&rt);
     if let Some(p) = c.packet_bytes {
         b.packet_bytes(p);

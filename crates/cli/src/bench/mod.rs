@@ -1,5 +1,6 @@
 //! `nearflow bench …`: benchmarks. They print figures; they never assert on time.
 
+pub mod alloc;
 pub mod overhead;
 pub mod packet_size;
 pub mod plans;

@@ -51,7 +51,13 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     if cmd.reps == 0 || cmd.rows == 0 {
         bail!("--reps and --rows must be at least 1");
     }
-    let rt = build_runtime(&cmd.topo, cmd.policy, cmd.pinning, false)?;
+    let rt = build_runtime(
+        &cmd.topo,
+        cmd.policy,
+        cmd.pinning,
+        false,
+        nearflow_rt::Allocator::Nearflow,
+    )?;
     let default = nearflow_flow::default_packet_bytes(rt.machine());
     let mut sizes: Vec<usize> = parse_list::<usize>(&cmd.sizes_kib)?
         .into_iter()

@@ -12,7 +12,7 @@ use clap::Args;
 use nearflow_flow::apps::genplan;
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
-use nearflow_rt::Pinning;
+use nearflow_rt::{Allocator, Pinning};
 use serde::Serialize;
 
 use crate::args::{machine_label, parse_list, TopoArgs};
@@ -29,6 +29,10 @@ pub struct PlansCmd {
     /// Policies (comma-separated).
     #[arg(long, default_value = "bobox2011,fifo-rr,las,nls")]
     pub policies: String,
+    /// Allocators of the packet buffers (comma-separated: nearflow, system); both give the
+    /// allocator experiment of LAS §6.4, side by side in one run.
+    #[arg(long, default_value = "nearflow")]
+    pub allocators: String,
     /// Rows per source of each plan.
     #[arg(long, default_value_t = 20_000)]
     pub rows: u64,
@@ -54,6 +58,7 @@ pub struct Cell {
     pub grid: String,
     pub plans: usize,
     pub policy: String,
+    pub allocator: String,
     pub ms: f64,
     pub verified: bool,
 }
@@ -86,17 +91,23 @@ fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
 pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     let grid = parse_grid(&cmd.grid)?;
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
-    if policies.is_empty() || cmd.reps == 0 || cmd.rows == 0 {
-        bail!("need at least one policy, --reps >= 1 and --rows >= 1");
+    let allocators: Vec<Allocator> = parse_list(&cmd.allocators)?;
+    if policies.is_empty() || allocators.is_empty() || cmd.reps == 0 || cmd.rows == 0 {
+        bail!("need at least one policy and allocator, --reps >= 1 and --rows >= 1");
     }
+    // (allocator, policy) columns, allocator-major.
+    let columns: Vec<(Allocator, PolicyKind)> = allocators
+        .iter()
+        .flat_map(|&a| policies.iter().map(move |&p| (a, p)))
+        .collect();
     let expect = genplan::reference(cmd.rows);
-    let total = (grid.len() * policies.len() * cmd.reps) as u64;
+    let total = (grid.len() * columns.len() * cmd.reps) as u64;
     let bar = progress(total, "plans", cmd.json);
     let mut cells = Vec::new();
     let mut label = String::new();
     let mut ops = 0;
-    for &policy in &policies {
-        let rt = build_runtime(&cmd.topo, policy, cmd.pinning, false)?;
+    for &(allocator, policy) in &columns {
+        let rt = build_runtime(&cmd.topo, policy, cmd.pinning, false, allocator)?;
         label = machine_label(rt.machine());
         for &(n, m) in &grid {
             let count = n * m;
@@ -122,7 +133,7 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 times.push(t.elapsed());
                 for (o, s) in &outs {
                     if genplan::result(o, s) != expect {
-                        bail!("wrong result: {} with {n}x{m}", policy.name());
+                        bail!("wrong result: {} ({allocator}) with {n}x{m}", policy.name());
                     }
                 }
                 bar.inc(1);
@@ -131,6 +142,7 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 grid: format!("{n}x{m}"),
                 plans: count,
                 policy: policy.name().into(),
+                allocator: allocator.name().into(),
                 ms: median(times).as_secs_f64() * 1e3,
                 verified: true,
             });
@@ -144,12 +156,12 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         }
         let mut f = std::fs::File::create(path)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        writeln!(f, "grid,plans,policy,ms,verified")?;
+        writeln!(f, "grid,plans,policy,allocator,ms,verified")?;
         for c in &cells {
             writeln!(
                 f,
-                "{},{},{},{:.3},{}",
-                c.grid, c.plans, c.policy, c.ms, c.verified
+                "{},{},{},{},{:.3},{}",
+                c.grid, c.plans, c.policy, c.allocator, c.ms, c.verified
             )?;
         }
     }
@@ -166,28 +178,52 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         "concurrent plans: {ops}-operator generated plan, {} rows per source, on {label}, median of {} (ms until all plans end)",
         cmd.rows, cmd.reps
     );
-    print!("{:>8}", "grid");
-    for p in &policies {
-        print!(" {:>11}", p.name());
-    }
+    let np = policies.len();
     let base = policies.iter().position(|&p| p == PolicyKind::FifoRr);
     let las = policies.iter().position(|&p| p == PolicyKind::Las);
-    if base.is_some() && las.is_some() {
-        print!(" {:>14}", "las/fifo-rr");
-    }
-    println!();
-    for (gi, &(n, m)) in grid.iter().enumerate() {
-        print!("{:>8}", format!("{n}x{m}"));
-        let row: Vec<f64> = (0..policies.len())
-            .map(|pi| cells[pi * grid.len() + gi].ms)
-            .collect();
-        for ms in &row {
-            print!(" {ms:>11.1}");
+    for (ai, a) in allocators.iter().enumerate() {
+        if allocators.len() > 1 {
+            println!("allocator {a}:");
         }
-        if let (Some(b), Some(l)) = (base, las) {
-            print!(" {:>14.3}", row[l] / row[b]);
+        print!("{:>8}", "grid");
+        for p in &policies {
+            print!(" {:>11}", p.name());
+        }
+        if base.is_some() && las.is_some() {
+            print!(" {:>14}", "las/fifo-rr");
         }
         println!();
+        for (gi, &(n, m)) in grid.iter().enumerate() {
+            print!("{:>8}", format!("{n}x{m}"));
+            let row: Vec<f64> = (0..np)
+                .map(|pi| cells[(ai * np + pi) * grid.len() + gi].ms)
+                .collect();
+            for ms in &row {
+                print!(" {ms:>11.1}");
+            }
+            if let (Some(b), Some(l)) = (base, las) {
+                print!(" {:>14.3}", row[l] / row[b]);
+            }
+            println!();
+        }
+    }
+    let nf = allocators.iter().position(|&a| a == Allocator::Nearflow);
+    let sys = allocators.iter().position(|&a| a == Allocator::System);
+    if let (Some(nf), Some(sys)) = (nf, sys) {
+        println!("time with nearflow / time with system (LAS §6.4; below 1: nearflow faster):");
+        print!("{:>8}", "grid");
+        for p in &policies {
+            print!(" {:>11}", p.name());
+        }
+        println!();
+        for (gi, &(n, m)) in grid.iter().enumerate() {
+            print!("{:>8}", format!("{n}x{m}"));
+            for pi in 0..np {
+                let t = |ai: usize| cells[(ai * np + pi) * grid.len() + gi].ms;
+                print!(" {:>11.3}", t(nf) / t(sys));
+            }
+            println!();
+        }
     }
     println!("all results equal the sequential reference");
     Ok(cells)

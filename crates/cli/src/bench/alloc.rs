@@ -1,0 +1,270 @@
+//! `nearflow bench alloc`: the nearflow allocator (LAS paper §5) beside glibc, mimalloc and
+//! jemalloc. Each allocator is the global allocator of its own build of one program
+//! (`crates/allocbench`), so all run the same code; this command runs them side by side, one
+//! process per (allocator, pattern), interleaving the allocators, and prints time ratios and
+//! peak RSS.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::progress;
+
+/// The allocators, in table order.
+pub const ALLOCATORS: [&str; 4] = ["glibc", "mimalloc", "jemalloc", "nearflow"];
+const PATTERNS: [&str; 5] = ["latency", "larson", "xmalloc", "cache-scratch", "pipeline"];
+
+#[derive(Args, Debug, Clone)]
+pub struct AllocCmd {
+    /// Allocators (comma-separated): glibc, mimalloc, jemalloc, nearflow.
+    #[arg(long, default_value = "glibc,mimalloc,jemalloc,nearflow")]
+    pub allocators: String,
+    /// Patterns (comma-separated): latency, larson, xmalloc, cache-scratch, pipeline.
+    #[arg(long, default_value = "latency,larson,xmalloc,cache-scratch,pipeline")]
+    pub patterns: String,
+    /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Multiplies the operation counts (1.0 takes about a minute for everything here).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Directory of the allocbench-* programs (default: next to this executable).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Print one JSON document: {machine, measurements: [{allocator, pattern, size, ns_per_op,
+    /// peak_rss_bytes, …}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measurement, as the allocbench programs print it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct Measurement {
+    pub allocator: String,
+    pub pattern: String,
+    pub size: usize,
+    pub size_min: usize,
+    pub ns_per_op: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub threads: usize,
+    pub ops: u64,
+}
+
+fn list<'a>(s: &'a str, allowed: &[&str], what: &str) -> Result<Vec<&'a str>> {
+    let v: Vec<&str> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .collect();
+    if v.is_empty() {
+        bail!("--{what} is empty");
+    }
+    for x in &v {
+        if !allowed.contains(x) {
+            bail!(
+                "unknown {what} entry {x:?} (expected one of {})",
+                allowed.join(", ")
+            );
+        }
+    }
+    Ok(v)
+}
+
+fn program(dir: &std::path::Path, allocator: &str) -> Result<PathBuf> {
+    let p = dir.join(format!("allocbench-{allocator}"));
+    if !p.is_file() {
+        bail!(
+            "{} not found; build the benchmark programs with \
+             `cargo build --release -p nearflow-allocbench` (or pass --bin-dir)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// The CPU model and count of this machine, for the tables.
+pub fn host_label() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let nodes = nearflow_alloc::placement::nodes().len();
+    format!("{model}, {cpus} CPUs, {nodes} NUMA node(s)")
+}
+
+pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
+    let allocators = list(&cmd.allocators, &ALLOCATORS, "allocators")?;
+    let patterns = list(&cmd.patterns, &PATTERNS, "patterns")?;
+    if cmd.threads < 2 || !(cmd.scale > 0.0 && cmd.scale <= 1000.0) {
+        bail!("--threads must be at least 2 and --scale in (0, 1000]");
+    }
+    let dir = match &cmd.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()
+            .context("cannot locate this executable")?
+            .parent()
+            .context("the executable has no directory")?
+            .to_path_buf(),
+    };
+    let programs: Vec<(String, PathBuf)> = allocators
+        .iter()
+        .map(|a| Ok((a.to_string(), program(&dir, a)?)))
+        .collect::<Result<_>>()?;
+    let bar = progress((patterns.len() * programs.len()) as u64, "alloc", cmd.json);
+    let mut all = Vec::new();
+    for (pi, pattern) in patterns.iter().enumerate() {
+        // Rotate the order per pattern so no allocator always runs first (or last).
+        for k in 0..programs.len() {
+            let (name, path) = &programs[(k + pi) % programs.len()];
+            bar.set_message(format!("{pattern} on {name}"));
+            let out = Command::new(path)
+                .args(["--pattern", pattern])
+                .args(["--threads", &cmd.threads.to_string()])
+                .args(["--scale", &cmd.scale.to_string()])
+                .output()
+                .with_context(|| format!("cannot run {}", path.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "{} --pattern {pattern} failed ({}): {}",
+                    path.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            for line in String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+            {
+                let m: Measurement = serde_json::from_str(line)
+                    .with_context(|| format!("bad output from {}: {line}", path.display()))?;
+                all.push(m);
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let label = host_label();
+    if cmd.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "machine": label, "threads": cmd.threads, "scale": cmd.scale, "measurements": all
+            }))?
+        );
+        return Ok(all);
+    }
+    print_tables(&all, &allocators, &label, cmd.threads);
+    Ok(all)
+}
+
+fn size_label(n: usize) -> String {
+    if n >= 1024 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: usize) {
+    // (pattern, size) → allocator → measurement, in first-seen order of rows.
+    let mut rows: Vec<(String, usize)> = Vec::new();
+    let mut by: BTreeMap<(String, usize), BTreeMap<String, &Measurement>> = BTreeMap::new();
+    for m in all {
+        let key = (m.pattern.clone(), m.size_min);
+        if !by.contains_key(&key) {
+            rows.push(key.clone());
+        }
+        by.entry(key).or_default().insert(m.allocator.clone(), m);
+    }
+    let ratios = |r: &BTreeMap<String, &Measurement>| -> (String, String) {
+        let nf = r.get("nearflow").map(|m| m.ns_per_op);
+        let f = |other: &str| match (nf, r.get(other)) {
+            (Some(n), Some(o)) => format!("{:.2}", n / o.ns_per_op),
+            _ => "-".into(),
+        };
+        (f("glibc"), f("mimalloc"))
+    };
+    let best = |r: &BTreeMap<String, &Measurement>| -> String {
+        r.values()
+            .min_by(|a, b| a.ns_per_op.total_cmp(&b.ns_per_op))
+            .map_or("-".into(), |m| m.allocator.clone())
+    };
+    let single: Vec<_> = rows
+        .iter()
+        .filter(|(p, _)| p == "pair" || p == "batch64")
+        .collect();
+    if !single.is_empty() {
+        println!("allocation latency on {label}: ns per malloc+free, one thread, median of 3");
+        print!("{:>9} {:>8}", "size", "pattern");
+        for a in allocators {
+            print!(" {a:>9}");
+        }
+        println!(" {:>9} {:>12} {:>9}", "nf/glibc", "nf/mimalloc", "fastest");
+        for key in &single {
+            let r = &by[*key];
+            print!("{:>9} {:>8}", size_label(key.1), key.0);
+            for a in allocators {
+                match r.get(*a) {
+                    Some(m) => print!(" {:>9.1}", m.ns_per_op),
+                    None => print!(" {:>9}", "-"),
+                }
+            }
+            let (g, mi) = ratios(r);
+            println!(" {g:>9} {mi:>12} {:>9}", best(r));
+        }
+    }
+    let multi: Vec<_> = rows
+        .iter()
+        .filter(|(p, _)| p != "pair" && p != "batch64")
+        .collect();
+    if !multi.is_empty() {
+        if !single.is_empty() {
+            println!();
+        }
+        println!(
+            "multi-thread patterns on {label}: {threads} threads, blocks of 8–512 KiB; wall-clock \
+             ns per operation (pipeline: per packet) and peak RSS (MiB)"
+        );
+        print!("{:>14}", "pattern");
+        for a in allocators {
+            print!(" {a:>9}");
+        }
+        print!(
+            " {:>9} {:>12} {:>9} |",
+            "nf/glibc", "nf/mimalloc", "fastest"
+        );
+        for a in allocators {
+            print!(" {:>9}", format!("{a} MiB"));
+        }
+        println!();
+        for key in &multi {
+            let r = &by[*key];
+            print!("{:>14}", key.0);
+            for a in allocators {
+                match r.get(*a) {
+                    Some(m) => print!(" {:>9.1}", m.ns_per_op),
+                    None => print!(" {:>9}", "-"),
+                }
+            }
+            let (g, mi) = ratios(r);
+            print!(" {g:>9} {mi:>12} {:>9} |", best(r));
+            for a in allocators {
+                match r.get(*a).and_then(|m| m.peak_rss_bytes) {
+                    Some(b) => print!(" {:>9.1}", b as f64 / (1 << 20) as f64),
+                    None => print!(" {:>9}", "-"),
+                }
+            }
+            println!();
+        }
+    }
+}
