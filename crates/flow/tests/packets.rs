@@ -1,0 +1,97 @@
+//! The engine's packet buffers come from the runtime's allocator (LAS paper §5, §6.4): from the
+//! nearflow allocator when the runtime is built with it (the default), from the system
+//! allocator otherwise. This test program installs `nearflow_alloc::Nearflow` as its global
+//! allocator, as the `nearflow` binary does.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nearflow_flow::ops::Emitter;
+use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status};
+use nearflow_rt::{Allocator, Runtime};
+
+#[global_allocator]
+static A: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
+
+/// Forwards its input and counts packets by the allocator that made them.
+struct Probe {
+    ours: Arc<AtomicU64>,
+    system: Arc<AtomicU64>,
+    out: Emitter<u64>,
+}
+
+impl Operator for Probe {
+    fn inputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<u64>()]
+    }
+    fn outputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<u64>()]
+    }
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        while !io.blocked() {
+            match io.recv::<u64>(0) {
+                Some(p) => {
+                    let c = if nearflow_alloc::GLOBAL.owns(p.as_ptr().cast()) {
+                        &self.ours
+                    } else {
+                        &self.system
+                    };
+                    c.fetch_add(1, Ordering::Relaxed);
+                    p.into_iter().for_each(|x| self.out.push(io, x));
+                }
+                None if io.finished::<u64>(0) => {
+                    self.out.flush(io);
+                    return Ok(Status::Done);
+                }
+                None => return Ok(Status::Idle),
+            }
+        }
+        Ok(Status::Idle)
+    }
+}
+
+fn run(allocator: Allocator) -> (u64, u64) {
+    let machine =
+        nearflow_topo::from_synthetic("pack:1 l3:1(size=8MiB) l2:2(size=256KiB) core:1 pu:1")
+            .expect("a valid synthetic topology");
+    let rt = Runtime::builder(machine)
+        .allocator(allocator)
+        .build()
+        .unwrap();
+    assert_eq!(rt.allocator_in_effect(), allocator);
+    let (ours, system) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut b = PlanBuilder::for_runtime(&rt);
+    b.packet_bytes(64 << 10); // 8192 u64 per packet: in the 8–512 KiB range
+    let s = b.source(0..200_000u64);
+    let p = b.add(
+        "probe",
+        Probe {
+            ours: ours.clone(),
+            system: system.clone(),
+            out: Emitter::new(0),
+        },
+    );
+    b.connect(s.node(), 0, p, 0).unwrap();
+    let out = b.stream::<u64>(p, 0).unwrap();
+    let sink = b.collect(out);
+    let plan = b.build().unwrap();
+    let result = plan.submit(&rt).wait().unwrap();
+    let v = result.take(&sink);
+    assert_eq!(v.len(), 200_000);
+    assert_eq!(v.iter().sum::<u64>(), 199_999 * 200_000 / 2);
+    (ours.load(Ordering::Relaxed), system.load(Ordering::Relaxed))
+}
+
+#[test]
+fn packets_follow_the_runtime_allocator() {
+    let (ours, system) = run(Allocator::Nearflow);
+    assert!(
+        ours >= 24 && system == 0,
+        "nearflow runtime: {ours} ours, {system} system"
+    );
+    let (ours, system) = run(Allocator::System);
+    assert!(
+        ours == 0 && system >= 24,
+        "system runtime: {ours} ours, {system} system"
+    );
+}
