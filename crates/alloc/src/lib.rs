@@ -85,10 +85,9 @@
 //! ## What is not from the paper
 //!
 //! - Lazy formatting: blocks past `bump` are not linked until first handed out.
-//! - A local allocator keeps up to two empty superblocks; each node keeps at most
-//!   `cached_superblocks` released superblocks (default 64), more go back to the OS (§5.2
-//!   keeps them all). Every superblock is touched in full when mapped (§5.2), so these bounds
-//!   are resident memory.
+//! - A local allocator keeps up to two empty superblocks. Each node keeps every released
+//!   superblock, as §5.2 does, unless `cached_superblocks` bounds it. Every superblock is
+//!   touched in full when mapped (§5.2), so the peak stays resident.
 //! - Memory: each thread holds a superblock (10 MB, touched) for every block size it uses, so a
 //!   program that allocates many different sizes from many threads has a large resident set
 //!   (the paper's engine used "only a few sub-allocators"). `nearflow bench alloc` reports it.

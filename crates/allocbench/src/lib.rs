@@ -147,20 +147,20 @@ fn run(allocator: &str, o: &Opts) -> Vec<Measurement> {
     match o.pattern.as_str() {
         "latency" => latency(allocator, n(100_000.0)),
         "larson" => {
-            let steps = n(20_000.0);
+            let steps = n(100_000.0);
             let (ops, ns) = larson(o.threads, steps);
             vec![mt("larson", ops, ns)]
         }
         "xmalloc" => {
-            let (ops, ns) = xmalloc(o.threads, n(40_000.0));
+            let (ops, ns) = xmalloc(o.threads, n(200_000.0));
             vec![mt("xmalloc", ops, ns)]
         }
         "cache-scratch" => {
-            let (ops, ns) = cache_scratch(o.threads, n(20_000.0));
+            let (ops, ns) = cache_scratch(o.threads, n(100_000.0));
             vec![mt("cache-scratch", ops, ns)]
         }
         "pipeline" => {
-            let (ops, ns) = pipeline(o.threads, n(40_000.0));
+            let (ops, ns) = pipeline(o.threads, n(200_000.0));
             vec![mt("pipeline", ops, ns)]
         }
         _ => unreachable!("checked in parse"),

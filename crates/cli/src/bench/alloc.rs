@@ -29,7 +29,7 @@ pub struct AllocCmd {
     /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
-    /// Multiplies the operation counts (1.0 takes about a minute for everything here).
+    /// Multiplies the operation counts (1.0 takes about a minute on a 2-CPU machine).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// Directory of the allocbench-* programs (default: next to this executable).
