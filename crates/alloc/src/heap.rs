@@ -11,8 +11,9 @@
 //!
 //! Invariants (checked by [`Heap::is_valid`]): for each sub-allocator, `count` = length of
 //! `list`; every superblock in `list` has `owner == self` and `class == i`; it is in `pq` iff it
-//! has a free block; an owned allocator keeps at most `MAX_KEPT` empty superblocks in all
-//! (`empty_kept` of them, each flagged `kept`); an abandoned one keeps none once drained.
+//! has a free block; an owned allocator keeps at most `MAX_KEPT` empty superblocks in all, the
+//! most recently emptied (`kept_ring[..empty_kept]`, each flagged `kept`); an abandoned one
+//! keeps none once drained.
 
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -55,8 +56,10 @@ pub(crate) struct Heap {
     pub(crate) reclaim: Reclaim,
     /// Set by the exiting thread, cleared by the adopter: release empty superblocks at once.
     pub(crate) abandoned: bool,
-    /// Empty superblocks kept (`kept`), at most [`MAX_KEPT`].
+    /// Empty superblocks kept (`kept`), at most [`MAX_KEPT`]: `kept_ring[..empty_kept]`,
+    /// oldest first.
     pub(crate) empty_kept: u32,
+    pub(crate) kept_ring: [*mut Superblock; MAX_KEPT as usize],
     pub(crate) subs: [SubAllocator; MAX_CLASSES],
     pub(crate) pending: Pending<WORDS>,
     pub(crate) bins: [RecollectionBin; MAX_HEAPS],
@@ -85,8 +88,7 @@ impl Heap {
         // SAFETY: `sb` is a queued superblock of ours, so it has a free block.
         unsafe {
             if (*sb).kept {
-                (*sb).kept = false;
-                self.empty_kept -= 1;
+                self.unkeep(sb);
             }
             let b = (*sb).pop();
             if (*sb).free() == 0 {
@@ -150,14 +152,33 @@ impl Heap {
                 sub.pq.increased(sb);
             }
             if (*sb).used == 0 {
-                if self.abandoned || self.empty_kept >= MAX_KEPT {
+                if self.abandoned {
                     self.drop_superblock(a, sb);
                 } else {
+                    // Keep the most recently emptied ones: the oldest kept one goes to the node
+                    // (a thread that moved on to other sizes must not pin the budget).
+                    if self.empty_kept == MAX_KEPT {
+                        self.drop_superblock(a, self.kept_ring[0]);
+                    }
                     (*sb).kept = true;
+                    self.kept_ring[self.empty_kept as usize] = sb;
                     self.empty_kept += 1;
                 }
             }
         }
+    }
+
+    /// Removes a kept superblock from the ring (it is being used again, or given back).
+    unsafe fn unkeep(&mut self, sb: *mut Superblock) {
+        let n = self.empty_kept as usize;
+        let Some(i) = self.kept_ring[..n].iter().position(|&k| k == sb) else {
+            debug_assert!(false, "a kept superblock is in the ring");
+            return;
+        };
+        self.kept_ring.copy_within(i + 1..n, i);
+        self.empty_kept -= 1;
+        // SAFETY: `sb` is ours (the caller holds the allocator).
+        unsafe { (*sb).kept = false };
     }
 
     /// Unlinks an empty superblock and gives it to the node.
@@ -165,8 +186,7 @@ impl Heap {
         // SAFETY: `sb` is ours and empty; the caller holds the allocator.
         unsafe {
             if (*sb).kept {
-                (*sb).kept = false;
-                self.empty_kept -= 1;
+                self.unkeep(sb);
             }
             let sub = &mut self.subs[(*sb).class as usize];
             if (*sb).pq_index != NOT_QUEUED {
@@ -362,6 +382,11 @@ impl Heap {
             }
         }
         let max_empty = if self.abandoned { 0 } else { MAX_KEPT };
-        empty == self.empty_kept && empty <= max_empty
+        empty == self.empty_kept
+            && empty <= max_empty
+            && self.kept_ring[..self.empty_kept as usize]
+                .iter()
+                // SAFETY: ring members are our superblocks.
+                .all(|&k| unsafe { (*k).kept && (*k).used == 0 })
     }
 }

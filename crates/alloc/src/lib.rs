@@ -68,8 +68,9 @@
 //! thread's block pushes it into the owner's recollection bin for that pair and marks it pending;
 //! the owner drains its bins on its next allocation (one relaxed load when none are pending),
 //! and nearflow workers drain after each task ([`Allocator::collect`]). A superblock left empty
-//! goes back to its node's superblock allocator, except up to two per local allocator, kept so
-//! that a thread allocating and freeing one block does not fetch a superblock each time.
+//! goes back to its node's superblock allocator, except the two most recently emptied ones of
+//! each local allocator, kept so that a thread allocating and freeing one block does not fetch
+//! a superblock each time.
 //!
 //! ## Threads that exit
 //!
@@ -85,7 +86,7 @@
 //! ## What is not from the paper
 //!
 //! - Lazy formatting: blocks past `bump` are not linked until first handed out.
-//! - A local allocator keeps up to two empty superblocks. Each node keeps every released
+//! - A local allocator keeps its two most recently emptied superblocks. Each node keeps every released
 //!   superblock, as §5.2 does, unless `cached_superblocks` bounds it. Every superblock is
 //!   touched in full when mapped (§5.2), so the peak stays resident.
 //! - Memory: each thread holds a superblock (10 MB, touched) for every block size it uses, so a
