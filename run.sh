@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on embedded defaults: this machine's topology, a VWAP run on generated data, the
-# concurrent-plans comparison, then the queue study (load-balancing-queues.txt) at sizes
-# 128..2048. Installs what it needs first.
+# concurrent-plans comparison with the nearflow and the system allocator, the placement checks,
+# the allocator benchmark (latency, pipeline), then the queue study (load-balancing-queues.txt)
+# at sizes 128..2048. Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
-cargo build --release -q -p nearflow-cli
+cargo build --release -q -p nearflow-cli -p nearflow-allocbench
 exec target/release/nearflow demo "$@"

@@ -94,7 +94,7 @@ impl Heap {
             if (*sb).free() == 0 {
                 self.subs[class].pq.remove(sb);
             }
-            debug_assert!((*sb).used + (*sb).free() == (*sb).capacity);
+            debug_assert!((*sb).is_valid() && self.subs[class].pq.is_valid());
             b
         }
     }
@@ -151,6 +151,7 @@ impl Heap {
             } else if (*sb).pq_index != NOT_QUEUED {
                 sub.pq.increased(sb);
             }
+            debug_assert!((*sb).is_valid() && sub.pq.is_valid());
             if (*sb).used == 0 {
                 if self.abandoned {
                     self.drop_superblock(a, sb);

@@ -3,8 +3,10 @@
 //! `../shared/papers/las-scheduler-and-numa-allocator.txt` §5 (all of it), with §3.2's aims:
 //! speed with one thread and many, scaling, no false sharing, low fragmentation. This page is the
 //! map of the allocator (as mimalloc's `types.h` is of mimalloc): every structure, who may touch
-//! it, and what it counts. Debug builds check the counts on every operation; the full checkers
-//! (`*_is_valid`) run from the tests and [`Allocator::check_thread`].
+//! it, and what it counts. Debug builds run the checkers of the superblock and of its priority
+//! queue (`Superblock::is_valid`, `PrioQueue::is_valid`) on every allocation and free; the
+//! checker of a whole local allocator (`Heap::is_valid`) runs from the tests through
+//! [`Allocator::check_thread`] and [`Allocator::check_abandoned`].
 //!
 //! ```
 //! let a = &nearflow_alloc::GLOBAL;

@@ -7,7 +7,8 @@
 //!   never assertions);
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
-//!   run, the concurrent-plans comparison and the queue study, in about a minute.
+//!   run, the concurrent-plans comparison with both allocators, the placement checks, the
+//!   allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
 
 mod args;
 mod bench;
@@ -54,7 +55,8 @@ enum Command {
     #[command(subcommand)]
     Check(CheckCmd),
     /// The main job: this machine's topology, a small VWAP run, the concurrent-plans
-    /// comparison and the queue study, on embedded defaults.
+    /// comparison (both allocators), the placement checks, the allocator latency table and the
+    /// queue study, on embedded defaults.
     Demo {
         /// Where to write the queue study's CSV.
         #[arg(long, default_value = "results/queues.csv")]
@@ -125,12 +127,23 @@ fn run(cli: Cli) -> Result<()> {
                 topo: Default::default(),
                 grid: "1x1,2x2".into(),
                 policies: "bobox2011,fifo-rr,las,nls".into(),
-                allocators: "nearflow".into(),
+                allocators: "nearflow,system".into(),
                 rows: 10_000,
                 packet_bytes: None,
                 pinning: nearflow_rt::Pinning::Group,
                 reps: 3,
                 csv: Some(csv.with_file_name("plans.csv")),
+                json: false,
+            })?;
+            println!();
+            check_cmd::placement(&check_cmd::PlacementCmd { json: false })?;
+            println!();
+            bench::alloc::run(&bench::alloc::AllocCmd {
+                allocators: "glibc,mimalloc,jemalloc,nearflow".into(),
+                patterns: "latency,pipeline".into(),
+                threads: 4,
+                scale: 0.3,
+                bin_dir: None,
                 json: false,
             })?;
             println!();
