@@ -13,10 +13,12 @@ lib=$PWD/target/preload/libnearflow_malloc.so
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# A few block sizes per thread: each size a thread uses holds a 10 MB superblock (§5), so a
+# script spreading buffers over all 62 sizes from 8 threads would hold gigabytes.
 py='
 import threading, hashlib, json
 def work(i, out):
-    bufs = [bytearray(8192 + 997 * k) for k in range(300)]
+    bufs = [bytearray((8192, 20000, 65536, 300000)[k % 4] + k) for k in range(300)]
     for k, b in enumerate(bufs):
         b[0] = k % 251
     out[i] = sum(b[0] for b in bufs) + len(json.dumps(list(range(20000 + i))))
@@ -31,6 +33,10 @@ got=$(NEARFLOW_MALLOC_STATS=1 LD_PRELOAD="$lib" python3 -c "$py" 2>"$tmp/stats")
 grep -q "nearflow-malloc: [1-9][0-9]* superblocks" "$tmp/stats" \
   || { echo "preload: python3 did not allocate from the library:" >&2; cat "$tmp/stats" >&2; exit 1; }
 echo "preload: python3 (8 threads, 8–300 KiB buffers): same output; $(tail -1 "$tmp/stats")"
+got=$(NEARFLOW_SUPERBLOCK_KB=2048 NEARFLOW_MALLOC_STATS=1 LD_PRELOAD="$lib" python3 -c "$py" 2>"$tmp/stats")
+[ "$got" = "$want" ] || { echo "preload: python3 output differs with 2 MiB superblocks" >&2; exit 1; }
+grep -q " MiB mapped" "$tmp/stats" || { cat "$tmp/stats" >&2; exit 1; }
+echo "preload: the same with NEARFLOW_SUPERBLOCK_KB=2048: $(tail -1 "$tmp/stats")"
 
 ls -R /usr > "$tmp/ls.want" 2>/dev/null || true
 LD_PRELOAD="$lib" ls -R /usr > "$tmp/ls.got" 2>/dev/null || true

@@ -102,7 +102,7 @@ impl Heap {
     /// A new superblock for `class` from this node's superblock allocator, formatted and queued.
     unsafe fn add_superblock(&mut self, a: &Allocator, class: usize) -> *mut Superblock {
         let node = self.node.load(Ordering::Relaxed) as usize;
-        let Ok(sb) = a.nodes[node].obtain(a, node, a.cfg.superblock_size, Placement::FirstTouch)
+        let Ok(sb) = a.nodes[node].obtain(a, node, a.superblock_size(), Placement::FirstTouch)
         else {
             return ptr::null_mut();
         };

@@ -2,7 +2,7 @@
 //! allocators) and the entry points that route a request by size (§5).
 
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::config::{round_up, Config, ConfigError, SizeClasses, CACHE_LINE};
 use crate::heap::{Heap, MAX_HEAPS};
@@ -39,7 +39,44 @@ pub struct Allocator {
     /// Local allocators by id; id 0 is never used (it names "a thread without one" in bins).
     heaps: [AtomicPtr<Heap>; MAX_HEAPS],
     next_id: AtomicU32,
+    /// The superblock size in use; 0 until the first superblock (see `superblock_size`).
+    sb_size: AtomicUsize,
     pub(crate) stats: Counters,
+}
+
+/// Reads `NEARFLOW_SUPERBLOCK_KB` without allocating. None when unset or unusable (then a
+/// one-line warning goes to stderr).
+fn superblock_size_from_env(cfg: &Config) -> Option<usize> {
+    // SAFETY: getenv with a NUL-terminated name; the result is read up to its NUL.
+    let p = unsafe { libc::getenv(c"NEARFLOW_SUPERBLOCK_KB".as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returns a NUL-terminated string.
+    let bytes = unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes();
+    let mut kb: usize = 0;
+    let mut ok = !bytes.is_empty();
+    for &b in bytes {
+        ok &= b.is_ascii_digit();
+        kb = kb
+            .saturating_mul(10)
+            .saturating_add(b.wrapping_sub(b'0') as usize);
+    }
+    let size = kb.saturating_mul(1024);
+    if ok
+        && (Config {
+            superblock_size: size,
+            ..*cfg
+        })
+        .classes()
+        .is_ok()
+    {
+        return Some(size);
+    }
+    let msg = b"nearflow-alloc: NEARFLOW_SUPERBLOCK_KB must be a multiple of 4 holding two of the largest blocks (at least 1028 for the defaults); using 10240\n";
+    // SAFETY: writes a static message to stderr.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    None
 }
 
 impl Allocator {
@@ -51,6 +88,7 @@ impl Allocator {
             nodes: [const { SuperblockAllocator::new() }; MAX_NODES],
             heaps: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_HEAPS],
             next_id: AtomicU32::new(1),
+            sb_size: AtomicUsize::new(0),
             stats: Counters::new(),
         }
     }
@@ -73,6 +111,25 @@ impl Allocator {
         } else {
             self.classes.class_of(size)
         }
+    }
+
+    /// The superblock size in use: the setting, except that [`crate::GLOBAL`] (and so the
+    /// `LD_PRELOAD` library) takes `NEARFLOW_SUPERBLOCK_KB` from the environment when it is set
+    /// and usable, read once, at the first superblock.
+    pub fn superblock_size(&self) -> usize {
+        // Relaxed: every thread that resolves it computes the same value.
+        let s = self.sb_size.load(Ordering::Relaxed);
+        if s != 0 {
+            return s;
+        }
+        let s = if ptr::eq(self, &crate::GLOBAL) {
+            superblock_size_from_env(&self.cfg).unwrap_or(self.cfg.superblock_size)
+        } else {
+            self.cfg.superblock_size
+        };
+        // Relaxed: as above.
+        self.sb_size.store(s, Ordering::Relaxed);
+        s
     }
 
     /// The settings.

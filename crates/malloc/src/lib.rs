@@ -20,6 +20,11 @@
 //! - `free` and `realloc` accept glibc's blocks too (made before the library was loaded, or by
 //!   glibc-internal calls such as `valloc`): the allocator's address map tells them apart.
 //! - Load it with `LD_PRELOAD` (static TLS), not with `dlopen`.
+//!
+//! Environment: `NEARFLOW_MALLOC_STATS=1` prints the allocator's counters at exit;
+//! `NEARFLOW_SUPERBLOCK_KB=n` sets the superblock size (default 10240, §5.2). Each thread holds
+//! one superblock, touched in full, per block size it uses: smaller superblocks mean a smaller
+//! resident set for programs that use many sizes from many threads.
 
 use core::ffi::c_void;
 
