@@ -23,7 +23,7 @@
 //!
 //! | request          | served by                                                      |
 //! |------------------|----------------------------------------------------------------|
-//! | < 8 KiB          | the system allocator (`sys.rs`: glibc's `__libc_malloc`)       |
+//! | < 8 KiB          | the system allocator (`sys.rs`: C `malloc`; `__libc_malloc` in the `LD_PRELOAD` library) |
 //! | 8 KiB … 512 KiB  | the calling thread's local allocator (`heap.rs`)               |
 //! | > 512 KiB        | its own mapping from the OS (`Kind::Large`)                    |
 //!

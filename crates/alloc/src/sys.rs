@@ -1,42 +1,63 @@
 //! The system allocator, for requests below the sub-allocators' range (§5: "Smaller blocks were
 //! allocated by standard libc allocator") and for threads that have no local allocator.
 //!
-//! On glibc this calls `__libc_malloc` and its siblings, the names glibc exports for its own
-//! allocator, so that the same code works inside the `LD_PRELOAD` library (where `malloc` is our
-//! own) and in a Rust program. Under Miri it calls `std::alloc::System`, with a small header that
-//! remembers the layout.
+//! In a Rust program this calls the C library's `malloc` family by their public names, so a
+//! sanitizer or another preloaded allocator sees every block. With the `preload` feature (the
+//! `LD_PRELOAD` library, where `malloc` is our own) it calls `__libc_malloc` and its siblings,
+//! the names glibc exports for its own allocator. Under Miri it calls `std::alloc::System`, with
+//! a small header that remembers the layout.
 
 #[cfg(not(miri))]
 mod imp {
     use core::ffi::c_void;
 
+    #[cfg(feature = "preload")]
     extern "C" {
-        fn __libc_malloc(size: usize) -> *mut c_void;
-        fn __libc_calloc(n: usize, size: usize) -> *mut c_void;
-        fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void;
-        fn __libc_free(p: *mut c_void);
-        fn __libc_memalign(align: usize, size: usize) -> *mut c_void;
+        #[link_name = "__libc_malloc"]
+        fn c_malloc(size: usize) -> *mut c_void;
+        #[link_name = "__libc_calloc"]
+        fn c_calloc(n: usize, size: usize) -> *mut c_void;
+        #[link_name = "__libc_realloc"]
+        fn c_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+        #[link_name = "__libc_free"]
+        fn c_free(p: *mut c_void);
+        #[link_name = "__libc_memalign"]
+        fn c_memalign(align: usize, size: usize) -> *mut c_void;
+    }
+
+    #[cfg(not(feature = "preload"))]
+    extern "C" {
+        #[link_name = "malloc"]
+        fn c_malloc(size: usize) -> *mut c_void;
+        #[link_name = "calloc"]
+        fn c_calloc(n: usize, size: usize) -> *mut c_void;
+        #[link_name = "realloc"]
+        fn c_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+        #[link_name = "free"]
+        fn c_free(p: *mut c_void);
+        #[link_name = "memalign"]
+        fn c_memalign(align: usize, size: usize) -> *mut c_void;
     }
 
     /// `malloc` of the C library's allocator.
     #[inline]
     pub fn malloc(size: usize) -> *mut u8 {
         // SAFETY: plain C allocation; a null result is passed on.
-        unsafe { __libc_malloc(size).cast() }
+        unsafe { c_malloc(size).cast() }
     }
 
     /// `calloc` of the C library's allocator.
     #[inline]
     pub fn calloc(n: usize, size: usize) -> *mut u8 {
         // SAFETY: plain C allocation; a null result is passed on.
-        unsafe { __libc_calloc(n, size).cast() }
+        unsafe { c_calloc(n, size).cast() }
     }
 
     /// `memalign` of the C library's allocator (`align` a power of two).
     #[inline]
     pub fn memalign(align: usize, size: usize) -> *mut u8 {
         // SAFETY: plain C allocation; a null result is passed on.
-        unsafe { __libc_memalign(align, size).cast() }
+        unsafe { c_memalign(align, size).cast() }
     }
 
     /// `realloc` of the C library's allocator.
@@ -46,7 +67,7 @@ mod imp {
     #[inline]
     pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
         // SAFETY: by the caller's contract.
-        unsafe { __libc_realloc(p.cast(), size).cast() }
+        unsafe { c_realloc(p.cast(), size).cast() }
     }
 
     /// `malloc_usable_size` of the C library's allocator, found with `dlsym(RTLD_NEXT)` on
@@ -54,6 +75,17 @@ mod imp {
     ///
     /// # Safety
     /// `p` is a live block of the C library's allocator.
+    #[cfg(not(feature = "preload"))]
+    pub unsafe fn usable_size(p: *mut u8) -> usize {
+        // SAFETY: by the caller's contract.
+        unsafe { libc::malloc_usable_size(p.cast()) }
+    }
+
+    /// As above, inside the `LD_PRELOAD` library.
+    ///
+    /// # Safety
+    /// `p` is a live block of the C library's allocator.
+    #[cfg(feature = "preload")]
     pub unsafe fn usable_size(p: *mut u8) -> usize {
         use core::sync::atomic::{AtomicUsize, Ordering};
         type F = unsafe extern "C" fn(*mut c_void) -> usize;
@@ -84,7 +116,7 @@ mod imp {
     #[inline]
     pub unsafe fn free(p: *mut u8) {
         // SAFETY: by the caller's contract.
-        unsafe { __libc_free(p.cast()) }
+        unsafe { c_free(p.cast()) }
     }
 }
 

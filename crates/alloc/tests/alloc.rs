@@ -79,7 +79,11 @@ fn routes_by_size_and_keeps_alignment() {
         a.alloc_aligned(100, 3).is_null(),
         "alignment must be a power of two"
     );
-    assert_eq!(a.superblock_size(), 10 << 20, "only GLOBAL reads the environment");
+    assert_eq!(
+        a.superblock_size(),
+        10 << 20,
+        "only GLOBAL reads the environment"
+    );
     assert!(a.check_thread());
 }
 
