@@ -31,10 +31,10 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// One measurement.
-#[derive(Debug, Serialize)]
+/// One measurement (printed by the programs, read back by `nearflow bench alloc`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct Measurement {
     pub allocator: String,
     pub pattern: String,

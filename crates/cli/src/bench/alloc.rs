@@ -10,13 +10,13 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde::{Deserialize, Serialize};
+pub use nearflow_allocbench::Measurement;
+use nearflow_allocbench::MT_PATTERNS;
 
 use super::progress;
 
 /// The allocators, in table order.
 pub const ALLOCATORS: [&str; 4] = ["glibc", "mimalloc", "jemalloc", "nearflow"];
-const PATTERNS: [&str; 5] = ["latency", "larson", "xmalloc", "cache-scratch", "pipeline"];
 
 #[derive(Args, Debug, Clone)]
 pub struct AllocCmd {
@@ -39,19 +39,6 @@ pub struct AllocCmd {
     /// peak_rss_bytes, …}]}.
     #[arg(long)]
     pub json: bool,
-}
-
-/// One measurement, as the allocbench programs print it.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct Measurement {
-    pub allocator: String,
-    pub pattern: String,
-    pub size: usize,
-    pub size_min: usize,
-    pub ns_per_op: f64,
-    pub peak_rss_bytes: Option<u64>,
-    pub threads: usize,
-    pub ops: u64,
 }
 
 fn list<'a>(s: &'a str, allowed: &[&str], what: &str) -> Result<Vec<&'a str>> {
@@ -104,7 +91,8 @@ pub fn host_label() -> String {
 
 pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
     let allocators = list(&cmd.allocators, &ALLOCATORS, "allocators")?;
-    let patterns = list(&cmd.patterns, &PATTERNS, "patterns")?;
+    let known: Vec<&str> = std::iter::once("latency").chain(MT_PATTERNS).collect();
+    let patterns = list(&cmd.patterns, &known, "patterns")?;
     if cmd.threads < 2 || !(cmd.scale > 0.0 && cmd.scale <= 1000.0) {
         bail!("--threads must be at least 2 and --scale in (0, 1000]");
     }
