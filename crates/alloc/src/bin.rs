@@ -238,6 +238,15 @@ mod loom_tests {
     }
 
     impl Owner {
+        fn new() -> Arc<Owner> {
+            Arc::new(Owner {
+                bins: [RecollectionBin::new(), RecollectionBin::new()],
+                pending: Pending::new(),
+                reclaim: Reclaim::new(OWNED),
+                drained: AtomicUsize::new(0),
+            })
+        }
+
         fn drain_all(&self) {
             self.pending.drain(|i| {
                 let mut l = self.bins[i].take();
@@ -279,12 +288,7 @@ mod loom_tests {
     #[test]
     fn loom_no_block_left_in_a_dead_owners_bin() {
         loom::model(|| {
-            let o = Arc::new(Owner {
-                bins: [RecollectionBin::new(), RecollectionBin::new()],
-                pending: Pending::new(),
-                reclaim: Reclaim::new(OWNED),
-                drained: AtomicUsize::new(0),
-            });
+            let o = Owner::new();
             let freers: Vec<_> = (0..2)
                 .map(|f| {
                     let o = o.clone();
@@ -314,12 +318,7 @@ mod loom_tests {
     #[test]
     fn loom_live_owner_finds_every_mark() {
         loom::model(|| {
-            let o = Arc::new(Owner {
-                bins: [RecollectionBin::new(), RecollectionBin::new()],
-                pending: Pending::new(),
-                reclaim: Reclaim::new(OWNED),
-                drained: AtomicUsize::new(0),
-            });
+            let o = Owner::new();
             let o2 = o.clone();
             let t = thread::spawn(move || {
                 o2.foreign_free(0);
