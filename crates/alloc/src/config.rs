@@ -25,6 +25,16 @@ pub struct Config {
     /// Released superblocks each node's superblock allocator keeps in its LIFO stack; more are
     /// given back to the OS. `usize::MAX` keeps all of them, as §5.2 does.
     pub cached_superblocks: usize,
+    /// Largest block of the large tier (our extension of §5, `large.rs`): blocks above
+    /// `max_block` and up to this are cached per thread and per node and reused without a system
+    /// call; larger ones are mapped and unmapped each time. `max_block` turns the tier off.
+    pub large_max: usize,
+    /// Bytes of empty superblocks and cached large blocks each node keeps backed by memory; the
+    /// pages of those beyond it are given back to the OS (`MADV_DONTNEED`) once they have been
+    /// unused for `purge_delay_ms` (mimalloc's purge delay is the model).
+    pub node_reserve_bytes: usize,
+    /// See `node_reserve_bytes`. `u32::MAX` never purges.
+    pub purge_delay_ms: u32,
 }
 
 impl Config {
@@ -33,12 +43,19 @@ impl Config {
     /// to the OS. A bound makes threads that use many block sizes map and touch fresh superblocks
     /// over and over: with 4 per node the multi-thread benchmarks ran 10–100× slower, with 64
     /// `xmalloc` still 5× slower.
+    ///
+    /// Beyond the paper: the large tier up to 64 MiB (`large.rs`), and the pages of what a node
+    /// keeps beyond 64 MiB are purged after 10 ms unused (mimalloc's default delay), so the
+    /// resident set follows the live data, not the peak.
     pub const DEFAULT: Config = Config {
         min_block: 8 << 10,
         max_block: 512 << 10,
         growth_permille: 1070,
         superblock_size: 10 << 20,
         cached_superblocks: usize::MAX,
+        large_max: 64 << 20,
+        node_reserve_bytes: 64 << 20,
+        purge_delay_ms: 10,
     };
 
     /// Checks the settings and computes the block sizes.
@@ -69,6 +86,14 @@ impl Config {
                 need: 0,
             });
         }
+        if self.large_max < self.max_block {
+            return Err(ConfigError::LargeMax {
+                large_max: self.large_max,
+                max_block: self.max_block,
+            });
+        }
+        crate::large::LargeClasses::new(self.max_block, self.large_max)
+            .ok_or(ConfigError::TooManyClasses)?;
         SizeClasses::new(self.min_block, self.max_block, self.growth_permille)
     }
 }
@@ -96,7 +121,15 @@ pub enum ConfigError {
     /// The growth factor must be above 1.
     #[error("growth {0}‰ must be above 1000‰")]
     Growth(u32),
-    /// Too many sub-allocators.
+    /// The large tier must start where the sub-allocators end.
+    #[error("large_max {large_max} is below max_block {max_block}")]
+    LargeMax {
+        /// Largest block of the large tier.
+        large_max: usize,
+        /// Largest block of the sub-allocators.
+        max_block: usize,
+    },
+    /// Too many sub-allocators (or large classes).
     #[error("the range needs more than {MAX_CLASSES} sub-allocators; raise the growth factor")]
     TooManyClasses,
     /// The superblock is not a multiple of the page or cannot hold two of the largest blocks.

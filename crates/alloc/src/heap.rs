@@ -20,6 +20,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bin::{Link, Pending, Reclaim, RecollectionBin, ABANDONED, CLAIMED, OWNED};
 use crate::config::MAX_CLASSES;
+use crate::large::ThreadCache;
 use crate::node::Placement;
 use crate::pq::PrioQueue;
 use crate::superblock::{Superblock, NOT_QUEUED};
@@ -32,9 +33,15 @@ pub const MAX_HEAPS: usize = 1024;
 const WORDS: usize = MAX_HEAPS / 64;
 
 /// Empty superblocks a local allocator keeps instead of giving them back to the node, so that a
-/// thread that allocates and frees one block does not fetch a superblock each time. Bounded over
-/// all sub-allocators: each superblock is 10 MB of touched memory.
-pub(crate) const MAX_KEPT: u32 = 2;
+/// thread that allocates and frees blocks of many sizes does not fetch a superblock each time
+/// (with 2, the multi-thread benchmarks spent a fifth of their time taking superblocks from the
+/// node and faulting their pages in again). Bounded over all sub-allocators, in number and in
+/// the bytes they have had touched ([`KEPT_BYTES`]): superblocks are not touched in full, so a
+/// kept one pins only what its blocks used.
+pub(crate) const MAX_KEPT: u32 = 32;
+
+/// Bytes of touched pages the kept superblocks of one local allocator may hold.
+pub(crate) const KEPT_BYTES: usize = 32 << 20;
 
 /// One sub-allocator Si (§5.1).
 #[repr(C)]
@@ -60,7 +67,11 @@ pub(crate) struct Heap {
     /// oldest first.
     pub(crate) empty_kept: u32,
     pub(crate) kept_ring: [*mut Superblock; MAX_KEPT as usize],
+    /// Touched bytes of the kept superblocks (their `touched`), at most [`KEPT_BYTES`].
+    pub(crate) kept_bytes: usize,
     pub(crate) subs: [SubAllocator; MAX_CLASSES],
+    /// Large blocks kept by this thread (`large.rs`).
+    pub(crate) large: ThreadCache,
     pub(crate) pending: Pending<WORDS>,
     pub(crate) bins: [RecollectionBin; MAX_HEAPS],
 }
@@ -156,14 +167,24 @@ impl Heap {
                 if self.abandoned {
                     self.drop_superblock(a, sb);
                 } else {
-                    // Keep the most recently emptied ones: the oldest kept one goes to the node
+                    // Keep the most recently emptied ones: the oldest kept ones go to the node
                     // (a thread that moved on to other sizes must not pin the budget).
-                    if self.empty_kept == MAX_KEPT {
+                    let touched = (*sb).bump as usize * (*sb).block_size as usize;
+                    (*sb).touched = (*sb).touched.max(touched);
+                    while self.empty_kept > 0
+                        && (self.empty_kept == MAX_KEPT
+                            || self.kept_bytes + (*sb).touched > KEPT_BYTES)
+                    {
                         self.drop_superblock(a, self.kept_ring[0]);
+                    }
+                    if (*sb).touched > KEPT_BYTES {
+                        self.drop_superblock(a, sb);
+                        return;
                     }
                     (*sb).kept = true;
                     self.kept_ring[self.empty_kept as usize] = sb;
                     self.empty_kept += 1;
+                    self.kept_bytes += (*sb).touched;
                 }
             }
         }
@@ -179,7 +200,10 @@ impl Heap {
         self.kept_ring.copy_within(i + 1..n, i);
         self.empty_kept -= 1;
         // SAFETY: `sb` is ours (the caller holds the allocator).
-        unsafe { (*sb).kept = false };
+        unsafe {
+            (*sb).kept = false;
+            self.kept_bytes -= (*sb).touched;
+        }
     }
 
     /// Unlinks an empty superblock and gives it to the node.
@@ -282,6 +306,14 @@ impl Heap {
         // SAFETY: we own it.
         unsafe { self.collect(a) };
         self.abandoned = true;
+        // Large blocks go back to their nodes' caches.
+        self.large.drain(|c, sb| {
+            // SAFETY: a kept large block, live and ours alone.
+            unsafe {
+                let node = (*sb).node as usize % crate::node::MAX_NODES;
+                a.nodes[node].put_large(a, c, NonNull::new_unchecked(sb));
+            }
+        });
         for class in 0..a.classes.len() {
             let mut sb = self.subs[class].list;
             while !sb.is_null() {
@@ -383,7 +415,12 @@ impl Heap {
             }
         }
         let max_empty = if self.abandoned { 0 } else { MAX_KEPT };
-        empty == self.empty_kept
+        let kept = &self.kept_ring[..self.empty_kept as usize];
+        // SAFETY: ring members are our superblocks.
+        let kept_bytes: usize = kept.iter().map(|&k| unsafe { (*k).touched }).sum();
+        kept_bytes == self.kept_bytes
+            && kept_bytes <= KEPT_BYTES
+            && empty == self.empty_kept
             && empty <= max_empty
             && self.kept_ring[..self.empty_kept as usize]
                 .iter()

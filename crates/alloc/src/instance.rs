@@ -6,6 +6,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::config::{round_up, Config, ConfigError, SizeClasses, CACHE_LINE};
 use crate::heap::{Heap, MAX_HEAPS};
+use crate::large::{LargeClasses, NO_CLASS};
 use crate::map::AddrMap;
 use crate::node::{self, Placement, SuperblockAllocator, MAX_NODES};
 use crate::os::{self, OsError, GRANULE, PAGE};
@@ -34,6 +35,7 @@ pub enum AllocError {
 pub struct Allocator {
     pub(crate) cfg: Config,
     pub(crate) classes: SizeClasses,
+    pub(crate) large: LargeClasses,
     pub(crate) map: AddrMap,
     pub(crate) nodes: [SuperblockAllocator; MAX_NODES],
     /// Local allocators by id; id 0 is never used (it names "a thread without one" in bins).
@@ -81,9 +83,14 @@ fn superblock_size_from_env(cfg: &Config) -> Option<usize> {
 
 impl Allocator {
     pub(crate) const fn build(cfg: Config, classes: SizeClasses) -> Self {
+        let large = match LargeClasses::new(cfg.max_block, cfg.large_max) {
+            Some(l) => l,
+            None => panic!("the settings were checked by `Config::classes`"),
+        };
         Allocator {
             cfg,
             classes,
+            large,
             map: AddrMap::new(),
             nodes: [const { SuperblockAllocator::new() }; MAX_NODES],
             heaps: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_HEAPS],
@@ -182,6 +189,11 @@ impl Allocator {
         if align > GRANULE {
             return sys::memalign(align, size);
         }
+        if align <= HEADER {
+            if let Some(c) = self.large.class_of(size) {
+                return self.alloc_large_cached(c);
+            }
+        }
         let offset = HEADER.max(align);
         let Some(len) = size.checked_add(offset + PAGE - 1).map(|n| n & !(PAGE - 1)) else {
             return ptr::null_mut();
@@ -195,6 +207,7 @@ impl Allocator {
             false,
         ) {
             Ok(sb) => {
+                stats::count(&self.stats.large_mapped, 1);
                 // SAFETY: a fresh header of ours.
                 unsafe {
                     (*sb.as_ptr()).offset = offset;
@@ -204,6 +217,74 @@ impl Allocator {
             }
             Err(_) => ptr::null_mut(),
         }
+    }
+
+    /// A block of large class `c` (`large.rs`): from the thread's cache, else its node's, else
+    /// a new mapping on its node.
+    fn alloc_large_cached(&self, c: usize) -> *mut u8 {
+        let heap = thread::heap(self);
+        let node = match heap {
+            // SAFETY: this thread holds its local allocator; `node` is atomic.
+            Some(h) => unsafe {
+                if let Some(sb) = (*h.as_ptr()).large.take(c) {
+                    return self.hand_out_large(sb);
+                }
+                (*h.as_ptr()).node.load(Ordering::Relaxed) as usize
+            },
+            None => os::current_node(),
+        } % MAX_NODES;
+        if let Some(sb) = self.nodes[node].take_large(self, c) {
+            return self.hand_out_large(sb.as_ptr());
+        }
+        let len = HEADER + self.large.size(c);
+        match node::fresh(self, node, len, Placement::FirstTouch, Kind::Large, false) {
+            Ok(sb) => {
+                // SAFETY: a fresh header of ours.
+                unsafe {
+                    (*sb.as_ptr()).offset = HEADER;
+                    (*sb.as_ptr()).large_class = c as u32;
+                }
+                stats::count(&self.stats.large_mapped, 1);
+                self.hand_out_large(sb.as_ptr())
+            }
+            Err(_) => ptr::null_mut(),
+        }
+    }
+
+    #[inline]
+    fn hand_out_large(&self, sb: *mut Superblock) -> *mut u8 {
+        stats::count(&self.stats.large_live, 1);
+        // SAFETY: a live large mapping, ours alone; the block starts at `offset`.
+        unsafe { (*sb).base.add((*sb).offset) }
+    }
+
+    /// Frees a large block: into the freeing thread's cache when it is of the thread's node and
+    /// cacheable, else into its node's cache, else (not cacheable) back to the OS.
+    ///
+    /// # Safety
+    /// `sb` is a live large mapping whose block is given up.
+    unsafe fn free_large(&self, sb: *mut Superblock) {
+        stats::uncount(&self.stats.large_live, 1);
+        // SAFETY: by the caller's contract.
+        let (c, node) = unsafe { ((*sb).large_class, (*sb).node as usize % MAX_NODES) };
+        if c == NO_CLASS {
+            // SAFETY: by the caller's contract.
+            unsafe { node::destroy(self, NonNull::new_unchecked(sb)) };
+            return;
+        }
+        if let Some(h) = thread::current_heap(self) {
+            // SAFETY: this thread holds its local allocator.
+            unsafe {
+                let h = &mut *h.as_ptr();
+                if h.node.load(Ordering::Relaxed) as usize % MAX_NODES == node
+                    && h.large.put(c as usize, sb)
+                {
+                    return;
+                }
+            }
+        }
+        // SAFETY: by the caller's contract.
+        unsafe { self.nodes[node].put_large(self, c as usize, NonNull::new_unchecked(sb)) };
     }
 
     /// Allocates `size` bytes whose pages are on NUMA node `node` (mbind, then touched by the
@@ -261,8 +342,7 @@ impl Allocator {
         // blocks is handed out.
         unsafe {
             if (*sb).kind == Kind::Large {
-                stats::uncount(&self.stats.large_live, 1);
-                node::destroy(self, NonNull::new_unchecked(sb));
+                self.free_large(sb);
                 return;
             }
             let owner = (*sb).owner;
@@ -440,6 +520,9 @@ impl Allocator {
             heaps_adopted: ld(&c.heaps_adopted),
             heaps_abandoned: ld(&c.heaps_abandoned),
             reclaims: ld(&c.reclaims),
+            purges: ld(&c.purges),
+            large_mapped: ld(&c.large_mapped),
+            large_cached: self.nodes.iter().map(|n| n.cached_large()).sum(),
             superblocks_cached: self.nodes.iter().map(|n| n.cached()).sum(),
             ..Stats::default()
         };
@@ -452,6 +535,14 @@ impl Allocator {
             }
         }
         s
+    }
+
+    /// Gives the pages of what the nodes keep beyond their reserve, unused for the purge delay,
+    /// back to the OS now (it otherwise happens as the nodes are used; see `Config`).
+    pub fn purge(&self) {
+        for n in &self.nodes {
+            n.sweep_now(self);
+        }
     }
 
     /// The registry's pointer to local allocator `id` (the one `owner` fields hold).
@@ -523,7 +614,9 @@ impl Allocator {
         // SAFETY: live header.
         let node = unsafe { (*sb.as_ptr()).node } as usize % MAX_NODES;
         // SAFETY: by the caller's contract.
-        if let Some(extra) = unsafe { self.nodes[node].release(sb, self.cfg.cached_superblocks) } {
+        if let Some(extra) =
+            unsafe { self.nodes[node].release(self, sb, self.cfg.cached_superblocks) }
+        {
             // SAFETY: nobody holds it.
             unsafe { node::destroy(self, extra) };
         }

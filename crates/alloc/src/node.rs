@@ -1,38 +1,144 @@
-//! The superblock allocator of one NUMA node (§5.2): superblocks from the OS, touched by the
-//! allocating thread so that first-touch backs them on its node; one lock per node; released
-//! superblocks kept in a LIFO stack and handed out again first (most recently used first, for
-//! the caches and the TLB). The stack holds at most `cached_superblocks`; beyond, a released
-//! superblock goes back to the OS.
+//! The superblock allocator of one NUMA node (§5.2): superblocks from the OS, backed on the node
+//! of the thread that first writes them (first touch); one lock per node; released superblocks
+//! kept in a LIFO stack and handed out again first (most recently used first, for the caches and
+//! the TLB). The stack holds at most `cached_superblocks`; beyond, a released superblock goes
+//! back to the OS. The same lock guards the node's cache of large blocks (`large.rs`), one LIFO
+//! stack per large class.
 //!
-//! Invariant: every superblock in the stack has `owner == null`, `pq_index == NOT_QUEUED`, is
-//! in the address map and is backed on this node; `len == count(stack)`.
+//! **Resident memory** (our extension of §5.2, which touches a superblock in full when it is
+//! mapped and keeps every released one): a new superblock is not touched here; its pages are
+//! backed when its blocks are first written, by the thread that owns it, on that thread's node.
+//! And what the node keeps beyond `Config::node_reserve_bytes` (the most recently released
+//! first: superblocks, then large blocks by class) is *purged* once unused for
+//! `Config::purge_delay_ms`: its pages go back to the OS (`MADV_DONTNEED`), the mapping stays in
+//! the stack for reuse (a reused purged superblock is backed again page by page, by first touch).
+//! The node looks for what to purge when it is used (a release or an obtain), at most every
+//! half delay, as mimalloc purges on later allocator calls; a process that stops allocating
+//! keeps what it had until it allocates again.
+//!
+//! Invariant: every member of a stack has `owner == null`, `pq_index == NOT_QUEUED`, is in the
+//! address map and was backed on this node; each stack's `len` is its length; within a stack,
+//! `released_at` does not increase from head to tail, and the purged members form a suffix
+//! (so a sweep stops at the first purged member).
 
 use core::ptr::{self, NonNull};
 use std::sync::Mutex;
 
+use crate::config::Config;
+use crate::large::MAX_LARGE;
 use crate::os::{self, OsError};
-use crate::superblock::{Kind, Superblock, NOT_QUEUED};
+use crate::superblock::{Kind, Superblock, HEADER, NOT_QUEUED};
 
 /// Most NUMA nodes supported; a node id beyond is folded (`id % MAX_NODES`).
 pub const MAX_NODES: usize = 64;
 
+/// A LIFO stack of released mappings, linked through their headers' `next`.
 struct Stack {
     head: *mut Superblock,
     len: usize,
 }
 
-// SAFETY: the stack is only reached under the node's mutex.
-unsafe impl Send for Stack {}
+impl Stack {
+    const fn new() -> Self {
+        Stack {
+            head: ptr::null_mut(),
+            len: 0,
+        }
+    }
 
-/// One node's superblock allocator.
+    fn pop(&mut self) -> Option<NonNull<Superblock>> {
+        let sb = NonNull::new(self.head)?;
+        // SAFETY: stack members are live mappings owned by the stack (under the node's lock).
+        unsafe {
+            self.head = (*sb.as_ptr()).next;
+            (*sb.as_ptr()).next = ptr::null_mut();
+        }
+        self.len -= 1;
+        Some(sb)
+    }
+
+    /// # Safety
+    /// `p` is a live mapping handed over to the stack.
+    unsafe fn push(&mut self, p: *mut Superblock, now: u64) {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            (*p).next = self.head;
+            (*p).released_at = now;
+        }
+        self.head = p;
+        self.len += 1;
+    }
+
+    /// Purges the members past `budget` bytes (which it consumes) that have been unused for
+    /// `delay` ms. Returns the number purged.
+    fn sweep(&mut self, now: u64, delay: u64, budget: &mut usize) -> usize {
+        let mut purged = 0;
+        let mut p = self.head;
+        while !p.is_null() {
+            // SAFETY: stack members are live mappings owned by the stack.
+            let h = unsafe { &mut *p };
+            if h.purged {
+                break;
+            }
+            if *budget >= h.len {
+                *budget -= h.len;
+            } else if now.saturating_sub(h.released_at) >= delay {
+                *budget = 0;
+                // SAFETY: the block data of a mapping nobody holds; the header stays.
+                unsafe { os::purge(h.base.add(HEADER), h.len - HEADER) };
+                h.purged = true;
+                h.touched = 0;
+                purged += 1;
+            } else {
+                *budget = 0;
+            }
+            p = h.next;
+        }
+        purged
+    }
+}
+
+/// What the node's lock guards.
+struct Cache {
+    superblocks: Stack,
+    large: [Stack; MAX_LARGE],
+    /// No sweep before this time (ms).
+    next_sweep: u64,
+}
+
+// SAFETY: the stacks are only reached under the node's mutex.
+unsafe impl Send for Cache {}
+
+impl Cache {
+    /// Purges what lies beyond the reserve, at most every half delay.
+    fn maybe_sweep(&mut self, a: &crate::Allocator, cfg: &Config, now: u64) {
+        if cfg.purge_delay_ms == u32::MAX || now < self.next_sweep {
+            return;
+        }
+        let delay = u64::from(cfg.purge_delay_ms);
+        self.next_sweep = now + delay / 2;
+        let mut budget = cfg.node_reserve_bytes;
+        let mut n = self.superblocks.sweep(now, delay, &mut budget);
+        for s in &mut self.large {
+            if s.len > 0 {
+                n += s.sweep(now, delay, &mut budget);
+            }
+        }
+        if n > 0 {
+            crate::stats::count(&a.stats.purges, n);
+        }
+    }
+}
+
+/// One node's superblock allocator, with its cache of large blocks.
 pub(crate) struct SuperblockAllocator {
-    stack: Mutex<Stack>,
+    cache: Mutex<Cache>,
 }
 
 /// How a new superblock's pages are placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
-    /// Touched by the calling thread (first-touch, §5.2).
+    /// Backed where the owning thread first writes them (first-touch, §5.2).
     FirstTouch,
     /// Bound to the node with `mbind` before touching (allocate-on-node).
     Bind,
@@ -41,22 +147,24 @@ pub(crate) enum Placement {
 impl SuperblockAllocator {
     pub(crate) const fn new() -> Self {
         SuperblockAllocator {
-            stack: Mutex::new(Stack {
-                head: ptr::null_mut(),
-                len: 0,
+            cache: Mutex::new(Cache {
+                superblocks: Stack::new(),
+                large: [const { Stack::new() }; MAX_LARGE],
+                next_sweep: 0,
             }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Stack> {
-        match self.stack.lock() {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        match self.cache.lock() {
             Ok(g) => g,
             // Nothing panics under this lock; ignore poisoning as a matter of form.
             Err(p) => p.into_inner(),
         }
     }
 
-    /// A superblock of `size` bytes on `node`: the last one released, else a fresh mapping.
+    /// A superblock of `size` bytes on `node`: the last one released, else a fresh mapping
+    /// (not touched: see the module docs).
     pub(crate) fn obtain(
         &self,
         a: &crate::Allocator,
@@ -65,18 +173,17 @@ impl SuperblockAllocator {
         placement: Placement,
     ) -> Result<NonNull<Superblock>, OsError> {
         {
-            let mut s = self.lock();
-            if let Some(sb) = NonNull::new(s.head) {
-                // SAFETY: stack members are live superblocks owned by this stack.
-                s.head = unsafe { (*sb.as_ptr()).next };
-                s.len -= 1;
-                // SAFETY: as above; now ours alone.
-                unsafe { (*sb.as_ptr()).next = ptr::null_mut() };
+            let mut c = self.lock();
+            if let Some(sb) = c.superblocks.pop() {
+                // SAFETY: now ours alone; purged pages read as zeros and are backed again on
+                // first write, which `format` does not need.
+                unsafe { (*sb.as_ptr()).purged = false };
                 crate::stats::count(&a.stats.superblocks_reused, 1);
+                c.maybe_sweep(a, &a.cfg, os::now_ms());
                 return Ok(sb);
             }
         }
-        fresh(a, node, size, placement, Kind::Super, true)
+        fresh(a, node, size, placement, Kind::Super, false)
     }
 
     /// Takes back an empty superblock (LIFO). Returns it when the stack is full, for the caller
@@ -86,6 +193,7 @@ impl SuperblockAllocator {
     /// `sb` is a live superblock of ours that no local allocator holds any more.
     pub(crate) unsafe fn release(
         &self,
+        a: &crate::Allocator,
         sb: NonNull<Superblock>,
         cap: usize,
     ) -> Option<NonNull<Superblock>> {
@@ -96,20 +204,57 @@ impl SuperblockAllocator {
             (*p).pq_index = NOT_QUEUED;
             (*p).prev = ptr::null_mut();
         }
-        let mut s = self.lock();
-        if s.len >= cap {
+        let mut c = self.lock();
+        // Read under the lock, so that `released_at` is monotonic along the stack.
+        let now = os::now_ms();
+        if c.superblocks.len >= cap {
             return Some(sb);
         }
-        // SAFETY: as above.
-        unsafe { (*p).next = s.head };
-        s.head = p;
-        s.len += 1;
+        // SAFETY: handed over by the caller.
+        unsafe { c.superblocks.push(p, now) };
+        c.maybe_sweep(a, &a.cfg, now);
         None
+    }
+
+    /// The most recently released large block of class `c`, if the node has one.
+    pub(crate) fn take_large(&self, a: &crate::Allocator, c: usize) -> Option<NonNull<Superblock>> {
+        let mut cache = self.lock();
+        let sb = cache.large[c].pop()?;
+        // SAFETY: now ours alone.
+        unsafe { (*sb.as_ptr()).purged = false };
+        cache.maybe_sweep(a, &a.cfg, os::now_ms());
+        Some(sb)
+    }
+
+    /// Keeps a freed large block of class `c` for reuse.
+    ///
+    /// # Safety
+    /// `sb` is a live cacheable large mapping of this node that nobody uses any more.
+    pub(crate) unsafe fn put_large(&self, a: &crate::Allocator, c: usize, sb: NonNull<Superblock>) {
+        let mut cache = self.lock();
+        // Read under the lock, as in `release`.
+        let now = os::now_ms();
+        // SAFETY: handed over by the caller.
+        unsafe { cache.large[c].push(sb.as_ptr(), now) };
+        cache.maybe_sweep(a, &a.cfg, now);
     }
 
     /// Number of superblocks in the stack.
     pub(crate) fn cached(&self) -> usize {
-        self.lock().len
+        self.lock().superblocks.len
+    }
+
+    /// Number of large blocks in the node's cache.
+    pub(crate) fn cached_large(&self) -> usize {
+        self.lock().large.iter().map(|s| s.len).sum()
+    }
+
+    /// Purges now whatever lies beyond the reserve and has been unused for the delay (for a
+    /// process that goes idle, and for tests).
+    pub(crate) fn sweep_now(&self, a: &crate::Allocator) {
+        let mut c = self.lock();
+        c.next_sweep = 0;
+        c.maybe_sweep(a, &a.cfg, os::now_ms());
     }
 }
 

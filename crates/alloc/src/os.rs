@@ -98,6 +98,52 @@ pub(crate) unsafe fn touch(p: NonNull<u8>, len: usize) {
     }
 }
 
+/// Gives the pages of `[p, p+len)` back to the OS but keeps the mapping (`MADV_DONTNEED`): the
+/// range reads as zeros afterwards and its pages are backed again, by first touch, when written.
+/// Used for the empty superblocks and large blocks a node keeps beyond its reserve (`node.rs`).
+///
+/// # Safety
+/// `[p, p+len)` is page-aligned memory of one of our mappings that holds nothing anyone reads.
+#[cfg(not(miri))]
+pub(crate) unsafe fn purge(p: *mut u8, len: usize) {
+    debug_assert!(p as usize % PAGE == 0 && len % PAGE == 0);
+    // SAFETY: by the caller's contract the range is ours and unused; DONTNEED on a private
+    // anonymous mapping only drops its pages.
+    unsafe { libc::madvise(p.cast(), len, libc::MADV_DONTNEED) };
+}
+
+/// Under Miri: the effect of `MADV_DONTNEED` on anonymous memory (zeros).
+///
+/// # Safety
+/// As above.
+#[cfg(miri)]
+pub(crate) unsafe fn purge(p: *mut u8, len: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe { p.write_bytes(0, len) };
+}
+
+/// A monotonic clock in milliseconds, cheap enough for the node-level paths
+/// (`CLOCK_MONOTONIC_COARSE` is served by the vDSO, without a system call).
+#[cfg(not(miri))]
+pub(crate) fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Under Miri: a clock that advances 1 ms per reading, so that purging is exercised.
+#[cfg(miri)]
+pub(crate) fn now_ms() -> u64 {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static T: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: a counter.
+    T.fetch_add(1, Ordering::Relaxed)
+}
+
 /// Binds `[p, p+len)` to `node` (MPOL_BIND) before it is touched, so its pages come from there.
 #[cfg(not(miri))]
 pub(crate) fn bind(p: NonNull<u8>, len: usize, node: usize) -> Result<(), OsError> {

@@ -160,13 +160,21 @@ pub fn run_all(a: &'static Allocator) -> Vec<Check> {
     out
 }
 
-/// A thread pinned to `cpu` of `node` allocates blocks of three sizes: every page of their
-/// superblocks must be on `node` (first-touch by the allocating thread, §5.2).
+/// A thread pinned to `cpu` of `node` allocates and writes blocks of three sizes of the
+/// sub-allocators and two of the large tier: every page of each block, and the header page of
+/// its mapping, must be on `node` (first touch by the allocating thread, §5.2; superblocks are
+/// not touched in full when taken, so the blocks' own pages are what is checked). A large block
+/// freed and allocated again by the thread must come back from its cache, still on `node`.
 pub fn first_touch_check(a: &'static Allocator, node: usize, cpu: usize) -> Check {
-    let name = format!("superblocks of a thread on cpu {cpu} are on node {node}");
+    let name = format!("superblocks and large blocks of a thread on cpu {cpu} are on node {node}");
     let r = std::thread::spawn(move || -> Result<(bool, String), String> {
         pin_to_cpu(cpu).map_err(|e| format!("pin: {e}"))?;
-        let sizes = [a.config().min_block, 64 << 10, a.config().max_block];
+        let mut sizes = vec![a.config().min_block, 64 << 10, a.config().max_block];
+        sizes.extend(
+            [1 << 20, 4 << 20]
+                .into_iter()
+                .filter(|&s| s > a.config().max_block && s <= a.config().large_max),
+        );
         let blocks: Vec<*mut u8> = sizes.iter().map(|&s| a.alloc(s)).collect();
         let mut ok = true;
         let mut detail = Vec::new();
@@ -174,16 +182,40 @@ pub fn first_touch_check(a: &'static Allocator, node: usize, cpu: usize) -> Chec
             if b.is_null() || !a.owns(b) {
                 return Err(format!("block of {s} bytes not from the allocator"));
             }
+            // SAFETY: `s` bytes of ours; writing them is the first touch.
+            unsafe { b.write_bytes(0x5a, s) };
             let sb = a.map.lookup(b).expect("ours");
             // SAFETY: a live header.
-            let (base, len) = unsafe { ((*sb.as_ptr()).base, (*sb.as_ptr()).len) };
-            let census = page_census(base, len).map_err(|e| format!("move_pages: {e}"))?;
+            let base = unsafe { (*sb.as_ptr()).base };
+            let mut census = page_census(b, s).map_err(|e| format!("move_pages: {e}"))?;
+            let header = page_census(base, PAGE).map_err(|e| format!("move_pages: {e}"))?;
+            for (k, n) in header {
+                match census.iter_mut().find(|(c, _)| *c == k) {
+                    Some((_, m)) => *m += n,
+                    None => census.push((k, n)),
+                }
+            }
             ok &= all_on(&census, node) && a.node_of(b) == Some(node);
             detail.push(format!("{}K: {}", s >> 10, census_text(&census)));
         }
-        for b in blocks {
+        if let (Some(&big), Some(&s)) = (blocks.last(), sizes.last()) {
+            if s > a.config().max_block {
+                // SAFETY: ours, unused; then the same size again.
+                unsafe { a.free(big) };
+                let again = a.alloc(s);
+                let same = again == big;
+                ok &= same && a.node_of(again) == Some(node);
+                detail.push(format!(
+                    "{}K freed and allocated again: same block {same}",
+                    s >> 10
+                ));
+                // SAFETY: ours, unused.
+                unsafe { a.free(again) };
+            }
+        }
+        for b in &blocks[..blocks.len() - usize::from(sizes.last() > Some(&a.config().max_block))] {
             // SAFETY: ours, unused.
-            unsafe { a.free(b) };
+            unsafe { a.free(*b) };
         }
         Ok((ok, detail.join("; ")))
     })

@@ -14,6 +14,8 @@ pub(crate) struct Counters {
     pub(crate) heaps_adopted: AtomicUsize,
     pub(crate) heaps_abandoned: AtomicUsize,
     pub(crate) reclaims: AtomicUsize,
+    pub(crate) purges: AtomicUsize,
+    pub(crate) large_mapped: AtomicUsize,
 }
 
 impl Counters {
@@ -27,6 +29,8 @@ impl Counters {
             heaps_adopted: AtomicUsize::new(0),
             heaps_abandoned: AtomicUsize::new(0),
             reclaims: AtomicUsize::new(0),
+            purges: AtomicUsize::new(0),
+            large_mapped: AtomicUsize::new(0),
         }
     }
 }
@@ -69,6 +73,13 @@ pub struct Stats {
     pub heaps_idle: usize,
     /// Times a freer drained the bins of an abandoned allocator.
     pub reclaims: usize,
+    /// Times the pages of a superblock or large block kept by a node were given back to the OS.
+    pub purges: usize,
+    /// Mappings made for blocks above the sub-allocators' range (not allocate-on-node): those of
+    /// the large tier are made once and then reused (`large.rs`), larger ones each time.
+    pub large_mapped: usize,
+    /// Large blocks kept for reuse in the nodes' caches (thread caches not included).
+    pub large_cached: usize,
     /// Blocks of the sub-allocators handed out and not yet freed to their owner (blocks waiting
     /// in a recollection bin count as used).
     pub used_blocks: usize,

@@ -73,6 +73,15 @@ pub(crate) struct Superblock {
     pub(crate) offset: usize,
     /// Empty, and kept by its owner instead of going back to the node (see `heap.rs`).
     pub(crate) kept: bool,
+    /// In a node's stack: its pages were given back to the OS (`node.rs`).
+    pub(crate) purged: bool,
+    /// Bytes from `data()` that blocks have covered since the superblock was mapped or last
+    /// purged (at least; brought up to date when it empties): what keeping it costs.
+    pub(crate) touched: usize,
+    /// When it entered a node's stack (ms, `os::now_ms`).
+    pub(crate) released_at: u64,
+    /// For [`Kind::Large`]: its large class, or `large::NO_CLASS` when it is not cached.
+    pub(crate) large_class: u32,
 }
 
 /// `pq_index` of a superblock outside any priority queue.
@@ -105,6 +114,10 @@ impl Superblock {
                 prev: ptr::null_mut(),
                 offset: 0,
                 kept: false,
+                purged: false,
+                touched: 0,
+                released_at: 0,
+                large_class: crate::large::NO_CLASS,
             })
         };
         sb

@@ -14,6 +14,9 @@ fn small() -> &'static Allocator {
         growth_permille: 1250,
         superblock_size: 256 << 10,
         cached_superblocks: 2,
+        large_max: 256 << 10,
+        node_reserve_bytes: 0,
+        purge_delay_ms: 0,
     })
     .unwrap()
 }
@@ -309,4 +312,90 @@ fn stress_small_superblocks() {
 fn stress_paper_settings() {
     let a = Allocator::new(Config::DEFAULT).unwrap();
     stress(a, 6, 1500, 512 << 10);
+}
+
+/// The pages under a set of blocks, and how many of them the kernel has backed (`mincore(2)`).
+fn residency(blocks: &[(usize, usize)]) -> (usize, usize) {
+    let mut pages: Vec<usize> = blocks
+        .iter()
+        .flat_map(|&(p, len)| (p & !4095..p + len).step_by(4096))
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let resident = pages
+        .iter()
+        .filter(|&&page| {
+            let mut v = [0u8; 1];
+            // SAFETY: mincore reads the residency of one mapped page into `v`.
+            let r = unsafe { libc::mincore(page as *mut libc::c_void, 4096, v.as_mut_ptr()) };
+            assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+            v[0] & 1 == 1
+        })
+        .count();
+    (pages.len(), resident)
+}
+
+/// A thread writes and frees large blocks and superblocks, then exits: everything goes back to
+/// the node. With no reserve and no delay, a purge gives every page back (the mappings stay and
+/// are reused: no new mapping, zeros); with a long delay nothing is purged.
+#[test]
+fn node_caches_purge_pages_beyond_the_reserve() {
+    for delay in [0u32, 3_600_000] {
+        let a = Allocator::new(Config {
+            max_block: 64 << 10,
+            superblock_size: 1 << 20,
+            large_max: 8 << 20,
+            node_reserve_bytes: 0,
+            purge_delay_ms: delay,
+            ..Config::DEFAULT
+        })
+        .unwrap();
+        let blocks = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            for i in 0..6 {
+                let s = 1 << 20; // large tier
+                let p = a.alloc(s);
+                fill(p, s, i);
+                v.push((p as usize, s));
+            }
+            for i in 0..64 {
+                let s = 64 << 10; // 15 per superblock: 5 superblocks
+                let p = a.alloc(s);
+                fill(p, s, i);
+                v.push((p as usize, s));
+            }
+            for &(p, _) in &v {
+                // SAFETY: ours, unused.
+                unsafe { a.free(p as *mut u8) };
+            }
+            v
+        })
+        .join()
+        .unwrap();
+        let before = a.stats();
+        assert_eq!(before.large_cached, 6, "{before:?}");
+        assert!(before.superblocks_cached >= 5, "{before:?}");
+        a.purge();
+        let s = a.stats();
+        let (all, resident) = residency(&blocks);
+        if delay == 0 {
+            assert!(s.purges >= 11, "{s:?}");
+            assert_eq!(resident, 0, "every purged page is given back");
+            let p = a.alloc(1 << 20);
+            assert_eq!(
+                a.stats().large_mapped,
+                before.large_mapped,
+                "reused, not mapped"
+            );
+            // SAFETY: 1 MiB of ours.
+            assert!(unsafe { std::slice::from_raw_parts(p, 1 << 20) }
+                .iter()
+                .all(|&b| b == 0));
+            // SAFETY: ours, unused.
+            unsafe { a.free(p) };
+        } else {
+            assert_eq!(s.purges, 0, "{s:?}");
+            assert_eq!(resident, all, "nothing purged before the delay");
+        }
+    }
 }

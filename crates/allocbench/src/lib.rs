@@ -22,8 +22,11 @@
 //!
 //! Multi-thread patterns draw sizes log-uniformly from 8–512 KiB, write one byte per 4 KiB page
 //! of each block, and report wall-clock ns per operation (one malloc+free; one packet for the
-//! pipeline) over all threads, with the process's peak RSS (`getrusage`): each pattern runs in
-//! its own process.
+//! pipeline) over all threads, with the process's own peak RSS: each pattern runs in its own
+//! process, which resets its high-water mark before the pattern (`/proc/self/clear_refs`) and
+//! reads it after (`VmHWM` of `/proc/self/status`). `getrusage`'s `ru_maxrss` would not do:
+//! Linux carries the parent's high-water mark into a child across fork and exec, so after a
+//! large run every child reported the parent's peak (issue 9).
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;
@@ -134,6 +137,7 @@ pub fn main(allocator: &str) -> ExitCode {
 
 fn run(allocator: &str, o: &Opts) -> Vec<Measurement> {
     let n = |base: f64| ((base * o.scale) as u64).max(64);
+    reset_peak_rss();
     let mt = |pattern: &str, ops: u64, ns: f64| Measurement {
         allocator: allocator.into(),
         pattern: pattern.into(),
@@ -456,7 +460,24 @@ fn pipeline(threads: usize, packets: u64) -> (u64, f64) {
     (packets, t.elapsed().as_nanos() as f64 / packets as f64)
 }
 
+/// Resets this process's RSS high-water mark to its current RSS (Linux ≥ 4.0: writing 5 to
+/// `/proc/self/clear_refs`); harmless where it cannot.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// This process's own peak RSS since the last reset: `VmHWM`, else `getrusage` (which may
+/// include the parent's peak, see the module docs).
 fn peak_rss() -> u64 {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        if let Some(kb) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            return kb * 1024;
+        }
+    }
     // SAFETY: getrusage writes into a zeroed struct we own.
     unsafe {
         let mut u: libc::rusage = std::mem::zeroed();

@@ -35,11 +35,16 @@ impl TopoArgs {
         })
     }
 
-    /// Loads the machine.
+    /// Loads the machine, printing what it accepted with a caveat on stderr.
     pub fn load(&self) -> Result<Machine> {
         let spec = self.spec()?;
-        spec.load()
-            .with_context(|| format!("cannot build topology {spec:?}"))
+        let m = spec
+            .load()
+            .with_context(|| format!("cannot build topology {spec:?}"))?;
+        for w in m.warnings() {
+            eprintln!("warning: {w}");
+        }
+        Ok(m)
     }
 }
 

@@ -62,6 +62,7 @@ pub fn to_json(m: &Machine) -> serde_json::Value {
             .collect::<Vec<_>>(),
         "numa_distance": m.numa_distance_matrix(),
         "tree": m.tree().iter().map(|t| format!("{}{}", "  ".repeat(t.depth), t.label)).collect::<Vec<_>>(),
+        "warnings": m.warnings(),
     })
 }
 

@@ -50,10 +50,20 @@ impl Operator for Probe {
     }
 }
 
+/// The tests of this file read the process-wide allocator's counters: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(allocator: Allocator) -> (u64, u64) {
-    let machine =
-        nearflow_topo::from_synthetic("pack:1 l3:1(size=8MiB) l2:2(size=256KiB) core:1 pu:1")
-            .expect("a valid synthetic topology");
+    run_on(
+        "pack:1 l3:1(size=8MiB) l2:2(size=256KiB) core:1 pu:1",
+        allocator,
+        Some(64 << 10), // 8192 u64 per packet: in the 8–512 KiB range
+        200_000,
+    )
+}
+
+fn run_on(synthetic: &str, allocator: Allocator, packet: Option<usize>, n: u64) -> (u64, u64) {
+    let machine = nearflow_topo::from_synthetic(synthetic).expect("a valid synthetic topology");
     let rt = Runtime::builder(machine)
         .allocator(allocator)
         .build()
@@ -61,8 +71,10 @@ fn run(allocator: Allocator) -> (u64, u64) {
     assert_eq!(rt.allocator_in_effect(), allocator);
     let (ours, system) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut b = PlanBuilder::for_runtime(&rt);
-    b.packet_bytes(64 << 10); // 8192 u64 per packet: in the 8–512 KiB range
-    let s = b.source(0..200_000u64);
+    if let Some(bytes) = packet {
+        b.packet_bytes(bytes);
+    }
+    let s = b.source(0..n);
     let p = b.add(
         "probe",
         Probe {
@@ -77,13 +89,14 @@ fn run(allocator: Allocator) -> (u64, u64) {
     let plan = b.build().unwrap();
     let result = plan.submit(&rt).wait().unwrap();
     let v = result.take(&sink);
-    assert_eq!(v.len(), 200_000);
-    assert_eq!(v.iter().sum::<u64>(), 199_999 * 200_000 / 2);
+    assert_eq!(v.len() as u64, n);
+    assert_eq!(v.iter().sum::<u64>(), (n - 1) * n / 2);
     (ours.load(Ordering::Relaxed), system.load(Ordering::Relaxed))
 }
 
 #[test]
 fn packets_follow_the_runtime_allocator() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let (ours, system) = run(Allocator::Nearflow);
     assert!(
         ours >= 24 && system == 0,
@@ -94,4 +107,34 @@ fn packets_follow_the_runtime_allocator() {
         ours == 0 && system >= 24,
         "system runtime: {ours} ours, {system} system"
     );
+}
+
+/// On machines with 2 MiB and 4 MiB of L2 the default packet is 1 MiB and 2 MiB, above the
+/// sub-allocators' 512 KiB: the allocator's large tier serves them from its thread and node
+/// caches, so after the first run no packet needs a new mapping (a system call and page faults).
+#[test]
+fn large_packets_are_reused_without_new_mappings() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for (l2, packet) in [("2MiB", 1usize << 20), ("4MiB", 2 << 20)] {
+        let synthetic = format!("pack:1 l3:1(size=32MiB) l2:2(size={l2}) core:1 pu:1");
+        let machine = nearflow_topo::from_synthetic(&synthetic).unwrap();
+        assert_eq!(nearflow_flow::default_packet_bytes(&machine), packet);
+        let n = (24 * packet / 8) as u64; // 24 packets of u64 from the source
+        let (first, _) = run_on(&synthetic, Allocator::Nearflow, None, n);
+        assert!(first >= 24, "{l2}: {first} packets from the allocator");
+        let before = nearflow_alloc::GLOBAL.stats();
+        let mut packets = 0;
+        for _ in 0..4 {
+            let (ours, system) = run_on(&synthetic, Allocator::Nearflow, None, n);
+            assert_eq!(system, 0);
+            packets += ours;
+        }
+        let after = nearflow_alloc::GLOBAL.stats();
+        let mapped = after.large_mapped - before.large_mapped;
+        assert!(
+            mapped <= 2 && packets >= 96,
+            "{l2}: {mapped} new large mappings for {packets} packets of {packet} bytes \
+             (stats before {before:?}, after {after:?})"
+        );
+    }
 }

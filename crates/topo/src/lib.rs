@@ -28,8 +28,8 @@ use std::str::FromStr;
 
 pub use bind::bind_current_thread;
 pub use model::{
-    hops_from_matrix, Cache, CacheDistance, CoreGroup, GroupId, Machine, NodeId, Pu, PuId, Source,
-    TreeLine,
+    hops_and_warnings, hops_from_matrix, Cache, CacheDistance, CoreGroup, GroupId, Machine, NodeId,
+    Pu, PuId, Source, TreeLine,
 };
 
 /// Everything that can go wrong while building or using a topology.

@@ -121,6 +121,8 @@ pub struct Machine {
     groups: Vec<CoreGroup>,
     group_of: Vec<GroupId>,
     tree: Vec<TreeLine>,
+    /// What was accepted with a caveat while building (see [`Machine::warnings`]).
+    warnings: Vec<String>,
 }
 
 impl Machine {
@@ -162,13 +164,19 @@ impl Machine {
                 )));
             }
         }
+        let mut warnings = Vec::new();
         let numa_hops = match &numa_raw {
-            Some(m) => hops_from_matrix(m, node_count)?,
+            Some(m) => {
+                let (hops, w) = hops_and_warnings(m, node_count)?;
+                warnings.extend(w);
+                hops
+            }
             None => (0..node_count)
                 .map(|a| (0..node_count).map(|b| u32::from(a != b)).collect())
                 .collect(),
         };
-        let (groups, group_of) = derive_core_groups(&pus, &caches);
+        let (groups, group_of, w) = derive_core_groups(&pus, &caches, node_count);
+        warnings.extend(w);
         Ok(Machine {
             source,
             pus,
@@ -179,7 +187,15 @@ impl Machine {
             groups,
             group_of,
             tree,
+            warnings,
         })
+    }
+
+    /// What was accepted with a caveat while building this machine, one sentence each: a NUMA
+    /// matrix whose remote distance equals the local one, or nodes made core groups because their
+    /// cores share no cache. Empty for the papers' machines. The CLI prints them on stderr.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Where this topology came from.
@@ -286,27 +302,49 @@ impl Machine {
 /// `10/20/30` gives 1 and 2 hops, `10/21/31` also 1 and 2, and the NUMA factors of Table 1 of
 /// task-scheduling-in-data-stream-processing.txt (`1.0/1.4/1.5`, stored ×10) give 1 hop
 /// everywhere, as on that fully connected 4-socket machine.
+///
+/// A remote distance *equal* to the local one is accepted (some firmware reports it, and hwloc
+/// loads it): the other node is still another node, so it is 1 hop away, and the smallest step is
+/// taken over the strictly larger entries only. A remote distance *smaller* than the local one
+/// contradicts what "local" means and is refused. See [`hops_and_warnings`] for the warnings.
 pub fn hops_from_matrix(m: &[Vec<u64>], nodes: usize) -> Result<Vec<Vec<u32>>, TopoError> {
+    hops_and_warnings(m, nodes).map(|(h, _)| h)
+}
+
+/// [`hops_from_matrix`], with one warning per remote distance equal to its row's local distance.
+pub fn hops_and_warnings(
+    m: &[Vec<u64>],
+    nodes: usize,
+) -> Result<(Vec<Vec<u32>>, Vec<String>), TopoError> {
     if m.len() != nodes || m.iter().any(|r| r.len() != nodes) {
         return Err(TopoError::Invalid(format!(
             "the NUMA distance matrix must be {nodes}×{nodes}"
         )));
     }
     let mut step = u64::MAX;
+    let mut warnings = Vec::new();
     for (a, row) in m.iter().enumerate() {
         for (b, &d) in row.iter().enumerate() {
-            if a != b {
-                if d <= row[a] {
+            if a == b {
+                continue;
+            }
+            match d.cmp(&row[a]) {
+                std::cmp::Ordering::Less => {
                     return Err(TopoError::Invalid(format!(
-                        "NUMA distance {a}→{b} ({d}) is not larger than local distance ({})",
+                        "NUMA distance {a}→{b} ({d}) is smaller than local distance ({})",
                         row[a]
-                    )));
+                    )))
                 }
-                step = step.min(d - row[a]);
+                std::cmp::Ordering::Equal => warnings.push(format!(
+                    "NUMA distance {a}→{b} ({d}) equals the local distance of node {a}; \
+                     counting node {b} as 1 hop from node {a}"
+                )),
+                std::cmp::Ordering::Greater => step = step.min(d - row[a]),
             }
         }
     }
-    Ok(m.iter()
+    let hops = m
+        .iter()
         .enumerate()
         .map(|(a, row)| {
             row.iter()
@@ -314,6 +352,8 @@ pub fn hops_from_matrix(m: &[Vec<u64>], nodes: usize) -> Result<Vec<Vec<u32>>, T
                 .map(|(b, &d)| {
                     if a == b {
                         0
+                    } else if d == row[a] {
+                        1
                     } else {
                         let hops = ((d - row[a]) as f64 / step as f64).round() as u32;
                         hops.max(1)
@@ -321,11 +361,23 @@ pub fn hops_from_matrix(m: &[Vec<u64>], nodes: usize) -> Result<Vec<Vec<u32>>, T
                 })
                 .collect()
         })
-        .collect())
+        .collect();
+    Ok((hops, warnings))
 }
 
 /// Core groups (§4.1): connected components of "shares a cache", cut at NUMA node boundaries.
-fn derive_core_groups(pus: &[Pu], caches: &[Cache]) -> (Vec<CoreGroup>, Vec<GroupId>) {
+///
+/// One exception, after LAS §6.1.2 (the E7-4820 run with "4 thread pools, one for each NUMA
+/// node"): on a node where no two physical cores share any cache (older Opterons, whose L2 is
+/// private and which have no L3), the components would be single cores, so the per-group
+/// deferred queue and rule 3 would degenerate into per-core queues. There the node itself is
+/// the group, and a warning says so. Hyper-threads of one core still share its L1; that alone does
+/// not make a group.
+fn derive_core_groups(
+    pus: &[Pu],
+    caches: &[Cache],
+    node_count: usize,
+) -> (Vec<CoreGroup>, Vec<GroupId>, Vec<String>) {
     let mut parent: Vec<usize> = (0..pus.len()).collect();
     fn find(parent: &mut [usize], mut x: usize) -> usize {
         while parent[x] != x {
@@ -334,16 +386,53 @@ fn derive_core_groups(pus: &[Pu], caches: &[Cache]) -> (Vec<CoreGroup>, Vec<Grou
         }
         x
     }
+    fn union(parent: &mut [usize], a: usize, b: usize) {
+        let (ra, rb) = (find(parent, a), find(parent, b));
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    }
+    // Nodes in which some cache is shared by PUs of two different physical cores.
+    let mut node_shares = vec![false; node_count];
     for c in caches {
         // A cache that spans nodes only links PUs of the same node: groups never span nodes.
         for (i, &a) in c.pus.iter().enumerate() {
-            if let Some(&b) = c.pus[i + 1..].iter().find(|&&b| pus[b].node == pus[a].node) {
-                let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
-                if ra != rb {
-                    parent[ra.max(rb)] = ra.min(rb);
+            for &b in c.pus[i + 1..]
+                .iter()
+                .filter(|&&b| pus[b].node == pus[a].node)
+            {
+                if pus[b].core != pus[a].core {
+                    node_shares[pus[a].node] = true;
                 }
             }
+            if let Some(&b) = c.pus[i + 1..].iter().find(|&&b| pus[b].node == pus[a].node) {
+                union(&mut parent, a, b);
+            }
         }
+    }
+    let mut warnings = Vec::new();
+    for (node, _) in node_shares.iter().enumerate().filter(|(_, &s)| !s) {
+        let members: Vec<usize> = pus
+            .iter()
+            .filter(|p| p.node == node)
+            .map(|p| p.index)
+            .collect();
+        let cores: std::collections::BTreeSet<usize> = pus
+            .iter()
+            .filter(|p| p.node == node)
+            .map(|p| p.core)
+            .collect();
+        if cores.len() < 2 {
+            continue;
+        }
+        for w in members.windows(2) {
+            union(&mut parent, w[0], w[1]);
+        }
+        warnings.push(format!(
+            "the {} cores of NUMA node {node} share no cache; node {node} is one core group \
+             (LAS §6.1.2: one thread pool per NUMA node)",
+            cores.len()
+        ));
     }
     let mut groups: Vec<CoreGroup> = Vec::new();
     let mut root_to_group = vec![usize::MAX; pus.len()];
@@ -362,7 +451,7 @@ fn derive_core_groups(pus: &[Pu], caches: &[Cache]) -> (Vec<CoreGroup>, Vec<Grou
         groups[g].pus.push(pu.index);
         group_of[pu.index] = g;
     }
-    (groups, group_of)
+    (groups, group_of, warnings)
 }
 
 #[cfg(test)]
@@ -395,11 +484,59 @@ mod tests {
     }
 
     #[test]
-    fn pus_without_shared_cache_are_alone() {
-        let pus = vec![pu(0, 0), pu(1, 0)];
-        let m = Machine::new(Source::Synthetic("t".into()), pus, vec![], 1, None, vec![]).unwrap();
+    fn cores_sharing_no_cache_make_their_node_the_group() {
+        // Two nodes of two cores, each core with a private L2 shared by its two hyper-threads:
+        // no cache links two cores, so each node is one group (LAS §6.1.2).
+        let mut pus = Vec::new();
+        for i in 0..8 {
+            pus.push(Pu {
+                index: i,
+                os_index: i,
+                core: i / 2,
+                node: i / 4,
+            });
+        }
+        let caches = (0..4)
+            .map(|c| Cache {
+                level: 2,
+                size: Some(1 << 20),
+                pus: vec![2 * c, 2 * c + 1],
+            })
+            .collect();
+        let m = Machine::new(Source::Synthetic("t".into()), pus, caches, 2, None, vec![]).unwrap();
         assert_eq!(m.groups().len(), 2);
-        assert_eq!(m.cache_distance(0, 1), CacheDistance::Infinite);
+        assert_eq!(m.groups()[0].pus, vec![0, 1, 2, 3]);
+        assert_eq!(m.groups()[1].pus, vec![4, 5, 6, 7]);
+        assert_eq!(m.cache_distance(0, 2), CacheDistance::Infinite);
+        assert_eq!(m.warnings().len(), 2, "{:?}", m.warnings());
+        // A single core per node stays a group of its own, without a warning.
+        let m = Machine::new(
+            Source::Synthetic("t".into()),
+            vec![pu(0, 0), pu(1, 1)],
+            vec![],
+            2,
+            None,
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(m.groups().len(), 2);
+        assert!(m.warnings().is_empty());
+    }
+
+    #[test]
+    fn equal_remote_distance_loads_with_a_warning() {
+        let m = vec![vec![17, 17, 28], vec![17, 17, 28], vec![28, 28, 17]];
+        let (h, w) = hops_and_warnings(&m, 3).unwrap();
+        assert_eq!(h, vec![vec![0, 1, 1], vec![1, 0, 1], vec![1, 1, 0]]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("1 hop"), "{w:?}");
+        // All equal: every remote node is 1 hop.
+        let (h, w) = hops_and_warnings(&[vec![10, 10], vec![10, 10]], 2).unwrap();
+        assert_eq!(h, vec![vec![0, 1], vec![1, 0]]);
+        assert_eq!(w.len(), 2);
+        // Smaller than local is refused.
+        let e = hops_from_matrix(&[vec![10, 5], vec![5, 10]], 2).unwrap_err();
+        assert!(e.to_string().contains("smaller than local"), "{e}");
     }
 
     #[test]

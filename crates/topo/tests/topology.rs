@@ -94,6 +94,41 @@ fn xml_with_distance_matrix() {
     assert!(err.to_string().contains("no such file"), "{err}");
 }
 
+/// A real-machine shape: two Opteron-like nodes whose cores have private L2s and no L3, with
+/// firmware that reports the remote distance equal to the local one (17). It loads, with warnings;
+/// each node is one core group (LAS §6.1.2), and the other node is 1 hop away.
+#[test]
+fn xml_with_private_caches_and_equal_distances() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let m = nearflow_topo::from_xml_file(format!("{dir}/opteron-private-l2.xml")).unwrap();
+    assert_eq!(m.numa_raw().unwrap(), &[vec![17, 17], vec![17, 17]]);
+    assert_eq!(m.node_distance(0, 1), 1);
+    assert_eq!(m.numa_distance(0, 0), 0);
+    assert_eq!(groups(&m), vec![2, 2]);
+    assert_eq!(m.groups()[1].node, 1);
+    let w = m.warnings().join("\n");
+    assert!(w.contains("equals the local distance"), "{w}");
+    assert!(w.contains("share no cache"), "{w}");
+}
+
+/// The same rule on synthetic machines: private L2 per core (with and without hyper-threads) gives
+/// one group per node; a shared L3 keeps the usual groups and no warning.
+#[test]
+fn synthetic_private_caches_group_by_node() {
+    let m = nearflow_topo::from_synthetic("pack:4 [numa] l2:4(size=1MiB) core:1 pu:1").unwrap();
+    assert_eq!(groups(&m), vec![4, 4, 4, 4]);
+    assert_eq!(m.warnings().len(), 4);
+    let m = nearflow_topo::from_synthetic("pack:2 [numa] l2:2(size=512KiB) core:1 pu:2").unwrap();
+    assert_eq!(groups(&m), vec![4, 4]);
+    let m =
+        nearflow_topo::from_synthetic("pack:2 [numa] l3:1(size=8MiB) l2:4 core:1 pu:1").unwrap();
+    assert_eq!(groups(&m), vec![4, 4]);
+    assert!(m.warnings().is_empty(), "{:?}", m.warnings());
+    let m = nearflow_topo::from_synthetic("pack:1 [numa] l2:1 core:1 pu:2").unwrap();
+    assert_eq!(groups(&m), vec![2]);
+    assert!(m.warnings().is_empty());
+}
+
 #[test]
 fn host_is_detected_and_consistent() {
     let m = TopologySpec::Host.load().unwrap();

@@ -1,0 +1,181 @@
+//! The large tier: blocks above the sub-allocators' range, reused without a system call.
+//! **Our extension of §5**, not in the paper.
+//!
+//! §5 maps every block above 512 KB straight from the OS, because in 2013 the engine's packets
+//! (half the L2, §4 of the Bobox paper) were at most 512 KB. Today's cores have 1–2 MiB of L2
+//! (so packets of 512 KiB–1 MiB, and more on machines with 4 MiB), and an `mmap`, its page
+//! faults and an `munmap` for every packet made the allocator 1.7–1.9× slower than glibc's
+//! (issue 9). The tier keeps such blocks for reuse, in two levels, like the sub-allocators:
+//!
+//! - **size classes**: eight per doubling above `max_block` (block sizes at most 9.5 % apart, so a
+//!   reused block wastes under 9 % of its pages), up to `Config::large_max` (64 MiB by
+//!   default); one mapping per block (`Kind::Large`, header page then the block), mapped on the
+//!   node of the thread that first asks (first touch, §5.2);
+//! - **per-thread caches** (in the local allocator, `Heap::large`): a freed block of the thread's
+//!   own node goes to the freeing thread's cache for its class, at most [`PER_CLASS`] blocks and
+//!   [`THREAD_BYTES`] bytes in all; no lock, no atomic;
+//! - **per-node caches** (`node.rs`, under the node's lock): what a thread cache cannot take,
+//!   and every block freed by a thread of another node, goes back to the cache of the block's
+//!   node, LIFO per class. An allocation looks in the thread's cache, then in its node's.
+//!
+//! So in the steady state of a pipeline (producer allocates, consumer frees) a packet costs a
+//! lock round trip on its node at most, never a system call, and its pages stay on the node that
+//! touched them first. The node keeps its large blocks like its superblocks: the pages of what
+//! exceeds its reserve are purged after the delay (`node.rs`), the mapping stays for reuse.
+//!
+//! Blocks above `large_max`, blocks aligned to more than a page and allocate-on-node blocks are
+//! not cached (`NO_CLASS`): mapped and unmapped each time, as §5 says.
+
+use crate::os::PAGE;
+use crate::superblock::Superblock;
+
+/// Most large classes (64 MiB over 512 KiB is 7 doublings, 56 classes).
+pub(crate) const MAX_LARGE: usize = 64;
+
+/// `Superblock::large_class` of a mapping that is not cached.
+pub(crate) const NO_CLASS: u32 = u32::MAX;
+
+/// Blocks of one class a thread keeps.
+pub(crate) const PER_CLASS: usize = 4;
+
+/// Bytes a thread keeps over all classes; a block larger than this is never kept by a thread.
+pub(crate) const THREAD_BYTES: usize = 32 << 20;
+
+/// Eight steps per doubling: 2^(k/8) in permille, k = 1..8.
+const STEPS: [usize; 8] = [1091, 1189, 1297, 1414, 1542, 1682, 1834, 2000];
+
+/// The block sizes of the large classes: `size(0) > max_block`, each at most 9.5 % above the
+/// previous, multiples of the page, the last ≥ `large_max`.
+#[derive(Clone, Copy)]
+pub(crate) struct LargeClasses {
+    sizes: [usize; MAX_LARGE],
+    len: usize,
+    max_block: usize,
+}
+
+impl LargeClasses {
+    /// The classes over `(max_block, large_max]`; none when `large_max == max_block`. None when
+    /// more than [`MAX_LARGE`] would be needed.
+    pub(crate) const fn new(max_block: usize, large_max: usize) -> Option<Self> {
+        let mut sizes = [0usize; MAX_LARGE];
+        let mut len = 0;
+        let mut j = 0;
+        while large_max > max_block && (len == 0 || sizes[len - 1] < large_max) {
+            if len == MAX_LARGE {
+                return None;
+            }
+            let base = max_block << (j / 8);
+            let s = (base * STEPS[j % 8] / 1000 + PAGE - 1) & !(PAGE - 1);
+            if len == 0 || s > sizes[len - 1] {
+                sizes[len] = s;
+                len += 1;
+            }
+            j += 1;
+        }
+        Some(LargeClasses {
+            sizes,
+            len,
+            max_block,
+        })
+    }
+
+    /// The class of a request of `n` bytes above `max_block`, if the tier covers it.
+    #[inline]
+    pub(crate) fn class_of(&self, n: usize) -> Option<usize> {
+        if n <= self.max_block || self.len == 0 || n > self.sizes[self.len - 1] {
+            return None;
+        }
+        Some(self.sizes[..self.len].partition_point(|&s| s < n))
+    }
+
+    /// The block size of class `c`.
+    #[inline]
+    pub(crate) fn size(&self, c: usize) -> usize {
+        self.sizes[c]
+    }
+
+    /// Number of classes.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A thread's cache of large blocks (inside its local allocator; all-zero is empty). Only the
+/// holder of the local allocator touches it.
+#[repr(C)]
+pub(crate) struct ThreadCache {
+    bytes: usize,
+    count: [u8; MAX_LARGE],
+    slots: [[*mut Superblock; PER_CLASS]; MAX_LARGE],
+}
+
+impl ThreadCache {
+    /// The most recently kept block of class `c`, if any.
+    #[inline]
+    pub(crate) fn take(&mut self, c: usize) -> Option<*mut Superblock> {
+        let n = self.count[c] as usize;
+        if n == 0 {
+            return None;
+        }
+        self.count[c] -= 1;
+        let sb = self.slots[c][n - 1];
+        // SAFETY: a kept mapping is live and ours alone.
+        self.bytes -= unsafe { (*sb).len };
+        Some(sb)
+    }
+
+    /// Keeps `sb` (of class `c`) if there is room; false when the caller must pass it on.
+    #[inline]
+    pub(crate) fn put(&mut self, c: usize, sb: *mut Superblock) -> bool {
+        let n = self.count[c] as usize;
+        // SAFETY: the caller hands over a live mapping.
+        let len = unsafe { (*sb).len };
+        if n == PER_CLASS || self.bytes + len > THREAD_BYTES {
+            return false;
+        }
+        self.slots[c][n] = sb;
+        self.count[c] += 1;
+        self.bytes += len;
+        true
+    }
+
+    /// Takes every kept block out (for a thread that exits), calling `f` on each.
+    pub(crate) fn drain(&mut self, mut f: impl FnMut(usize, *mut Superblock)) {
+        for c in 0..MAX_LARGE {
+            while let Some(sb) = self.take(c) {
+                f(c, sb);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_cover_the_range_in_steps_of_at_most_9_5_percent() {
+        let c = LargeClasses::new(512 << 10, 64 << 20).unwrap();
+        assert!(c.len() <= 57, "{}", c.len());
+        assert!(c.size(0) > 512 << 10);
+        assert!(c.size(c.len() - 1) >= 64 << 20);
+        for i in 1..c.len() {
+            assert_eq!(c.size(i) % PAGE, 0);
+            let step = c.size(i) as f64 / c.size(i - 1) as f64;
+            assert!(step > 1.0 && step < 1.095, "{i}: {step}");
+        }
+        assert_eq!(c.class_of(512 << 10), None, "the sub-allocators' range");
+        assert_eq!(c.class_of((512 << 10) + 1), Some(0));
+        assert_eq!(c.class_of(c.size(3)), Some(3));
+        assert_eq!(c.class_of(c.size(3) + 1), Some(4));
+        assert_eq!(c.class_of((64 << 20) + PAGE * 1000), None);
+        for n in [1 << 20, 2 << 20, 4 << 20, 8 << 20, 3_000_000] {
+            let k = c.class_of(n).unwrap();
+            assert!(c.size(k) >= n && (k == 0 || c.size(k - 1) < n));
+        }
+        let none = LargeClasses::new(512 << 10, 512 << 10).unwrap();
+        assert_eq!(none.class_of(600 << 10), None);
+        assert!(LargeClasses::new(4096, 1 << 40).is_none());
+    }
+}
