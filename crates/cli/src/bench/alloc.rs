@@ -73,20 +73,10 @@ fn program(dir: &std::path::Path, allocator: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// The CPU model and count of this machine, for the tables.
+/// The CPU model, L2 and count of this machine and its NUMA nodes, for the tables.
 pub fn host_label() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let nodes = nearflow_alloc::placement::nodes().len();
-    format!("{model}, {cpus} CPUs, {nodes} NUMA node(s)")
+    format!("{}, {nodes} NUMA node(s)", super::host_cpu())
 }
 
 pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {

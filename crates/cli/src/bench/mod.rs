@@ -10,6 +10,33 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// This machine for the tables: CPU model, L2 per core and CPU count, e.g.
+/// `AMD EPYC, L2 512K, 2 CPUs` (the brief asks every figure to name its machine).
+pub fn host_cpu() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let l2 = (0..8)
+        .filter_map(|i| {
+            let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+            let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+            let ty = std::fs::read_to_string(format!("{dir}/type")).ok()?;
+            (level.trim() == "2" && ty.trim() != "Instruction")
+                .then(|| std::fs::read_to_string(format!("{dir}/size")).ok())
+                .flatten()
+        })
+        .next()
+        .map_or_else(|| "L2 unknown".into(), |s| format!("L2 {}", s.trim()));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("{model}, {l2}, {cpus} CPUs")
+}
+
 /// Median of a non-empty list of durations.
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort_unstable();

@@ -8,6 +8,15 @@
 //! Measured side by side in one run: every nearflow policy, rayon's `scope.spawn` (the reference:
 //! ratios are to it), rayon's `join` (fib only, for information: it does not heap-allocate), and a
 //! raw single-thread crossbeam-deque push/pop loop of boxed closures (the limit).
+//!
+//! **Interleaved rounds** (issue 9): on a shared, noisy machine a contender measured a few
+//! seconds after another meets another machine (three back-to-back runs once gave las/rayon on
+//! fan-out of 7.1, 1.85 and 1.49). So every contender is built first, and each round runs every
+//! (workload, contender) cell once, in an order that rotates from round to round. A cell's time
+//! is the median over the rounds, with the 10th–90th percentile as its spread; a ratio to rayon
+//! is the median of the per-round ratios (each taken within one round, seconds apart), with its
+//! spread the same way. Between two cells the bench pauses 5 ms, so that the pools that just
+//! ran have stopped spinning and sleep (every contender's threads are alive all along).
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +28,7 @@ use nearflow_rt::{Pinning, Runtime, TaskCx};
 use serde::Serialize;
 
 use crate::args::{machine_label, parse_list, TopoArgs};
-use crate::bench::{median, progress};
+use crate::bench::progress;
 
 #[derive(Args, Debug)]
 pub struct OverheadCmd {
@@ -37,8 +46,9 @@ pub struct OverheadCmd {
     /// n of `fib` (fib(25) is 242,785 tasks).
     #[arg(long, default_value_t = 25)]
     pub fib: u32,
-    /// Timed repetitions per cell (the median is reported), after one warm-up.
-    #[arg(long, default_value_t = 5)]
+    /// Interleaved rounds (each runs every cell once; medians over rounds are reported), after
+    /// one warm-up round.
+    #[arg(long, default_value_t = 11)]
     pub reps: usize,
     /// Thread binding for nearflow (only applied on the host).
     #[arg(long, default_value = "group")]
@@ -72,8 +82,22 @@ pub struct Row {
     pub workload: String,
     pub tasks: u64,
     pub ns_per_task: f64,
-    /// ns_per_task of this row / ns_per_task of rayon `scope.spawn` on the same workload.
+    /// 10th and 90th percentile of ns_per_task over the rounds.
+    pub ns_spread: [f64; 2],
+    /// Median over the rounds of (this cell / rayon `scope.spawn` on the same workload in the
+    /// same round).
     pub ratio_to_rayon: f64,
+    /// 10th and 90th percentile of those per-round ratios.
+    pub ratio_spread: [f64; 2],
+    /// Rounds measured.
+    pub rounds: usize,
+}
+
+/// Median and 10th/90th percentiles of a non-empty sample.
+pub(crate) fn summary(mut v: Vec<f64>) -> (f64, [f64; 2]) {
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), [at(0.1), at(0.9)])
 }
 
 fn fib_calls(n: u32) -> u64 {
@@ -207,15 +231,6 @@ fn crossbeam_once(wl: Workload, cmd: &OverheadCmd) -> Duration {
     t.elapsed()
 }
 
-fn measure(reps: usize, mut once: impl FnMut() -> Result<Duration>) -> Result<Duration> {
-    once()?; // warm-up
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
-        v.push(once()?);
-    }
-    Ok(median(v))
-}
-
 pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     let label = machine_label(&machine);
@@ -235,63 +250,80 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         .num_threads(threads)
         .build()
         .context("rayon pool")?;
-    let cells = (policies.len() + 3) * Workload::ALL.len();
-    let bar = progress(cells as u64, "overhead", cmd.json);
-    let mut raw: Vec<(String, Workload, Duration)> = Vec::new();
-    for w in Workload::ALL {
-        raw.push((
-            "rayon-scope".into(),
-            w,
-            measure(cmd.reps, || Ok(rayon_scope_once(&pool, w, cmd)))?,
-        ));
-        bar.inc(1);
-        if w == Workload::Fib {
-            let fib = cmd.fib;
-            let d = measure(cmd.reps, || {
+    let runtimes = policies
+        .iter()
+        .map(|&p| {
+            Runtime::builder(machine.clone())
+                .policy(p)
+                .pinning(cmd.pinning)
+                .build()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // The contenders: 0 rayon scope, 1 rayon join (fib only), 2 crossbeam, 3.. the policies.
+    let mut names: Vec<String> = vec!["rayon-scope".into(), "rayon-join".into(), "crossbeam-deque".into()];
+    names.extend(policies.iter().map(|p| p.name().to_string()));
+    let cells: Vec<(Workload, usize)> = Workload::ALL
+        .iter()
+        .flat_map(|&w| (0..names.len()).map(move |c| (w, c)))
+        .filter(|&(w, c)| c != 1 || w == Workload::Fib)
+        .collect();
+    let once = |w: Workload, c: usize| -> Result<Duration> {
+        Ok(match c {
+            0 => rayon_scope_once(&pool, w, cmd),
+            1 => {
                 let t = Instant::now();
-                let calls = pool.install(|| ry_join_fib(fib));
-                debug_assert_eq!(calls, fib_calls(fib));
-                Ok(t.elapsed())
-            })?;
-            raw.push(("rayon-join".into(), w, d));
-        }
-        bar.inc(1);
-        raw.push((
-            "crossbeam-deque".into(),
-            w,
-            measure(cmd.reps, || Ok(crossbeam_once(w, cmd)))?,
-        ));
-        bar.inc(1);
-    }
-    for &p in &policies {
-        let rt = Runtime::builder(machine.clone())
-            .policy(p)
-            .pinning(cmd.pinning)
-            .build()?;
-        for w in Workload::ALL {
-            raw.push((
-                p.name().to_string(),
-                w,
-                measure(cmd.reps, || nf_once(&rt, w, cmd))?,
-            ));
+                let calls = pool.install(|| ry_join_fib(cmd.fib));
+                debug_assert_eq!(calls, fib_calls(cmd.fib));
+                t.elapsed()
+            }
+            2 => crossbeam_once(w, cmd),
+            p => nf_once(&runtimes[p - 3], w, cmd)?,
+        })
+    };
+    let rounds = cmd.reps.max(1);
+    let bar = progress(((rounds + 1) * cells.len()) as u64, "overhead", cmd.json);
+    // times[cell][round], in ns per task.
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cells.len()];
+    for round in 0..=rounds {
+        for k in 0..cells.len() {
+            // Rotate the order so that no contender always follows the same one.
+            let i = (k + round * 7) % cells.len();
+            let (w, c) = cells[i];
+            // Let the previous contender's idle workers finish spinning and fall asleep, so
+            // they do not take the CPUs from this one (all contenders' pools are alive).
+            std::thread::sleep(Duration::from_millis(5));
+            let d = once(w, c)?;
+            if round > 0 {
+                times[i].push(d.as_secs_f64() * 1e9 / tasks_of(w, cmd) as f64);
+            }
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    let per_task = |w: Workload, d: Duration| d.as_secs_f64() * 1e9 / tasks_of(w, cmd) as f64;
     let reference = |w: Workload| {
-        raw.iter()
-            .find(|(n, x, _)| n == "rayon-scope" && *x == w)
-            .map_or(f64::NAN, |r| per_task(w, r.2))
+        cells
+            .iter()
+            .position(|&(x, c)| x == w && c == 0)
+            .expect("rayon-scope runs every workload")
     };
-    let rows: Vec<Row> = raw
+    let rows: Vec<Row> = cells
         .iter()
-        .map(|(name, w, d)| Row {
-            policy: name.clone(),
-            workload: w.name().into(),
-            tasks: tasks_of(*w, cmd),
-            ns_per_task: per_task(*w, *d),
-            ratio_to_rayon: per_task(*w, *d) / reference(*w),
+        .enumerate()
+        .map(|(i, &(w, c))| {
+            let (ns, ns_spread) = summary(times[i].clone());
+            let r = &times[reference(w)];
+            let (ratio, ratio_spread) =
+                summary(times[i].iter().zip(r).map(|(a, b)| a / b).collect());
+            Row {
+                policy: names[c].clone(),
+                workload: w.name().into(),
+                tasks: tasks_of(w, cmd),
+                ns_per_task: ns,
+                ns_spread,
+                ratio_to_rayon: ratio,
+                ratio_spread,
+                rounds,
+            }
         })
         .collect();
     if cmd.json {
@@ -299,21 +331,28 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         return Ok(());
     }
     println!(
-        "bench overhead on {label}: {threads} threads, median of {} runs, ns per task (ratio to rayon scope.spawn)",
-        cmd.reps
+        "bench overhead on {label} ({}): {threads} threads, {rounds} interleaved rounds; ns per task, median \
+         [10th–90th percentile], and the median of per-round ratios to rayon scope.spawn [10th–90th]",
+        crate::bench::host_cpu()
     );
-    println!("{:<16} {:>22} {:>22} {:>22}", "", "chain", "fanout", "fib");
-    let mut names: Vec<&str> = vec!["rayon-scope", "rayon-join", "crossbeam-deque"];
-    names.extend(policies.iter().map(|p| p.name()));
-    for name in names {
+    println!("{:<16} {:>36} {:>36} {:>36}", "", "chain", "fanout", "fib");
+    for name in &names {
         print!("{name:<16}");
         for w in Workload::ALL {
             match rows
                 .iter()
-                .find(|r| r.policy == name && r.workload == w.name())
+                .find(|r| &r.policy == name && r.workload == w.name())
             {
-                Some(r) => print!(" {:>13.1} ({:>5.2}x)", r.ns_per_task, r.ratio_to_rayon),
-                None => print!(" {:>22}", "-"),
+                Some(r) => print!(
+                    " {:>7.1} [{:>5.0}–{:<5.0}] {:>5.2}x [{:.2}–{:.2}]",
+                    r.ns_per_task,
+                    r.ns_spread[0],
+                    r.ns_spread[1],
+                    r.ratio_to_rayon,
+                    r.ratio_spread[0],
+                    r.ratio_spread[1]
+                ),
+                None => print!(" {:>36}", "-"),
             }
         }
         println!();
