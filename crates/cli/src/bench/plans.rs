@@ -1,11 +1,12 @@
 //! `nearflow bench plans`: the concurrent-plans experiment (001 §6, Fig. 3). For each grid
 //! entry `NxM`, N·M instances of the generated ~170-operator plan are submitted at once and the
 //! time until all have completed is measured, for every policy, in one run. Each cell is the
-//! median of `--reps`; every plan's result is checked against the sequential reference.
+//! median of `--reps` interleaved rounds (every column runs once per round, in a rotating
+//! order); every plan's result is checked against the sequential reference.
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -103,19 +104,26 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     let expect = genplan::reference(cmd.rows);
     let total = (grid.len() * columns.len() * cmd.reps) as u64;
     let bar = progress(total, "plans", cmd.json);
-    let mut cells = Vec::new();
-    let mut label = String::new();
     let mut ops = 0;
-    for &(allocator, policy) in &columns {
-        let rt = build_runtime(&cmd.topo, policy, cmd.pinning, false, allocator)?;
-        label = machine_label(rt.machine());
-        for &(n, m) in &grid {
-            let count = n * m;
-            let mut times = Vec::new();
-            for _ in 0..cmd.reps {
+    // Every runtime first, then interleaved rounds: each round runs every (grid, column) cell
+    // once, the columns in an order that rotates from round to round, so that the columns of a
+    // ratio are measured seconds apart, not minutes (see `bench overhead`).
+    let runtimes = columns
+        .iter()
+        .map(|&(allocator, policy)| build_runtime(&cmd.topo, policy, cmd.pinning, false, allocator))
+        .collect::<Result<Vec<_>>>()?;
+    let label = machine_label(runtimes[0].machine());
+    let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); grid.len()]; columns.len()];
+    for round in 0..cmd.reps {
+        for (gi, &(n, m)) in grid.iter().enumerate() {
+            for k in 0..columns.len() {
+                let ci = (k + round) % columns.len();
+                let (allocator, policy) = columns[ci];
+                let rt = &runtimes[ci];
+                let count = n * m;
                 let mut plans = Vec::with_capacity(count);
                 for _ in 0..count {
-                    let mut b = PlanBuilder::for_runtime(&rt);
+                    let mut b = PlanBuilder::for_runtime(rt);
                     if let Some(p) = cmd.packet_bytes {
                         b.packet_bytes(p);
                     }
@@ -124,13 +132,15 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                     ops = plan.len();
                     plans.push((plan, sinks));
                 }
+                // Let the previous column's idle workers fall asleep first.
+                std::thread::sleep(Duration::from_millis(5));
                 let t = Instant::now();
-                let handles: Vec<_> = plans.into_iter().map(|(p, s)| (p.submit(&rt), s)).collect();
+                let handles: Vec<_> = plans.into_iter().map(|(p, s)| (p.submit(rt), s)).collect();
                 let mut outs = Vec::with_capacity(count);
                 for (h, s) in handles {
                     outs.push((h.wait()?, s));
                 }
-                times.push(t.elapsed());
+                times[ci][gi].push(t.elapsed());
                 for (o, s) in &outs {
                     if genplan::result(o, s) != expect {
                         bail!("wrong result: {} ({allocator}) with {n}x{m}", policy.name());
@@ -138,12 +148,17 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 }
                 bar.inc(1);
             }
+        }
+    }
+    let mut cells = Vec::new();
+    for (ci, &(allocator, policy)) in columns.iter().enumerate() {
+        for (gi, &(n, m)) in grid.iter().enumerate() {
             cells.push(Cell {
                 grid: format!("{n}x{m}"),
-                plans: count,
+                plans: n * m,
                 policy: policy.name().into(),
                 allocator: allocator.name().into(),
-                ms: median(times).as_secs_f64() * 1e3,
+                ms: median(times[ci][gi].clone()).as_secs_f64() * 1e3,
                 verified: true,
             });
         }
