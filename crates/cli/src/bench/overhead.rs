@@ -260,7 +260,11 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     // The contenders: 0 rayon scope, 1 rayon join (fib only), 2 crossbeam, 3.. the policies.
-    let mut names: Vec<String> = vec!["rayon-scope".into(), "rayon-join".into(), "crossbeam-deque".into()];
+    let mut names: Vec<String> = vec![
+        "rayon-scope".into(),
+        "rayon-join".into(),
+        "crossbeam-deque".into(),
+    ];
     names.extend(policies.iter().map(|p| p.name().to_string()));
     let cells: Vec<(Workload, usize)> = Workload::ALL
         .iter()
