@@ -134,7 +134,7 @@ fn large_packets_are_reused_without_new_mappings() {
         let after = nearflow_alloc::GLOBAL.stats();
         let mapped = after.large_mapped - before.large_mapped;
         assert!(
-            mapped * 16 <= packets && packets >= 192,
+            mapped as u64 * 16 <= packets && packets >= 192,
             "{l2}: {mapped} new large mappings for {packets} packets of {packet} bytes \
              (stats before {before:?}, after {after:?})"
         );

@@ -10,6 +10,16 @@
 //! increment; Miri caught that load racing with the request's deallocation by the completing
 //! finisher.) `spawned` is a separate relaxed count for the per-request counters.
 //!
+//! **Credits.** A running task does not increment `pending` for every task it spawns: it takes
+//! credits in batches (1, 2, 4, … up to [`MAX_CREDITS`]) with one increment, spends one per
+//! spawn, and gives back the unspent ones in its own finishing decrement
+//! ([`RequestInner::finish_with`]). `pending` is then the number of unfinished tasks plus the
+//! credits held by running tasks; credits are held only by tasks that are themselves unfinished,
+//! so `pending` still reaches zero exactly once, when every task has finished, and every
+//! increment still happens before the spawning task's decrement. A fan-out of n tasks pays
+//! about n/256 increments instead of n, a chain still one (as rayon's scope does), and the
+//! spawn statistics (`spawned`, `spawned_deferred`) are added once per task the same way.
+//!
 //! ## Lifetime
 //!
 //! Tasks refer to their request through a [`RequestRef`], a raw pointer, instead of an `Arc`
@@ -44,6 +54,9 @@ impl Drop for RequestInner {
         LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// Most credits a running task takes at once (see the module docs).
+pub(crate) const MAX_CREDITS: usize = 256;
 
 pub(crate) struct RequestInner {
     pub(crate) id: RequestId,
@@ -128,22 +141,32 @@ impl RequestInner {
         }
     }
 
-    /// Counts one more task of the request; called by a running task of it (or at submission).
+    /// Takes `n` credits for spawns by a running task of the request (see the module docs).
     #[inline]
-    pub(crate) fn count_spawn(&self) {
-        // Relaxed: the spawning task still holds a pending count, so `pending` cannot reach zero
-        // before this increment; the completing decrement is AcqRel (see `count_finish`).
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        self.spawned.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn take_credits(&self, n: usize) {
+        // Relaxed: the running task holds a pending count itself, so `pending` cannot reach zero
+        // before this increment; the completing decrement is AcqRel (see `finish_with`).
+        self.pending.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Counts one finished task; returns whether it was the request's last. After a `false`,
-    /// the caller must not touch the request again.
+    /// Adds a finished task's spawn statistics (batched, see the module docs). Called before the
+    /// task's finishing decrement.
     #[inline]
-    pub(crate) fn count_finish(&self) -> bool {
+    pub(crate) fn add_spawned(&self, spawned: u64, deferred: u64) {
+        // Relaxed: statistics, read after completion, which the finishing decrements order.
+        self.spawned.fetch_add(spawned, Ordering::Relaxed);
+        if deferred > 0 {
+            self.spawned_deferred.fetch_add(deferred, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts one finished task that gives back `credits` unspent credits; returns whether it
+    /// was the request's last. After a `false`, the caller must not touch the request again.
+    #[inline]
+    pub(crate) fn finish_with(&self, credits: usize) -> bool {
         // AcqRel: every task's Release decrement happens before the final one's Acquire, so the
         // completing finisher (and the waiter it wakes) sees all effects of the request's tasks.
-        self.pending.fetch_sub(1, Ordering::AcqRel) == 1
+        self.pending.fetch_sub(1 + credits, Ordering::AcqRel) == 1 + credits
     }
 }
 
@@ -177,7 +200,7 @@ impl RequestRef {
     /// completed the request, after its last use of `self`.
     pub(crate) fn release(self) {
         // SAFETY: the pointer came from `Arc::into_raw` in `leak`, and this is the only place
-        // that turns it back; `count_finish` returns true to exactly one finisher.
+        // that turns it back; `finish_with` returns true to exactly one finisher.
         drop(unsafe { Arc::from_raw(self.0.as_ptr().cast_const()) });
     }
 }

@@ -22,7 +22,7 @@ use nearflow_policy::{
 };
 
 use crate::counters::{bump, bump_owned, WorkerCells};
-use crate::request::RequestRef;
+use crate::request::{RequestRef, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
 use crate::Shared;
@@ -53,6 +53,13 @@ pub(crate) struct WorkerLocal<'a> {
 pub struct TaskCx<'a> {
     me: &'a WorkerLocal<'a>,
     req: RequestRef,
+    /// Credits of the request's pending count not yet spent (`request.rs`, "Credits").
+    credits: Cell<usize>,
+    /// Size of the next batch of credits.
+    batch: Cell<usize>,
+    /// Tasks spawned by this task, and how many of them deferred (added at its end).
+    spawned: Cell<u64>,
+    spawned_deferred: Cell<u64>,
 }
 
 impl TaskCx<'_> {
@@ -81,9 +88,16 @@ impl TaskCx<'_> {
     {
         // This task has not finished, so its request is alive and not complete.
         let req = self.req.get();
-        req.count_spawn();
+        if self.credits.get() == 0 {
+            let n = self.batch.get();
+            req.take_credits(n);
+            self.credits.set(n);
+            self.batch.set((2 * n).min(MAX_CREDITS));
+        }
+        self.credits.set(self.credits.get() - 1);
+        self.spawned.set(self.spawned.get() + 1);
         if kind == TaskKind::Deferred {
-            bump(&req.spawned_deferred);
+            self.spawned_deferred.set(self.spawned_deferred.get() + 1);
         }
         bump_owned(&self.me.cells.spawned);
         self.me.place(
@@ -225,6 +239,7 @@ impl<'a> WorkerLocal<'a> {
         let Task { req: handle, f } = task;
         // This task has not finished, so its request is alive.
         let req = handle.get();
+        let mut credits = 0;
         // Acquire: pairs with the Release store in `RequestInner::fail`.
         if req.failed.load(Ordering::Acquire) {
             bump(&req.skipped);
@@ -233,6 +248,10 @@ impl<'a> WorkerLocal<'a> {
             let cx = TaskCx {
                 me: self,
                 req: handle,
+                credits: Cell::new(0),
+                batch: Cell::new(1),
+                spawned: Cell::new(0),
+                spawned_deferred: Cell::new(0),
             };
             let trace = self.shared.trace.as_ref();
             let start = trace.map(|t| {
@@ -251,6 +270,10 @@ impl<'a> WorkerLocal<'a> {
                     end_ns: t.now_ns(),
                 });
             }
+            if cx.spawned.get() > 0 {
+                req.add_spawned(cx.spawned.get(), cx.spawned_deferred.get());
+            }
+            credits = cx.credits.get();
             bump_owned(&self.cells.executed);
             #[cfg(not(loom))]
             if self.shared.allocator == crate::Allocator::Nearflow {
@@ -259,7 +282,7 @@ impl<'a> WorkerLocal<'a> {
             }
         }
         // After a `false` the request may already be gone: no access past this point.
-        if req.count_finish() {
+        if req.finish_with(credits) {
             self.shared.finish_request(req);
             handle.release();
         }
