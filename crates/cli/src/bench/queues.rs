@@ -3,7 +3,8 @@
 //! Square matrix multiplication with one task per element of the product, as in the paper. The
 //! request's root task spawns the n² element tasks (deferred by default: each reads its own row
 //! of A and column of B, sharing little with the spawner; `--spawn immediate` puts them in the
-//! root's immediate queue instead). Each cell is the median of `--reps` runs, and every product
+//! root's immediate queue instead). Each cell is the median of `--reps` interleaved rounds (every
+//! policy runs once per round, in a rotating order), and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
 //! the check is exact.
 
@@ -170,24 +171,30 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         let p = Arc::new(Problem::new(n, n as u64));
         bar.set_message(format!("n = {n}: sequential reference"));
         let reference = p.sequential();
-        for (rt, &policy) in runtimes.iter().zip(&policies) {
-            bar.set_message(format!("n = {n}: {policy}"));
-            let mut times = Vec::new();
-            let mut verified = true;
-            for _ in 0..cmd.reps.max(1) {
-                let (d, c) = multiply(rt, &p, kind)?;
-                verified &= c == reference;
-                times.push(d);
+        // Interleaved rounds: each round runs every policy once, in an order that rotates from
+        // round to round, so that the policies of a size are measured side by side.
+        let mut times = vec![Vec::new(); policies.len()];
+        for round in 0..cmd.reps.max(1) {
+            for k in 0..policies.len() {
+                let i = (k + round) % policies.len();
+                let policy = policies[i];
+                bar.set_message(format!("n = {n}: {policy}, round {}", round + 1));
+                // Let the previous policy's idle workers fall asleep first.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let (d, c) = multiply(&runtimes[i], &p, kind)?;
+                if c != reference {
+                    bail!("{policy}, n = {n}: the product differs from the sequential multiply");
+                }
+                times[i].push(d);
             }
-            if !verified {
-                bail!("{policy}, n = {n}: the product differs from the sequential multiply");
-            }
+        }
+        for (i, &policy) in policies.iter().enumerate() {
             cells.push(Cell {
                 size: n,
                 policy: policy.name().into(),
-                ms: median(times).as_secs_f64() * 1e3,
+                ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
                 tasks: (n * n) as u64,
-                verified,
+                verified: true,
             });
             bar.inc(1);
         }
