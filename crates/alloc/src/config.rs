@@ -45,7 +45,7 @@ impl Config {
     /// `xmalloc` still 5× slower.
     ///
     /// Beyond the paper: the large tier up to 64 MiB (`large.rs`), and the pages of what a node
-    /// keeps beyond 64 MiB are purged after 10 ms unused (mimalloc's default delay), so the
+    /// keeps beyond 32 MiB are purged after 10 ms unused (mimalloc's default delay), so the
     /// resident set follows the live data, not the peak.
     pub const DEFAULT: Config = Config {
         min_block: 8 << 10,
@@ -54,7 +54,7 @@ impl Config {
         superblock_size: 10 << 20,
         cached_superblocks: usize::MAX,
         large_max: 64 << 20,
-        node_reserve_bytes: 64 << 20,
+        node_reserve_bytes: 32 << 20,
         purge_delay_ms: 10,
     };
 

@@ -63,8 +63,9 @@
 //!   each a list of superblocks plus a priority queue; no lock on its path. Only the holder (the
 //!   owning thread, or the claimer of an abandoned one) touches them. *Invariants:* each
 //!   sub-allocator's `count` is its list's length; a superblock is queued iff it has a free
-//!   block; at most 32 empty superblocks in all, holding at most 32 MiB of touched pages,
-//!   flagged `kept` (none once abandoned).
+//!   block; at most 32 empty superblocks in all, holding at most 16 MiB of touched pages,
+//!   flagged `kept` (none once abandoned), besides the sole superblock of a sub-allocator,
+//!   which stays while it has touched at most 1 MiB.
 //! - `instance.rs` — **allocator** ([`Allocator`]): settings, address map, superblock allocators,
 //!   registry of local allocators (≤ 1023; id 0 names threads without one); routing by size.
 //! - `thread.rs` — which local allocator a thread uses (a `const` thread-local) and its teardown
@@ -79,7 +80,7 @@
 //! the owner drains its bins on its next allocation (one relaxed load when none are pending),
 //! and nearflow workers drain after each task ([`Allocator::collect`]). A superblock left empty
 //! goes back to its node's superblock allocator, except the most recently emptied ones of each
-//! local allocator (up to 32, and 32 MiB of their touched pages), kept so that a thread
+//! local allocator (up to 32, and 16 MiB of their touched pages; and the only superblock of a size while it has touched at most 1 MiB), kept so that a thread
 //! allocating and freeing blocks of many sizes does not fetch a superblock each time.
 //!
 //! ## Threads that exit
@@ -104,7 +105,7 @@
 //! - Purging: each node keeps every released superblock, as §5.2 does (unless
 //!   `cached_superblocks` bounds it), but gives the pages of those beyond its reserve back to
 //!   the OS after a delay (`node.rs`), so the resident set follows the live data.
-//! - A local allocator keeps up to 32 recently emptied superblocks (32 MiB of touched pages).
+//! - A local allocator keeps up to 32 recently emptied superblocks (16 MiB of touched pages), and the only superblock of each size (up to 1 MiB touched).
 //! - The large tier above 512 KiB (`large.rs`): packets of ½ L2 on cores with 2 MiB or 4 MiB
 //!   of L2 are 1–2 MiB, which §5 would map and unmap for every packet.
 //! - The address map (the paper's allocator is told the size at free; `free(p)` is not).
@@ -235,8 +236,8 @@ mod core_tests {
         let s = a.stats();
         assert_eq!(s.used_blocks, 0);
         assert!(
-            s.superblocks_in_heaps <= heap::MAX_KEPT as usize,
-            "at most MAX_KEPT empty superblocks kept: {s:?}"
+            s.superblocks_in_heaps <= heap::MAX_KEPT as usize + a.classes().len(),
+            "at most MAX_KEPT empty superblocks kept, and one per size: {s:?}"
         );
     }
 
