@@ -80,8 +80,9 @@
 //! the owner drains its bins on its next allocation (one relaxed load when none are pending),
 //! and nearflow workers drain after each task ([`Allocator::collect`]). A superblock left empty
 //! goes back to its node's superblock allocator, except the most recently emptied ones of each
-//! local allocator (up to 32, and 16 MiB of their touched pages; and the only superblock of a size while it has touched at most 1 MiB), kept so that a thread
-//! allocating and freeing blocks of many sizes does not fetch a superblock each time.
+//! local allocator (up to 32, and 16 MiB of their touched pages) and the only superblock of a
+//! size while it has touched at most 1 MiB, kept so that a thread allocating and freeing blocks
+//! of many sizes does not fetch a superblock each time.
 //!
 //! ## Threads that exit
 //!

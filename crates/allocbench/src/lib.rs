@@ -52,8 +52,9 @@ pub struct Measurement {
     pub ops: u64,
 }
 
-/// Sizes of the latency pattern.
-pub const LATENCY_SIZES: [usize; 7] = [
+/// Sizes of the latency pattern: a control below the sub-allocators' range, the range, and
+/// three sizes of the large tier (packets of ½ L2 on 2 MiB and 4 MiB L2, and 8 MiB).
+pub const LATENCY_SIZES: [usize; 10] = [
     64,
     8 << 10,
     16 << 10,
@@ -61,6 +62,9 @@ pub const LATENCY_SIZES: [usize; 7] = [
     128 << 10,
     256 << 10,
     512 << 10,
+    1 << 20,
+    2 << 20,
+    8 << 20,
 ];
 
 /// Patterns that run threads.

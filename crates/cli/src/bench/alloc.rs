@@ -146,7 +146,9 @@ pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
 }
 
 fn size_label(n: usize) -> String {
-    if n >= 1024 {
+    if n >= 1 << 20 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1024 {
         format!("{} KiB", n >> 10)
     } else {
         format!("{n} B")
