@@ -408,8 +408,10 @@ fn bench_alloc_runs_every_allocator_and_refuses_bad_flags() {
         "--json",
     ]);
     let ms = v["measurements"].as_array().unwrap();
-    // 4 allocators × (7 sizes × 2 latency patterns + 4 multi-thread patterns)
-    assert_eq!(ms.len(), 4 * (7 * 2 + 4), "{v}");
+    // 4 allocators × (10 sizes × 2 latency patterns + 4 multi-thread patterns)
+    let sizes = nearflow_allocbench::LATENCY_SIZES.len();
+    assert_eq!(sizes, 10);
+    assert_eq!(ms.len(), 4 * (sizes * 2 + 4), "{v}");
     for m in ms {
         assert!(m["ns_per_op"].as_f64().unwrap() > 0.0);
         for k in ["allocator", "pattern", "size"] {
