@@ -347,6 +347,26 @@ impl Heap {
         }
     }
 
+    /// Gives the kept empty superblocks and the kept large blocks back to their nodes, where
+    /// what exceeds the reserve is purged after the delay (for a thread about to go idle). The
+    /// sole superblock of each size stays.
+    ///
+    /// # Safety
+    /// The caller holds this allocator.
+    pub(crate) unsafe fn release_cached(&mut self, a: &Allocator) {
+        while self.empty_kept > 0 {
+            // SAFETY: a kept superblock is ours and empty.
+            unsafe { self.drop_superblock(a, self.kept_ring[0]) };
+        }
+        self.large.drain(|c, sb| {
+            // SAFETY: a kept large block, live and ours alone.
+            unsafe {
+                let node = (*sb).node as usize % crate::node::MAX_NODES;
+                a.nodes[node].put_large(a, c, NonNull::new_unchecked(sb));
+            }
+        });
+    }
+
     /// Takes an abandoned allocator for a new thread on `node`.
     pub(crate) fn adopt(&mut self, a: &Allocator, node: usize) -> bool {
         if !self.reclaim.try_claim(OWNED) {

@@ -399,3 +399,52 @@ fn node_caches_purge_pages_beyond_the_reserve() {
         }
     }
 }
+
+/// A thread about to go idle gives its kept superblocks and cached large blocks back to the
+/// node (`release_cached`); the sole superblock of each size stays.
+#[test]
+fn an_idle_thread_releases_what_it_keeps() {
+    let a = Allocator::new(Config {
+        max_block: 64 << 10,
+        superblock_size: 1 << 20,
+        large_max: 8 << 20,
+        ..Config::DEFAULT
+    })
+    .unwrap();
+    std::thread::spawn(move || {
+        // Two or more superblocks of 64 KiB blocks (at most 15 each), then all freed: all kept.
+        let blocks: Vec<*mut u8> = (0..30).map(|_| a.alloc(64 << 10)).collect();
+        let large: Vec<*mut u8> = (0..3).map(|_| a.alloc(1 << 20)).collect();
+        for p in blocks.into_iter().chain(large) {
+            // SAFETY: ours, unused.
+            unsafe { a.free(p) };
+        }
+        let before = a.stats();
+        assert!(before.superblocks_in_heaps >= 2, "{before:?}");
+        assert_eq!(before.large_cached, 0, "in the thread's cache: {before:?}");
+        a.release_cached();
+        let after = a.stats();
+        assert_eq!(after.superblocks_in_heaps, 0, "{after:?}");
+        assert_eq!(
+            after.superblocks_cached,
+            before.superblocks_cached + before.superblocks_in_heaps
+        );
+        assert_eq!(after.large_cached, 3, "{after:?}");
+        assert!(a.check_thread());
+        // One block: its superblock is the only one of its size and stays when it empties,
+        // and when the thread goes idle.
+        let p = a.alloc(64 << 10);
+        // SAFETY: ours, unused.
+        unsafe { a.free(p) };
+        a.release_cached();
+        assert_eq!(a.stats().superblocks_in_heaps, 1, "{:?}", a.stats());
+        assert!(a.check_thread());
+        // They are reused from the node, not mapped again.
+        let p = a.alloc(1 << 20);
+        assert_eq!(a.stats().large_mapped, before.large_mapped);
+        // SAFETY: ours, unused.
+        unsafe { a.free(p) };
+    })
+    .join()
+    .unwrap();
+}

@@ -310,6 +310,11 @@ impl<'a> WorkerLocal<'a> {
                             continue 'work;
                         }
                     }
+                    #[cfg(not(loom))]
+                    if shared.allocator == crate::Allocator::Nearflow {
+                        // Idle: what this worker's local allocator keeps goes back to its node.
+                        nearflow_alloc::GLOBAL.release_cached();
+                    }
                     match shared.sleep.sleep(self.w, domain, || self.find()) {
                         Slept::Found(t) => self.run(t),
                         Slept::Woken => bump_owned(&self.cells.sleeps),
