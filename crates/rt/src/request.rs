@@ -304,3 +304,90 @@ impl<T> RequestHandle<T> {
         self.inner.counters()
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Model checks of completion with credits (module docs, "Credits"; run with
+    //! `RUSTFLAGS="--cfg loom"`). Each task records its effect (a Relaxed store) before its
+    //! finishing decrement; the finisher that sees the request complete must see every effect,
+    //! and exactly one finisher completes it. The models fail if `finish_with` loses its
+    //! Acquire/Release or a task gives back more credits than it holds.
+    use super::*;
+    use loom::thread;
+
+    struct World {
+        req: RequestInner,
+        /// Each task's effect.
+        effects: [AtomicUsize; 3],
+        completions: AtomicUsize,
+    }
+
+    impl World {
+        fn new() -> Arc<World> {
+            Arc::new(World {
+                req: RequestInner::new(0),
+                effects: std::array::from_fn(|_| AtomicUsize::new(0)),
+                completions: AtomicUsize::new(0),
+            })
+        }
+
+        /// Task `i` ends: its effect, then its decrement returning `credits`.
+        fn finish(&self, i: usize, credits: usize, tasks: usize) {
+            // Relaxed: ordered by the AcqRel decrement that follows.
+            self.effects[i].store(1, Ordering::Relaxed);
+            if self.req.finish_with(credits) {
+                for e in &self.effects[..tasks] {
+                    // Relaxed: the completer's Acquire half orders these after every effect.
+                    assert_eq!(
+                        e.load(Ordering::Relaxed),
+                        1,
+                        "completed before a task ended"
+                    );
+                }
+                self.completions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The root takes a batch of 2 credits, spawns one child (run on another thread) and gives
+    /// the unspent credit back when it ends.
+    #[test]
+    fn root_and_child_with_an_unspent_credit() {
+        loom::model(|| {
+            let w = World::new();
+            w.req.take_credits(2);
+            let child = {
+                let w = w.clone();
+                thread::spawn(move || w.finish(1, 0, 2))
+            };
+            w.finish(0, 1, 2);
+            child.join().unwrap();
+            assert_eq!(w.completions.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    /// A chain over three threads: the root spends its one credit on a child, which takes its
+    /// own batch of 2, spends one on a grandchild and gives one back.
+    #[test]
+    fn chain_over_three_threads() {
+        loom::model(|| {
+            let w = World::new();
+            w.req.take_credits(1);
+            let child = {
+                let w = w.clone();
+                thread::spawn(move || {
+                    w.req.take_credits(2);
+                    let grandchild = {
+                        let w = w.clone();
+                        thread::spawn(move || w.finish(2, 0, 3))
+                    };
+                    w.finish(1, 1, 3);
+                    grandchild.join().unwrap();
+                })
+            };
+            w.finish(0, 0, 3);
+            child.join().unwrap();
+            assert_eq!(w.completions.load(Ordering::Relaxed), 1);
+        });
+    }
+}
