@@ -318,14 +318,7 @@ impl Heap {
         // SAFETY: we own it.
         unsafe { self.collect(a) };
         self.abandoned = true;
-        // Large blocks go back to their nodes' caches.
-        self.large.drain(|c, sb| {
-            // SAFETY: a kept large block, live and ours alone.
-            unsafe {
-                let node = (*sb).node as usize % crate::node::MAX_NODES;
-                a.nodes[node].put_large(a, c, NonNull::new_unchecked(sb));
-            }
-        });
+        self.flush_large(a);
         for class in 0..a.classes.len() {
             let mut sb = self.subs[class].list;
             while !sb.is_null() {
@@ -358,6 +351,11 @@ impl Heap {
             // SAFETY: a kept superblock is ours and empty.
             unsafe { self.drop_superblock(a, self.kept_ring[0]) };
         }
+        self.flush_large(a);
+    }
+
+    /// Gives the large blocks this thread keeps back to their nodes' caches.
+    fn flush_large(&mut self, a: &Allocator) {
         self.large.drain(|c, sb| {
             // SAFETY: a kept large block, live and ours alone.
             unsafe {
