@@ -85,6 +85,7 @@ fn ensure_key(l: &Local) {
     l.keyed.set(true);
 }
 
+#[inline]
 fn slot_of(l: &Local, a: &Allocator) -> Option<usize> {
     let ap: *const Allocator = a;
     if ptr::eq(ap, &crate::GLOBAL) {

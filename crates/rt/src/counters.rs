@@ -45,12 +45,6 @@ impl WorkerCells {
     }
 }
 
-/// Bumps a counter that several threads may bump (Relaxed: counters order nothing).
-#[inline]
-pub(crate) fn bump(a: &AtomicU64) {
-    a.fetch_add(1, Ordering::Relaxed);
-}
-
 /// Bumps a counter that only its owner thread writes: a plain load and store, no locked
 /// read-modify-write. Other threads read it with a Relaxed load and may see a slightly old value.
 #[inline]

@@ -540,6 +540,13 @@ impl Runtime {
             + s.deferred.iter().map(DeferredQueue::len).sum::<usize>()
     }
 
+    /// Whether a spawn pays no fence instruction because going to sleep issues a
+    /// `membarrier(2)` instead (see `sleep/README.md`): true on Linux unless the kernel refuses it
+    /// or `NEARFLOW_MEMBARRIER=0` is set.
+    pub fn asymmetric_barriers(&self) -> bool {
+        self.shared.sleep.barriers() == sleep::Barriers::Asymmetric
+    }
+
     /// Workers blocked right now (racy snapshot).
     pub fn asleep(&self) -> usize {
         self.shared.sleep.asleep()

@@ -6,14 +6,16 @@
 //! - [`SharedQueue`]: a locked deque any thread may push to (the queues of
 //!   load-balancing-queues.txt, which its author built as Java blocking queues; FIFO+RR's lists).
 //! - [`DeferredQueue`]: a priority queue by request id of per-request deques (LAS §4.1; Bobox's
-//!   per-node request lists, §5.1), behind one lock.
+//!   per-node request lists, §5.1), behind one lock, fed through a lock-free inbox.
 //!
-//! Both locked queues keep an atomic length so an idle worker can skip an empty queue without
-//! taking its lock. The length is updated under the lock; readers use it only as a hint, except in
-//! the sleep protocol, where it is read after a `SeqCst` fence (see `sleep/README.md`).
+//! Both keep an atomic length (and the deferred queue its inbox's indices) so an idle worker can
+//! skip an empty queue without taking its lock. Readers use them only as a hint, except in the
+//! sleep protocol, where they are read after its barrier (see `sleep/README.md`).
 
 use std::collections::VecDeque;
 
+use crossbeam_deque::{Injector, Steal};
+use crossbeam_utils::CachePadded;
 use nearflow_policy::{resolve_deferred, End, RequestId, Take};
 use smallvec::SmallVec;
 
@@ -36,7 +38,7 @@ impl<T> SharedQueue<T> {
     pub(crate) fn push(&self, t: T) {
         let mut q = lock(&self.items);
         q.push_back(t);
-        // Relaxed: the lock orders queue contents; waking pairs this store with the SeqCst fence
+        // Relaxed: the lock orders queue contents; waking pairs this store with the light barrier
         // in `Sleep::wake` (see sleep/README.md).
         self.len.store(q.len(), Ordering::Relaxed);
     }
@@ -59,40 +61,45 @@ impl<T> SharedQueue<T> {
     }
 }
 
-/// A priority queue by request id of per-request deques, sorted by id. A deque that drains stays
-/// in place (a fan-out drains and refills its request's deque constantly); empty entries are
-/// skipped when choosing a request and pruned when more than [`EMPTY_KEPT`] have gathered.
+/// A priority queue by request id of per-request deques, sorted by id (LAS §4.1), fed through a
+/// lock-free inbox.
+///
+/// **Inbox.** A push does not take the lock: it appends `(request, task)` to `inbox`, a
+/// lock-free FIFO (`crossbeam_deque::Injector`). A take locks, first moves everything in the
+/// inbox into the per-request deques, in inbox order, then chooses its task. The tasks of a
+/// request therefore stay in push order and a take sees every push that completed before it, as
+/// with one lock for both; but a producer spawning deferred tasks in a loop no longer hands the
+/// lock back and forth with the workers taking them (the LAS fan-out spent a fifth of its time in
+/// the lock's contended path and futex calls, `perf record -e cpu-clock`, docs/results.md).
+///
+/// A deque that drains stays in place (a fan-out drains and refills its request's deque
+/// constantly); empty entries are skipped when choosing a request and pruned once more than
+/// [`EMPTY_KEPT`] entries have gathered.
 pub(crate) struct DeferredQueue<T> {
-    by_request: Mutex<ByRequest<T>>,
-    len: AtomicUsize,
+    inbox: Injector<(RequestId, T)>,
+    by_request: CachePadded<Mutex<ByRequest<T>>>,
+    /// Tasks in `by_request`; written only under the lock (so a Relaxed load under the lock is
+    /// exact), read without it as a hint.
+    sorted: AtomicUsize,
 }
 
 struct ByRequest<T> {
-    /// Ascending by id; a deque may be empty. The first two entries are stored inline, beside the
-    /// lock: with one or two requests per group (the common case) a push or take touches the
-    /// lock's cache lines and the task buffer only, which matters when a producer and a consumer
-    /// hand tasks over through this queue at high rate.
-    entries: SmallVec<[(RequestId, VecDeque<T>); 2]>,
-    /// Number of empty deques in `entries`.
-    empty: usize,
-    /// Tasks in all deques (published to `DeferredQueue::len` with a store under the lock, as
-    /// `SharedQueue` does: a read-modify-write beside the lock cost a fifth of a deferred spawn).
-    total: usize,
+    /// Ascending by id; a deque may be empty. The first entry is stored inline.
+    entries: SmallVec<[(RequestId, VecDeque<T>); 1]>,
 }
 
 impl<T> ByRequest<T> {
     fn find(&self, request: RequestId) -> Result<usize, usize> {
-        self.entries.binary_search_by_key(&request, |e| e.0)
+        match self.entries.first() {
+            // The common case: one request, or the oldest.
+            Some(e) if e.0 == request => Ok(0),
+            _ => self.entries.binary_search_by_key(&request, |e| e.0),
+        }
     }
     /// The deque of `request`, created if needed.
     fn deque(&mut self, request: RequestId) -> &mut VecDeque<T> {
         let i = match self.find(request) {
-            Ok(i) => {
-                if self.entries[i].1.is_empty() {
-                    self.empty -= 1;
-                }
-                i
-            }
+            Ok(i) => i,
             Err(i) => {
                 self.entries.insert(i, (request, VecDeque::new()));
                 i
@@ -102,45 +109,72 @@ impl<T> ByRequest<T> {
     }
     /// Notes that entry `i` may have become empty.
     fn drained(&mut self, i: usize) {
-        if self.entries[i].1.is_empty() {
-            self.empty += 1;
-            if self.empty > EMPTY_KEPT {
-                self.entries.retain(|e| !e.1.is_empty());
-                self.empty = 0;
-            }
+        if self.entries.len() > EMPTY_KEPT && self.entries[i].1.is_empty() {
+            self.entries.retain(|e| !e.1.is_empty());
         }
     }
 }
 
-/// Empty per-request deques kept before they are pruned.
+/// Entries (empty ones included) kept before empty ones are pruned.
 const EMPTY_KEPT: usize = 8;
 
 impl<T> DeferredQueue<T> {
     pub(crate) fn new() -> Self {
         DeferredQueue {
-            by_request: Mutex::new(ByRequest {
+            inbox: Injector::new(),
+            by_request: CachePadded::new(Mutex::new(ByRequest {
                 entries: SmallVec::new(),
-                empty: 0,
-                total: 0,
-            }),
-            len: AtomicUsize::new(0),
+            })),
+            sorted: AtomicUsize::new(0),
         }
     }
 
+    /// Queues a task of `request` (lock-free).
     pub(crate) fn push(&self, request: RequestId, t: T) {
-        let mut v = lock(&self.by_request);
-        v.deque(request).push_back(t);
-        v.total += 1;
-        // Relaxed: see SharedQueue::push.
-        self.len.store(v.total, Ordering::Relaxed);
+        self.inbox.push((request, t));
+    }
+
+    /// Moves the inbox into the per-request deques, keeping its order; under the lock.
+    fn sort_inbox(&self, v: &mut ByRequest<T>) {
+        if self.inbox.is_empty() {
+            return;
+        }
+        let mut n = 0;
+        loop {
+            match self.inbox.steal() {
+                Steal::Success((request, t)) => {
+                    v.deque(request).push_back(t);
+                    n += 1;
+                }
+                Steal::Empty => break,
+                Steal::Retry => std::hint::spin_loop(),
+            }
+        }
+        if n > 0 {
+            self.add_sorted(n as isize);
+        }
+    }
+
+    /// Changes `sorted` by `n`; under the lock.
+    fn add_sorted(&self, n: isize) {
+        // Relaxed: written only under the lock; readers without it take it as a hint, or read it
+        // after the sleep protocol's barrier (sleep/README.md).
+        let now = self.sorted.load(Ordering::Relaxed).wrapping_add_signed(n);
+        self.sorted.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether no task is queued (a hint, like `len`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.sorted.load(Ordering::Relaxed) == 0 && self.inbox.is_empty()
     }
 
     /// Takes a task as [`resolve_deferred`] prescribes for `take`.
     pub(crate) fn take(&self, take: Take, last_request: Option<RequestId>) -> Option<T> {
-        if self.len.load(Ordering::Relaxed) == 0 {
+        if self.is_empty() {
             return None;
         }
         let mut v = lock(&self.by_request);
+        self.sort_inbox(&mut v);
         // Only the two oldest requests and `last_request` matter to any Take: pass those, in
         // ascending order, without allocating.
         let mut ids = [0; 3];
@@ -164,9 +198,7 @@ impl<T> DeferredQueue<T> {
         };
         v.drained(i);
         if t.is_some() {
-            v.total -= 1;
-            // Relaxed: see SharedQueue::push.
-            self.len.store(v.total, Ordering::Relaxed);
+            self.add_sorted(-1);
         }
         t
     }
@@ -174,15 +206,12 @@ impl<T> DeferredQueue<T> {
     /// Removes every queued task of a request (Bobox load balancer: moving a request).
     pub(crate) fn remove_request(&self, request: RequestId) -> VecDeque<T> {
         let mut v = lock(&self.by_request);
+        self.sort_inbox(&mut v);
         match v.find(request) {
             Ok(i) => {
                 let d = std::mem::take(&mut v.entries[i].1);
-                if !d.is_empty() {
-                    v.drained(i);
-                }
-                v.total -= d.len();
-                // Relaxed: see SharedQueue::push.
-                self.len.store(v.total, Ordering::Relaxed);
+                v.drained(i);
+                self.add_sorted(-(d.len() as isize));
                 d
             }
             Err(_) => VecDeque::new(),
@@ -195,15 +224,15 @@ impl<T> DeferredQueue<T> {
             return;
         }
         let mut v = lock(&self.by_request);
+        self.sort_inbox(&mut v);
         let n = tasks.len();
         v.deque(request).append(&mut tasks);
-        v.total += n;
-        // Relaxed: see SharedQueue::push.
-        self.len.store(v.total, Ordering::Relaxed);
+        self.add_sorted(n as isize);
     }
 
+    /// Tasks queued (a hint: a push or take may be under way).
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.sorted.load(Ordering::Relaxed) + self.inbox.len()
     }
 }
 
@@ -231,6 +260,46 @@ mod tests {
         assert_eq!(q.take(Take::OldestRequestOldest, None), None);
         q.append_request(4, moved);
         assert_eq!(q.take(Take::SecondOldestRequestOldest, None), Some('c'));
+    }
+
+    /// Producers push through the inbox while consumers take: every task comes out once, and the
+    /// tasks of each request leave in push order when taken from the oldest end.
+    #[test]
+    fn deferred_queue_concurrent_pushes_keep_order() {
+        use std::sync::Arc;
+        const PER: u64 = if cfg!(miri) { 50 } else { 20_000 };
+        let q = Arc::new(DeferredQueue::new());
+        let producers: Vec<_> = (0..3u64)
+            .map(|r| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    for i in 0..PER {
+                        q.push(r, (r, i));
+                    }
+                })
+            })
+            .collect();
+        let mut last = [None::<u64>; 3];
+        let mut got = 0;
+        while got < 3 * PER {
+            match q.take(Take::OldestRequestOldest, None) {
+                Some((r, i)) => {
+                    let prev = last[r as usize].replace(i);
+                    assert!(
+                        prev.is_none_or(|p| p < i),
+                        "request {r}: {prev:?} before {i}"
+                    );
+                    got += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(q.len(), 0);
+        assert!(q.is_empty());
+        assert_eq!(last, [Some(PER - 1); 3]);
     }
 
     #[test]

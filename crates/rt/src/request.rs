@@ -10,15 +10,24 @@
 //! increment; Miri caught that load racing with the request's deallocation by the completing
 //! finisher.) `spawned` is a separate relaxed count for the per-request counters.
 //!
-//! **Credits.** A running task does not increment `pending` for every task it spawns: it takes
-//! credits in batches (1, 2, 4, … up to [`MAX_CREDITS`]) with one increment, spends one per
-//! spawn, and gives back the unspent ones in its own finishing decrement
-//! ([`RequestInner::finish_with`]). `pending` is then the number of unfinished tasks plus the
-//! credits held by running tasks; credits are held only by tasks that are themselves unfinished,
-//! so `pending` still reaches zero exactly once, when every task has finished, and every
-//! increment still happens before the spawning task's decrement. A fan-out of n tasks pays
-//! about n/256 increments instead of n, a chain still one (as rayon's scope does), and the
-//! spawn statistics (`spawned`, `spawned_deferred`) are added once per task the same way.
+//! **Credits.** A worker does not touch `pending` for every task it spawns or finishes. It
+//! holds a share of the pending count of the request whose task it ran last, its *credits*
+//! (`worker.rs`, "Held credits"):
+//!
+//! - a spawn spends one credit; with none left the worker takes a batch (1, 2, 4, … up to
+//!   [`MAX_CREDITS`]) with one increment ([`RequestInner::take_credits`]);
+//! - a task that ends turns its own count into one more credit of its worker;
+//! - the worker gives every credit back in one decrement ([`RequestInner::give_back`]), after
+//!   adding the spawn statistics it gathered, when it is about to run a task of another request
+//!   and when it finds no task (before it searches or sleeps).
+//!
+//! So `pending` = unfinished tasks + credits held by workers. A running task is unfinished until
+//! it ends, and held credits are given back only after the task that earned them ended, so
+//! `pending` reaches zero exactly once, at the give-back after the request's last task, and every
+//! increment happens before that decrement. A chain or a fork-join tree on one worker touches the
+//! request a few times in all instead of two or three read-modify-writes per task (rayon's scope
+//! pays two: one increment per spawn, one decrement per end). The cost: the request completes
+//! when the worker that ran its last task next looks for work, one walk of its plan later.
 //!
 //! ## Lifetime
 //!
@@ -145,28 +154,32 @@ impl RequestInner {
     #[inline]
     pub(crate) fn take_credits(&self, n: usize) {
         // Relaxed: the running task holds a pending count itself, so `pending` cannot reach zero
-        // before this increment; the completing decrement is AcqRel (see `finish_with`).
+        // before this increment; the completing decrement is AcqRel (see `give_back`).
         self.pending.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Adds a finished task's spawn statistics (batched, see the module docs). Called before the
-    /// task's finishing decrement.
-    #[inline]
-    pub(crate) fn add_spawned(&self, spawned: u64, deferred: u64) {
-        // Relaxed: statistics, read after completion, which the finishing decrements order.
-        self.spawned.fetch_add(spawned, Ordering::Relaxed);
-        if deferred > 0 {
-            self.spawned_deferred.fetch_add(deferred, Ordering::Relaxed);
+    /// Adds a worker's gathered statistics (see the module docs). Called before its give-back.
+    pub(crate) fn add_stats(&self, spawned: u64, deferred: u64, skipped: u64) {
+        // Relaxed: statistics, read after completion, which the give-backs order.
+        for (counter, n) in [
+            (&self.spawned, spawned),
+            (&self.spawned_deferred, deferred),
+            (&self.skipped, skipped),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Counts one finished task that gives back `credits` unspent credits; returns whether it
-    /// was the request's last. After a `false`, the caller must not touch the request again.
+    /// Gives back `credits` (at least one) held by a worker; returns whether that completed the
+    /// request. After a `false`, the caller must not touch the request again.
     #[inline]
-    pub(crate) fn finish_with(&self, credits: usize) -> bool {
-        // AcqRel: every task's Release decrement happens before the final one's Acquire, so the
-        // completing finisher (and the waiter it wakes) sees all effects of the request's tasks.
-        self.pending.fetch_sub(1 + credits, Ordering::AcqRel) == 1 + credits
+    pub(crate) fn give_back(&self, credits: usize) -> bool {
+        debug_assert!(credits > 0);
+        // AcqRel: every give-back's Release half happens before the final one's Acquire, so the
+        // completing worker (and the waiter it wakes) sees all effects of the request's tasks.
+        self.pending.fetch_sub(credits, Ordering::AcqRel) == credits
     }
 }
 
@@ -187,6 +200,12 @@ impl RequestRef {
         RequestRef(unsafe { NonNull::new_unchecked(ptr) })
     }
 
+    /// Whether both refer to the same request.
+    #[inline]
+    pub(crate) fn same(self, other: RequestRef) -> bool {
+        self.0 == other.0
+    }
+
     /// The request.
     #[inline]
     pub(crate) fn get(&self) -> &RequestInner {
@@ -200,7 +219,7 @@ impl RequestRef {
     /// completed the request, after its last use of `self`.
     pub(crate) fn release(self) {
         // SAFETY: the pointer came from `Arc::into_raw` in `leak`, and this is the only place
-        // that turns it back; `finish_with` returns true to exactly one finisher.
+        // that turns it back; `give_back` returns true to exactly one caller.
         drop(unsafe { Arc::from_raw(self.0.as_ptr().cast_const()) });
     }
 }
@@ -308,10 +327,11 @@ impl<T> RequestHandle<T> {
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Model checks of completion with credits (module docs, "Credits"; run with
-    //! `RUSTFLAGS="--cfg loom"`). Each task records its effect (a Relaxed store) before its
-    //! finishing decrement; the finisher that sees the request complete must see every effect,
-    //! and exactly one finisher completes it. The models fail if `finish_with` loses its
-    //! Acquire/Release or a task gives back more credits than it holds.
+    //! `RUSTFLAGS="--cfg loom"`). Each thread is a worker: it runs a task, records the task's
+    //! effect (a Relaxed store), and gives back what it holds (the task's own count plus unspent
+    //! credits); the give-back that completes the request must see every effect, and exactly one
+    //! completes it. The models fail if `give_back` loses its Acquire/Release or a worker gives
+    //! back more credits than it holds.
     use super::*;
     use loom::thread;
 
@@ -331,11 +351,12 @@ mod loom_tests {
             })
         }
 
-        /// Task `i` ends: its effect, then its decrement returning `credits`.
+        /// Task `i` ends on a worker that then gives back the task's count and `credits`
+        /// unspent ones.
         fn finish(&self, i: usize, credits: usize, tasks: usize) {
             // Relaxed: ordered by the AcqRel decrement that follows.
             self.effects[i].store(1, Ordering::Relaxed);
-            if self.req.finish_with(credits) {
+            if self.req.give_back(1 + credits) {
                 for e in &self.effects[..tasks] {
                     // Relaxed: the completer's Acquire half orders these after every effect.
                     assert_eq!(
@@ -362,6 +383,26 @@ mod loom_tests {
             };
             w.finish(0, 1, 2);
             child.join().unwrap();
+            assert_eq!(w.completions.load(Ordering::Relaxed), 1);
+        });
+    }
+
+    /// Held credits across tasks: worker A runs the root, which takes 2 credits and spawns two
+    /// children; A runs the first itself and gives back both tasks' counts at once, while
+    /// worker B runs the second.
+    #[test]
+    fn one_give_back_for_two_tasks() {
+        loom::model(|| {
+            let w = World::new();
+            w.req.take_credits(2);
+            let b = {
+                let w = w.clone();
+                thread::spawn(move || w.finish(2, 0, 3))
+            };
+            // Relaxed: ordered by the give-back below.
+            w.effects[0].store(1, Ordering::Relaxed);
+            w.finish(1, 1, 3);
+            b.join().unwrap();
             assert_eq!(w.completions.load(Ordering::Relaxed), 1);
         });
     }

@@ -12,6 +12,15 @@
 //! thread, but only among cores that share the group's cache, so the cache argument of the rules
 //! holds at group granularity; with [`Pinning::Pu`](crate::Pinning::Pu) home PU and actual PU
 //! coincide exactly.
+//!
+//! ## Held credits
+//!
+//! A worker holds a share of the pending count of the request whose task it ran last
+//! (`request.rs`, "Credits"): spawns spend it, ending tasks add to it, and the worker gives it
+//! back, with the spawn statistics it gathered, in one decrement when it is about to run a task of
+//! another request and when a walk of its plan finds nothing, before it searches or sleeps
+//! ([`WorkerLocal::give_back`]). A worker never holds credits while it searches, sleeps or
+//! blocks, so a request completes at most one plan walk after its last task ended.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,7 +30,7 @@ use nearflow_policy::{
     walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind,
 };
 
-use crate::counters::{bump, bump_owned, WorkerCells};
+use crate::counters::{bump_owned, WorkerCells};
 use crate::request::{RequestRef, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
@@ -42,24 +51,28 @@ pub(crate) struct WorkerLocal<'a> {
     pub(crate) w: usize,
     pub(crate) local: Deque<Task>,
     plan: &'a [Step],
+    /// The rule of the plan's first probe when that probe is this worker's own queue, youngest
+    /// end (every policy with local queues): `find` takes it before walking the plan.
+    local_first: Option<u8>,
     cursors: RefCell<Cursors>,
     rng: RefCell<Rng>,
     last_request: Cell<Option<RequestId>>,
     cells: &'a WorkerCells,
     label: Cell<u32>,
+    /// The request whose credits this worker holds (see "Held credits").
+    held: Cell<Option<RequestRef>>,
+    /// Credits held: at least one whenever `held` is set and no task runs.
+    credits: Cell<usize>,
+    /// Size of the next batch of credits.
+    batch: Cell<usize>,
+    /// Statistics gathered for `held`: tasks spawned, of them deferred, tasks skipped.
+    stats: Cell<(u64, u64, u64)>,
 }
 
 /// What a running task sees: spawn more tasks of its request.
 pub struct TaskCx<'a> {
     me: &'a WorkerLocal<'a>,
     req: RequestRef,
-    /// Credits of the request's pending count not yet spent (`request.rs`, "Credits").
-    credits: Cell<usize>,
-    /// Size of the next batch of credits.
-    batch: Cell<usize>,
-    /// Tasks spawned by this task, and how many of them deferred (added at its end).
-    spawned: Cell<u64>,
-    spawned_deferred: Cell<u64>,
 }
 
 impl TaskCx<'_> {
@@ -86,20 +99,21 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        // This task has not finished, so its request is alive and not complete.
-        let req = self.req.get();
-        if self.credits.get() == 0 {
-            let n = self.batch.get();
-            req.take_credits(n);
-            self.credits.set(n);
-            self.batch.set((2 * n).min(MAX_CREDITS));
+        // This task has not finished, so its request is alive and not complete, and its worker
+        // holds the request's credits (`run` made sure).
+        let me = self.me;
+        debug_assert!(me.held.get().is_some_and(|h| h.same(self.req)));
+        if me.credits.get() == 0 {
+            let n = me.batch.get();
+            self.req.get().take_credits(n);
+            me.credits.set(n);
+            me.batch.set((2 * n).min(MAX_CREDITS));
         }
-        self.credits.set(self.credits.get() - 1);
-        self.spawned.set(self.spawned.get() + 1);
-        if kind == TaskKind::Deferred {
-            self.spawned_deferred.set(self.spawned_deferred.get() + 1);
-        }
-        bump_owned(&self.me.cells.spawned);
+        me.credits.set(me.credits.get() - 1);
+        let (spawned, deferred, skipped) = me.stats.get();
+        let deferred = deferred + u64::from(kind == TaskKind::Deferred);
+        me.stats.set((spawned + 1, deferred, skipped));
+        bump_owned(&me.cells.spawned);
         self.me.place(
             kind,
             Task {
@@ -142,7 +156,7 @@ impl TaskCx<'_> {
 fn steal(s: &Stealer<Task>) -> Option<Task> {
     // `is_empty` is two loads; `steal` also issues a SeqCst fence. Idle workers probe many empty
     // queues, so look first. (A task pushed just after this look is found by the next probe, or
-    // by the re-check after registering to sleep, which runs after a fence.)
+    // by the re-check after registering to sleep, which runs after the heavy barrier.)
     if s.is_empty() {
         return None;
     }
@@ -158,11 +172,24 @@ fn steal(s: &Stealer<Task>) -> Option<Task> {
 impl<'a> WorkerLocal<'a> {
     pub(crate) fn new(shared: &'a Shared, w: usize, local: Deque<Task>) -> Self {
         let plan = shared.policy.plan(w);
+        let own = Probe {
+            queue: QueueRef::Local(w),
+            take: Take::Plain(End::Youngest),
+            rule: 0,
+        };
+        let local_first = match plan.first() {
+            Some(Step::Scan(p)) => p
+                .first()
+                .filter(|p| Probe { rule: 0, ..**p } == own)
+                .map(|p| p.rule),
+            _ => None,
+        };
         WorkerLocal {
             shared,
             w,
             local,
             plan,
+            local_first,
             cursors: RefCell::new(Cursors::new(plan)),
             rng: RefCell::new(Rng::new(
                 0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9),
@@ -170,6 +197,28 @@ impl<'a> WorkerLocal<'a> {
             last_request: Cell::new(None),
             cells: &shared.cells[w],
             label: Cell::new(crate::trace::NO_LABEL),
+            held: Cell::new(None),
+            credits: Cell::new(0),
+            batch: Cell::new(1),
+            stats: Cell::new((0, 0, 0)),
+        }
+    }
+
+    /// Gives back the credits this worker holds, with its gathered statistics, and completes
+    /// the request if that was its last count (see "Held credits").
+    pub(crate) fn give_back(&self) {
+        let Some(handle) = self.held.take() else {
+            return;
+        };
+        // Held credits keep the request alive until the decrement below.
+        let req = handle.get();
+        let (spawned, deferred, skipped) = self.stats.replace((0, 0, 0));
+        req.add_stats(spawned, deferred, skipped);
+        self.batch.set(1);
+        // After a `false` the request may already be gone: no access past this point.
+        if req.give_back(self.credits.replace(0)) {
+            self.shared.finish_request(req);
+            handle.release();
         }
     }
 
@@ -190,6 +239,14 @@ impl<'a> WorkerLocal<'a> {
         }
         if shared.notify(q) {
             bump_owned(&self.cells.wakes);
+        }
+    }
+
+    /// Counts a task found by rule `rule` (1-based).
+    #[inline]
+    fn count_rule(&self, rule: u8) {
+        if let Some(c) = self.cells.by_rule.get(usize::from(rule).saturating_sub(1)) {
+            bump_owned(c);
         }
     }
 
@@ -214,19 +271,22 @@ impl<'a> WorkerLocal<'a> {
 
     /// Walks the policy's plan once; the first task found wins.
     pub(crate) fn find(&self) -> Option<Task> {
+        // The plan's first probe, inline: what `walk` would do first, without its generic loop
+        // (a fifth of a chained task's cost). If it finds nothing, `walk` probes it again.
+        if let Some(rule) = self.local_first {
+            if let Some(t) = self.local.pop() {
+                self.count_rule(rule);
+                self.last_request.set(Some(t.req.get().id));
+                return Some(t);
+            }
+        }
         let mut cursors = self.cursors.borrow_mut();
         let mut rng = self.rng.borrow_mut();
         let last = self.last_request.get();
         let (task, probe) = walk(self.plan, &mut cursors, &mut rng, |p| {
             self.try_take(p, last)
         })?;
-        if let Some(c) = self
-            .cells
-            .by_rule
-            .get(usize::from(probe.rule).saturating_sub(1))
-        {
-            bump(c);
-        }
+        self.count_rule(probe.rule);
         if self.shared.is_steal(self.w, probe.queue) {
             bump_owned(&self.cells.steals);
         }
@@ -234,24 +294,24 @@ impl<'a> WorkerLocal<'a> {
         Some(task)
     }
 
-    /// Runs a task (unless its request failed) and completes its request if it was the last.
+    /// Runs a task (unless its request failed); its count then becomes a credit of this worker.
     pub(crate) fn run(&self, task: Task) {
         let Task { req: handle, f } = task;
+        if !self.held.get().is_some_and(|h| h.same(handle)) {
+            self.give_back();
+            self.held.set(Some(handle));
+        }
         // This task has not finished, so its request is alive.
         let req = handle.get();
-        let mut credits = 0;
         // Acquire: pairs with the Release store in `RequestInner::fail`.
         if req.failed.load(Ordering::Acquire) {
-            bump(&req.skipped);
+            let (spawned, deferred, skipped) = self.stats.get();
+            self.stats.set((spawned, deferred, skipped + 1));
             drop(f);
         } else {
             let cx = TaskCx {
                 me: self,
                 req: handle,
-                credits: Cell::new(0),
-                batch: Cell::new(1),
-                spawned: Cell::new(0),
-                spawned_deferred: Cell::new(0),
             };
             let trace = self.shared.trace.as_ref();
             let start = trace.map(|t| {
@@ -270,10 +330,6 @@ impl<'a> WorkerLocal<'a> {
                     end_ns: t.now_ns(),
                 });
             }
-            if cx.spawned.get() > 0 {
-                req.add_spawned(cx.spawned.get(), cx.spawned_deferred.get());
-            }
-            credits = cx.credits.get();
             bump_owned(&self.cells.executed);
             #[cfg(not(loom))]
             if self.shared.allocator == crate::Allocator::Nearflow {
@@ -281,11 +337,7 @@ impl<'a> WorkerLocal<'a> {
                 nearflow_alloc::GLOBAL.collect();
             }
         }
-        // After a `false` the request may already be gone: no access past this point.
-        if req.finish_with(credits) {
-            self.shared.finish_request(req);
-            handle.release();
-        }
+        self.credits.set(self.credits.get() + 1);
     }
 
     /// The worker's main loop.
@@ -299,6 +351,7 @@ impl<'a> WorkerLocal<'a> {
                         self.run(t);
                         continue;
                     }
+                    self.give_back();
                     // Search a few more rounds, yielding the CPU between them, before sleeping:
                     // while this worker searches, spawns need not wake anybody in its domain.
                     shared.sleep.start_search(domain);
@@ -323,7 +376,7 @@ impl<'a> WorkerLocal<'a> {
                 }
             }
             SleepScheme::CountingSemaphore => {
-                while let Some(blocked) = shared.sleep.claim_task() {
+                while let Some(blocked) = shared.sleep.claim_task(|| self.give_back()) {
                     if blocked {
                         bump_owned(&self.cells.sleeps);
                     }
@@ -343,5 +396,6 @@ impl<'a> WorkerLocal<'a> {
         while let Some(t) = self.find() {
             self.run(t);
         }
+        self.give_back();
     }
 }

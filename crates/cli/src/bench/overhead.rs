@@ -368,6 +368,16 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         cmd.fib,
         fib_calls(cmd.fib)
     );
+    if let Some(rt) = runtimes.first() {
+        println!(
+            "sleep barriers: {}",
+            if rt.asymmetric_barriers() {
+                "asymmetric (a spawn pays no fence; going to sleep calls membarrier)"
+            } else {
+                "symmetric (a SeqCst fence on every spawn)"
+            }
+        );
+    }
     Ok(())
 }
 

@@ -3,6 +3,93 @@
 
 use crate::sync::{fence, lock, wait, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
+/// The two barriers of the protocol (`README.md`, "Why no wake-up is lost"): a *light* one on
+/// every spawn and a *heavy* one when a worker registers to sleep.
+///
+/// **Asymmetric** (Linux ≥ 4.14, the default when the kernel allows it): the light barrier is a
+/// compiler fence, the heavy one `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which makes
+/// every running thread of the process execute a full memory barrier before it returns (a thread
+/// that is not running passed one when it was switched out). A spawn then costs no fence
+/// instruction at all; going to sleep costs one system call more, next to the futex it is about
+/// to make. **Symmetric** (other systems, a kernel or seccomp filter that refuses `membarrier`,
+/// `NEARFLOW_MEMBARRIER=0`, loom and Miri): a `SeqCst` fence on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Barriers {
+    Symmetric,
+    Asymmetric,
+}
+
+impl Barriers {
+    /// Asymmetric when this process can use `membarrier` (registered here, once per process).
+    pub(crate) fn detect() -> Barriers {
+        #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+        {
+            let off = std::env::var_os("NEARFLOW_MEMBARRIER").is_some_and(|v| v == "0");
+            if !off && membarrier::register() {
+                return Barriers::Asymmetric;
+            }
+        }
+        Barriers::Symmetric
+    }
+
+    /// The spawner's barrier, between its push and its loads of the domains' counts.
+    #[inline]
+    pub(crate) fn light(self) {
+        match self {
+            // SeqCst compiler fence: keeps the push and the loads in program order; the heavy
+            // barrier orders them in the processor.
+            Barriers::Asymmetric => std::sync::atomic::compiler_fence(Ordering::SeqCst),
+            Barriers::Symmetric => fence(Ordering::SeqCst),
+        }
+    }
+
+    /// The sleeper's barrier, between its registration and its re-check.
+    pub(crate) fn heavy(self) {
+        match self {
+            #[cfg(all(target_os = "linux", not(loom), not(miri)))]
+            Barriers::Asymmetric => membarrier::private_expedited(),
+            _ => fence(Ordering::SeqCst),
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", not(loom), not(miri)))]
+mod membarrier {
+    //! The two `membarrier(2)` commands used (values from `linux/membarrier.h`).
+    const CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    fn call(cmd: libc::c_int) -> bool {
+        // SAFETY: membarrier takes three integers and touches no user memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_uint,
+                0 as libc::c_int,
+            ) == 0
+        }
+    }
+
+    /// Registers the process for private expedited barriers and issues one, to be sure the
+    /// command works before any spawn relies on it.
+    pub(super) fn register() -> bool {
+        call(CMD_REGISTER_PRIVATE_EXPEDITED) && call(CMD_PRIVATE_EXPEDITED)
+    }
+
+    /// A memory barrier on every running thread of the process.
+    pub(super) fn private_expedited() {
+        // After a successful `register` the kernel only refuses this command for a process that
+        // is not registered; spawns already rely on it, so there is no safe fallback.
+        if !call(CMD_PRIVATE_EXPEDITED) {
+            panic!(
+                "membarrier(PRIVATE_EXPEDITED) failed after registration: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 /// A binary semaphore: one worker waits on its own.
 struct BinarySemaphore {
     posted: Mutex<bool>,
@@ -63,6 +150,7 @@ pub(crate) enum Slept<T> {
 
 /// Sleep state of one runtime.
 pub(crate) struct Sleep {
+    barriers: Barriers,
     domains: Vec<Domain>,
     sems: Vec<BinarySemaphore>,
     counting: CountingSemaphore,
@@ -73,7 +161,13 @@ pub(crate) struct Sleep {
 impl Sleep {
     /// Sleep state for `workers` workers in `domains` domains.
     pub(crate) fn new(workers: usize, domains: usize) -> Self {
+        Self::with_barriers(workers, domains, Barriers::detect())
+    }
+
+    /// As [`Sleep::new`], with the given barriers.
+    pub(crate) fn with_barriers(workers: usize, domains: usize, barriers: Barriers) -> Self {
         Sleep {
+            barriers,
             domains: (0..domains)
                 .map(|_| Domain {
                     searching: AtomicUsize::new(0),
@@ -106,10 +200,10 @@ impl Sleep {
     /// the first one with a searching worker (it will find the task) or with a sleeper, whom it
     /// wakes. Returns whether a worker was woken.
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
-        // SeqCst fence: pairs with the fence in `sleep` (step 2 of the README). Either these loads
-        // see the searcher's registration (its `searching` decrement and `sleepers` increment),
-        // or its re-check sees our push.
-        fence(Ordering::SeqCst);
+        // Light barrier: pairs with the heavy one in `sleep` (step 2 of the README). Either these
+        // loads see the searcher's registration (its `searching` decrement and `sleepers`
+        // increment), or its re-check sees our push.
+        self.barriers.light();
         for &d in order {
             let dom = &self.domains[d];
             // Relaxed: ordered by the fence above.
@@ -154,8 +248,8 @@ impl Sleep {
             dom.sleepers.fetch_add(1, Ordering::Relaxed);
             dom.searching.fetch_sub(1, Ordering::Relaxed);
         }
-        // Step 2: SeqCst fence, pairs with the one in `wake`.
-        fence(Ordering::SeqCst);
+        // Step 2: heavy barrier, pairs with the light one in `wake`.
+        self.barriers.heavy();
         // Step 3: re-check every queue this worker can reach.
         if let Some(t) = recheck() {
             self.cancel(w, dom);
@@ -198,11 +292,17 @@ impl Sleep {
         self.counting.cv.notify_one();
     }
 
-    /// FIFO+RR: claims one queued task, blocking while there is none. Returns `None` at
-    /// shutdown, else whether the worker blocked. The claimed task is in some queue the worker
-    /// can reach (every FIFO+RR worker reaches every list), and no other worker can claim it.
-    pub(crate) fn claim_task(&self) -> Option<bool> {
+    /// FIFO+RR: claims one queued task, blocking while there is none (after calling
+    /// `before_blocking`, outside the lock). Returns `None` at shutdown, else whether the worker
+    /// blocked. The claimed task is in some queue the worker can reach (every FIFO+RR worker
+    /// reaches every list), and no other worker can claim it.
+    pub(crate) fn claim_task(&self, before_blocking: impl FnOnce()) -> Option<bool> {
         let mut c = lock(&self.counting.count);
+        if *c == 0 {
+            drop(c);
+            before_blocking();
+            c = lock(&self.counting.count);
+        }
         let mut blocked = false;
         while *c == 0 {
             if self.shutdown.load(Ordering::SeqCst) {
@@ -233,6 +333,11 @@ impl Sleep {
         // Taking the lock orders the flag before any worker's next check under it.
         let _c = lock(&self.counting.count);
         self.counting.cv.notify_all();
+    }
+
+    /// The barriers in use.
+    pub(crate) fn barriers(&self) -> Barriers {
+        self.barriers
     }
 
     /// Workers blocked right now (a monitoring figure, racy by nature).
@@ -342,7 +447,7 @@ mod loom_tests {
             });
             let w = world.clone();
             let h = thread::spawn(move || {
-                while w.sleep.claim_task().is_some() {
+                while w.sleep.claim_task(|| ()).is_some() {
                     // A claimed task is queued (or about to be visible): retry until found.
                     while w.queue.pop(End::Oldest).is_none() {
                         thread::yield_now();
@@ -359,5 +464,79 @@ mod loom_tests {
             h.join().unwrap();
             assert_eq!(world.consumed.load(Ordering::SeqCst), 2);
         });
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The protocol under real threads, with both kinds of barriers: producers that are not
+    //! workers push in bursts with pauses, so the consumers go to sleep again and again; a lost
+    //! wake-up leaves tasks queued and the count short when the deadline passes.
+    use super::*;
+    use crate::queue::SharedQueue;
+    use crate::sync::Arc;
+    use nearflow_policy::End;
+    use std::time::{Duration, Instant};
+
+    fn bursts(barriers: Barriers) {
+        const WORKERS: usize = 2;
+        const TASKS: usize = 4000;
+        let sleep = Arc::new(Sleep::with_barriers(WORKERS, 1, barriers));
+        let queue = Arc::new(SharedQueue::new());
+        let consumed = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let (sleep, queue, consumed) = (sleep.clone(), queue.clone(), consumed.clone());
+                std::thread::spawn(move || loop {
+                    if queue.pop(End::Oldest).is_some() {
+                        consumed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    sleep.start_search(0);
+                    match sleep.sleep(w, 0, || queue.pop(End::Oldest)) {
+                        Slept::Found(_) => {
+                            consumed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Slept::Woken => {}
+                        Slept::Shutdown => return,
+                    }
+                })
+            })
+            .collect();
+        for i in 0..TASKS {
+            queue.push(i);
+            sleep.wake(&[0]);
+            if i % 8 == 7 {
+                // Long enough for a consumer to empty the queue and register to sleep.
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while consumed.load(Ordering::Relaxed) < TASKS && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let got = consumed.load(Ordering::Relaxed);
+        sleep.shutdown();
+        for h in workers {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            got, TASKS,
+            "{barriers:?}: tasks left queued with workers asleep"
+        );
+    }
+
+    #[test]
+    fn no_lost_wake_up_with_symmetric_barriers() {
+        bursts(Barriers::Symmetric);
+    }
+
+    #[test]
+    fn no_lost_wake_up_with_asymmetric_barriers() {
+        let detected = Barriers::detect();
+        if detected != Barriers::Asymmetric {
+            eprintln!("membarrier is not usable here: only the symmetric barriers were tested");
+        }
+        bursts(detected);
     }
 }
