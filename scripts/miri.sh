@@ -19,5 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
   cargo +nightly miri test -p nearflow-rt --test miri "$@"
+# The queues' own tests: the deferred queue's lock-free inbox with three producers.
+MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
+  cargo +nightly miri test -p nearflow-rt --lib queue::tests "$@"
 MIRIFLAGS="-Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
   cargo +nightly miri test -p nearflow-alloc --lib core_tests "$@"
