@@ -19,8 +19,10 @@
 //! (`request.rs`, "Credits"): spawns spend it, ending tasks add to it, and the worker gives it
 //! back, with the spawn statistics it gathered, in one decrement when it is about to run a task of
 //! another request and when a walk of its plan finds nothing, before it searches or sleeps
-//! ([`WorkerLocal::give_back`]). A worker never holds credits while it searches, sleeps or
-//! blocks, so a request completes at most one plan walk after its last task ended.
+//! ([`WorkerLocal::give_back`]), or, for the counting-semaphore scheme, before it would block on
+//! the semaphore. A worker never holds credits while it searches, sleeps or blocks, so a request
+//! completes as soon as the worker that ran its last task next fails to find work or picks up
+//! another request's task.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -272,8 +274,10 @@ impl<'a> WorkerLocal<'a> {
     /// Walks the policy's plan once; the first task found wins.
     pub(crate) fn find(&self) -> Option<Task> {
         // The plan's first probe, inline: what `walk` would do first, without its generic loop
-        // (a fifth of a chained task's cost). If it finds nothing, `walk` probes it again.
-        if let Some(rule) = self.local_first {
+        // (a fifth of a chained task's samples). If it finds nothing, `walk` probes it again.
+        // As in `try_take`, look first: `pop` on an empty deque still pays a fence, and idle
+        // workers call `find` in a loop.
+        if let Some(rule) = self.local_first.filter(|_| !self.local.is_empty()) {
             if let Some(t) = self.local.pop() {
                 self.count_rule(rule);
                 self.last_request.set(Some(t.req.get().id));
