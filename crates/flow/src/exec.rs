@@ -191,16 +191,6 @@ impl Io<'_> {
     }
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".into()
-    }
-}
-
 impl Exec {
     fn new(plan: Plan, packet_bytes: usize) -> Self {
         let cap = plan.buffer_packets;
@@ -349,7 +339,7 @@ impl Exec {
                         cx,
                         FlowError::Panicked {
                             operator: n.name.clone(),
-                            message: panic_message(&*payload),
+                            message: nearflow_rt::panic_message(&*payload),
                         },
                     );
                     return;

@@ -20,7 +20,7 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 use crate::plan::{End, Probe, QueueRef, RequestId, Step, Take};
-use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
+use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 pub(crate) fn build(m: &Machine) -> Policy {
     let workers = m.pu_count();
@@ -78,6 +78,11 @@ pub(crate) fn build(m: &Machine) -> Policy {
         wake_shared: Vec::new(),
         wake_deferred: (0..nodes).map(|n| vec![n]).collect(),
         node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
+        services: Services {
+            request_registry: true,
+            // One node has nothing to balance.
+            balancer: nodes > 1,
+        },
     }
 }
 

@@ -21,7 +21,7 @@
 use nearflow_topo::{GroupId, Machine, PuId};
 
 use crate::plan::{End, Probe, QueueRef, Step, Take};
-use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
+use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 /// Other members of `items` ordered by `key`, ties broken by cyclic order after `me`.
 fn nearest_first<K: Ord>(
@@ -133,6 +133,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
         wake_shared: Vec::new(),
         wake_deferred,
         node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
+        services: Services::default(),
     }
 }
 

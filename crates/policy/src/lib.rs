@@ -225,7 +225,23 @@ pub struct Policy {
     wake_deferred: Vec<Vec<usize>>,
     /// Group of each worker, and the node of each deferred queue (Bobox), kept for the runtime.
     node_of_worker: Vec<usize>,
+    services: Services,
 }
+
+/// What a policy needs from the runtime beyond its queues, plans and sleep layout: data the
+/// runtime acts on, so that a new policy needs no edit of the runtime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Services {
+    /// Keep a registry of the requests in flight and the nodes each one runs on
+    /// ([`RequestNodes`]): needed by [`RootPlace::LeastLoadedNode`], [`Place::RequestNode`] and
+    /// the load balancer (Bobox §5.1–5.2).
+    pub request_registry: bool,
+    /// Run the load balancer of Bobox §5.2 ([`balance`]) every [`BALANCER_PERIOD`].
+    pub balancer: bool,
+}
+
+/// The period of the Bobox load balancer (§5.2: "every 100 ms").
+pub const BALANCER_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Policy {
     /// Instantiates a policy for a machine.
@@ -288,6 +304,10 @@ impl Policy {
     pub fn node_of_worker(&self, w: WorkerId) -> usize {
         self.node_of_worker[w]
     }
+    /// What the policy needs from the runtime besides queues and sleep.
+    pub fn services(&self) -> Services {
+        self.services
+    }
 }
 
 /// Does `plan` reach `q` at all? Used by tests to check the wake-order invariant.
@@ -332,6 +352,22 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Only Bobox-2011 asks for the request registry, and for the balancer only where there is
+    /// more than one node to balance between.
+    #[test]
+    fn services_are_data() {
+        for (name, nodes) in [("e5310-smp", 1), ("e7540", 4)] {
+            let m = presets::build(name).unwrap();
+            assert_eq!(m.node_count(), nodes, "{name}");
+            for kind in PolicyKind::ALL {
+                let s = Policy::new(kind, &m).services();
+                let bobox = kind == PolicyKind::Bobox2011;
+                assert_eq!(s.request_registry, bobox, "{kind} on {name}");
+                assert_eq!(s.balancer, bobox && nodes > 1, "{kind} on {name}");
             }
         }
     }

@@ -4,7 +4,7 @@
 use nearflow_topo::Machine;
 
 use crate::plan::{End, Probe, QueueRef, Step, Take};
-use crate::{Place, Policy, PolicyKind, RootPlace, SleepLayout, SleepScheme};
+use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 fn probe(queue: QueueRef, end: End, rule: u8) -> Probe {
     Probe {
@@ -41,6 +41,7 @@ fn base(kind: PolicyKind, m: &Machine) -> Policy {
         wake_shared: Vec::new(),
         wake_deferred: Vec::new(),
         node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
+        services: Services::default(),
     }
 }
 

@@ -2,20 +2,20 @@
 //! least one worker is idle, every 100 ms, it asks [`nearflow_policy::balance`] what to do and
 //! moves or shares one request.
 
-use std::sync::{Condvar as StdCondvar, Mutex as StdMutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nearflow_policy::{balance, Balance};
 
+use crate::registry::Shared;
+use crate::sync::os::{Arc as StdArc, Condvar as StdCondvar, Mutex as StdMutex};
 use crate::sync::{lock, Arc, Ordering};
-use crate::Shared;
 
 /// The period of §5.2.
-pub const PERIOD: Duration = Duration::from_millis(100);
+pub const PERIOD: Duration = nearflow_policy::BALANCER_PERIOD;
 
 pub(crate) struct Balancer {
-    stop: std::sync::Arc<(StdMutex<bool>, StdCondvar)>,
+    stop: StdArc<(StdMutex<bool>, StdCondvar)>,
     handle: JoinHandle<()>,
 }
 
@@ -31,7 +31,7 @@ impl Balancer {
 }
 
 pub(crate) fn start(shared: Arc<Shared>) -> Balancer {
-    let stop = std::sync::Arc::new((StdMutex::new(false), StdCondvar::new()));
+    let stop = StdArc::new((StdMutex::new(false), StdCondvar::new()));
     let st = stop.clone();
     let handle = std::thread::Builder::new()
         .name("nearflow-balancer".into())
@@ -63,7 +63,7 @@ pub(crate) fn tick(s: &Shared) {
     };
     match action {
         Balance::Move { request, from, to } => {
-            let Some(req) = lock(&s.in_flight).get(&request).cloned() else {
+            let Some(req) = lock(&s.synced).in_flight.get(&request).cloned() else {
                 return;
             };
             lock(&req.nodes).move_to(from, to);
@@ -81,7 +81,7 @@ pub(crate) fn tick(s: &Shared) {
             );
         }
         Balance::Share { request, from, to } => {
-            let Some(req) = lock(&s.in_flight).get(&request).cloned() else {
+            let Some(req) = lock(&s.synced).in_flight.get(&request).cloned() else {
                 return;
             };
             lock(&req.nodes).share_with(to);

@@ -45,22 +45,24 @@ use nearflow_policy::{RequestId, RequestNodes};
 use crate::counters::RequestCounters;
 use std::ptr::NonNull;
 
-use crate::sync::{lock, wait, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{
+    lock, os, wait, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering,
+};
 
 /// Request states alive in this process: a leak check for the `RequestRef` protocol (a plain std
 /// atomic: it is a counter for tests, not part of any protocol).
-static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static LIVE: os::AtomicUsize = os::AtomicUsize::new(0);
 
 /// Number of request states not yet freed in this process. Tests use it to check that the
 /// strong count handed to a request's tasks is always given back.
 #[doc(hidden)]
 pub fn live_requests() -> usize {
-    LIVE.load(std::sync::atomic::Ordering::SeqCst)
+    LIVE.load(os::Ordering::SeqCst)
 }
 
 impl Drop for RequestInner {
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        LIVE.fetch_sub(1, os::Ordering::SeqCst);
     }
 }
 
@@ -86,7 +88,7 @@ pub(crate) struct RequestInner {
 
 impl RequestInner {
     pub(crate) fn new(id: RequestId) -> Self {
-        LIVE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        LIVE.fetch_add(1, os::Ordering::SeqCst);
         RequestInner {
             id,
             pending: AtomicUsize::new(1),
@@ -104,13 +106,7 @@ impl RequestInner {
 
     /// Records the first panic of the request; later tasks of it are skipped.
     pub(crate) fn fail(&self, payload: Box<dyn Any + Send>) {
-        let msg = if let Some(s) = payload.downcast_ref::<&str>() {
-            (*s).to_string()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "task panicked with a non-string payload".to_string()
-        };
+        let msg = crate::panic_message(&*payload);
         let mut f = lock(&self.failure);
         if f.is_none() {
             *f = Some(msg);

@@ -7,10 +7,11 @@
 //! does with [`TaskCx::set_label`](crate::TaskCx::set_label); the dataflow engine puts the
 //! operator's index there.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use nearflow_policy::RequestId;
+
+use crate::sync::os::Mutex;
 
 /// The label of a task that set none.
 pub const NO_LABEL: u32 = u32::MAX;

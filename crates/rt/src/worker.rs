@@ -33,10 +33,10 @@ use nearflow_policy::{
 };
 
 use crate::counters::{bump_owned, WorkerCells};
+use crate::registry::Shared;
 use crate::request::{RequestRef, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
-use crate::Shared;
 
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep.
 const SEARCH_ROUNDS: usize = 16;

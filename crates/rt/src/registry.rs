@@ -1,0 +1,192 @@
+//! The pool's shared state (rayon-core's `registry.rs`), split as tokio's multi-thread
+//! scheduler splits its own: [`Shared`] holds what every worker and submitter reads without a
+//! lock (queues, sleep, counters: each synchronises itself, and its type says how), and
+//! [`Synced`] is the little that lives behind the one mutex `Shared::synced`.
+
+use std::collections::BTreeMap;
+
+use crossbeam_deque::Stealer;
+use crossbeam_utils::CachePadded;
+use nearflow_policy::{NodeLoad, Policy, QueueRef, RequestId, SleepScheme};
+use nearflow_topo::Machine;
+
+use crate::config::{Allocator, Pinning};
+use crate::counters::WorkerCells;
+use crate::queue::{DeferredQueue, SharedQueue};
+use crate::request::RequestInner;
+use crate::sleep::Sleep;
+use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
+use crate::trace;
+use crate::worker::Task;
+
+/// State shared by all workers and the submitting threads. Every field is immutable after
+/// construction or synchronises itself, except `synced`.
+pub(crate) struct Shared {
+    pub(crate) machine: Machine,
+    pub(crate) policy: Policy,
+    /// Thieves' ends of the workers' local deques (owners hold the other end).
+    pub(crate) stealers: Vec<Stealer<Task>>,
+    /// Locked deques (`queue::SharedQueue`).
+    pub(crate) shared_queues: Vec<SharedQueue<Task>>,
+    /// Per-group or per-node deferred queues (`queue::DeferredQueue`).
+    pub(crate) deferred: Vec<DeferredQueue<Task>>,
+    /// Sleeping and waking (`sleep/README.md`).
+    pub(crate) sleep: Sleep,
+    /// Per-worker counters, written by their owner only.
+    pub(crate) cells: Vec<CachePadded<WorkerCells>>,
+    /// Round-robin tickets (Relaxed: only their spread matters).
+    pub(crate) tickets: CachePadded<AtomicU64>,
+    /// Request ids (Relaxed: unique and increasing per submitter).
+    pub(crate) next_request: AtomicU64,
+    /// Bobox balancer actions so far (Relaxed counters).
+    pub(crate) balancer_moves: AtomicU64,
+    pub(crate) balancer_shares: AtomicU64,
+    pub(crate) pinning: Pinning,
+    /// Task timeline, when enabled (its own lock).
+    pub(crate) trace: Option<trace::Trace>,
+    pub(crate) allocator: Allocator,
+    /// What is behind the lock.
+    pub(crate) synced: Mutex<Synced>,
+    /// Signalled when `Synced::active` drops to zero.
+    pub(crate) idle: Condvar,
+}
+
+/// The part of the shared state behind `Shared::synced`.
+pub(crate) struct Synced {
+    /// Requests submitted and not yet completed.
+    pub(crate) active: usize,
+    /// Requests in flight, when the policy asks for a request registry
+    /// ([`nearflow_policy::Services::request_registry`]): for node choice and the balancer.
+    pub(crate) in_flight: BTreeMap<RequestId, Arc<RequestInner>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        machine: Machine,
+        policy: Policy,
+        stealers: Vec<Stealer<Task>>,
+        pinning: Pinning,
+        trace: bool,
+        allocator: Allocator,
+    ) -> Shared {
+        let workers = policy.workers();
+        Shared {
+            stealers,
+            shared_queues: (0..policy.shared_queues)
+                .map(|_| SharedQueue::new())
+                .collect(),
+            deferred: (0..policy.deferred_queues)
+                .map(|_| DeferredQueue::new())
+                .collect(),
+            sleep: Sleep::new(workers, policy.sleep().domains.len()),
+            cells: (0..workers).map(|_| WorkerCells::new()).collect(),
+            tickets: CachePadded::new(AtomicU64::new(0)),
+            next_request: AtomicU64::new(0),
+            balancer_moves: AtomicU64::new(0),
+            balancer_shares: AtomicU64::new(0),
+            pinning,
+            trace: trace.then(|| trace::Trace::new(workers)),
+            allocator,
+            synced: Mutex::new(Synced {
+                active: 0,
+                in_flight: BTreeMap::new(),
+            }),
+            idle: Condvar::new(),
+            machine,
+            policy,
+        }
+    }
+
+    pub(crate) fn next_ticket(&self) -> usize {
+        // Relaxed: only the distribution of tickets matters.
+        self.tickets.fetch_add(1, Ordering::Relaxed) as usize
+    }
+
+    /// Pushes to a queue any thread may push to.
+    pub(crate) fn push_shared(&self, q: QueueRef, task: Task) {
+        match q {
+            QueueRef::Shared(i) => self.shared_queues[i].push(task),
+            QueueRef::Deferred(i) => self.deferred[i].push(task.req.get().id, task),
+            QueueRef::Local(_) => unreachable!("local queues are pushed by their owner"),
+        }
+    }
+
+    /// Wakes a worker for a task just pushed to `q`; whether one was woken.
+    pub(crate) fn notify(&self, q: QueueRef) -> bool {
+        match self.policy.sleep().scheme {
+            SleepScheme::Domains => self.sleep.wake(self.policy.wake_order(q)),
+            SleepScheme::CountingSemaphore => {
+                self.sleep.post_task();
+                false
+            }
+        }
+    }
+
+    /// Whether taking from `q` is a steal for worker `w`.
+    pub(crate) fn is_steal(&self, w: usize, q: QueueRef) -> bool {
+        match q {
+            QueueRef::Local(v) => v != w,
+            QueueRef::Shared(i) => self.shared_queues.len() == self.policy.workers() && i != w,
+            QueueRef::Deferred(_) => false,
+        }
+    }
+
+    /// Ends a request whose last task has ended: out of the registry, its handle released, then
+    /// one fewer active request (so dropping the runtime waits for the handle's release).
+    pub(crate) fn finish_request(&self, req: &RequestInner) {
+        if self.policy.services().request_registry {
+            lock(&self.synced).in_flight.remove(&req.id);
+        }
+        req.complete();
+        let mut g = lock(&self.synced);
+        g.active -= 1;
+        if g.active == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    pub(crate) fn queue_len(&self, q: QueueRef) -> usize {
+        match q {
+            QueueRef::Local(v) => self.stealers[v].len(),
+            QueueRef::Shared(i) => self.shared_queues[i].len(),
+            QueueRef::Deferred(i) => self.deferred[i].len(),
+        }
+    }
+
+    /// Bobox-2011 node loads (racy snapshot, as the balancer of §5.2 needs no more).
+    pub(crate) fn node_loads(&self) -> Vec<NodeLoad> {
+        let nodes = self.policy.deferred_queues;
+        let mut loads: Vec<NodeLoad> = (0..nodes)
+            .map(|n| NodeLoad {
+                node: n,
+                idle_threads: self.sleep.waiting(n).len(),
+                queued: self.deferred[n].len(),
+                requests: Vec::new(),
+                free_memory: None,
+            })
+            .collect();
+        for w in 0..self.policy.workers() {
+            loads[self.policy.node_of_worker(w)].queued += self.stealers[w].len();
+        }
+        for (id, req) in lock(&self.synced).in_flight.iter() {
+            let nodes = lock(&req.nodes);
+            let shared = nodes.nodes().len() > 1;
+            for &n in nodes.nodes() {
+                loads[n].requests.push((*id, shared));
+            }
+        }
+        loads
+    }
+}
+
+/// Binds the calling worker thread `w` as `s.pinning` says.
+pub(crate) fn bind(s: &Shared, w: usize) {
+    let pus: Vec<usize> = match s.pinning {
+        Pinning::None => return,
+        Pinning::Pu => vec![w],
+        Pinning::Group => s.machine.groups()[s.machine.group_of(w)].pus.clone(),
+    };
+    if let Err(e) = nearflow_topo::bind_current_thread(&s.machine, &pus) {
+        tracing::warn!("worker {w}: {e}; running unbound");
+    }
+}

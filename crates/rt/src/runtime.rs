@@ -1,0 +1,339 @@
+//! The public face of the pool: [`Builder`] starts the workers, [`Runtime`] submits requests,
+//! reports counters and, when dropped, waits for every request and joins the workers.
+
+use std::fmt;
+use std::thread::JoinHandle;
+
+use crossbeam_deque::{Stealer, Worker as Deque};
+use nearflow_policy::{
+    choose_node, Policy, PolicyKind, QueueRef, RequestNodes, RootPlace, SleepScheme,
+};
+use nearflow_topo::Machine;
+
+use crate::balancer;
+use crate::config::{Allocator, Pinning};
+use crate::counters::RuntimeCounters;
+use crate::queue::{DeferredQueue, SharedQueue};
+use crate::registry::{bind, Shared};
+use crate::request::{RequestHandle, RequestInner, RequestRef};
+use crate::sleep;
+use crate::sync::{lock, wait, Arc, Mutex, Ordering};
+use crate::trace::{self, TraceEvent};
+use crate::worker::{Task, TaskCx, WorkerLocal};
+
+/// Errors building a runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RtError {
+    /// The OS refused a thread.
+    #[error("cannot start worker thread {worker}: {source}")]
+    Spawn {
+        worker: usize,
+        source: std::io::Error,
+    },
+}
+
+/// Builds a [`Runtime`].
+#[derive(Debug)]
+pub struct Builder {
+    machine: Machine,
+    policy: PolicyKind,
+    pinning: Pinning,
+    trace: bool,
+    allocator: Allocator,
+}
+
+impl Builder {
+    /// The scheduling policy (default: `las`).
+    pub fn policy(mut self, policy: PolicyKind) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How threads are bound (default: to their core group). Binding applies only when the
+    /// machine is the detected host; on a synthetic, XML or preset machine the threads run
+    /// unbound (oversubscribed when it has more PUs than the host).
+    pub fn pinning(mut self, pinning: Pinning) -> Self {
+        self.pinning = pinning;
+        self
+    }
+
+    /// Records a timeline of every task run (default: off); see [`Runtime::take_trace`].
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on;
+        self
+    }
+
+    /// The allocator of the workers' 8–512 KiB blocks (default: nearflow); see [`Allocator`].
+    pub fn allocator(mut self, allocator: Allocator) -> Self {
+        self.allocator = allocator;
+        self
+    }
+
+    /// Starts the worker threads.
+    pub fn build(self) -> Result<Runtime, RtError> {
+        let policy = Policy::new(self.policy, &self.machine);
+        let workers = policy.workers();
+        let pinning = if self.machine.source().is_host() {
+            self.pinning
+        } else {
+            if self.pinning != Pinning::None {
+                tracing::info!(
+                    "topology {:?} is not this host: threads are not bound ({} workers on {} CPUs)",
+                    self.machine.source(),
+                    workers,
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                );
+            }
+            Pinning::None
+        };
+        let deques: Vec<Deque<Task>> = (0..workers).map(|_| Deque::new_lifo()).collect();
+        let shared = Arc::new(Shared::new(
+            self.machine,
+            policy,
+            deques.iter().map(Deque::stealer).collect(),
+            pinning,
+            self.trace,
+            self.allocator,
+        ));
+        let mut threads = Vec::with_capacity(workers);
+        for (w, deque) in deques.into_iter().enumerate() {
+            let s = shared.clone();
+            let group = s.machine.group_of(w);
+            let h = std::thread::Builder::new()
+                .name(format!("nearflow-g{group}-w{w}"))
+                .spawn(move || {
+                    bind(&s, w);
+                    s.allocator.apply_to_thread();
+                    WorkerLocal::new(&s, w, deque).main_loop();
+                })
+                .map_err(|source| RtError::Spawn { worker: w, source });
+            match h {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    shared.sleep.shutdown();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let balancer = shared
+            .policy
+            .services()
+            .balancer
+            .then(|| balancer::start(shared.clone()));
+        Ok(Runtime {
+            shared,
+            threads,
+            balancer,
+        })
+    }
+}
+
+/// The runtime: worker threads, queues and the policy that drives them.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    balancer: Option<balancer::Balancer>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("policy", &self.shared.policy.kind())
+            .field("workers", &self.shared.policy.workers())
+            .field("pinning", &self.shared.pinning)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// The allocator setting of the workers ([`Builder::allocator`]).
+    pub fn allocator(&self) -> Allocator {
+        self.shared.allocator
+    }
+
+    /// Whether the workers' 8–512 KiB blocks really come from the nearflow allocator: the
+    /// setting is [`Allocator::Nearflow`] and the process's global allocator is
+    /// `nearflow_alloc::Nearflow`.
+    pub fn allocator_in_effect(&self) -> Allocator {
+        #[cfg(not(loom))]
+        if self.shared.allocator == Allocator::Nearflow {
+            let probe = self.submit(|_| {
+                let v = vec![0u8; 16 << 10];
+                nearflow_alloc::GLOBAL.owns(v.as_ptr())
+            });
+            if probe.wait().unwrap_or(false) {
+                return Allocator::Nearflow;
+            }
+        }
+        Allocator::System
+    }
+
+    /// A builder for a runtime on `machine`.
+    pub fn builder(machine: Machine) -> Builder {
+        Builder {
+            machine,
+            policy: PolicyKind::Las,
+            pinning: Pinning::Group,
+            trace: false,
+            allocator: Allocator::Nearflow,
+        }
+    }
+
+    /// Submits a request whose first (deferred) task is `root`. The handle's `wait` returns
+    /// `root`'s value once every task of the request has ended.
+    pub fn submit<T, F>(&self, root: F) -> RequestHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&TaskCx<'_>) -> T + Send + 'static,
+    {
+        let s = &*self.shared;
+        // Relaxed: ids need only be unique and increasing per submitting thread.
+        let id = s.next_request.fetch_add(1, Ordering::Relaxed);
+        let inner = Arc::new(RequestInner::new(id));
+        let slot = Arc::new(Mutex::new(None));
+        lock(&s.synced).active += 1;
+        let q = match s.policy.place_root() {
+            RootPlace::Queue(q) => q,
+            RootPlace::DeferredByRequest { groups } => {
+                QueueRef::Deferred((id % groups as u64) as usize)
+            }
+            RootPlace::RoundRobinShared { count } => QueueRef::Shared(s.next_ticket() % count),
+            RootPlace::LeastLoadedNode => {
+                let node = choose_node(&s.node_loads());
+                *lock(&inner.nodes) = RequestNodes::new(node);
+                lock(&s.synced).in_flight.insert(id, inner.clone());
+                QueueRef::Deferred(node)
+            }
+        };
+        let out = slot.clone();
+        let task = Task {
+            req: RequestRef::leak(&inner),
+            f: Box::new(move |cx: &TaskCx<'_>| {
+                let v = root(cx);
+                *lock(&out) = Some(v);
+            }),
+        };
+        s.push_shared(q, task);
+        s.notify(q);
+        RequestHandle { inner, slot }
+    }
+
+    /// The machine the runtime was built for.
+    pub fn machine(&self) -> &Machine {
+        &self.shared.machine
+    }
+
+    /// The policy it runs.
+    pub fn policy(&self) -> &Policy {
+        &self.shared.policy
+    }
+
+    /// The binding actually applied (`None` on a machine that is not this host).
+    pub fn pinning(&self) -> Pinning {
+        self.shared.pinning
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.policy.workers()
+    }
+
+    /// Counters of every worker.
+    pub fn counters(&self) -> RuntimeCounters {
+        let kind = self.shared.policy.kind();
+        RuntimeCounters {
+            workers: self
+                .shared
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(w, c)| c.snapshot(w))
+                .collect(),
+            rule_names: kind.rule_names().iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Tasks queued right now, over all queues (racy snapshot).
+    pub fn queued(&self) -> usize {
+        let s = &*self.shared;
+        s.stealers.iter().map(Stealer::len).sum::<usize>()
+            + s.shared_queues.iter().map(SharedQueue::len).sum::<usize>()
+            + s.deferred.iter().map(DeferredQueue::len).sum::<usize>()
+    }
+
+    /// Whether a spawn pays no fence instruction because going to sleep issues a
+    /// `membarrier(2)` instead (see `sleep/README.md`): true on Linux unless the kernel refuses it
+    /// or `NEARFLOW_MEMBARRIER=0` is set.
+    pub fn asymmetric_barriers(&self) -> bool {
+        self.shared.sleep.barriers() == sleep::Barriers::Asymmetric
+    }
+
+    /// Workers blocked right now (racy snapshot).
+    pub fn asleep(&self) -> usize {
+        self.shared.sleep.asleep()
+    }
+
+    /// Sleeping workers whose plan reaches a non-empty queue right now (racy snapshot: a wake-up
+    /// may be on its way). A worker listed here in every sample of a long window, while no task
+    /// runs, would be a lost wake-up; the stress tests check exactly that.
+    pub fn sleepers_with_work(&self) -> Vec<usize> {
+        let s = &*self.shared;
+        let layout = s.policy.sleep();
+        if layout.scheme != SleepScheme::Domains {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for d in 0..layout.domains.len() {
+            for w in s.sleep.waiting(d) {
+                let reach = s
+                    .policy
+                    .plan(w)
+                    .iter()
+                    .any(|step| step.probes().iter().any(|p| s.queue_len(p.queue) > 0));
+                if reach {
+                    out.push(w);
+                }
+            }
+        }
+        out
+    }
+
+    /// Bobox-2011 load balancer actions so far: (requests moved, requests shared).
+    pub fn balancer_actions(&self) -> (u64, u64) {
+        (
+            self.shared.balancer_moves.load(Ordering::Relaxed),
+            self.shared.balancer_shares.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Takes the task timeline recorded so far (empty unless built with
+    /// [`Builder::trace`]), ordered by start time.
+    pub fn take_trace(&self) -> Vec<TraceEvent> {
+        self.shared
+            .trace
+            .as_ref()
+            .map_or_else(Vec::new, trace::Trace::take)
+    }
+}
+
+impl Drop for Runtime {
+    /// Waits for every submitted request to complete, then stops and joins the workers.
+    fn drop(&mut self) {
+        {
+            let mut g = lock(&self.shared.synced);
+            while g.active > 0 {
+                g = wait(&self.shared.idle, g);
+            }
+        }
+        if let Some(b) = self.balancer.take() {
+            b.stop();
+        }
+        self.shared.sleep.shutdown();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
