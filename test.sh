@@ -11,6 +11,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --release -q -- -D warnings
+echo "== cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 echo "== cargo test (release: the stress tests count millions of tasks)"
 cargo test --workspace --release
 cargo build --release -q -p nearflow-cli -p nearflow-allocbench

@@ -10,6 +10,10 @@
 //!   run, the concurrent-plans comparison with both allocators, the placement checks, the
 //!   allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
 
+// The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
+// hwloc's `[numa]` syntax is not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod args;
 mod bench;
 mod check_cmd;

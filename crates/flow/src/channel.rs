@@ -1,9 +1,11 @@
 //! Bounded input buffers (one per input port) carrying whole packets.
 //!
 //! A buffer holds at most `cap` packets. A push to a full buffer is **refused** and the packet
-//! stays with its producer (the "rejected packet" of 001 §5.1); the buffer remembers that its
-//! producer is blocked, and the consumer's next pop that makes room schedules the producer again.
-//! Both happen under the buffer's lock, so the wake-up cannot be lost. When the consumer has
+//! stays with its producer (the "rejected packet" of 001 §5.1): the buffer keeps it, typed, in
+//! the producer's **held** queue, which only the producer's own task touches (to send it first,
+//! `Chan::flush_held`, before anything new); the buffer remembers that its producer is
+//! blocked, and the consumer's next pop that makes room schedules the producer again. Both
+//! happen under the buffer's lock, so the wake-up cannot be lost. When the consumer has
 //! finished early (a `limit`, say), the buffer **discards**: it drops what it holds and accepts
 //! and drops everything after, so producers never block on a consumer that is gone.
 
@@ -38,6 +40,8 @@ pub struct ChanStats {
 
 struct State<T> {
     q: VecDeque<Vec<T>>,
+    /// Refused packets, oldest first, waiting for the producer to send them again.
+    held: VecDeque<Vec<T>>,
     closed: bool,
     discard: bool,
     producer_blocked: bool,
@@ -66,6 +70,7 @@ impl<T: Send + 'static> Channel<T> {
             cap,
             st: Mutex::new(State {
                 q: VecDeque::with_capacity(cap),
+                held: VecDeque::new(),
                 closed: false,
                 discard: false,
                 producer_blocked: false,
@@ -77,16 +82,32 @@ impl<T: Send + 'static> Channel<T> {
         }
     }
 
-    /// Offers a packet; `Err` gives it back when the buffer is full (and marks the producer
-    /// blocked).
-    pub(crate) fn try_push(&self, p: Vec<T>) -> Result<(), Vec<T>> {
+    /// Sends a packet from the producer: behind the packets it already holds if any, else
+    /// offered to the buffer, and held when refused. `Ok` when the buffer took it (or dropped
+    /// it, its consumer having finished): the consumer is to be scheduled; `Err(n)` when it is
+    /// held, `n` packets being held now.
+    pub(crate) fn send(&self, p: Vec<T>) -> Result<(), usize> {
         let mut s = lock(&self.st);
+        if s.held.is_empty() {
+            match Self::offer(&mut s, self.cap, p) {
+                Ok(()) => return Ok(()),
+                Err(p) => s.held.push_back(p),
+            }
+        } else {
+            s.held.push_back(p);
+        }
+        Err(s.held.len())
+    }
+
+    /// Offers a packet to the queue; `Err` gives it back when the queue is full (and marks the
+    /// producer blocked).
+    fn offer(s: &mut State<T>, cap: usize, p: Vec<T>) -> Result<(), Vec<T>> {
         debug_assert!(!s.closed, "push after end of stream");
         if s.discard {
             s.stats.dropped_late += 1;
             return Ok(());
         }
-        if s.q.len() >= self.cap {
+        if s.q.len() >= cap {
             s.producer_blocked = true;
             s.stats.refused += 1;
             return Err(p);
@@ -128,14 +149,26 @@ impl<T: Send + 'static> Channel<T> {
     }
 }
 
+/// What `Chan::flush_held` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flushed {
+    /// At least one held packet went to the buffer: schedule the consumer.
+    pub(crate) sent: bool,
+    /// Packets still held.
+    pub(crate) held: usize,
+}
+
 /// A buffer with its tuple type erased, for the engine's bookkeeping.
 pub(crate) trait Chan: Send + Sync {
     fn as_any(&self) -> &dyn Any;
-    /// `try_push` of a boxed `Vec<T>`.
-    fn push_boxed(&self, b: Box<dyn Any + Send>) -> Result<(), Box<dyn Any + Send>>;
+    /// Offers the held packets again, oldest first, until one is refused (producer side).
+    fn flush_held(&self) -> Flushed;
+    /// Refused packets held for the producer.
+    fn held(&self) -> usize;
     /// End of stream.
     fn close(&self);
-    /// The consumer has finished: drop everything; returns whether the producer was blocked.
+    /// The consumer has finished: drop everything queued; returns whether the producer was
+    /// blocked. (Held packets stay: the producer's next flush drops them as `dropped_late`.)
     fn discard(&self) -> bool;
     fn stats(&self) -> ChanStats;
     /// Whether the consumer has finished (everything sent is dropped).
@@ -147,13 +180,24 @@ impl<T: Send + 'static> Chan for Channel<T> {
         self
     }
 
-    fn push_boxed(&self, b: Box<dyn Any + Send>) -> Result<(), Box<dyn Any + Send>> {
-        match b.downcast::<Vec<T>>() {
-            Ok(p) => self
-                .try_push(*p)
-                .map_err(|p| Box::new(p) as Box<dyn Any + Send>),
-            Err(b) => Err(b),
+    fn flush_held(&self) -> Flushed {
+        let mut s = lock(&self.st);
+        let mut sent = false;
+        while let Some(p) = s.held.pop_front() {
+            match Self::offer(&mut s, self.cap, p) {
+                Ok(()) => sent = true,
+                Err(p) => {
+                    s.held.push_front(p);
+                    let held = s.held.len();
+                    return Flushed { sent, held };
+                }
+            }
         }
+        Flushed { sent, held: 0 }
+    }
+
+    fn held(&self) -> usize {
+        lock(&self.st).held.len()
     }
 
     fn close(&self) {

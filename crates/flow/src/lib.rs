@@ -7,7 +7,7 @@
 //!
 //! - §3: operators have any number of typed input and output ports; a packet arriving at an
 //!   input schedules its operator as an **immediate** task on the sender's core; an operator
-//!   with more to produce (a source) reschedules itself as a **deferred** task; see [`exec`] and
+//!   with more to produce (a source) reschedules itself as a **deferred** task; see `exec.rs` and
 //!   `state.rs` for the four operator states that keep an operator on one thread at a time;
 //! - §5.1: input buffers are bounded; a packet sent to a full one is refused and the producer
 //!   retries when the consumer makes room (see [`channel`]);
@@ -36,18 +36,40 @@
 //! assert!(out.stats.conserved() && out.stats.bounded());
 //! ```
 
+//! ## Files
+//!
+//! - `plan.rs` — [`PlanBuilder`], [`Plan`], [`Operator`], streams, sinks and validation.
+//! - `handle.rs` — [`Plan::submit`], [`PlanHandle`] and [`PlanOutput`].
+//! - `exec.rs` — a running plan: operator tasks, end of stream, failure.
+//! - `state.rs` — the four scheduling states of an operator (loom-checked).
+//! - `io.rs` — [`Io`], an operator's view of its inputs and outputs.
+//! - `channel.rs` — bounded input buffers, refused and held packets (backpressure).
+//! - `packet.rs` — packet sizes ([`default_packet_bytes`]).
+//! - `stats.rs` — [`PlanStats`].
+//! - `error.rs` — [`FlowError`] and [`PlanError`].
+//! - `parallel.rs` — parallel operators from serial ones by partitioning.
+//! - `trace.rs` — operator timelines from a runtime trace.
+//! - `ops/` — the operator library; `apps/` — VWAP and the generated plan of the experiments.
+
 pub mod apps;
 pub mod channel;
 pub mod error;
-pub mod exec;
+mod exec;
+mod handle;
+mod io;
 pub mod ops;
+mod packet;
 pub mod parallel;
 pub mod plan;
 mod state;
+mod stats;
 pub mod trace;
 
 pub use channel::ChanStats;
 pub use error::{FlowError, PlanError};
-pub use exec::{default_packet_bytes, packet_capacity, Io, PlanHandle, PlanOutput, PlanStats};
+pub use handle::{PlanHandle, PlanOutput};
+pub use io::Io;
 pub use ops::Emitter;
-pub use plan::{NodeId, Operator, Plan, PlanBuilder, PortType, Sink, Status, Stream};
+pub use packet::{default_packet_bytes, packet_capacity, FALLBACK_PACKET_BYTES};
+pub use plan::{Operator, OperatorId, Plan, PlanBuilder, PortType, Sink, Status, Stream};
+pub use stats::PlanStats;

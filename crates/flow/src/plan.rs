@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::channel::{Chan, Channel};
 use crate::error::{FlowError, PlanError};
-use crate::exec::Io;
+use crate::Io;
 
 /// What an operator's `run` asks the engine to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,18 +71,18 @@ pub trait Operator: Send + 'static {
 
 /// An operator's index in its plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub(crate) usize);
+pub struct OperatorId(pub(crate) usize);
 
-impl NodeId {
+impl OperatorId {
     /// The index.
     pub fn index(self) -> usize {
         self.0
     }
 }
 
-/// A stream of `T`: output `port` of operator `node`, to be consumed exactly once.
+/// A stream of `T`: output `port` of an operator, to be consumed exactly once.
 pub struct Stream<T> {
-    pub(crate) node: NodeId,
+    pub(crate) node: OperatorId,
     pub(crate) port: usize,
     _t: PhantomData<fn() -> T>,
 }
@@ -102,7 +102,7 @@ impl<T> fmt::Debug for Stream<T> {
 
 impl<T> Stream<T> {
     /// The producing operator.
-    pub fn node(&self) -> NodeId {
+    pub fn operator(&self) -> OperatorId {
         self.node
     }
 
@@ -114,9 +114,15 @@ impl<T> Stream<T> {
 
 /// Where a collecting sink leaves its result; take it from the [`PlanOutput`](crate::PlanOutput).
 pub struct Sink<T> {
+    /// Its index among the plan's sinks.
     pub(crate) slot: usize,
-    _t: PhantomData<fn() -> T>,
+    /// The cell the sink operator fills, typed; the plan holds the same cell, untyped, to tell
+    /// its own sinks from another plan's.
+    pub(crate) cell: Arc<SinkCell<T>>,
 }
+
+/// A sink's result: `None` until the sink has seen end of stream, and after it was taken.
+pub(crate) type SinkCell<T> = std::sync::Mutex<Option<Vec<T>>>;
 
 impl<T> fmt::Debug for Sink<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -126,7 +132,7 @@ impl<T> fmt::Debug for Sink<T> {
 
 pub(crate) type SinkSlot = Arc<dyn Any + Send + Sync>;
 
-pub(crate) struct NodeDecl {
+pub(crate) struct OperatorDecl {
     pub(crate) name: String,
     pub(crate) op: Box<dyn Operator>,
     pub(crate) inputs: Vec<PortType>,
@@ -144,7 +150,7 @@ pub const DEFAULT_BUFFER_PACKETS: usize = 4;
 /// [`ops`](crate::ops)) connect streams as they go; [`add`](Self::add) and
 /// [`connect`](Self::connect) build any graph by hand, checked at once.
 pub struct PlanBuilder {
-    pub(crate) nodes: Vec<NodeDecl>,
+    pub(crate) nodes: Vec<OperatorDecl>,
     pub(crate) sinks: Vec<SinkSlot>,
     errors: Vec<PlanError>,
     packet_bytes: Option<usize>,
@@ -226,15 +232,15 @@ impl PlanBuilder {
     }
 
     /// Adds an operator; its ports start unconnected.
-    pub fn add<O: Operator>(&mut self, name: impl Into<String>, op: O) -> NodeId {
+    pub fn add<O: Operator>(&mut self, name: impl Into<String>, op: O) -> OperatorId {
         let inputs = op.inputs();
         let outputs = op.outputs();
-        let id = NodeId(self.nodes.len());
+        let id = OperatorId(self.nodes.len());
         let mut name = name.into();
         if name.is_empty() {
             name = format!("op#{}", id.0);
         }
-        self.nodes.push(NodeDecl {
+        self.nodes.push(OperatorDecl {
             name,
             op: Box::new(op),
             fed_by: vec![None; inputs.len()],
@@ -251,30 +257,30 @@ impl PlanBuilder {
     }
 
     /// Adds an operator named `kind#index`.
-    pub(crate) fn add_auto<O: Operator>(&mut self, kind: &str, op: O) -> NodeId {
+    pub(crate) fn add_auto<O: Operator>(&mut self, kind: &str, op: O) -> OperatorId {
         let name = format!("{kind}#{}", self.nodes.len());
         self.add(name, op)
     }
 
     /// The name of an operator.
-    pub fn name(&self, node: NodeId) -> &str {
+    pub fn name(&self, node: OperatorId) -> &str {
         &self.nodes[node.0].name
     }
 
     /// Renames an operator (names show in errors and traces).
-    pub fn rename(&mut self, node: NodeId, name: impl Into<String>) {
+    pub fn rename(&mut self, node: OperatorId, name: impl Into<String>) {
         self.nodes[node.0].name = name.into();
     }
 
     /// Connects output `out` of `from` to input `inp` of `to`, checking ports and types now.
     pub fn connect(
         &mut self,
-        from: NodeId,
+        from: OperatorId,
         out: usize,
-        to: NodeId,
+        to: OperatorId,
         inp: usize,
     ) -> Result<(), PlanError> {
-        let port_err = |b: &Self, n: NodeId, direction, port, count| PlanError::NoSuchPort {
+        let port_err = |b: &Self, n: OperatorId, direction, port, count| PlanError::NoSuchPort {
             operator: b.nodes[n.0].name.clone(),
             direction,
             port,
@@ -323,7 +329,7 @@ impl PlanBuilder {
     /// Output `port` of `node` as a typed stream (checked against the operator's port type).
     pub fn stream<T: Send + 'static>(
         &self,
-        node: NodeId,
+        node: OperatorId,
         port: usize,
     ) -> Result<Stream<T>, PlanError> {
         let n = &self.nodes[node.0];
@@ -353,7 +359,7 @@ impl PlanBuilder {
     }
 
     /// The typed streams of every output of `node` (all of type `T`).
-    pub(crate) fn streams_of<T: Send + 'static>(&self, node: NodeId) -> Vec<Stream<T>> {
+    pub(crate) fn streams_of<T: Send + 'static>(&self, node: OperatorId) -> Vec<Stream<T>> {
         (0..self.nodes[node.0].outputs.len())
             .map(|p| Stream {
                 node,
@@ -363,7 +369,7 @@ impl PlanBuilder {
             .collect()
     }
 
-    pub(crate) fn out0<T: Send + 'static>(&self, node: NodeId) -> Stream<T> {
+    pub(crate) fn out0<T: Send + 'static>(&self, node: OperatorId) -> Stream<T> {
         Stream {
             node,
             port: 0,
@@ -373,24 +379,21 @@ impl PlanBuilder {
 
     /// Feeds a typed stream into input `inp` of `to`; a misuse (a stream consumed twice) is
     /// kept and reported by `build`.
-    pub fn feed<T>(&mut self, s: Stream<T>, to: NodeId, inp: usize) {
+    pub fn feed<T>(&mut self, s: Stream<T>, to: OperatorId, inp: usize) {
         if let Err(e) = self.connect(s.node, s.port, to, inp) {
             self.errors.push(e);
         }
     }
 
-    pub(crate) fn new_sink<T: Send + 'static>(
-        &mut self,
-    ) -> (Sink<T>, crate::ops::collect::Slot<T>) {
-        let slot: crate::ops::collect::Slot<T> = Arc::new(std::sync::Mutex::new(None));
-        self.sinks.push(slot.clone());
-        (
-            Sink {
-                slot: self.sinks.len() - 1,
-                _t: PhantomData,
-            },
-            slot,
-        )
+    /// A new sink of the plan: the handle for the user, and the cell for its operator.
+    pub(crate) fn new_sink<T: Send + 'static>(&mut self) -> (Sink<T>, Arc<SinkCell<T>>) {
+        let cell: Arc<SinkCell<T>> = Arc::new(std::sync::Mutex::new(None));
+        self.sinks.push(cell.clone());
+        let sink = Sink {
+            slot: self.sinks.len() - 1,
+            cell: cell.clone(),
+        };
+        (sink, cell)
     }
 
     /// Checks the plan: at least one operator, every port connected exactly once, no cycle,
@@ -457,7 +460,7 @@ impl PlanBuilder {
 
 /// A validated plan, ready to be submitted to a runtime (once: operators keep state).
 pub struct Plan {
-    pub(crate) nodes: Vec<NodeDecl>,
+    pub(crate) nodes: Vec<OperatorDecl>,
     pub(crate) sinks: Vec<SinkSlot>,
     pub(crate) packet_bytes: Option<usize>,
     pub(crate) buffer_packets: usize,

@@ -1,7 +1,7 @@
 //! The four operator states of 001 §3.1 as one atomic, so that an operator runs on at most one
 //! thread at a time and repeated scheduling collapses into one task.
 //!
-//! | state | on [`schedule`](OpState::schedule) | at [`end`](OpState::end) of its task |
+//! | state | on [`schedule`](SchedState::schedule) | at [`end`](SchedState::end) of its task |
 //! |---|---|---|
 //! | `NOTHING` | → `SCHEDULED`; the caller spawns a task | — |
 //! | `SCHEDULED` | nothing (collapses) | — |
@@ -30,15 +30,15 @@ const SCHEDULED: u8 = 1;
 const RUNNING: u8 = 2;
 const RUNNING_SCHEDULED: u8 = 3;
 
-pub(crate) struct OpState {
+pub(crate) struct SchedState {
     state: AtomicU8,
     /// Some `schedule` since the task began asked for an immediate task.
     want_immediate: AtomicBool,
 }
 
-impl OpState {
+impl SchedState {
     pub(crate) fn new() -> Self {
-        OpState {
+        SchedState {
             state: AtomicU8::new(NOTHING),
             want_immediate: AtomicBool::new(false),
         }
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn repeated_scheduling_collapses_and_reruns_once() {
-        let s = OpState::new();
+        let s = SchedState::new();
         assert!(s.schedule(TaskKind::Deferred));
         assert!(!s.schedule(TaskKind::Immediate), "already scheduled");
         s.begin();
@@ -137,7 +137,7 @@ mod loom_tests {
     use loom::sync::{Arc, Mutex};
 
     struct Model {
-        op: OpState,
+        op: SchedState,
         /// A thread is inside the operator.
         inside: AtomicBool,
         /// Packets sent: each scheduler adds one under the lock before `schedule`, as a
@@ -178,7 +178,7 @@ mod loom_tests {
     fn loom_operator_states_lose_no_schedule_and_never_overlap() {
         loom::model(|| {
             let m = Arc::new(Model {
-                op: OpState::new(),
+                op: SchedState::new(),
                 inside: AtomicBool::new(false),
                 sent: Mutex::new(0),
                 seen: AtomicUsize::new(0),

@@ -84,14 +84,14 @@ fn bad_plans_are_reported_not_panicked() {
     let mut b = PlanBuilder::new();
     let s = b.source(vec!["text"]);
     let d = b.add("double", Double(Emitter::new(0)));
-    let e = b.connect(s.node(), 0, d, 0).unwrap_err();
+    let e = b.connect(s.operator(), 0, d, 0).unwrap_err();
     assert!(matches!(e, PlanError::TypeMismatch { .. }), "{e}");
     assert!(
         e.to_string().contains("&str") && e.to_string().contains("u64"),
         "{e}"
     );
     assert!(matches!(
-        b.connect(s.node(), 3, d, 0).unwrap_err(),
+        b.connect(s.operator(), 3, d, 0).unwrap_err(),
         PlanError::NoSuchPort { .. }
     ));
     assert!(b.stream::<String>(d, 0).is_err());
@@ -356,4 +356,24 @@ fn trace_records_operator_tasks() {
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<rect").count(), ev.len());
     assert!(svg.contains("map#1"));
+}
+
+/// A sink handle takes only from its own plan's output, once.
+#[test]
+fn a_sink_takes_from_its_own_plan_only() {
+    let rt = runtime(PolicyKind::Las, "e5310-smp");
+    let run = |v: Vec<u64>| {
+        let mut b = PlanBuilder::new();
+        let s = b.source(v);
+        let sink = b.collect(s);
+        (sink, b.build().unwrap().run(&rt).unwrap())
+    };
+    let (sink_a, out_a) = run(vec![1, 2, 3]);
+    let (sink_b, out_b) = run(vec![7]);
+    // Same slot index and type in both plans: each handle still reads its own plan.
+    assert!(out_a.take(&sink_b).is_empty());
+    assert_eq!(out_b.take(&sink_b), vec![7]);
+    assert_eq!(out_a.take(&sink_a), vec![1, 2, 3]);
+    assert!(out_a.take(&sink_a).is_empty());
+    assert!(out_b.take(&sink_a).is_empty());
 }

@@ -83,7 +83,7 @@ fn run_on(synthetic: &str, allocator: Allocator, packet: Option<usize>, n: u64) 
             out: Emitter::new(0),
         },
     );
-    b.connect(s.node(), 0, p, 0).unwrap();
+    b.connect(s.operator(), 0, p, 0).unwrap();
     let out = b.stream::<u64>(p, 0).unwrap();
     let sink = b.collect(out);
     let plan = b.build().unwrap();

@@ -3,7 +3,7 @@
 //! Every scheduling policy of nearflow as plain data and pure functions, with no threads and no
 //! `unsafe`, so that the threaded runtime (`nearflow-rt`), the unit tests below and a later
 //! discrete-event simulator run the very same rules. A [`Policy`] is built from a
-//! [`Machine`](nearflow_topo::Machine) and answers three questions:
+//! [`Machine`] and answers three questions:
 //!
 //! 1. **Where does a new task go?** [`Policy::place`] and [`Policy::place_root`] name a
 //!    [`QueueRef`].

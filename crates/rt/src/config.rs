@@ -45,7 +45,7 @@ impl fmt::Display for Pinning {
 /// The choice acts through the process's global allocator: it takes effect when the program
 /// installs `nearflow_alloc::Nearflow` (`#[global_allocator]`), as the `nearflow` binary does.
 /// Otherwise every block comes from the program's own global allocator and
-/// [`Runtime::allocator_in_effect`] says so.
+/// [`Runtime::allocator_in_effect`](crate::Runtime::allocator_in_effect) says so.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Allocator {

@@ -9,7 +9,7 @@
 //! - a task spawns **immediate** tasks (run soon, nearby: they share its hot data) and
 //!   **deferred** tasks (run when resources are free, possibly far away) of its own request;
 //! - the policy decides where each task is queued, which queues an idle worker probes in which
-//!   order, and whom a spawn wakes; this crate only executes those decisions ([`worker`]
+//!   order, and whom a spawn wakes; this crate only executes those decisions (`worker.rs`
 //!   calls [`nearflow_policy::walk`]).
 //!
 //! ```

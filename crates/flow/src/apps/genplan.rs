@@ -4,7 +4,7 @@
 //! Six blocks, each: two generated sources → filter / map → a parallel hash join (degree 4) →
 //! a parallel aggregate by key (degree 4) → a parallel sort (degree 5); blocks are merge-joined
 //! in pairs; the three results are united, copied by a broadcast, and end in an aggregate by
-//! `key % 64` and a distinct count of keys. [`reference`] computes the same sequentially.
+//! `key % 64` and a distinct count of keys. [`reference()`] computes the same sequentially.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

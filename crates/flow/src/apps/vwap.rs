@@ -7,7 +7,7 @@
 //! end in one sink.
 //!
 //! Prices are fixed-point (micro-dollars) and window sums are integers, so the plan and the
-//! sequential reference ([`reference`]) compute bit-identical results whatever the order of
+//! sequential reference ([`reference()`]) compute bit-identical results whatever the order of
 //! evaluation; the window join takes trades and quotes in input order (by sequence number), so
 //! each quote sees exactly the trades before it, as in a sequential pass.
 

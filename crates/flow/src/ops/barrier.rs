@@ -17,8 +17,8 @@
 use std::collections::VecDeque;
 
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct Barrier<T> {
     held: Vec<VecDeque<Vec<T>>>,

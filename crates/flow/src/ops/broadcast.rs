@@ -16,8 +16,8 @@ use std::marker::PhantomData;
 
 use super::forward_packets;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct Broadcast<T> {
     n: usize,

@@ -11,18 +11,15 @@
 //! assert!(output.take(&sink).is_empty()); // taken once
 //! ```
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::error::FlowError;
-use crate::exec::Io;
-use crate::plan::{Operator, PlanBuilder, PortType, Sink, Status, Stream};
-
-pub(crate) type SlotInner<T> = Mutex<Option<Vec<T>>>;
-pub(crate) type Slot<T> = Arc<SlotInner<T>>;
+use crate::plan::{Operator, PlanBuilder, PortType, Sink, SinkCell, Status, Stream};
+use crate::Io;
 
 struct Collect<T> {
     items: Vec<T>,
-    slot: Slot<T>,
+    slot: Arc<SinkCell<T>>,
 }
 
 impl<T: Send + 'static> Operator for Collect<T> {

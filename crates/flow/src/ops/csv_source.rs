@@ -24,8 +24,8 @@ use std::path::Path;
 
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 /// Opens a file for reading, decompressing it if it starts with the gzip magic bytes.
 pub fn open_maybe_gz(path: &Path) -> std::io::Result<Box<dyn Read + Send>> {

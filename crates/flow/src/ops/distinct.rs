@@ -15,8 +15,8 @@ use std::hash::Hash;
 
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 struct Distinct<T> {
     seen: HashSet<T>,

@@ -12,8 +12,8 @@
 
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 struct Filter<F>(F);
 

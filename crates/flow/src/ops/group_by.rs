@@ -18,8 +18,8 @@ use std::hash::Hash;
 
 use super::{drain_vec, Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 struct GroupBy<K, A, FK, FA> {
     key: FK,

@@ -20,8 +20,8 @@ use std::hash::Hash;
 use super::join_core::JoinCore;
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct HashJoin<B, P, K, FB, FP, C, O> {
     core: JoinCore<B, P, K>,

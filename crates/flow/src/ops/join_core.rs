@@ -8,8 +8,8 @@ use std::hash::Hash;
 
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::Status;
+use crate::Io;
 
 pub(crate) struct JoinCore<B, P, K> {
     pub(crate) build_port: usize,

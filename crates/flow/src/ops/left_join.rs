@@ -20,8 +20,8 @@ use std::hash::Hash;
 use super::join_core::JoinCore;
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct LeftJoin<L, R, K, FL, FR, C, O> {
     core: JoinCore<R, L, K>,

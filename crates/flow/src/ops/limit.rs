@@ -14,8 +14,8 @@
 
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 struct Limit {
     skip: u64,

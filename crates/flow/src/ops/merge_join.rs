@@ -18,8 +18,8 @@ use std::collections::VecDeque;
 
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct MergeJoin<L, R, FL, FR, C, O> {
     left: VecDeque<L>,

@@ -13,8 +13,8 @@ use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PortType, Status};
+use crate::Io;
 
 pub mod anti_join;
 pub mod barrier;

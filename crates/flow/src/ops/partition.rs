@@ -21,8 +21,8 @@ use std::marker::PhantomData;
 
 use super::{forward_packets, hash_of, Emitter};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 struct Partition<T, F> {
     route: F,

@@ -13,8 +13,8 @@
 
 use super::{drain_vec, Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 struct Sort<T, F> {
     key: F,

@@ -13,8 +13,8 @@
 
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 /// Emits the items of an iterator.
 pub struct IterSource<I: Iterator> {

@@ -30,8 +30,8 @@ use std::hash::Hash;
 
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{PlanBuilder, Stream};
+use crate::Io;
 
 /// An incrementally maintained window aggregate.
 pub trait WindowAgg<T>: Send + 'static {

@@ -28,8 +28,8 @@ use std::hash::Hash;
 
 use super::Emitter;
 use crate::error::FlowError;
-use crate::exec::Io;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
+use crate::Io;
 
 /// Window sizes, in tuples per key, of each side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

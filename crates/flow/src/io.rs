@@ -1,0 +1,132 @@
+//! [`Io`]: what an operator sees while it runs, its inputs and outputs.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use nearflow_policy::TaskKind;
+use nearflow_rt::TaskCx;
+
+use crate::channel::Channel;
+use crate::exec::Exec;
+use crate::packet::packet_capacity;
+
+/// What an operator sees while it runs: its inputs and outputs.
+pub struct Io<'a> {
+    pub(crate) exec: &'a Arc<Exec>,
+    pub(crate) node: usize,
+    pub(crate) cx: &'a TaskCx<'a>,
+    /// Per output: packets its buffer holds for this operator (`Chan::held`).
+    pub(crate) held: &'a mut Vec<usize>,
+    pub(crate) held_high: &'a mut usize,
+}
+
+impl Io<'_> {
+    fn input<T: Send + 'static>(&self, port: usize) -> &Channel<T> {
+        let n = &self.exec.ops[self.node];
+        n.ins[port]
+            .0
+            .as_any()
+            .downcast_ref::<Channel<T>>()
+            .unwrap_or_else(|| {
+                panic!(
+                    "operator '{}' read input {port} as {}, which is not its declared type",
+                    n.name,
+                    std::any::type_name::<T>()
+                )
+            })
+    }
+
+    /// Takes the oldest packet waiting on input `port`, if any.
+    pub fn recv<T: Send + 'static>(&mut self, port: usize) -> Option<Vec<T>> {
+        let popped = self.input::<T>(port).pop();
+        if popped.wake_producer {
+            let producer = self.exec.ops[self.node].ins[port].1;
+            self.exec.schedule(self.cx, producer, TaskKind::Deferred);
+        }
+        popped.packet
+    }
+
+    /// Moves every packet waiting on input `port` into `queue`, tuple by tuple; returns whether
+    /// the input has ended. (For operators that hold their inputs, see [`crate::ops`].)
+    pub fn recv_all<T: Send + 'static>(&mut self, port: usize, queue: &mut VecDeque<T>) -> bool {
+        while let Some(p) = self.recv::<T>(port) {
+            queue.extend(p);
+        }
+        self.finished::<T>(port)
+    }
+
+    /// Whether input `port` has ended: end of stream arrived and every packet was taken.
+    pub fn finished<T: Send + 'static>(&self, port: usize) -> bool {
+        self.input::<T>(port).finished()
+    }
+
+    /// Packets waiting on input `port`.
+    pub fn waiting<T: Send + 'static>(&self, port: usize) -> usize {
+        self.input::<T>(port).len()
+    }
+
+    /// Number of input ports.
+    pub fn inputs(&self) -> usize {
+        self.exec.ops[self.node].ins.len()
+    }
+
+    /// Number of output ports.
+    pub fn outputs(&self) -> usize {
+        self.exec.ops[self.node].outs.len()
+    }
+
+    /// Sends a packet on output `port` (an empty one is dropped). If the consumer's buffer is
+    /// full, the buffer holds the packet for this operator and the engine sends it first when
+    /// the consumer makes room; meanwhile [`blocked`](Self::blocked) is true.
+    pub fn send<T: Send + 'static>(&mut self, port: usize, packet: Vec<T>) {
+        if packet.is_empty() {
+            return;
+        }
+        let n = &self.exec.ops[self.node];
+        let (consumer, _, chan) = &n.outs[port];
+        let ch = chan
+            .as_any()
+            .downcast_ref::<Channel<T>>()
+            .unwrap_or_else(|| {
+                panic!(
+                    "operator '{}' sent {} on output {port}, which is not its declared type",
+                    n.name,
+                    std::any::type_name::<T>()
+                )
+            });
+        match ch.send(packet) {
+            Ok(()) => self.exec.schedule(self.cx, *consumer, TaskKind::Immediate),
+            Err(held) => {
+                self.held[port] = held;
+                let all: usize = self.held.iter().sum();
+                *self.held_high = (*self.held_high).max(all);
+            }
+        }
+    }
+
+    /// Whether some output holds refused packets: stop producing and return [`Status::Idle`](crate::Status::Idle)
+    /// (the engine runs the operator again when the consumer makes room).
+    pub fn blocked(&self) -> bool {
+        self.held.iter().any(|&h| h > 0)
+    }
+
+    /// The plan's packet size in bytes.
+    pub fn packet_bytes(&self) -> usize {
+        self.exec.packet_bytes
+    }
+
+    /// Tuples of `T` per packet at the plan's packet size.
+    pub fn capacity_of<T>(&self) -> usize {
+        packet_capacity(self.exec.packet_bytes, std::mem::size_of::<T>())
+    }
+
+    /// Whether the plan is being stopped (cancelled or failed): long operators may return.
+    pub fn stopping(&self) -> bool {
+        self.cx.request_failed()
+    }
+
+    /// The worker (= PU) running this operator now.
+    pub fn worker(&self) -> usize {
+        self.cx.worker()
+    }
+}

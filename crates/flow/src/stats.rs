@@ -1,0 +1,51 @@
+//! [`PlanStats`]: the counters of one plan run.
+
+use std::time::Duration;
+
+use crate::channel::ChanStats;
+
+/// Counters of one plan run; exact after [`PlanHandle::wait`](crate::PlanHandle::wait).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PlanStats {
+    /// Operators in the plan.
+    pub operators: usize,
+    /// Operator tasks run.
+    pub runs: u64,
+    /// Times a task found its operator already entered by another thread (must be 0).
+    pub concurrent_entries: u64,
+    /// Most refused packets any operator held at once.
+    pub max_pending_packets: usize,
+    /// Refused packets still held at the end (0 for a plan that completed).
+    pub held_packets: u64,
+    /// Every input buffer's counters, operator by operator.
+    pub channels: Vec<ChanStats>,
+    /// Wall time from submission to completion.
+    #[serde(serialize_with = "ser_secs")]
+    pub elapsed: Duration,
+}
+
+fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl PlanStats {
+    /// Packets sent over all connections.
+    pub fn packets(&self) -> u64 {
+        self.channels.iter().map(|c| c.pushed).sum()
+    }
+
+    /// Whether every packet pushed was taken by its consumer or dropped after it finished, and
+    /// every tuple pushed was taken (no packet lost, none counted twice).
+    pub fn conserved(&self) -> bool {
+        self.held_packets == 0
+            && self.channels.iter().all(|c| {
+                c.pushed == c.popped + c.discarded
+                    && c.tuples_pushed == c.tuples_popped + c.tuples_discarded
+            })
+    }
+
+    /// Whether no buffer ever held more than its capacity.
+    pub fn bounded(&self) -> bool {
+        self.channels.iter().all(|c| c.high_water <= c.capacity)
+    }
+}
