@@ -16,19 +16,7 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
-use super::Emitter;
-use crate::error::FlowError;
-use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
-use crate::Io;
-
-struct MergeJoin<L, R, FL, FR, C, O> {
-    left: VecDeque<L>,
-    right: VecDeque<R>,
-    key_l: FL,
-    key_r: FR,
-    combine: C,
-    out: Emitter<O>,
-}
+use crate::plan::{PlanBuilder, Stream};
 
 /// Length of the run of equal keys at the front, and whether it is known to be complete.
 fn group<T, K: Ord>(q: &VecDeque<T>, key: &mut impl FnMut(&T) -> K, ended: bool) -> (usize, bool) {
@@ -38,79 +26,6 @@ fn group<T, K: Ord>(q: &VecDeque<T>, key: &mut impl FnMut(&T) -> K, ended: bool)
     let k = key(first);
     let len = q.iter().take_while(|x| key(x) == k).count();
     (len, len < q.len() || ended)
-}
-
-impl<L, R, K, FL, FR, C, O> Operator for MergeJoin<L, R, FL, FR, C, O>
-where
-    L: Send + 'static,
-    R: Send + 'static,
-    K: Ord,
-    O: Send + 'static,
-    FL: FnMut(&L) -> K + Send + 'static,
-    FR: FnMut(&R) -> K + Send + 'static,
-    C: FnMut(&L, &R) -> O + Send + 'static,
-{
-    fn inputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<L>(), PortType::of::<R>()]
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<O>()]
-    }
-
-    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        loop {
-            if io.blocked() {
-                return Ok(Status::Idle);
-            }
-            let l_end = io.recv_all::<L>(0, &mut self.left);
-            let r_end = io.recv_all::<R>(1, &mut self.right);
-            let mut progressed = false;
-            while !io.blocked() {
-                let (Some(l), Some(r)) = (self.left.front(), self.right.front()) else {
-                    // One side is empty: if it has ended, the other side's tuples match nothing.
-                    if self.left.is_empty() && l_end {
-                        progressed |= !self.right.is_empty();
-                        self.right.clear();
-                    }
-                    if self.right.is_empty() && r_end {
-                        progressed |= !self.left.is_empty();
-                        self.left.clear();
-                    }
-                    break;
-                };
-                match (self.key_l)(l).cmp(&(self.key_r)(r)) {
-                    Ordering::Less => {
-                        self.left.pop_front();
-                    }
-                    Ordering::Greater => {
-                        self.right.pop_front();
-                    }
-                    Ordering::Equal => {
-                        let (ln, l_done) = group(&self.left, &mut self.key_l, l_end);
-                        let (rn, r_done) = group(&self.right, &mut self.key_r, r_end);
-                        if !(l_done && r_done) {
-                            break; // the group may go on in packets not yet here
-                        }
-                        for x in self.left.drain(..ln) {
-                            for y in self.right.iter().take(rn) {
-                                self.out.push(io, (self.combine)(&x, y));
-                            }
-                        }
-                        self.right.drain(..rn);
-                    }
-                }
-                progressed = true;
-            }
-            if self.left.is_empty() && self.right.is_empty() && l_end && r_end {
-                self.out.flush(io);
-                return Ok(Status::Done);
-            }
-            if !progressed {
-                return Ok(Status::Idle);
-            }
-        }
-    }
 }
 
 impl PlanBuilder {
@@ -132,19 +47,43 @@ impl PlanBuilder {
         FR: FnMut(&R) -> K + Send + 'static,
         C: FnMut(&L, &R) -> O + Send + 'static,
     {
-        let n = self.add_auto(
-            "merge_join",
-            MergeJoin {
-                left: VecDeque::new(),
-                right: VecDeque::new(),
-                key_l,
-                key_r,
-                combine,
-                out: Emitter::new(0),
-            },
-        );
-        self.feed(left, n, 0);
-        self.feed(right, n, 1);
-        self.out0(n)
+        let (mut key_l, mut key_r, mut combine) = (key_l, key_r, combine);
+        self.binary("merge_join", left, right, move |inp, out| {
+            let (Some(l), Some(r)) = (inp.left.front(), inp.right.front()) else {
+                // One side is empty: if it has ended, the other side's tuples match nothing.
+                let mut dropped = false;
+                if inp.left.is_empty() && inp.left_ended {
+                    dropped |= !inp.right.is_empty();
+                    inp.right.clear();
+                }
+                if inp.right.is_empty() && inp.right_ended {
+                    dropped |= !inp.left.is_empty();
+                    inp.left.clear();
+                }
+                return dropped;
+            };
+            match key_l(l).cmp(&key_r(r)) {
+                Ordering::Less => {
+                    inp.left.pop_front();
+                }
+                Ordering::Greater => {
+                    inp.right.pop_front();
+                }
+                Ordering::Equal => {
+                    let (ln, l_done) = group(inp.left, &mut key_l, inp.left_ended);
+                    let (rn, r_done) = group(inp.right, &mut key_r, inp.right_ended);
+                    if !(l_done && r_done) {
+                        return false; // the group may go on in packets not yet here
+                    }
+                    for x in inp.left.drain(..ln) {
+                        for y in inp.right.iter().take(rn) {
+                            out.push(combine(&x, y));
+                        }
+                    }
+                    inp.right.drain(..rn);
+                }
+            }
+            true
+        })
     }
 }

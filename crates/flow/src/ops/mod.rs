@@ -18,6 +18,7 @@ use crate::Io;
 
 pub mod anti_join;
 pub mod barrier;
+pub mod binary;
 pub mod broadcast;
 pub mod collect;
 pub mod csv_source;

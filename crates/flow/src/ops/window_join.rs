@@ -26,10 +26,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 
-use super::Emitter;
-use crate::error::FlowError;
-use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
-use crate::Io;
+use crate::plan::{PlanBuilder, Stream};
 
 /// Window sizes, in tuples per key, of each side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,18 +37,6 @@ pub struct Windows {
     pub right: usize,
 }
 
-struct WindowJoin<L, R, K, SL, SR, KL, KR, C, O> {
-    w: Windows,
-    left: VecDeque<L>,
-    right: VecDeque<R>,
-    lwin: HashMap<K, VecDeque<L>>,
-    rwin: HashMap<K, VecDeque<R>>,
-    seq: (SL, SR),
-    key: (KL, KR),
-    combine: C,
-    out: Emitter<O>,
-}
-
 fn slide<T>(w: &mut VecDeque<T>, cap: usize, t: T) {
     if cap == 0 {
         return;
@@ -60,77 +45,6 @@ fn slide<T>(w: &mut VecDeque<T>, cap: usize, t: T) {
         w.pop_front();
     }
     w.push_back(t);
-}
-
-impl<L, R, K, SL, SR, KL, KR, C, O> Operator for WindowJoin<L, R, K, SL, SR, KL, KR, C, O>
-where
-    L: Send + 'static,
-    R: Send + 'static,
-    K: Hash + Eq + Send + 'static,
-    O: Send + 'static,
-    SL: FnMut(&L) -> u64 + Send + 'static,
-    SR: FnMut(&R) -> u64 + Send + 'static,
-    KL: FnMut(&L) -> K + Send + 'static,
-    KR: FnMut(&R) -> K + Send + 'static,
-    C: FnMut(&L, &R) -> Option<O> + Send + 'static,
-{
-    fn inputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<L>(), PortType::of::<R>()]
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<O>()]
-    }
-
-    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        loop {
-            if io.blocked() {
-                return Ok(Status::Idle);
-            }
-            let l_end = io.recv_all::<L>(0, &mut self.left);
-            let r_end = io.recv_all::<R>(1, &mut self.right);
-            let mut progressed = false;
-            while !io.blocked() {
-                let take_left = match (self.left.front(), self.right.front()) {
-                    (Some(l), Some(r)) => (self.seq.0)(l) <= (self.seq.1)(r),
-                    (Some(_), None) if r_end => true,
-                    (None, Some(_)) if l_end => false,
-                    _ => break, // the empty side may still bring an earlier tuple
-                };
-                progressed = true;
-                if take_left {
-                    let l = self.left.pop_front().expect("has a head");
-                    let k = (self.key.0)(&l);
-                    if let Some(rs) = self.rwin.get(&k) {
-                        for r in rs {
-                            if let Some(o) = (self.combine)(&l, r) {
-                                self.out.push(io, o);
-                            }
-                        }
-                    }
-                    slide(self.lwin.entry(k).or_default(), self.w.left, l);
-                } else {
-                    let r = self.right.pop_front().expect("has a head");
-                    let k = (self.key.1)(&r);
-                    if let Some(ls) = self.lwin.get(&k) {
-                        for l in ls {
-                            if let Some(o) = (self.combine)(l, &r) {
-                                self.out.push(io, o);
-                            }
-                        }
-                    }
-                    slide(self.rwin.entry(k).or_default(), self.w.right, r);
-                }
-            }
-            if self.left.is_empty() && self.right.is_empty() && l_end && r_end {
-                self.out.flush(io);
-                return Ok(Status::Done);
-            }
-            if !progressed {
-                return Ok(Status::Idle);
-            }
-        }
-    }
 }
 
 impl PlanBuilder {
@@ -157,22 +71,43 @@ impl PlanBuilder {
         KR: FnMut(&R) -> K + Send + 'static,
         C: FnMut(&L, &R) -> Option<O> + Send + 'static,
     {
-        let n = self.add_auto(
-            "window_join",
-            WindowJoin {
-                w: windows,
-                left: VecDeque::new(),
-                right: VecDeque::new(),
-                lwin: HashMap::new(),
-                rwin: HashMap::new(),
-                seq,
-                key,
-                combine,
-                out: Emitter::new(0),
-            },
-        );
-        self.feed(left, n, 0);
-        self.feed(right, n, 1);
-        self.out0(n)
+        let w = windows;
+        let (mut seq_l, mut seq_r) = seq;
+        let (mut key_l, mut key_r) = key;
+        let mut combine = combine;
+        let mut lwin: HashMap<K, VecDeque<L>> = HashMap::new();
+        let mut rwin: HashMap<K, VecDeque<R>> = HashMap::new();
+        self.binary("window_join", left, right, move |inp, out| {
+            let take_left = match (inp.left.front(), inp.right.front()) {
+                (Some(l), Some(r)) => seq_l(l) <= seq_r(r),
+                (Some(_), None) if inp.right_ended => true,
+                (None, Some(_)) if inp.left_ended => false,
+                _ => return false, // the empty side may still bring an earlier tuple
+            };
+            if take_left {
+                let l = inp.left.pop_front().expect("has a head");
+                let k = key_l(&l);
+                if let Some(rs) = rwin.get(&k) {
+                    for r in rs {
+                        if let Some(o) = combine(&l, r) {
+                            out.push(o);
+                        }
+                    }
+                }
+                slide(lwin.entry(k).or_default(), w.left, l);
+            } else {
+                let r = inp.right.pop_front().expect("has a head");
+                let k = key_r(&r);
+                if let Some(ls) = lwin.get(&k) {
+                    for l in ls {
+                        if let Some(o) = combine(l, &r) {
+                            out.push(o);
+                        }
+                    }
+                }
+                slide(rwin.entry(k).or_default(), w.right, r);
+            }
+            true
+        })
     }
 }
