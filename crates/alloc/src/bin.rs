@@ -167,8 +167,7 @@ pub(crate) struct Reclaim {
     state: AtomicU32,
 }
 
-/// Slot not in use yet.
-#[allow(dead_code)]
+/// Slot not in use yet: the state of a zeroed local allocator before it is published.
 pub(crate) const UNUSED: u32 = 0;
 /// A live thread owns the allocator.
 pub(crate) const OWNED: u32 = 1;

@@ -155,12 +155,20 @@ impl Heap {
     /// The caller holds this allocator; `b` is a handed-out block of `sb`, which we own.
     #[inline]
     pub(crate) unsafe fn free_local(&mut self, a: &Allocator, sb: *mut Superblock, b: *mut u8) {
-        // SAFETY: by the caller's contract.
+        // SAFETY, for each block of this function: (1) the caller holds this allocator, so
+        // the headers of the superblocks it owns are touched by this thread alone (a foreign
+        // free goes to a bin, never to a header); (2) `sb` is one of them and `b` a block of
+        // it handed out and now given up.
         unsafe {
             debug_assert!(core::ptr::eq((*sb).owner, self));
-            let class = (*sb).class as usize;
-            let was_full = (*sb).free() == 0;
-            (*sb).push(b);
+        }
+        // SAFETY: (1), (2).
+        let (class, was_full) = unsafe { ((*sb).class as usize, (*sb).free() == 0) };
+        // SAFETY: (2): `b` goes back on `sb`'s free list once.
+        unsafe { (*sb).push(b) };
+        // SAFETY: (1): the queue and the header are ours; from here on `sb` is only read or
+        // written through this allocator's lists.
+        unsafe {
             let sub = &mut self.subs[class];
             if was_full {
                 // Out of memory for the queue array leaves `sb` unqueued: its free blocks wait

@@ -67,7 +67,11 @@
 //!   flagged `kept` (none once abandoned), besides the sole superblock of a sub-allocator,
 //!   which stays while it has touched at most 1 MiB.
 //! - `instance.rs` — **allocator** ([`Allocator`]): settings, address map, superblock allocators,
-//!   registry of local allocators (≤ 1023; id 0 names threads without one); routing by size.
+//!   registry of local allocators (≤ 1023; id 0 names threads without one). Its entry points,
+//!   by concern: `alloc.rs` (routing by size), `free.rs` (local, foreign and large frees),
+//!   `posix.rs` (`calloc`, `realloc`, usable size), `inspect.rs` (ownership, draining, checks,
+//!   statistics, purging).
+//! - `options.rs` — every environment variable, read in one place without allocating.
 //! - `thread.rs` — which local allocator a thread uses (a `const` thread-local) and its teardown
 //!   (a pthread key destructor).
 //! - `global.rs` — [`GLOBAL`] and [`Nearflow`], the `GlobalAlloc`.
@@ -120,11 +124,17 @@
 #![warn(missing_docs)]
 
 #[cfg(not(loom))]
+mod alloc;
+#[cfg(not(loom))]
 mod config;
+#[cfg(not(loom))]
+mod free;
 #[cfg(not(loom))]
 mod global;
 #[cfg(not(loom))]
 mod heap;
+#[cfg(not(loom))]
+mod inspect;
 #[cfg(not(loom))]
 mod instance;
 #[cfg(not(loom))]
@@ -134,9 +144,13 @@ mod map;
 #[cfg(not(loom))]
 mod node;
 #[cfg(not(loom))]
+pub mod options;
+#[cfg(not(loom))]
 mod os;
 #[cfg(all(not(loom), not(miri)))]
 pub mod placement;
+#[cfg(not(loom))]
+mod posix;
 #[cfg(not(loom))]
 mod pq;
 #[cfg(not(loom))]

@@ -21,6 +21,12 @@ use crate::heap::Heap;
 /// for the 8 KB class).
 pub const HEADER: usize = crate::os::PAGE;
 
+// The header fits in its page, and a page-aligned address is aligned for it.
+const _: () = assert!(
+    core::mem::size_of::<Superblock>() <= HEADER
+        && HEADER % core::mem::align_of::<Superblock>() == 0
+);
+
 /// What a mapping holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -94,7 +100,9 @@ impl Superblock {
     /// `base` is a fresh writable mapping of `len` ≥ [`HEADER`] bytes.
     pub(crate) unsafe fn init(base: NonNull<u8>, len: usize, kind: Kind, node: u32) -> *mut Self {
         let sb = base.as_ptr().cast::<Superblock>();
-        // SAFETY: the header fits in the first page of the caller's mapping.
+        // SAFETY: (1) the caller's mapping is writable for `len` ≥ `HEADER` bytes, and the
+        // header fits in `HEADER` (asserted above); (2) mappings start on a page boundary, which
+        // is aligned for the header; (3) the mapping is fresh, so nothing else refers to it.
         unsafe {
             sb.write(Superblock {
                 base: base.as_ptr(),

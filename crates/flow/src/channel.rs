@@ -11,7 +11,8 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+
+use crate::sync::{lock, Mutex};
 
 /// Counters of one buffer; exact once the plan has ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -58,10 +59,6 @@ pub(crate) struct Popped<T> {
 pub(crate) struct Channel<T> {
     cap: usize,
     st: Mutex<State<T>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<T: Send + 'static> Channel<T> {
@@ -219,5 +216,104 @@ impl<T: Send + 'static> Chan for Channel<T> {
 
     fn discarding(&self) -> bool {
         lock(&self.st).discard
+    }
+}
+
+/// Loom models of backpressure (`RUSTFLAGS="--cfg loom" cargo test -p nearflow-flow --lib loom`):
+/// a producer sends three one-tuple packets into a buffer of one while the consumer pops. When
+/// both have stopped, a producer holding packets must either have a wake-up on its way (a pop
+/// returned one that no flush has answered yet) or face a full buffer it is marked blocked on
+/// (the next pop will wake it): no producer is left asleep with room available. The engine's
+/// reaction is then played out (each wake-up runs the producer's flush, the consumer pops), and
+/// every packet must arrive once and in order, or be counted as dropped when the consumer
+/// finished early.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+
+    const SENT: u32 = 3;
+
+    /// Checks the no-sleeping-producer invariant, then runs wake-ups and pops to the end;
+    /// returns the tuples the consumer got after `got`.
+    fn settle(ch: &Channel<u32>, mut wakes: usize, mut got: Vec<u32>, consume: bool) -> Vec<u32> {
+        {
+            let s = lock(&ch.st);
+            assert!(
+                s.held.is_empty() || wakes > 0 || (s.q.len() == ch.cap && s.producer_blocked),
+                "producer holds {} packets with room in the buffer and no wake-up",
+                s.held.len()
+            );
+        }
+        for _ in 0..4 * SENT {
+            if wakes > 0 {
+                wakes -= 1;
+                ch.flush_held();
+            }
+            if consume {
+                let p = ch.pop();
+                got.extend(p.packet.into_iter().flatten());
+                wakes += usize::from(p.wake_producer);
+            }
+        }
+        assert_eq!(ch.held(), 0, "packets left held");
+        got
+    }
+
+    #[test]
+    fn loom_backpressure_loses_no_packet_and_no_wakeup() {
+        loom::model(|| {
+            let ch = Arc::new(Channel::<u32>::new(1));
+            let producer = {
+                let ch = ch.clone();
+                loom::thread::spawn(move || {
+                    for i in 0..SENT {
+                        let _ = ch.send(vec![i]);
+                    }
+                })
+            };
+            let (mut got, mut wakes) = (Vec::new(), 0);
+            for _ in 0..2 {
+                let p = ch.pop();
+                got.extend(p.packet.into_iter().flatten());
+                wakes += usize::from(p.wake_producer);
+            }
+            producer.join().unwrap();
+            let got = settle(&ch, wakes, got, true);
+            assert_eq!(got, (0..SENT).collect::<Vec<_>>());
+            let st = ch.stats();
+            assert_eq!((st.pushed, st.popped, st.dropped_late), (3, 3, 0));
+        });
+    }
+
+    /// The consumer takes one packet and finishes early (a `limit`): every other packet is
+    /// discarded from the buffer or dropped late from the held queue, and the producer is not
+    /// left holding any.
+    #[test]
+    fn loom_discard_releases_a_blocked_producer() {
+        loom::model(|| {
+            let ch = Arc::new(Channel::<u32>::new(1));
+            let producer = {
+                let ch = ch.clone();
+                loom::thread::spawn(move || {
+                    for i in 0..SENT {
+                        let _ = ch.send(vec![i]);
+                    }
+                })
+            };
+            let p = ch.pop();
+            let mut wakes = usize::from(p.wake_producer);
+            let first: Vec<u32> = p.packet.into_iter().flatten().collect();
+            wakes += usize::from(ch.discard());
+            producer.join().unwrap();
+            settle(&ch, wakes, Vec::new(), false);
+            let st = ch.stats();
+            assert_eq!(st.popped, first.len() as u64);
+            assert_eq!(
+                st.popped + st.discarded + st.dropped_late,
+                u64::from(SENT),
+                "every packet taken, discarded or dropped: {st:?}"
+            );
+        });
     }
 }

@@ -11,9 +11,8 @@
 //! queued where the sender runs; an operator that returns [`Status::More`], and a producer woken
 //! because its refused packet now fits, are scheduled as **deferred** tasks.
 
+use crate::sync::os::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
 use nearflow_policy::TaskKind;

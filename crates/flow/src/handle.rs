@@ -1,8 +1,7 @@
 //! Submitting a plan ([`Plan::submit`]) and what comes back: [`PlanHandle`] while it runs,
 //! [`PlanOutput`] when it has ended.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use crate::sync::os::{Arc, Ordering};
 use std::time::Instant;
 
 use nearflow_policy::{RequestId, TaskKind};

@@ -1,7 +1,7 @@
 //! [`Io`]: what an operator sees while it runs, its inputs and outputs.
 
+use crate::sync::os::Arc;
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use nearflow_policy::TaskKind;
 use nearflow_rt::TaskCx;

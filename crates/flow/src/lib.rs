@@ -63,6 +63,7 @@ pub mod parallel;
 pub mod plan;
 mod state;
 mod stats;
+mod sync;
 pub mod trace;
 
 pub use channel::ChanStats;

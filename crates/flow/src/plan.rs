@@ -1,10 +1,10 @@
 //! Plans: operators connected by streams, validated when built (001 §3).
 
+use crate::sync::os::Arc;
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use crate::channel::{Chan, Channel};
 use crate::error::{FlowError, PlanError};
@@ -122,7 +122,7 @@ pub struct Sink<T> {
 }
 
 /// A sink's result: `None` until the sink has seen end of stream, and after it was taken.
-pub(crate) type SinkCell<T> = std::sync::Mutex<Option<Vec<T>>>;
+pub(crate) type SinkCell<T> = crate::sync::os::Mutex<Option<Vec<T>>>;
 
 impl<T> fmt::Debug for Sink<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -387,7 +387,7 @@ impl PlanBuilder {
 
     /// A new sink of the plan: the handle for the user, and the cell for its operator.
     pub(crate) fn new_sink<T: Send + 'static>(&mut self) -> (Sink<T>, Arc<SinkCell<T>>) {
-        let cell: Arc<SinkCell<T>> = Arc::new(std::sync::Mutex::new(None));
+        let cell: Arc<SinkCell<T>> = Arc::new(crate::sync::os::Mutex::new(None));
         self.sinks.push(cell.clone());
         let sink = Sink {
             slot: self.sinks.len() - 1,

@@ -18,10 +18,7 @@
 //! (the store-buffering pattern). Loom found exactly that when the model published with an
 //! atomic counter; the model now publishes as the engine does.
 
-#[cfg(loom)]
-use loom::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use crate::sync::{AtomicBool, AtomicU8, Ordering};
 
 use nearflow_policy::TaskKind;
 

@@ -117,8 +117,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 /// Prints the allocator's counters to stderr at exit when `NEARFLOW_MALLOC_STATS` is set
 /// (formatted on the stack: nothing is allocated).
 extern "C" fn report_at_exit() {
-    // SAFETY: getenv with a NUL-terminated name; the result is only compared with null.
-    if unsafe { libc::getenv(c"NEARFLOW_MALLOC_STATS".as_ptr()) }.is_null() {
+    if !nearflow_alloc::options::malloc_stats() {
         return;
     }
     let s = GLOBAL.stats();

@@ -11,7 +11,7 @@
 //! assert!(output.take(&sink).is_empty()); // taken once
 //! ```
 
-use std::sync::Arc;
+use crate::sync::os::Arc;
 
 use crate::error::FlowError;
 use crate::plan::{Operator, PlanBuilder, PortType, Sink, SinkCell, Status, Stream};
