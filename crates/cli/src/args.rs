@@ -69,3 +69,28 @@ where
         .map(|x| x.parse::<T>().map_err(|e| anyhow::anyhow!("`{x}`: {e}")))
         .collect()
 }
+
+/// The one way the CLI starts a runtime: `machine`, `policy`, `pinning`, an optional trace and
+/// the allocator setting, checked to be in effect (the binary installs the nearflow global
+/// allocator, so `nearflow` must take effect when asked for).
+pub fn build_runtime(
+    machine: nearflow_topo::Machine,
+    policy: nearflow_policy::PolicyKind,
+    pinning: nearflow_rt::Pinning,
+    trace: bool,
+    allocator: nearflow_rt::Allocator,
+) -> anyhow::Result<nearflow_rt::Runtime> {
+    use anyhow::Context;
+    let rt = nearflow_rt::Runtime::builder(machine)
+        .policy(policy)
+        .pinning(pinning)
+        .trace(trace)
+        .allocator(allocator)
+        .build()
+        .context("cannot start the runtime")?;
+    let in_effect = rt.allocator_in_effect();
+    if in_effect != allocator {
+        anyhow::bail!("allocator {allocator} requested but {in_effect} is in effect");
+    }
+    Ok(rt)
+}

@@ -101,70 +101,49 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
-        Command::Demo { csv } => {
-            topo_cmd::run(&topo_cmd::TopoCmd {
-                topo: Default::default(),
-                json: false,
-                list: false,
-            })?;
-            println!();
-            run_cmd::vwap(&run_cmd::VwapCmd {
-                common: run_cmd::Common {
-                    topo: Default::default(),
-                    policy: nearflow_policy::PolicyKind::Las,
-                    pinning: nearflow_rt::Pinning::Group,
-                    packet_bytes: None,
-                    trace: None,
-                    allocator: nearflow_rt::Allocator::Nearflow,
-                    json: false,
-                },
-                input: None,
-                repeat: 1,
-                ticks: 200_000,
-                branches: 4,
-                window: 5,
-                top: 5,
-                no_check: false,
-            })?;
-            println!();
-            bench::plans::run(&bench::plans::PlansCmd {
-                topo: Default::default(),
-                grid: "1x1,2x2".into(),
-                policies: "bobox2011,fifo-rr,las,nls".into(),
-                allocators: "nearflow,system".into(),
-                rows: 10_000,
-                packet_bytes: None,
-                pinning: nearflow_rt::Pinning::Group,
-                reps: 3,
-                csv: Some(csv.with_file_name("plans.csv")),
-                json: false,
-            })?;
-            println!();
-            check_cmd::placement(&check_cmd::PlacementCmd { json: false })?;
-            println!();
-            bench::alloc::run(&bench::alloc::AllocCmd {
-                allocators: "glibc,mimalloc,jemalloc,nearflow".into(),
-                patterns: "latency,pipeline".into(),
-                threads: 4,
-                scale: 0.3,
-                bin_dir: None,
-                json: false,
-            })?;
-            println!();
-            let cmd = bench::queues::QueuesCmd {
-                topo: Default::default(),
-                sizes: "128,256,512,1024,2048".into(),
-                with_4096: false,
-                policies: "central,per-thread,random-steal,nls,las".into(),
-                spawn: bench::queues::SpawnKind::Deferred,
-                reps: 3,
-                pinning: nearflow_rt::Pinning::Group,
-                csv: Some(csv),
-                json: false,
-            };
-            bench::queues::run(&cmd)
-        }
+        Command::Demo { csv } => demo(&csv),
     }
+}
+
+/// The main job, as the command lines a user would type: every option not given here takes
+/// the subcommand's own default (the same parser runs them), and each line is printed before
+/// it runs.
+fn demo(csv: &std::path::Path) -> Result<()> {
+    for (i, args) in demo_steps(csv).iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        println!("$ nearflow {}", args.join(" "));
+        run(parse_step(args)?)?;
+    }
+    Ok(())
+}
+
+fn parse_step(args: &[String]) -> Result<Cli> {
+    Ok(Cli::try_parse_from(
+        std::iter::once("nearflow").chain(args.iter().map(String::as_str)),
+    )?)
+}
+
+/// The demo's command lines (see [`demo`]).
+fn demo_steps(csv: &std::path::Path) -> Vec<Vec<String>> {
+    let plans_csv = csv.with_file_name("plans.csv");
+    let line = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let mut plans = line(
+        "bench plans --grid 1x1,2x2 --policies bobox2011,fifo-rr,las,nls \
+         --allocators nearflow,system --rows 10000 --reps 3 --csv",
+    );
+    plans.push(plans_csv.to_string_lossy().into_owned());
+    let mut queues = line("bench queues --sizes 128,256,512,1024,2048 --reps 3 --csv");
+    queues.push(csv.to_string_lossy().into_owned());
+    vec![
+        line("topo"),
+        line("run vwap --ticks 200000"),
+        plans,
+        line("check placement"),
+        line("bench alloc --patterns latency,pipeline --scale 0.3"),
+        queues,
+    ]
 }
 
 fn main() -> ExitCode {
@@ -180,6 +159,19 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every step of the demo is a valid command line of this binary.
+    #[test]
+    fn demo_steps_parse() {
+        let steps = super::demo_steps(std::path::Path::new("results/queues.csv"));
+        assert_eq!(steps.len(), 6);
+        for s in &steps {
+            super::parse_step(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
         }
     }
 }

@@ -19,7 +19,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{Allocator, Pinning, Runtime};
 use serde::Serialize;
 
-use crate::args::{machine_label, TopoArgs};
+use crate::args::{build_runtime, machine_label, TopoArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum RunCmd {
@@ -91,29 +91,6 @@ pub struct PlanCmd {
     pub rows: u64,
 }
 
-pub fn build_runtime(
-    topo: &TopoArgs,
-    policy: PolicyKind,
-    pinning: Pinning,
-    trace: bool,
-    allocator: Allocator,
-) -> Result<Runtime> {
-    let machine = topo.load()?;
-    let rt = Runtime::builder(machine)
-        .policy(policy)
-        .pinning(pinning)
-        .trace(trace)
-        .allocator(allocator)
-        .build()
-        .context("cannot start the runtime")?;
-    // The binary installs the nearflow global allocator, so the setting must take effect.
-    let in_effect = rt.allocator_in_effect();
-    if in_effect != allocator {
-        anyhow::bail!("allocator {allocator} requested but {in_effect} is in effect");
-    }
-    Ok(rt)
-}
-
 fn write_trace(rt: &Runtime, path: &Path, names: &trace::Names, title: &str) -> Result<()> {
     let events = rt.take_trace();
     let svg = trace::svg(&events, rt.workers(), names, title);
@@ -172,14 +149,17 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     if c.allocator == Allocator::System {
         nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
     }
-    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some(), c.allocator)?;
+    let rt = build_runtime(
+        c.topo.load()?,
+        c.policy,
+        c.pinning,
+        c.trace.is_some(),
+        c.allocator,
+    )?;
     let mut b = PlanBuilder::for_runtime(&rt);
     if let Some(p) = c.packet_bytes {
         b.packet_bytes(p);
     }
-    let packet_bytes = c
-        .packet_bytes
-        .unwrap_or_else(|| nearflow_flow::default_packet_bytes(rt.machine()));
     let n = ticks.len() as u64;
     let reference = (!cmd.no_check).then(|| vwap::reference(&ticks, cmd.window));
     let src = b.source(ticks);
@@ -201,7 +181,7 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
         policy: c.policy.name().into(),
         branches: cmd.branches,
         window: cmd.window,
-        packet_bytes,
+        packet_bytes: out.stats.packet_bytes,
         input,
         tuples_in: n,
         bargains: bargains.len(),
@@ -274,7 +254,13 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
     if c.allocator == Allocator::System {
         nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
     }
-    let rt = build_runtime(&c.topo, c.policy, c.pinning, c.trace.is_some(), c.allocator)?;
+    let rt = build_runtime(
+        c.topo.load()?,
+        c.policy,
+        c.pinning,
+        c.trace.is_some(),
+        c.allocator,
+    )?;
     let mut b = PlanBuilder::for_runtime(&rt);
     if let Some(p) = c.packet_bytes {
         b.packet_bytes(p);
@@ -302,6 +288,8 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
         "policy": c.policy.name(),
         "operators": ops,
         "rows": cmd.rows,
+        "packet_bytes": out.stats.packet_bytes,
+        "allocator": c.allocator.name(),
         "seconds": out.stats.elapsed.as_secs_f64(),
         "packets": out.stats.packets(),
         "checksum": format!("{:016x}", got.checksum()),

@@ -6,9 +6,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::stress::{self, StressConfig};
-use nearflow_rt::{Pinning, Runtime};
+use nearflow_rt::{Allocator, Pinning};
 
-use crate::args::{machine_label, TopoArgs};
+use crate::args::{build_runtime, machine_label, TopoArgs};
 
 #[derive(Args, Debug)]
 pub struct StressCmd {
@@ -43,10 +43,7 @@ pub struct StressCmd {
 pub fn run(cmd: &StressCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     let label = machine_label(&machine);
-    let rt = Runtime::builder(machine)
-        .policy(cmd.policy)
-        .pinning(cmd.pinning)
-        .build()?;
+    let rt = build_runtime(machine, cmd.policy, cmd.pinning, false, Allocator::Nearflow)?;
     let cfg = StressConfig {
         tasks: cmd.tasks,
         requests: cmd.requests,

@@ -173,12 +173,41 @@ fn bench_queues_verifies_and_writes_csv() {
     ]);
     let cells = v.as_array().unwrap();
     assert_eq!(cells.len(), 14);
-    assert!(cells.iter().all(|c| c["verified"] == true));
+    // One cell per (size, policy), each with n² element tasks and a positive time; the CSV
+    // holds the same times.
     let text = std::fs::read_to_string(&csv).unwrap();
-    assert!(
-        text.starts_with("size,central,per-thread,random-steal,nls,las,bobox2011,fifo-rr\n16,"),
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("size,central,per-thread,random-steal,nls,las,bobox2011,fifo-rr"),
         "{text}"
     );
+    for n in [16u64, 48] {
+        let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+        assert_eq!(row[0], n.to_string(), "{text}");
+        for (i, p) in [
+            "central",
+            "per-thread",
+            "random-steal",
+            "nls",
+            "las",
+            "bobox2011",
+            "fifo-rr",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let c = cells
+                .iter()
+                .find(|c| c["size"] == n && c["policy"] == p)
+                .unwrap_or_else(|| panic!("no cell {n} {p}"));
+            assert_eq!(c["tasks"], n * n, "{c}");
+            let ms = c["ms"].as_f64().unwrap();
+            assert!(ms > 0.0 && ms.is_finite(), "{c}");
+            let csv_ms: f64 = row[i + 1].parse().unwrap();
+            assert!((csv_ms - ms).abs() < 0.01, "{c} against {csv_ms}");
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -313,7 +342,14 @@ fn bench_packet_size_and_plans_json() {
     ]);
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2 * 4);
-    assert!(cells.iter().all(|c| c["verified"] == true));
+    for grid in ["1x1", "1x2"] {
+        let row: Vec<_> = cells.iter().filter(|c| c["grid"] == grid).collect();
+        assert_eq!(row.len(), 4, "{grid}: {v}");
+        assert!(row.iter().all(|c| c["ms"]
+            .as_f64()
+            .is_some_and(|ms| ms > 0.0 && ms.is_finite())));
+    }
+    assert_eq!(cells.iter().filter(|c| c["plans"] == 2).count(), 4, "{v}");
 }
 
 #[test]
@@ -350,7 +386,9 @@ fn allocator_flag_and_the_section_6_4_experiment() {
     for a in ["nearflow", "system"] {
         assert_eq!(cells.iter().filter(|c| c["allocator"] == a).count(), 2);
     }
-    assert!(cells.iter().all(|c| c["verified"] == true));
+    assert!(cells
+        .iter()
+        .all(|c| c["ms"].as_f64().is_some_and(|ms| ms > 0.0) && c["policy"] == "las"));
     let v = json(&[
         "run",
         "plan",
@@ -358,9 +396,14 @@ fn allocator_flag_and_the_section_6_4_experiment() {
         "2000",
         "--allocator",
         "system",
+        "--packet-bytes",
+        "65536",
         "--json",
     ]);
-    assert!(v.is_object());
+    assert_eq!(v["allocator"], "system", "{v}");
+    assert_eq!(v["matches_reference"], true, "{v}");
+    assert_eq!(v["packet_bytes"], 65536, "{v}");
+    assert!(v["packets"].as_u64().unwrap() > 0, "{v}");
     fails_with(
         &["run", "plan", "--allocator", "tcmalloc"],
         "unknown allocator",

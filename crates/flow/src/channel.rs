@@ -139,11 +139,6 @@ impl<T: Send + 'static> Channel<T> {
         let s = lock(&self.st);
         s.closed && s.q.is_empty()
     }
-
-    /// Packets waiting.
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.st).q.len()
-    }
 }
 
 /// What `Chan::flush_held` did.

@@ -263,6 +263,7 @@ impl Exec {
     pub(crate) fn stats(&self, elapsed: Duration) -> PlanStats {
         let mut st = PlanStats {
             operators: self.ops.len(),
+            packet_bytes: self.packet_bytes,
             runs: self.runs.load(Ordering::Relaxed),
             concurrent_entries: self.concurrent_entries.load(Ordering::Relaxed),
             elapsed,

@@ -60,21 +60,6 @@ impl Io<'_> {
         self.input::<T>(port).finished()
     }
 
-    /// Packets waiting on input `port`.
-    pub fn waiting<T: Send + 'static>(&self, port: usize) -> usize {
-        self.input::<T>(port).len()
-    }
-
-    /// Number of input ports.
-    pub fn inputs(&self) -> usize {
-        self.exec.ops[self.node].ins.len()
-    }
-
-    /// Number of output ports.
-    pub fn outputs(&self) -> usize {
-        self.exec.ops[self.node].outs.len()
-    }
-
     /// Sends a packet on output `port` (an empty one is dropped). If the consumer's buffer is
     /// full, the buffer holds the packet for this operator and the engine sends it first when
     /// the consumer makes room; meanwhile [`blocked`](Self::blocked) is true.
@@ -118,15 +103,5 @@ impl Io<'_> {
     /// Tuples of `T` per packet at the plan's packet size.
     pub fn capacity_of<T>(&self) -> usize {
         packet_capacity(self.exec.packet_bytes, std::mem::size_of::<T>())
-    }
-
-    /// Whether the plan is being stopped (cancelled or failed): long operators may return.
-    pub fn stopping(&self) -> bool {
-        self.cx.request_failed()
-    }
-
-    /// The worker (= PU) running this operator now.
-    pub fn worker(&self) -> usize {
-        self.cx.worker()
     }
 }

@@ -9,6 +9,9 @@ use crate::channel::ChanStats;
 pub struct PlanStats {
     /// Operators in the plan.
     pub operators: usize,
+    /// The packet size the plan ran with, in bytes (its own setting, or the runtime machine's
+    /// default, [`default_packet_bytes`](crate::default_packet_bytes)).
+    pub packet_bytes: usize,
     /// Operator tasks run.
     pub runs: u64,
     /// Times a task found its operator already entered by another thread (must be 0).

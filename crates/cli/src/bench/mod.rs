@@ -37,6 +37,45 @@ pub fn host_cpu() -> String {
     format!("{model}, {l2}, {cpus} CPUs")
 }
 
+/// A CSV table: a header row and rows of already formatted fields (the benches' fields are
+/// names and numbers, which need no quoting).
+pub struct Csv {
+    text: String,
+}
+
+impl Csv {
+    /// A table with these column names.
+    pub fn new<S: AsRef<str>>(header: &[S]) -> Csv {
+        let mut c = Csv {
+            text: String::new(),
+        };
+        c.row(header);
+        c
+    }
+
+    /// Appends a row.
+    pub fn row<S: AsRef<str>>(&mut self, fields: &[S]) {
+        let line: Vec<&str> = fields.iter().map(AsRef::as_ref).collect();
+        self.text.push_str(&line.join(","));
+        self.text.push('\n');
+    }
+
+    /// The table as text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Writes the table to `path`, creating its directory.
+    pub fn write(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        use anyhow::Context;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(path, &self.text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
 /// Median of a non-empty list of durations.
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort_unstable();

@@ -27,7 +27,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime, TaskCx};
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
+use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
 use crate::bench::progress;
 
 #[derive(Args, Debug)]
@@ -253,10 +253,13 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let runtimes = policies
         .iter()
         .map(|&p| {
-            Runtime::builder(machine.clone())
-                .policy(p)
-                .pinning(cmd.pinning)
-                .build()
+            build_runtime(
+                machine.clone(),
+                p,
+                cmd.pinning,
+                false,
+                nearflow_rt::Allocator::Nearflow,
+            )
         })
         .collect::<Result<Vec<_>, _>>()?;
     // The contenders: 0 rayon scope, 1 rayon join (fib only), 2 crossbeam, 3.. the policies.

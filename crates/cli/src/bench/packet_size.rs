@@ -12,9 +12,8 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::Pinning;
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
+use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
 use crate::bench::{median, progress};
-use crate::run_cmd::build_runtime;
 
 #[derive(Args, Debug, Clone)]
 pub struct PacketSizeCmd {
@@ -53,7 +52,7 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
         bail!("--reps and --rows must be at least 1");
     }
     let rt = build_runtime(
-        &cmd.topo,
+        cmd.topo.load()?,
         cmd.policy,
         cmd.pinning,
         false,

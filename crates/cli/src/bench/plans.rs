@@ -4,7 +4,6 @@
 //! median of `--reps` interleaved rounds (every column runs once per round, in a rotating
 //! order); every plan's result is checked against the sequential reference.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -16,9 +15,8 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{Allocator, Pinning};
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
-use crate::bench::{median, progress};
-use crate::run_cmd::build_runtime;
+use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::{median, progress, Csv};
 
 #[derive(Args, Debug, Clone)]
 pub struct PlansCmd {
@@ -54,6 +52,8 @@ pub struct PlansCmd {
     pub json: bool,
 }
 
+/// One cell of the table. Every plan's result is compared with the sequential reference; a
+/// wrong one fails the command, so a cell exists only for correct runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {
     pub grid: String,
@@ -61,7 +61,6 @@ pub struct Cell {
     pub policy: String,
     pub allocator: String,
     pub ms: f64,
-    pub verified: bool,
 }
 
 fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
@@ -108,9 +107,12 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     // Every runtime first, then interleaved rounds: each round runs every (grid, column) cell
     // once, the columns in an order that rotates from round to round, so that the columns of a
     // ratio are measured seconds apart, not minutes (see `bench overhead`).
+    let machine = cmd.topo.load()?;
     let runtimes = columns
         .iter()
-        .map(|&(allocator, policy)| build_runtime(&cmd.topo, policy, cmd.pinning, false, allocator))
+        .map(|&(allocator, policy)| {
+            build_runtime(machine.clone(), policy, cmd.pinning, false, allocator)
+        })
         .collect::<Result<Vec<_>>>()?;
     let label = machine_label(runtimes[0].machine());
     let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); grid.len()]; columns.len()];
@@ -159,26 +161,22 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 policy: policy.name().into(),
                 allocator: allocator.name().into(),
                 ms: median(times[ci][gi].clone()).as_secs_f64() * 1e3,
-                verified: true,
             });
         }
     }
     bar.finish_and_clear();
     if let Some(path) = &cmd.csv {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let mut f = std::fs::File::create(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        writeln!(f, "grid,plans,policy,allocator,ms,verified")?;
+        let mut csv = Csv::new(&["grid", "plans", "policy", "allocator", "ms"]);
         for c in &cells {
-            writeln!(
-                f,
-                "{},{},{},{},{:.3},{}",
-                c.grid, c.plans, c.policy, c.allocator, c.ms, c.verified
-            )?;
+            csv.row(&[
+                c.grid.clone(),
+                c.plans.to_string(),
+                c.policy.clone(),
+                c.allocator.clone(),
+                format!("{:.3}", c.ms),
+            ]);
         }
+        csv.write(path)?;
     }
     if cmd.json {
         println!(

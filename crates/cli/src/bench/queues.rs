@@ -20,8 +20,8 @@ use nearflow_policy::{PolicyKind, Rng, TaskKind};
 use nearflow_rt::{Pinning, Runtime};
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
-use crate::bench::{median, progress};
+use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::{median, progress, Csv};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SpawnKind {
@@ -59,13 +59,14 @@ pub struct QueuesCmd {
     pub json: bool,
 }
 
+/// One cell of the table. Every product is compared with the sequential multiply; a wrong one
+/// fails the command, so a cell exists only for correct runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {
     pub size: usize,
     pub policy: String,
     pub ms: f64,
     pub tasks: u64,
-    pub verified: bool,
 }
 
 /// Row-major square matrices, B stored transposed so every dot product reads contiguously.
@@ -159,10 +160,13 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     let runtimes: Vec<Runtime> = policies
         .iter()
         .map(|&p| {
-            Runtime::builder(machine.clone())
-                .policy(p)
-                .pinning(cmd.pinning)
-                .build()
+            build_runtime(
+                machine.clone(),
+                p,
+                cmd.pinning,
+                false,
+                nearflow_rt::Allocator::Nearflow,
+            )
         })
         .collect::<Result<_, _>>()?;
     let bar = progress((sizes.len() * policies.len()) as u64, "queues", cmd.json);
@@ -194,35 +198,27 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 policy: policy.name().into(),
                 ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
                 tasks: (n * n) as u64,
-                verified: true,
             });
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    let mut csv = String::from("size");
-    for p in &policies {
-        csv.push(',');
-        csv.push_str(p.name());
-    }
-    csv.push('\n');
+    let mut header = vec!["size"];
+    header.extend(policies.iter().map(|p| p.name()));
+    let mut csv = Csv::new(&header);
     for &n in &sizes {
-        csv.push_str(&n.to_string());
+        let mut row = vec![n.to_string()];
         for p in &policies {
             let c = cells
                 .iter()
                 .find(|c| c.size == n && c.policy == p.name())
                 .context("missing cell")?;
-            csv.push_str(&format!(",{:.2}", c.ms));
+            row.push(format!("{:.2}", c.ms));
         }
-        csv.push('\n');
+        csv.row(&row);
     }
     if let Some(path) = &cmd.csv {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        std::fs::write(path, &csv).with_context(|| format!("cannot write {}", path.display()))?;
+        csv.write(path)?;
     }
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&cells)?);
@@ -256,7 +252,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         }
         writeln!(out)?;
     }
-    writeln!(out, "\nCSV:\n{csv}")?;
+    writeln!(out, "\nCSV:\n{}", csv.text())?;
     if let Some(path) = &cmd.csv {
         writeln!(out, "(written to {})", path.display())?;
     }

@@ -85,10 +85,11 @@ impl<T: Send + 'static> Emitter<T> {
     }
 }
 
-/// The deterministic hash the partitioning operators use.
+/// The hash the partitioning operators use: std's `DefaultHasher` with its fixed keys, so every
+/// operator of a process (and every run of one build) sends a key to the same partition. It is
+/// not stable across Rust releases; nothing here stores it.
 pub fn hash_of<K: Hash + ?Sized>(k: &K) -> u64 {
-    #[allow(deprecated)]
-    let mut h = std::hash::SipHasher::new_with_keys(0x6e65_6172, 0x666c_6f77);
+    let mut h = std::hash::DefaultHasher::new();
     k.hash(&mut h);
     h.finish()
 }
