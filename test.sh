@@ -16,6 +16,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 echo "== cargo test (release: the stress tests count millions of tasks)"
 cargo test --workspace --release
 cargo build --release -q -p nearflow-cli -p nearflow-allocbench
+echo "== the examples (crates/apps/examples), each on a small input"
+cargo build --release -q -p nearflow-apps --examples
+for e in runtime custom_operator join allocator; do
+  target/release/examples/"$e" 2000
+done
 echo "== the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"
 scripts/preload-test.sh
 echo "== allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nearflow_flow::apps::{genplan, vwap};
+use nearflow_apps::{genplan, vwap};
 use nearflow_flow::{trace, PlanBuilder};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Allocator, Pinning, Runtime};

@@ -49,9 +49,9 @@
 //! - `error.rs` — [`FlowError`] and [`PlanError`].
 //! - `parallel.rs` — parallel operators from serial ones by partitioning.
 //! - `trace.rs` — operator timelines from a runtime trace.
-//! - `ops/` — the operator library; `apps/` — VWAP and the generated plan of the experiments.
+//! - `ops/` — the operator library. (The applications, VWAP and the generated plan, are in
+//!   `nearflow-apps`, with the examples.)
 
-pub mod apps;
 pub mod channel;
 pub mod error;
 mod exec;

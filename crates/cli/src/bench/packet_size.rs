@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use nearflow_flow::apps::genplan;
+use nearflow_apps::genplan;
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::Pinning;

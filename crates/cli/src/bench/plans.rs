@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nearflow_flow::apps::genplan;
+use nearflow_apps::genplan;
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Allocator, Pinning};

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use nearflow_flow::apps::{genplan, vwap};
+use nearflow_apps::{genplan, vwap};
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::Runtime;

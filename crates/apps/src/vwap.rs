@@ -14,9 +14,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
-use crate::ops::window_agg::WindowAgg;
-use crate::ops::window_join::Windows;
-use crate::plan::{PlanBuilder, Sink, Stream};
+use nearflow_flow::ops::window_agg::WindowAgg;
+use nearflow_flow::ops::window_join::Windows;
+use nearflow_flow::{PlanBuilder, Sink, Stream};
 
 /// A ticker symbol, inline (symbols in the data are at most 4 bytes; up to 8 are kept).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -196,7 +196,7 @@ pub fn parse_row(r: &csv::StringRecord, seq: u64) -> Result<Tick, String> {
 
 /// Reads the whole file (gzip or plain) into ticks, `repeat` times (sequence numbers go on).
 pub fn read_file(path: &Path, repeat: u32) -> Result<Vec<Tick>, String> {
-    let r = crate::ops::csv_source::open_maybe_gz(path)
+    let r = nearflow_flow::ops::csv_source::open_maybe_gz(path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut rd = csv::ReaderBuilder::new().has_headers(true).from_reader(r);
     let mut once = Vec::new();

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::plan::{PlanBuilder, Sink, Stream};
+use nearflow_flow::{PlanBuilder, Sink, Stream};
 
 /// A row: (key, value).
 pub type Row = (u64, u64);
@@ -118,7 +118,7 @@ pub fn build(b: &mut PlanBuilder, rows: u64) -> GenSinks {
 }
 
 /// Turns the sinks' contents into a [`GenResult`].
-pub fn result(out: &crate::PlanOutput, sinks: &GenSinks) -> GenResult {
+pub fn result(out: &nearflow_flow::PlanOutput, sinks: &GenSinks) -> GenResult {
     let mut groups = out.take(&sinks.groups);
     groups.sort_unstable();
     GenResult {
