@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let sums: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    let small = vec![0u8; 100];
+    let small: Vec<u8> = Vec::with_capacity(100);
     let s = GLOBAL.stats();
     println!(
         "{} blocks of 64 KiB on 4 threads (checksums {sums:?}); a 100-byte block is {}ours; \

@@ -19,7 +19,7 @@
 use nearflow_topo::Machine;
 use serde::Serialize;
 
-use crate::plan::{End, Probe, QueueRef, RequestId, Step, Take};
+use crate::search::{End, Probe, QueueRef, RequestId, Step, Take};
 use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 pub(crate) fn build(m: &Machine) -> Policy {
@@ -28,7 +28,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
     let node_workers: Vec<Vec<usize>> = (0..nodes)
         .map(|n| (0..workers).filter(|&w| m.node_of(w) == n).collect())
         .collect();
-    let plans = (0..workers)
+    let searches = (0..workers)
         .map(|w| {
             let n = m.node_of(w);
             let mates = &node_workers[n];
@@ -67,7 +67,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
         local_queues: workers,
         shared_queues: 0,
         deferred_queues: nodes,
-        plans,
+        searches,
         place_immediate: (0..workers)
             .map(|w| Place::Queue(QueueRef::Local(w)))
             .collect(),
@@ -223,7 +223,7 @@ pub fn choose_node(loads: &[NodeLoad]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{resolve_deferred, walk, Cursors, Rng};
+    use crate::search::{resolve_deferred, walk, Cursors, Rng};
     use nearflow_topo::presets;
 
     fn load(node: usize, idle: usize, queued: usize, requests: &[u64]) -> NodeLoad {
@@ -302,8 +302,8 @@ mod tests {
         let p = Policy::new(PolicyKind::Bobox2011, &presets::build("e7-4820").unwrap());
         let reqs = [3u64, 5];
         let got = walk(
-            p.plan(0),
-            &mut Cursors::new(p.plan(0)),
+            p.search(0),
+            &mut Cursors::new(p.search(0)),
             &mut Rng::new(1),
             |pr| match pr.queue {
                 QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, Some(5)),
@@ -314,8 +314,8 @@ mod tests {
         assert_eq!((req, end, probe.rule), (5, End::Oldest, 2));
         // Without a last request, rule 3 takes the oldest request.
         let got = walk(
-            p.plan(0),
-            &mut Cursors::new(p.plan(0)),
+            p.search(0),
+            &mut Cursors::new(p.search(0)),
             &mut Rng::new(1),
             |pr| match pr.queue {
                 QueueRef::Deferred(0) => resolve_deferred(pr.take, &reqs, None),
@@ -324,7 +324,7 @@ mod tests {
         );
         assert_eq!(got.unwrap().1.rule, 3);
         // Rule 4 only steals from threads of the same node.
-        assert!(crate::plan_reaches(p.plan(0), QueueRef::Local(15)));
-        assert!(!crate::plan_reaches(p.plan(0), QueueRef::Local(16)));
+        assert!(crate::search_reaches(p.search(0), QueueRef::Local(15)));
+        assert!(!crate::search_reaches(p.search(0), QueueRef::Local(16)));
     }
 }

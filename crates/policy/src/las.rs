@@ -20,7 +20,7 @@
 
 use nearflow_topo::{GroupId, Machine, PuId};
 
-use crate::plan::{End, Probe, QueueRef, Step, Take};
+use crate::search::{End, Probe, QueueRef, Step, Take};
 use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 /// Other members of `items` ordered by `key`, ties broken by cyclic order after `me`.
@@ -44,7 +44,7 @@ fn groups_by_distance(m: &Machine, g: GroupId) -> Vec<GroupId> {
 pub(crate) fn build(m: &Machine) -> Policy {
     let workers = m.pu_count();
     let groups = m.groups();
-    let mut plans = Vec::with_capacity(workers);
+    let mut searches = Vec::with_capacity(workers);
     for w in 0..workers {
         let g = m.group_of(w);
         let node = m.node_of(w);
@@ -85,7 +85,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
                 rule: 5,
             })
             .collect();
-        plans.push(vec![
+        searches.push(vec![
             Step::Scan(vec![own]),
             Step::Scan(mates),
             Step::Scan(vec![deferred]),
@@ -114,7 +114,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
         local_queues: workers,
         shared_queues: 0,
         deferred_queues: groups.len(),
-        plans,
+        searches,
         place_immediate: (0..workers)
             .map(|w| Place::Queue(QueueRef::Local(w)))
             .collect(),
@@ -143,7 +143,7 @@ mod tests {
 
     use nearflow_topo::{presets, Cache, Machine, Pu, Source};
 
-    use crate::plan::{resolve_deferred, walk, Cursors, End, QueueRef, RequestId, Rng};
+    use crate::search::{resolve_deferred, walk, Cursors, End, QueueRef, RequestId, Rng};
     use crate::{Policy, PolicyKind, TaskKind};
 
     /// A snapshot of queue state: lengths of immediate queues, request ids in deferred queues.
@@ -158,7 +158,7 @@ mod tests {
 
     fn pick(p: &Policy, w: usize, v: &View, cursors: &mut Cursors) -> Option<Pick> {
         let mut rng = Rng::new(7);
-        walk(p.plan(w), cursors, &mut rng, |probe| match probe.queue {
+        walk(p.search(w), cursors, &mut rng, |probe| match probe.queue {
             QueueRef::Local(i) => match probe.take {
                 crate::Take::Plain(end) => {
                     (v.local.get(&i).copied().unwrap_or(0) > 0).then_some((None, end))
@@ -186,7 +186,7 @@ mod tests {
             v.local.insert(0, 3);
             v.local.insert(1, 3);
             v.deferred.insert(0, vec![1]);
-            let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+            let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
             assert_eq!(
                 got,
                 Some((1, QueueRef::Local(0), None, End::Youngest)),
@@ -203,17 +203,17 @@ mod tests {
         v.local.insert(2, 1);
         v.local.insert(1, 1);
         v.deferred.insert(0, vec![5]);
-        let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+        let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
         assert_eq!(got, Some((2, QueueRef::Local(1), None, End::Oldest)));
         v.local.remove(&1);
-        let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+        let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
         assert_eq!(got, Some((2, QueueRef::Local(2), None, End::Oldest)));
         // e5310-smp: PU 1 shares the L2 with PU 0; PU 2 is in another group, so it is not rule 2.
         let p = las("e5310-smp");
         let mut v = View::default();
         v.local.insert(1, 1);
         v.local.insert(2, 1);
-        let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+        let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
         assert_eq!(got, Some((2, QueueRef::Local(1), None, End::Oldest)));
     }
 
@@ -224,7 +224,7 @@ mod tests {
             let mut v = View::default();
             v.deferred.insert(0, vec![4, 7]);
             v.deferred.insert(1, vec![2]);
-            let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+            let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
             assert_eq!(
                 got,
                 Some((3, QueueRef::Deferred(0), Some(4), End::Youngest)),
@@ -240,14 +240,14 @@ mod tests {
             let w = p.workers() - 1; // last worker, in the last group
             let mut v = View::default();
             v.deferred.insert(1, vec![3, 8, 9]);
-            let got = pick(&p, w, &v, &mut Cursors::new(p.plan(w)));
+            let got = pick(&p, w, &v, &mut Cursors::new(p.search(w)));
             assert_eq!(
                 got,
                 Some((4, QueueRef::Deferred(1), Some(8), End::Oldest)),
                 "{name}"
             );
             v.deferred.insert(1, vec![3]);
-            let got = pick(&p, w, &v, &mut Cursors::new(p.plan(w)));
+            let got = pick(&p, w, &v, &mut Cursors::new(p.search(w)));
             assert_eq!(
                 got,
                 Some((4, QueueRef::Deferred(1), Some(3), End::Oldest)),
@@ -289,7 +289,7 @@ mod tests {
         let mut v = View::default();
         v.deferred.insert(2, vec![1]);
         v.deferred.insert(1, vec![2]);
-        let got = pick(&p, 0, &v, &mut Cursors::new(p.plan(0)));
+        let got = pick(&p, 0, &v, &mut Cursors::new(p.search(0)));
         assert_eq!(got, Some((4, QueueRef::Deferred(1), Some(2), End::Oldest)));
         // Waking for a deferred task of group 0 goes 0, 1, 2.
         assert_eq!(p.wake_order(QueueRef::Deferred(0)), &[0, 1, 2]);
@@ -304,7 +304,7 @@ mod tests {
         let mut v = View::default();
         v.local.insert(2, 5);
         v.local.insert(6, 5);
-        let mut c = Cursors::new(p.plan(0));
+        let mut c = Cursors::new(p.search(0));
         assert_eq!(
             pick(&p, 0, &v, &mut c),
             Some((5, QueueRef::Local(2), None, End::Oldest))
@@ -327,7 +327,7 @@ mod tests {
         let p = las("e7-4820");
         let mut v = View::default();
         v.local.insert(16, 4);
-        assert_eq!(pick(&p, 0, &v, &mut Cursors::new(p.plan(0))), None);
+        assert_eq!(pick(&p, 0, &v, &mut Cursors::new(p.search(0))), None);
         assert_eq!(p.wake_order(QueueRef::Local(16)), &[1]);
         // A deferred task of group 1 may wake any group, its own first.
         assert_eq!(p.wake_order(QueueRef::Deferred(1))[0], 1);
@@ -346,7 +346,7 @@ mod tests {
         let mut expect = vec![1, 2, 3, 4, 5];
         let order = [0usize, 1, 2, 3, 4];
         for step in order {
-            let (rule, q, _, _) = pick(&p, 0, &v, &mut Cursors::new(p.plan(0))).unwrap();
+            let (rule, q, _, _) = pick(&p, 0, &v, &mut Cursors::new(p.search(0))).unwrap();
             assert_eq!(rule, expect.remove(0));
             match (step, q) {
                 (0, QueueRef::Local(0)) | (1, QueueRef::Local(1)) => {

@@ -7,7 +7,7 @@
 //!
 //! 1. **Where does a new task go?** [`Policy::place`] and [`Policy::place_root`] name a
 //!    [`QueueRef`].
-//! 2. **Which queues does an idle worker probe, in which order?** [`Policy::plan`] gives the
+//! 2. **Which queues does an idle worker probe, in which order?** [`Policy::search`] gives the
 //!    worker's [`Step`]s; [`walk`] runs them (with round-robin and random cursors).
 //! 3. **Whom do we wake?** [`Policy::wake_order`] lists sleep domains, nearest first, and
 //!    [`Policy::sleep`] says how workers are grouped to sleep.
@@ -27,7 +27,7 @@
 
 mod bobox;
 mod las;
-mod plan;
+mod search;
 mod simple;
 
 use std::fmt;
@@ -37,7 +37,7 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 pub use bobox::{balance, choose_node, Balance, NodeLoad, RequestNodes};
-pub use plan::{
+pub use search::{
     resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId,
 };
 
@@ -214,7 +214,7 @@ pub struct Policy {
     pub shared_queues: usize,
     /// Number of `Deferred` queues.
     pub deferred_queues: usize,
-    plans: Vec<Vec<Step>>,
+    searches: Vec<Vec<Step>>,
     /// Placement of immediate / deferred spawns, per spawning worker.
     place_immediate: Vec<Place>,
     place_deferred: Vec<Place>,
@@ -228,7 +228,7 @@ pub struct Policy {
     services: Services,
 }
 
-/// What a policy needs from the runtime beyond its queues, plans and sleep layout: data the
+/// What a policy needs from the runtime beyond its queues, searches and sleep layout: data the
 /// runtime acts on, so that a new policy needs no edit of the runtime.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Services {
@@ -267,10 +267,10 @@ impl Policy {
     pub fn workers(&self) -> usize {
         self.workers
     }
-    /// The probe plan of a worker.
+    /// The search order of a worker: the queues it probes for a task, in which order.
     #[inline]
-    pub fn plan(&self, w: WorkerId) -> &[Step] {
-        &self.plans[w]
+    pub fn search(&self, w: WorkerId) -> &[Step] {
+        &self.searches[w]
     }
     /// Where a task spawned by worker `w` goes.
     #[inline]
@@ -290,7 +290,7 @@ impl Policy {
         &self.sleep
     }
     /// Sleep domains to try, in order, after a task was pushed to `q`. Every worker of each
-    /// listed domain can reach `q` through its plan.
+    /// listed domain can reach `q` through its search order.
     #[inline]
     pub fn wake_order(&self, q: QueueRef) -> &[usize] {
         match q {
@@ -310,9 +310,11 @@ impl Policy {
     }
 }
 
-/// Does `plan` reach `q` at all? Used by tests to check the wake-order invariant.
-pub fn plan_reaches(plan: &[Step], q: QueueRef) -> bool {
-    plan.iter().any(|s| s.probes().iter().any(|p| p.queue == q))
+/// Does search order `search` reach `q` at all? Used by tests to check the wake-order invariant.
+pub fn search_reaches(search: &[Step], q: QueueRef) -> bool {
+    search
+        .iter()
+        .any(|s| s.probes().iter().any(|p| p.queue == q))
 }
 
 #[cfg(test)]
@@ -334,7 +336,7 @@ mod tests {
                 queues.extend((0..p.deferred_queues).map(QueueRef::Deferred));
                 for q in queues {
                     assert!(
-                        (0..p.workers()).any(|w| plan_reaches(p.plan(w), q)),
+                        (0..p.workers()).any(|w| search_reaches(p.search(w), q)),
                         "{kind} on {name}: nobody probes {q:?}"
                     );
                     if p.sleep().scheme == SleepScheme::Domains {
@@ -345,7 +347,7 @@ mod tests {
                         for &d in p.wake_order(q) {
                             for &w in &p.sleep().domains[d] {
                                 assert!(
-                                    plan_reaches(p.plan(w), q),
+                                    search_reaches(p.search(w), q),
                                     "{kind} on {name}: worker {w} woken for {q:?} cannot reach it"
                                 );
                             }

@@ -3,7 +3,7 @@
 
 use nearflow_topo::Machine;
 
-use crate::plan::{End, Probe, QueueRef, Step, Take};
+use crate::search::{End, Probe, QueueRef, Step, Take};
 use crate::{Place, Policy, PolicyKind, RootPlace, Services, SleepLayout, SleepScheme};
 
 fn probe(queue: QueueRef, end: End, rule: u8) -> Probe {
@@ -28,7 +28,7 @@ fn base(kind: PolicyKind, m: &Machine) -> Policy {
         local_queues: 0,
         shared_queues: 0,
         deferred_queues: 0,
-        plans: Vec::new(),
+        searches: Vec::new(),
         place_immediate: Vec::new(),
         place_deferred: Vec::new(),
         root: RootPlace::Queue(QueueRef::Shared(0)),
@@ -53,7 +53,7 @@ pub(crate) fn nls(m: &Machine) -> Policy {
     let n = p.workers;
     p.local_queues = n;
     p.shared_queues = 1;
-    p.plans = (0..n)
+    p.searches = (0..n)
         .map(|w| {
             vec![
                 Step::Scan(vec![probe(QueueRef::Local(w), End::Youngest, 1)]),
@@ -94,7 +94,7 @@ fn own_queue_and_steal(
     let mut p = base(kind, m);
     let n = p.workers;
     p.shared_queues = n;
-    p.plans = (0..n)
+    p.searches = (0..n)
         .map(|w| {
             let victims = others(w, n)
                 .map(|v| probe(QueueRef::Shared(v), End::Oldest, 2))
@@ -117,7 +117,7 @@ pub(crate) fn central(m: &Machine) -> Policy {
     let mut p = base(PolicyKind::Central, m);
     let n = p.workers;
     p.shared_queues = 1;
-    p.plans = vec![vec![Step::Scan(vec![probe(QueueRef::Shared(0), End::Oldest, 1)])]; n];
+    p.searches = vec![vec![Step::Scan(vec![probe(QueueRef::Shared(0), End::Oldest, 1)])]; n];
     p.place_immediate = vec![Place::Queue(QueueRef::Shared(0)); n];
     p.place_deferred = p.place_immediate.clone();
     p.wake_shared = vec![vec![0]];
@@ -130,7 +130,7 @@ pub(crate) fn per_thread(m: &Machine) -> Policy {
     let mut p = base(PolicyKind::PerThread, m);
     let n = p.workers;
     p.shared_queues = n;
-    p.plans = (0..n)
+    p.searches = (0..n)
         .map(|w| vec![Step::Scan(vec![probe(QueueRef::Shared(w), End::Oldest, 1)])])
         .collect();
     p.place_immediate = vec![Place::RoundRobinShared { count: n }; n];
@@ -152,7 +152,7 @@ pub(crate) fn random_steal(m: &Machine) -> Policy {
 mod tests {
     use nearflow_topo::presets;
 
-    use crate::plan::{walk, Cursors, QueueRef, Rng};
+    use crate::search::{walk, Cursors, QueueRef, Rng};
     use crate::{Policy, PolicyKind};
 
     /// First queue each policy's worker 0 takes from when every queue is non-empty.
@@ -169,8 +169,8 @@ mod tests {
         for (kind, q) in expect {
             let p = Policy::new(kind, &m);
             let got = walk(
-                p.plan(0),
-                &mut Cursors::new(p.plan(0)),
+                p.search(0),
+                &mut Cursors::new(p.search(0)),
                 &mut Rng::new(3),
                 |_| Some(()),
             );
@@ -184,15 +184,15 @@ mod tests {
         let p = Policy::new(PolicyKind::Nls, &m);
         // Only another thread's queue and the shared deferred queue are non-empty: deferred first.
         let got = walk(
-            p.plan(0),
-            &mut Cursors::new(p.plan(0)),
+            p.search(0),
+            &mut Cursors::new(p.search(0)),
             &mut Rng::new(1),
             |pr| matches!(pr.queue, QueueRef::Local(3) | QueueRef::Shared(0)).then_some(()),
         );
         assert_eq!(got.unwrap().1.rule, 2);
         let got = walk(
-            p.plan(0),
-            &mut Cursors::new(p.plan(0)),
+            p.search(0),
+            &mut Cursors::new(p.search(0)),
             &mut Rng::new(1),
             |pr| matches!(pr.queue, QueueRef::Local(3)).then_some(()),
         );
@@ -204,8 +204,8 @@ mod tests {
         let m = presets::build("e5310-smp").unwrap();
         let p = Policy::new(PolicyKind::PerThread, &m);
         let got = walk(
-            p.plan(0),
-            &mut Cursors::new(p.plan(0)),
+            p.search(0),
+            &mut Cursors::new(p.search(0)),
             &mut Rng::new(1),
             |pr| (pr.queue != QueueRef::Shared(0)).then_some(()),
         );
@@ -220,9 +220,12 @@ mod tests {
         let mut rng = Rng::new(99);
         let mut victims = std::collections::HashSet::new();
         for _ in 0..200 {
-            let got = walk(p.plan(0), &mut Cursors::new(p.plan(0)), &mut rng, |pr| {
-                (pr.queue != QueueRef::Shared(0)).then_some(())
-            });
+            let got = walk(
+                p.search(0),
+                &mut Cursors::new(p.search(0)),
+                &mut rng,
+                |pr| (pr.queue != QueueRef::Shared(0)).then_some(()),
+            );
             victims.insert(got.unwrap().1.queue);
         }
         assert_eq!(victims.len(), 7, "every other worker is a victim sometimes");

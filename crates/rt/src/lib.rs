@@ -46,7 +46,7 @@
 //! - `config.rs` — [`Pinning`] and [`Allocator`], the plain settings.
 //! - `runtime.rs` — [`Builder`] and [`Runtime`]: starting, submitting, counters, shutdown.
 //! - `registry.rs` — the pool's shared state: lock-free `Shared`, and `Synced` behind one mutex.
-//! - `worker.rs` — a worker's loop, task finding by the policy's probe plan, [`TaskCx`].
+//! - `worker.rs` — a worker's loop, task finding by the policy's search order, [`TaskCx`].
 //! - `request.rs` — requests: completion counts (held credits), failure, [`RequestHandle`].
 //! - `queue.rs` — the locked shared deque and the LAS/Bobox deferred queue.
 //! - `sleep/` — sleeping and waking without lost wake-ups (its `README.md` has the argument).

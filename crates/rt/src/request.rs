@@ -1,4 +1,4 @@
-//! Requests: independent units of work (a query, a plan), numbered sequentially from 0.
+//! Requests: independent units of work (a query, a dataflow plan), numbered sequentially from 0.
 //!
 //! ## Completion
 //!
@@ -27,7 +27,7 @@
 //! increment happens before that decrement. A chain or a fork-join tree on one worker touches the
 //! request a few times in all instead of two or three read-modify-writes per task (rayon's scope
 //! pays two: one increment per spawn, one decrement per end). The cost: the request completes
-//! when the worker that ran its last task next looks for work, one walk of its plan later.
+//! when the worker that ran its last task next looks for work, one walk of its search order later.
 //!
 //! ## Lifetime
 //!

@@ -276,7 +276,7 @@ impl Runtime {
         self.shared.sleep.asleep()
     }
 
-    /// Sleeping workers whose plan reaches a non-empty queue right now (racy snapshot: a wake-up
+    /// Sleeping workers whose search order reaches a non-empty queue right now (racy snapshot: a wake-up
     /// may be on its way). A worker listed here in every sample of a long window, while no task
     /// runs, would be a lost wake-up; the stress tests check exactly that.
     pub fn sleepers_with_work(&self) -> Vec<usize> {
@@ -290,7 +290,7 @@ impl Runtime {
             for w in s.sleep.waiting(d) {
                 let reach = s
                     .policy
-                    .plan(w)
+                    .search(w)
                     .iter()
                     .any(|step| step.probes().iter().any(|p| s.queue_len(p.queue) > 0));
                 if reach {

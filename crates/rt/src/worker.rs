@@ -18,7 +18,7 @@
 //! A worker holds a share of the pending count of the request whose task it ran last
 //! (`request.rs`, "Credits"): spawns spend it, ending tasks add to it, and the worker gives it
 //! back, with the spawn statistics it gathered, in one decrement when it is about to run a task of
-//! another request and when a walk of its plan finds nothing, before it searches or sleeps
+//! another request and when a walk of its search finds nothing, before it searches or sleeps
 //! ([`WorkerLocal::give_back`]), or, for the counting-semaphore scheme, before it would block on
 //! the semaphore. A worker never holds credits while it searches, sleeps or blocks, so a request
 //! completes as soon as the worker that ran its last task next fails to find work or picks up
@@ -52,9 +52,9 @@ pub(crate) struct WorkerLocal<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) w: usize,
     pub(crate) local: Deque<Task>,
-    plan: &'a [Step],
-    /// The rule of the plan's first probe when that probe is this worker's own queue, youngest
-    /// end (every policy with local queues): `find` takes it before walking the plan.
+    search: &'a [Step],
+    /// The rule of the search's first probe when that probe is this worker's own queue, youngest
+    /// end (every policy with local queues): `find` takes it before walking the search.
     local_first: Option<u8>,
     cursors: RefCell<Cursors>,
     rng: RefCell<Rng>,
@@ -173,13 +173,13 @@ fn steal(s: &Stealer<Task>) -> Option<Task> {
 
 impl<'a> WorkerLocal<'a> {
     pub(crate) fn new(shared: &'a Shared, w: usize, local: Deque<Task>) -> Self {
-        let plan = shared.policy.plan(w);
+        let search = shared.policy.search(w);
         let own = Probe {
             queue: QueueRef::Local(w),
             take: Take::Plain(End::Youngest),
             rule: 0,
         };
-        let local_first = match plan.first() {
+        let local_first = match search.first() {
             Some(Step::Scan(p)) => p
                 .first()
                 .filter(|p| Probe { rule: 0, ..**p } == own)
@@ -190,9 +190,9 @@ impl<'a> WorkerLocal<'a> {
             shared,
             w,
             local,
-            plan,
+            search,
             local_first,
-            cursors: RefCell::new(Cursors::new(plan)),
+            cursors: RefCell::new(Cursors::new(search)),
             rng: RefCell::new(Rng::new(
                 0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9),
             )),
@@ -271,9 +271,9 @@ impl<'a> WorkerLocal<'a> {
         }
     }
 
-    /// Walks the policy's plan once; the first task found wins.
+    /// Walks the policy's search once; the first task found wins.
     pub(crate) fn find(&self) -> Option<Task> {
-        // The plan's first probe, inline: what `walk` would do first, without its generic loop
+        // The search's first probe, inline: what `walk` would do first, without its generic loop
         // (a fifth of a chained task's samples). If it finds nothing, `walk` probes it again.
         // As in `try_take`, look first: `pop` on an empty deque still pays a fence, and idle
         // workers call `find` in a loop.
@@ -287,7 +287,7 @@ impl<'a> WorkerLocal<'a> {
         let mut cursors = self.cursors.borrow_mut();
         let mut rng = self.rng.borrow_mut();
         let last = self.last_request.get();
-        let (task, probe) = walk(self.plan, &mut cursors, &mut rng, |p| {
+        let (task, probe) = walk(self.search, &mut cursors, &mut rng, |p| {
             self.try_take(p, last)
         })?;
         self.count_rule(probe.rule);

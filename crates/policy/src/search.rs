@@ -1,5 +1,5 @@
-//! Probe plans: the order in which an idle worker looks at queues, and the one function that walks
-//! a plan. The runtime and the tests (and later the simulator) all call [`walk`], so they apply
+//! Probe searches: the order in which an idle worker looks at queues, and the one function that walks
+//! a search. The runtime and the tests (and later the simulator) all call [`walk`], so they apply
 //! exactly the same rules.
 
 use serde::Serialize;
@@ -57,7 +57,7 @@ pub struct Probe {
     pub rule: u8,
 }
 
-/// One step of a plan.
+/// One step of a search.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Step {
     /// Probe these queues in this order.
@@ -78,18 +78,18 @@ impl Step {
     }
 }
 
-/// Per-worker state of a plan: the round-robin cursor of each step.
+/// Per-worker state of a search: the round-robin cursor of each step.
 #[derive(Clone, Debug, Default)]
 pub struct Cursors {
     next: Vec<usize>,
 }
 
 impl Cursors {
-    /// Cursors for a plan.
+    /// Cursors for a search.
     #[inline]
-    pub fn new(plan: &[Step]) -> Self {
+    pub fn new(search: &[Step]) -> Self {
         Cursors {
-            next: vec![0; plan.len()],
+            next: vec![0; search.len()],
         }
     }
 }
@@ -125,15 +125,15 @@ impl Rng {
     }
 }
 
-/// Walks a plan in order and returns the first result `try_take` yields, with the probe that
+/// Walks a search in order and returns the first result `try_take` yields, with the probe that
 /// yielded it. `try_take` is the runtime's pop, or a lookup in a view of queue state.
 pub fn walk<T>(
-    plan: &[Step],
+    search: &[Step],
     cursors: &mut Cursors,
     rng: &mut Rng,
     mut try_take: impl FnMut(&Probe) -> Option<T>,
 ) -> Option<(T, Probe)> {
-    for (si, step) in plan.iter().enumerate() {
+    for (si, step) in search.iter().enumerate() {
         let probes = step.probes();
         let n = probes.len();
         if n == 0 {
@@ -195,13 +195,13 @@ mod tests {
 
     #[test]
     fn round_robin_resumes_after_last_found() {
-        let plan = vec![Step::RoundRobin(vec![p(0), p(1), p(2)])];
-        let mut c = Cursors::new(&plan);
+        let search = vec![Step::RoundRobin(vec![p(0), p(1), p(2)])];
+        let mut c = Cursors::new(&search);
         let mut rng = Rng::new(1);
         let full = [true, true, true];
         let mut seen = vec![];
         for _ in 0..4 {
-            let (i, _) = walk(&plan, &mut c, &mut rng, |pr| match pr.queue {
+            let (i, _) = walk(&search, &mut c, &mut rng, |pr| match pr.queue {
                 QueueRef::Shared(i) if full[i] => Some(i),
                 _ => None,
             })
