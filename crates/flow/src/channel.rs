@@ -12,6 +12,7 @@
 use std::any::Any;
 use std::collections::VecDeque;
 
+use crate::packet::Packet;
 use crate::sync::{lock, Mutex};
 
 /// Counters of one buffer; exact once the plan has ended.
@@ -40,9 +41,9 @@ pub struct ChanStats {
 }
 
 struct State<T> {
-    q: VecDeque<Vec<T>>,
+    q: VecDeque<Packet<T>>,
     /// Refused packets, oldest first, waiting for the producer to send them again.
-    held: VecDeque<Vec<T>>,
+    held: VecDeque<Packet<T>>,
     closed: bool,
     discard: bool,
     producer_blocked: bool,
@@ -51,7 +52,7 @@ struct State<T> {
 
 /// What a pop found.
 pub(crate) struct Popped<T> {
-    pub(crate) packet: Option<Vec<T>>,
+    pub(crate) packet: Option<Packet<T>>,
     /// The producer was blocked and now has room: schedule it.
     pub(crate) wake_producer: bool,
 }
@@ -83,7 +84,7 @@ impl<T: Send + 'static> Channel<T> {
     /// offered to the buffer, and held when refused. `Ok` when the buffer took it (or dropped
     /// it, its consumer having finished): the consumer is to be scheduled; `Err(n)` when it is
     /// held, `n` packets being held now.
-    pub(crate) fn send(&self, p: Vec<T>) -> Result<(), usize> {
+    pub(crate) fn send(&self, p: Packet<T>) -> Result<(), usize> {
         let mut s = lock(&self.st);
         if s.held.is_empty() {
             match Self::offer(&mut s, self.cap, p) {
@@ -98,7 +99,7 @@ impl<T: Send + 'static> Channel<T> {
 
     /// Offers a packet to the queue; `Err` gives it back when the queue is full (and marks the
     /// producer blocked).
-    fn offer(s: &mut State<T>, cap: usize, p: Vec<T>) -> Result<(), Vec<T>> {
+    fn offer(s: &mut State<T>, cap: usize, p: Packet<T>) -> Result<(), Packet<T>> {
         debug_assert!(!s.closed, "push after end of stream");
         if s.discard {
             s.stats.dropped_late += 1;
@@ -263,7 +264,7 @@ mod loom_tests {
                 let ch = ch.clone();
                 loom::thread::spawn(move || {
                     for i in 0..SENT {
-                        let _ = ch.send(vec![i]);
+                        let _ = ch.send(vec![i].into());
                     }
                 })
             };
@@ -292,7 +293,7 @@ mod loom_tests {
                 let ch = ch.clone();
                 loom::thread::spawn(move || {
                     for i in 0..SENT {
-                        let _ = ch.send(vec![i]);
+                        let _ = ch.send(vec![i].into());
                     }
                 })
             };

@@ -8,7 +8,7 @@ use nearflow_rt::TaskCx;
 
 use crate::channel::Channel;
 use crate::exec::Exec;
-use crate::packet::packet_capacity;
+use crate::packet::{packet_capacity, Packet};
 
 /// What an operator sees while it runs: its inputs and outputs.
 pub struct Io<'a> {
@@ -37,7 +37,7 @@ impl Io<'_> {
     }
 
     /// Takes the oldest packet waiting on input `port`, if any.
-    pub fn recv<T: Send + 'static>(&mut self, port: usize) -> Option<Vec<T>> {
+    pub fn recv<T: Send + 'static>(&mut self, port: usize) -> Option<Packet<T>> {
         let popped = self.input::<T>(port).pop();
         if popped.wake_producer {
             let producer = self.exec.ops[self.node].ins[port].1;
@@ -63,7 +63,8 @@ impl Io<'_> {
     /// Sends a packet on output `port` (an empty one is dropped). If the consumer's buffer is
     /// full, the buffer holds the packet for this operator and the engine sends it first when
     /// the consumer makes room; meanwhile [`blocked`](Self::blocked) is true.
-    pub fn send<T: Send + 'static>(&mut self, port: usize, packet: Vec<T>) {
+    pub fn send<T: Send + 'static>(&mut self, port: usize, packet: impl Into<Packet<T>>) {
+        let packet = packet.into();
         if packet.is_empty() {
             return;
         }

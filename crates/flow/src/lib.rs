@@ -44,7 +44,7 @@
 //! - `state.rs` — the four scheduling states of an operator (loom-checked).
 //! - `io.rs` — [`Io`], an operator's view of its inputs and outputs.
 //! - `channel.rs` — bounded input buffers, refused and held packets (backpressure).
-//! - `packet.rs` — packet sizes ([`default_packet_bytes`]).
+//! - `packet.rs` — [`Packet`] and packet sizes ([`default_packet_bytes`]).
 //! - `stats.rs` — [`PlanStats`].
 //! - `error.rs` — [`FlowError`] and [`PlanError`].
 //! - `parallel.rs` — parallel operators from serial ones by partitioning.
@@ -71,6 +71,6 @@ pub use error::{FlowError, PlanError};
 pub use handle::{PlanHandle, PlanOutput};
 pub use io::Io;
 pub use ops::Emitter;
-pub use packet::{default_packet_bytes, packet_capacity, FALLBACK_PACKET_BYTES};
+pub use packet::{default_packet_bytes, packet_capacity, Packet, FALLBACK_PACKET_BYTES};
 pub use plan::{Operator, OperatorId, Plan, PlanBuilder, PortType, Sink, Status, Stream};
 pub use stats::PlanStats;

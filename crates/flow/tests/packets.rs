@@ -31,11 +31,11 @@ impl Operator for Probe {
         while !io.blocked() {
             match io.recv::<u64>(0) {
                 Some(p) => {
-                    let c = if nearflow_alloc::GLOBAL.owns(p.as_ptr().cast()) {
-                        &self.ours
-                    } else {
-                        &self.system
-                    };
+                    // A packet knows its size and where its buffer lives.
+                    assert!(p.bytes() >= p.len() * 8);
+                    let ours = nearflow_alloc::GLOBAL.owns(p.as_ptr().cast());
+                    assert_eq!(p.node().is_some(), ours, "Packet::node against owns");
+                    let c = if ours { &self.ours } else { &self.system };
                     c.fetch_add(1, Ordering::Relaxed);
                     p.into_iter().for_each(|x| self.out.push(io, x));
                 }

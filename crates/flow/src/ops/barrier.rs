@@ -18,10 +18,10 @@ use std::collections::VecDeque;
 
 use crate::error::FlowError;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Barrier<T> {
-    held: Vec<VecDeque<Vec<T>>>,
+    held: Vec<VecDeque<Packet<T>>>,
 }
 
 impl<T: Send + 'static> Operator for Barrier<T> {

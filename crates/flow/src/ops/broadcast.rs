@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use super::forward_packets;
 use crate::error::FlowError;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Broadcast<T> {
     n: usize,
@@ -35,7 +35,7 @@ impl<T: Clone + Send + 'static> Operator for Broadcast<T> {
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let n = self.n;
-        Ok(forward_packets(io, |p: Vec<T>, io| {
+        Ok(forward_packets(io, |p: Packet<T>, io| {
             for port in 1..n {
                 io.send(port, p.clone());
             }

@@ -34,7 +34,7 @@ impl<T: Send + 'static> Operator for Collect<T> {
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         while let Some(p) = io.recv::<T>(0) {
             if self.items.is_empty() {
-                self.items = p;
+                self.items = p.into_vec();
             } else {
                 self.items.extend(p);
             }

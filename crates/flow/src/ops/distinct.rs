@@ -16,7 +16,7 @@ use std::hash::Hash;
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Distinct<T> {
     seen: HashSet<T>,
@@ -28,7 +28,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         out: &mut Emitter<T>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

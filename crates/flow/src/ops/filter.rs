@@ -13,7 +13,7 @@
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Filter<F>(F);
 
@@ -24,7 +24,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         out: &mut Emitter<T>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

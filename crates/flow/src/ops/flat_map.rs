@@ -13,7 +13,7 @@
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct FlatMap<F>(F);
 
@@ -26,7 +26,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<I>,
+        p: Packet<I>,
         out: &mut Emitter<O>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

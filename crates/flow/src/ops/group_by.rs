@@ -19,7 +19,7 @@ use std::hash::Hash;
 use super::{drain_vec, Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct GroupBy<K, A, FK, FA> {
     key: FK,
@@ -39,7 +39,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         _out: &mut Emitter<(K, A)>,
         _io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

@@ -15,7 +15,7 @@
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Limit {
     skip: u64,
@@ -25,7 +25,7 @@ struct Limit {
 impl<T: Send + 'static> Unary<T, T> for Limit {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         out: &mut Emitter<T>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 
 use crate::error::FlowError;
 use crate::plan::{Operator, PortType, Status};
-use crate::Io;
+use crate::{Io, Packet};
 
 pub mod anti_join;
 pub mod barrier;
@@ -107,7 +107,7 @@ pub(crate) trait Unary<I, O>: Send + 'static {
     /// Handles one input packet.
     fn packet(
         &mut self,
-        p: Vec<I>,
+        p: Packet<I>,
         out: &mut Emitter<O>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError>;
@@ -179,7 +179,7 @@ where
 /// to `on_packet` until an output is blocked; `Done` once the input has ended.
 pub(crate) fn forward_packets<T: Send + 'static>(
     io: &mut Io<'_>,
-    mut on_packet: impl FnMut(Vec<T>, &mut Io<'_>),
+    mut on_packet: impl FnMut(Packet<T>, &mut Io<'_>),
 ) -> Status {
     loop {
         if io.blocked() {

@@ -22,7 +22,7 @@ use std::marker::PhantomData;
 use super::{forward_packets, hash_of, Emitter};
 use crate::error::FlowError;
 use crate::plan::{Operator, PlanBuilder, PortType, Status, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Partition<T, F> {
     route: F,
@@ -91,7 +91,7 @@ impl<T: Send + 'static> Operator for RoundRobin<T> {
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let (next, n) = (&mut self.next, self.n);
-        Ok(forward_packets(io, |p: Vec<T>, io| {
+        Ok(forward_packets(io, |p: Packet<T>, io| {
             io.send(*next, p);
             *next = (*next + 1) % n;
         }))

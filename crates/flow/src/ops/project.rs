@@ -16,7 +16,7 @@
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Project {
     columns: Vec<usize>,
@@ -25,7 +25,7 @@ struct Project {
 impl<V: Clone + Send + 'static> Unary<Vec<V>, Vec<V>> for Project {
     fn packet(
         &mut self,
-        p: Vec<Vec<V>>,
+        p: Packet<Vec<V>>,
         out: &mut Emitter<Vec<V>>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

@@ -14,7 +14,7 @@
 use super::{drain_vec, Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 struct Sort<T, F> {
     key: F,
@@ -30,7 +30,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         _out: &mut Emitter<T>,
         _io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {

@@ -31,7 +31,7 @@ use std::hash::Hash;
 use super::{Emitter, Flow, Unary, UnaryOp};
 use crate::error::FlowError;
 use crate::plan::{PlanBuilder, Stream};
-use crate::Io;
+use crate::{Io, Packet};
 
 /// An incrementally maintained window aggregate.
 pub trait WindowAgg<T>: Send + 'static {
@@ -63,7 +63,7 @@ where
 {
     fn packet(
         &mut self,
-        p: Vec<T>,
+        p: Packet<T>,
         out: &mut Emitter<A::Out>,
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {
