@@ -27,6 +27,9 @@
 //! reads it after (`VmHWM` of `/proc/self/status`). `getrusage`'s `ru_maxrss` would not do:
 //! Linux carries the parent's high-water mark into a child across fork and exec, so after a
 //! large run every child reported the parent's peak (issue 9).
+//!
+//! Length: the patterns must be one library for the four binaries to run identical code; each
+//! pattern is short.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;

@@ -9,6 +9,9 @@
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
 //!   run, the concurrent-plans comparison with both allocators, the placement checks, the
 //!   allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
+//!
+//! Files: `args.rs` (machine flags, list parsing, [`args::build_runtime`]), one `*_cmd.rs` per
+//! subcommand, `bench/` (one file per benchmark, shared helpers in `bench/mod.rs`).
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.

@@ -24,6 +24,14 @@
 //!
 //! Worker `w` is the thread of PU `w`: the runtime creates one thread per PU, grouped into one
 //! pool per core group (§4.1).
+//!
+//! ## Files
+//!
+//! - `lib.rs` — [`Policy`], [`PolicyKind`], placement and sleep layouts, [`Services`].
+//! - `search.rs` — search orders ([`Step`], [`Probe`]), [`walk`] and [`resolve_deferred`].
+//! - `las.rs` — LAS (§4.2's five rules, §4.3's sleep domains).
+//! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
+//! - `simple.rs` — NLS, FIFO+RR and the three queue designs of load-balancing-queues.txt.
 
 mod bobox;
 mod las;

@@ -36,6 +36,9 @@
 //! request's `Arc` is handed to its tasks collectively ([`RequestRef::leak`]); the finisher that
 //! completes the request takes it back ([`RequestRef::release`]) after its last use. A task never
 //! touches its request after its own finish increment, unless it is that finisher.
+//!
+//! Length: about a third is the loom model of completion, which belongs next to the counting
+//! protocol it checks.
 
 use std::any::Any;
 use std::fmt;

@@ -23,6 +23,10 @@
 //! the semaphore. A worker never holds credits while it searches, sleeps or blocks, so a request
 //! completes as soon as the worker that ran its last task next fails to find work or picks up
 //! another request's task.
+//!
+//! Length: a worker's loop, its task search and its `TaskCx` share the worker-local state and its
+//! invariants (held credits, cursors); they stay in one file so that every access to that state is
+//! read together.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -17,6 +17,13 @@
 //!
 //! Invariants: PU indices are `0..n`; groups partition the PUs and each lies in one node; cache
 //! distance is symmetric and `Level(1)` for a PU with itself whenever it has an L1.
+//!
+//! ## Files
+//!
+//! - `model.rs` — the plain-data [`Machine`] and everything derived from it (distances, groups).
+//! - `hwloc.rs` — the only use of hwloc: detection, synthetic strings, XML with distances.
+//! - `presets.rs` — the papers' machines as hwloc synthetic strings with distance matrices.
+//! - `bind.rs` — binding the calling thread to PUs.
 
 mod bind;
 mod hwloc;

@@ -4,6 +4,8 @@
 //! and tests can build one by hand. Definitions follow
 //! `../shared/papers/las-scheduler-and-numa-allocator.txt` §4.1 (core groups) and §4.2 (cache and
 //! NUMA distance).
+//!
+//! Length: a fifth is tests; the rest is the model and what is derived from it, one concept.
 
 use std::fmt;
 

@@ -1,5 +1,7 @@
 //! Sleeping and waking of workers. The protocol, and why no wake-up is lost, is described in
 //! `README.md` beside this file; read it before changing anything here.
+//!
+//! Length: a third is the loom models and the threaded tests of the protocol, kept next to it.
 
 use crate::sync::{fence, lock, wait, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
