@@ -83,6 +83,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
             // One node has nothing to balance.
             balancer: nodes > 1,
         },
+        homes: Default::default(),
     }
 }
 

@@ -134,6 +134,7 @@ pub(crate) fn build(m: &Machine) -> Policy {
         wake_deferred,
         node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
         services: Services::default(),
+        homes: Default::default(),
     }
 }
 

@@ -30,10 +30,12 @@
 //! - `lib.rs` — [`Policy`], [`PolicyKind`], placement and sleep layouts, [`Services`].
 //! - `search.rs` — search orders ([`Step`], [`Probe`]), [`walk`] and [`resolve_deferred`].
 //! - `las.rs` — LAS (§4.2's five rules, §4.3's sleep domains).
+//! - `home.rs` — data homes ([`Home`]) and where each policy puts a homed task ([`Policy::place_at`]).
 //! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
 //! - `simple.rs` — NLS, FIFO+RR and the three queue designs of load-balancing-queues.txt.
 
 mod bobox;
+mod home;
 mod las;
 mod search;
 mod simple;
@@ -45,6 +47,7 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 pub use bobox::{balance, choose_node, Balance, NodeLoad, RequestNodes};
+pub use home::{Home, HomeError};
 pub use search::{
     resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId,
 };
@@ -234,6 +237,8 @@ pub struct Policy {
     /// Group of each worker, and the node of each deferred queue (Bobox), kept for the runtime.
     node_of_worker: Vec<usize>,
     services: Services,
+    /// Where tasks with a data home go (`home.rs`), derived from the rest in [`Policy::new`].
+    homes: home::HomeQueues,
 }
 
 /// What a policy needs from the runtime beyond its queues, searches and sleep layout: data the
@@ -254,7 +259,7 @@ pub const BALANCER_PERIOD: std::time::Duration = std::time::Duration::from_milli
 impl Policy {
     /// Instantiates a policy for a machine.
     pub fn new(kind: PolicyKind, machine: &Machine) -> Policy {
-        match kind {
+        let mut p = match kind {
             PolicyKind::Las => las::build(machine),
             PolicyKind::Nls => simple::nls(machine),
             PolicyKind::Bobox2011 => bobox::build(machine),
@@ -262,7 +267,9 @@ impl Policy {
             PolicyKind::Central => simple::central(machine),
             PolicyKind::PerThread => simple::per_thread(machine),
             PolicyKind::RandomSteal => simple::random_steal(machine),
-        }
+        };
+        p.homes = home::HomeQueues::derive(&p, machine);
+        p
     }
 
     /// Which policy.

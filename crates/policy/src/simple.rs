@@ -42,6 +42,7 @@ fn base(kind: PolicyKind, m: &Machine) -> Policy {
         wake_deferred: Vec::new(),
         node_of_worker: (0..workers).map(|w| m.node_of(w)).collect(),
         services: Services::default(),
+        homes: Default::default(),
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct WorkerCells {
     pub(crate) sleeps: AtomicU64,
     pub(crate) wakes: AtomicU64,
     pub(crate) spawned: AtomicU64,
+    pub(crate) home_local: AtomicU64,
+    pub(crate) home_remote: AtomicU64,
 }
 
 impl WorkerCells {
@@ -28,6 +30,8 @@ impl WorkerCells {
             sleeps: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
             spawned: AtomicU64::new(0),
+            home_local: AtomicU64::new(0),
+            home_remote: AtomicU64::new(0),
         })
     }
 
@@ -41,6 +45,8 @@ impl WorkerCells {
             sleeps: r(&self.sleeps),
             wakes: r(&self.wakes),
             spawned: r(&self.spawned),
+            home_local: r(&self.home_local),
+            home_remote: r(&self.home_remote),
         }
     }
 }
@@ -69,6 +75,10 @@ pub struct WorkerCounters {
     pub wakes: u64,
     /// Tasks it spawned.
     pub spawned: u64,
+    /// Tasks with a data home it ran on their home node (its own node).
+    pub home_local: u64,
+    /// Tasks with a data home it ran although their home is another node.
+    pub home_remote: u64,
 }
 
 /// What one request did.
@@ -82,6 +92,10 @@ pub struct RequestCounters {
     pub spawned_deferred: u64,
     /// Tasks dropped without running because the request had failed.
     pub skipped: u64,
+    /// Tasks with a data home that ran on their home node.
+    pub home_local: u64,
+    /// Tasks with a data home that ran on another node (remote accesses to their data).
+    pub home_remote: u64,
 }
 
 /// A snapshot of the whole runtime.
@@ -93,7 +107,51 @@ pub struct RuntimeCounters {
     pub rule_names: Vec<String>,
 }
 
+/// The share of homed tasks that ran away from their home node, `remote / (local + remote)`;
+/// None when no task had a home.
+///
+/// This is our counter-free stand-in for the sampled data addresses of
+/// `numa-template-library-splittable-data.txt` §2.2: exact for the data a program places (a
+/// task with a home reads its home's partition), blind to every other access (stacks, shared
+/// structures, the runtime's own queues).
+pub fn remote_share(local: u64, remote: u64) -> Option<f64> {
+    let all = local + remote;
+    (all > 0).then(|| remote as f64 / all as f64)
+}
+
+impl RequestCounters {
+    /// [`remote_share`] of the request's homed tasks.
+    pub fn remote_share(&self) -> Option<f64> {
+        remote_share(self.home_local, self.home_remote)
+    }
+}
+
 impl RuntimeCounters {
+    /// Homed tasks run at home and away, summed over workers.
+    pub fn homed(&self) -> (u64, u64) {
+        self.workers
+            .iter()
+            .fold((0, 0), |(l, r), w| (l + w.home_local, r + w.home_remote))
+    }
+
+    /// [`remote_share`] over all workers.
+    pub fn remote_share(&self) -> Option<f64> {
+        let (l, r) = self.homed();
+        remote_share(l, r)
+    }
+
+    /// Homed tasks run at home and away per core group of `machine` (the runtime's machine).
+    pub fn homed_by_group(&self, machine: &nearflow_topo::Machine) -> Vec<(u64, u64)> {
+        let mut v = vec![(0, 0); machine.groups().len()];
+        for w in &self.workers {
+            if let Some(g) = v.get_mut(machine.group_of(w.worker)) {
+                g.0 += w.home_local;
+                g.1 += w.home_remote;
+            }
+        }
+        v
+    }
+
     /// Tasks run by all workers.
     pub fn executed(&self) -> u64 {
         self.workers.iter().map(|w| w.executed).sum()

@@ -74,7 +74,8 @@ mod trace;
 mod worker;
 
 pub use config::{Allocator, Pinning};
-pub use counters::{RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
+pub use counters::{remote_share, RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
+pub use nearflow_policy::{Home, HomeError};
 pub use request::{live_requests, RequestError, RequestHandle};
 pub use runtime::{Builder, RtError, Runtime};
 pub use trace::{TraceEvent, NO_LABEL};

@@ -102,6 +102,11 @@ impl Shared {
         self.tickets.fetch_add(1, Ordering::Relaxed) as usize
     }
 
+    /// The queue for a deferred task whose data lives at `home` (see `nearflow_policy::home`).
+    pub(crate) fn place_at(&self, home: nearflow_policy::Home) -> Option<QueueRef> {
+        self.policy.place_at(home, self.next_ticket())
+    }
+
     /// Pushes to a queue any thread may push to.
     pub(crate) fn push_shared(&self, q: QueueRef, task: Task) {
         match q {

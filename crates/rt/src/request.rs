@@ -85,6 +85,9 @@ pub(crate) struct RequestInner {
     done_cv: Condvar,
     pub(crate) spawned_deferred: AtomicU64,
     pub(crate) skipped: AtomicU64,
+    /// Tasks with a data home that ran on their home node / elsewhere.
+    pub(crate) home_local: AtomicU64,
+    pub(crate) home_remote: AtomicU64,
     /// Bobox-2011: the nodes evaluating this request.
     pub(crate) nodes: Mutex<RequestNodes>,
 }
@@ -103,6 +106,8 @@ impl RequestInner {
             done_cv: Condvar::new(),
             spawned_deferred: AtomicU64::new(1),
             skipped: AtomicU64::new(0),
+            home_local: AtomicU64::new(0),
+            home_remote: AtomicU64::new(0),
             nodes: Mutex::new(RequestNodes::new(0)),
         }
     }
@@ -146,6 +151,8 @@ impl RequestInner {
             spawned_immediate: spawned.saturating_sub(deferred),
             spawned_deferred: deferred,
             skipped,
+            home_local: r(&self.home_local),
+            home_remote: r(&self.home_remote),
         }
     }
 
@@ -158,12 +165,14 @@ impl RequestInner {
     }
 
     /// Adds a worker's gathered statistics (see the module docs). Called before its give-back.
-    pub(crate) fn add_stats(&self, spawned: u64, deferred: u64, skipped: u64) {
+    pub(crate) fn add_stats(&self, s: TaskStats) {
         // Relaxed: statistics, read after completion, which the give-backs order.
         for (counter, n) in [
-            (&self.spawned, spawned),
-            (&self.spawned_deferred, deferred),
-            (&self.skipped, skipped),
+            (&self.spawned, s.spawned),
+            (&self.spawned_deferred, s.deferred),
+            (&self.skipped, s.skipped),
+            (&self.home_local, s.home_local),
+            (&self.home_remote, s.home_remote),
         ] {
             if n > 0 {
                 counter.fetch_add(n, Ordering::Relaxed);
@@ -321,6 +330,21 @@ impl<T> RequestHandle<T> {
     pub fn counters(&self) -> RequestCounters {
         self.inner.counters()
     }
+}
+
+/// What a worker gathers for the request whose credits it holds, added at its give-back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TaskStats {
+    /// Tasks spawned.
+    pub(crate) spawned: u64,
+    /// Of them, deferred.
+    pub(crate) deferred: u64,
+    /// Tasks skipped because the request had failed.
+    pub(crate) skipped: u64,
+    /// Tasks with a data home run on their home node.
+    pub(crate) home_local: u64,
+    /// Tasks with a data home run on another node.
+    pub(crate) home_remote: u64,
 }
 
 #[cfg(all(test, loom))]

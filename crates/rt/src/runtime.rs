@@ -6,7 +6,8 @@ use std::thread::JoinHandle;
 
 use crossbeam_deque::{Stealer, Worker as Deque};
 use nearflow_policy::{
-    choose_node, Policy, PolicyKind, QueueRef, RequestNodes, RootPlace, SleepScheme,
+    choose_node, Home, HomeError, Policy, PolicyKind, QueueRef, RequestNodes, RootPlace,
+    SleepScheme,
 };
 use nearflow_topo::Machine;
 
@@ -19,7 +20,7 @@ use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
 use crate::trace::{self, TraceEvent};
-use crate::worker::{Task, TaskCx, WorkerLocal};
+use crate::worker::{Task, TaskCx, WorkerLocal, NO_HOME};
 
 /// Errors building a runtime.
 #[derive(Debug, thiserror::Error)]
@@ -189,19 +190,52 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce(&TaskCx<'_>) -> T + Send + 'static,
     {
+        self.submit_inner(None, root)
+    }
+
+    /// Submits a request whose first task reads data that lives at `home`: the root is queued
+    /// as a homed deferred task ([`TaskCx::spawn_deferred_at`]); under `bobox2011` the request
+    /// starts on the home node instead of the least loaded one.
+    pub fn submit_at<T, F>(&self, home: Home, root: F) -> RequestHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&TaskCx<'_>) -> T + Send + 'static,
+    {
+        self.submit_inner(Some(home), root)
+    }
+
+    /// `home` as a [`Home`] of this runtime's machine: NUMA node `node`.
+    pub fn home_on_node(&self, node: usize) -> Result<Home, HomeError> {
+        Home::node(&self.shared.machine, node)
+    }
+
+    fn submit_inner<T, F>(&self, home: Option<Home>, root: F) -> RequestHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&TaskCx<'_>) -> T + Send + 'static,
+    {
         let s = &*self.shared;
         // Relaxed: ids need only be unique and increasing per submitting thread.
         let id = s.next_request.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::new(RequestInner::new(id));
         let slot = Arc::new(Mutex::new(None));
         lock(&s.synced).active += 1;
-        let q = match s.policy.place_root() {
-            RootPlace::Queue(q) => q,
-            RootPlace::DeferredByRequest { groups } => {
+        let homed = home.and_then(|h| s.place_at(h).map(|q| (h, q)));
+        let q = match (s.policy.place_root(), homed) {
+            (RootPlace::LeastLoadedNode, Some((h, q))) => {
+                *lock(&inner.nodes) = RequestNodes::new(h.node_index());
+                lock(&s.synced).in_flight.insert(id, inner.clone());
+                q
+            }
+            (_, Some((_, q))) => q,
+            (RootPlace::Queue(q), None) => q,
+            (RootPlace::DeferredByRequest { groups }, None) => {
                 QueueRef::Deferred((id % groups as u64) as usize)
             }
-            RootPlace::RoundRobinShared { count } => QueueRef::Shared(s.next_ticket() % count),
-            RootPlace::LeastLoadedNode => {
+            (RootPlace::RoundRobinShared { count }, None) => {
+                QueueRef::Shared(s.next_ticket() % count)
+            }
+            (RootPlace::LeastLoadedNode, None) => {
                 let node = choose_node(&s.node_loads());
                 *lock(&inner.nodes) = RequestNodes::new(node);
                 lock(&s.synced).in_flight.insert(id, inner.clone());
@@ -215,6 +249,7 @@ impl Runtime {
                 let v = root(cx);
                 *lock(&out) = Some(v);
             }),
+            home: home.map_or(NO_HOME, |h| h.node_index() as u32),
         };
         s.push_shared(q, task);
         s.notify(q);

@@ -33,12 +33,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 use nearflow_policy::{
-    walk, Cursors, End, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take, TaskKind,
+    walk, Cursors, End, Home, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take,
+    TaskKind,
 };
 
 use crate::counters::{bump_owned, WorkerCells};
 use crate::registry::Shared;
-use crate::request::{RequestRef, MAX_CREDITS};
+use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
 
@@ -49,7 +50,12 @@ const SEARCH_ROUNDS: usize = 16;
 pub(crate) struct Task {
     pub(crate) req: RequestRef,
     pub(crate) f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
+    /// The NUMA node of its data ([`Home`]), or [`NO_HOME`].
+    pub(crate) home: u32,
 }
+
+/// `Task::home` of a task without a data home.
+pub(crate) const NO_HOME: u32 = u32::MAX;
 
 /// The state a worker keeps to itself.
 pub(crate) struct WorkerLocal<'a> {
@@ -71,8 +77,10 @@ pub(crate) struct WorkerLocal<'a> {
     credits: Cell<usize>,
     /// Size of the next batch of credits.
     batch: Cell<usize>,
-    /// Statistics gathered for `held`: tasks spawned, of them deferred, tasks skipped.
-    stats: Cell<(u64, u64, u64)>,
+    /// Statistics gathered for `held`.
+    stats: Cell<TaskStats>,
+    /// This worker's NUMA node.
+    node: u32,
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -100,11 +108,32 @@ impl TaskCx<'_> {
         self.spawn(TaskKind::Deferred, f);
     }
 
+    /// Spawns a deferred task whose data lives at `home` (SplittableData's locality-aware
+    /// dispatch, `numa-template-library-splittable-data.txt` §3): it is queued where the
+    /// policy puts work for that node or group ([`nearflow_policy::Policy::place_at`]), may
+    /// still be stolen from there, and is counted as run at home or away
+    /// ([`WorkerCounters::home_local`](crate::WorkerCounters::home_local)).
+    pub fn spawn_deferred_at<F>(&self, home: Home, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        self.spawn_task(TaskKind::Deferred, Some(home), Box::new(f));
+    }
+
     /// Spawns a task of the given kind.
     pub fn spawn<F>(&self, kind: TaskKind, f: F)
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
+        self.spawn_task(kind, None, Box::new(f));
+    }
+
+    fn spawn_task(
+        &self,
+        kind: TaskKind,
+        home: Option<Home>,
+        f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
+    ) {
         // This task has not finished, so its request is alive and not complete, and its worker
         // holds the request's credits (`run` made sure).
         let me = self.me;
@@ -116,17 +145,31 @@ impl TaskCx<'_> {
             me.batch.set((2 * n).min(MAX_CREDITS));
         }
         me.credits.set(me.credits.get() - 1);
-        let (spawned, deferred, skipped) = me.stats.get();
-        let deferred = deferred + u64::from(kind == TaskKind::Deferred);
-        me.stats.set((spawned + 1, deferred, skipped));
+        let mut st = me.stats.get();
+        st.spawned += 1;
+        st.deferred += u64::from(kind == TaskKind::Deferred);
+        me.stats.set(st);
         bump_owned(&me.cells.spawned);
-        self.me.place(
-            kind,
-            Task {
-                req: self.req,
-                f: Box::new(f),
-            },
-        );
+        let task = Task {
+            req: self.req,
+            f,
+            home: home.map_or(NO_HOME, |h| h.node_index() as u32),
+        };
+        match home.and_then(|h| me.shared.place_at(h)) {
+            Some(q) => me.push_and_wake(q, task),
+            None => me.place(kind, task),
+        }
+    }
+
+    /// NUMA node `node` of the runtime's machine as a [`Home`], for
+    /// [`spawn_deferred_at`](Self::spawn_deferred_at).
+    pub fn home_on_node(&self, node: usize) -> Result<Home, nearflow_policy::HomeError> {
+        Home::node(&self.me.shared.machine, node)
+    }
+
+    /// The NUMA node of the worker running this task.
+    pub fn node(&self) -> usize {
+        self.me.node as usize
     }
 
     /// The id of the request this task belongs to.
@@ -206,7 +249,8 @@ impl<'a> WorkerLocal<'a> {
             held: Cell::new(None),
             credits: Cell::new(0),
             batch: Cell::new(1),
-            stats: Cell::new((0, 0, 0)),
+            stats: Cell::new(TaskStats::default()),
+            node: shared.machine.node_of(w) as u32,
         }
     }
 
@@ -218,8 +262,7 @@ impl<'a> WorkerLocal<'a> {
         };
         // Held credits keep the request alive until the decrement below.
         let req = handle.get();
-        let (spawned, deferred, skipped) = self.stats.replace((0, 0, 0));
-        req.add_stats(spawned, deferred, skipped);
+        req.add_stats(self.stats.replace(TaskStats::default()));
         self.batch.set(1);
         // After a `false` the request may already be gone: no access past this point.
         if req.give_back(self.credits.replace(0)) {
@@ -236,6 +279,12 @@ impl<'a> WorkerLocal<'a> {
             Place::RoundRobinShared { count } => QueueRef::Shared(shared.next_ticket() % count),
             Place::RequestNode => QueueRef::Deferred(lock(&task.req.get().nodes).next_node()),
         };
+        self.push_and_wake(q, task);
+    }
+
+    /// Pushes a task spawned by this worker to `q` and wakes a sleeper for it.
+    fn push_and_wake(&self, q: QueueRef, task: Task) {
+        let shared = self.shared;
         match q {
             QueueRef::Local(v) => {
                 debug_assert_eq!(v, self.w, "a local queue is pushed by its owner only");
@@ -304,7 +353,11 @@ impl<'a> WorkerLocal<'a> {
 
     /// Runs a task (unless its request failed); its count then becomes a credit of this worker.
     pub(crate) fn run(&self, task: Task) {
-        let Task { req: handle, f } = task;
+        let Task {
+            req: handle,
+            f,
+            home,
+        } = task;
         if !self.held.get().is_some_and(|h| h.same(handle)) {
             self.give_back();
             self.held.set(Some(handle));
@@ -313,8 +366,9 @@ impl<'a> WorkerLocal<'a> {
         let req = handle.get();
         // Acquire: pairs with the Release store in `RequestInner::fail`.
         if req.failed.load(Ordering::Acquire) {
-            let (spawned, deferred, skipped) = self.stats.get();
-            self.stats.set((spawned, deferred, skipped + 1));
+            let mut st = self.stats.get();
+            st.skipped += 1;
+            self.stats.set(st);
             drop(f);
         } else {
             let cx = TaskCx {
@@ -339,6 +393,17 @@ impl<'a> WorkerLocal<'a> {
                 });
             }
             bump_owned(&self.cells.executed);
+            if home != NO_HOME {
+                let mut st = self.stats.get();
+                if home == self.node {
+                    st.home_local += 1;
+                    bump_owned(&self.cells.home_local);
+                } else {
+                    st.home_remote += 1;
+                    bump_owned(&self.cells.home_remote);
+                }
+                self.stats.set(st);
+            }
             #[cfg(not(loom))]
             if self.shared.allocator == crate::Allocator::Nearflow {
                 // §5.1: a worker scans its recollection bins when it finishes a task.

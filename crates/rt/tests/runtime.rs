@@ -263,3 +263,61 @@ fn las_rule5_spreads_immediate_work_within_the_node() {
     // The only deferred task is the root: at most it was found by rule 4 (taken by another group).
     assert!(by_rule[3] <= 1, "{by_rule:?}");
 }
+
+/// Tasks with a data home: under every policy, on a 2-node machine, each homed task is counted
+/// once, as local exactly when the worker that ran it is on its home node (checked against what
+/// the tasks themselves saw), per request and per worker.
+#[test]
+fn homed_tasks_are_counted_local_or_remote_exactly() {
+    use std::sync::Mutex;
+    let m = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+    for policy in PolicyKind::ALL {
+        let rt = Runtime::builder(m.clone()).policy(policy).build().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let home0 = rt.home_on_node(0).unwrap();
+        assert!(rt.home_on_node(2).is_err());
+        let h = rt.submit_at(home0, move |cx| {
+            s.lock().unwrap().push((0, cx.node()));
+            for i in 0..400usize {
+                let s = s.clone();
+                let home = cx.home_on_node(i % 2).unwrap();
+                cx.spawn_deferred_at(home, move |cx| {
+                    // Some work, so that both nodes' workers take part.
+                    let mut x = i as u64;
+                    for _ in 0..2_000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                    s.lock().unwrap().push((i % 2, cx.node()));
+                });
+                // Unhomed tasks are not counted.
+                cx.spawn_deferred(|_| {});
+            }
+        });
+        assert!(
+            h.wait_timeout(Duration::from_secs(60)),
+            "{policy}: did not finish"
+        );
+        let c = h.counters();
+        h.wait().unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 401, "{policy}");
+        let local = seen.iter().filter(|(home, node)| home == node).count() as u64;
+        assert_eq!(
+            (c.home_local, c.home_remote),
+            (local, 401 - local),
+            "{policy}"
+        );
+        assert_eq!(rt.counters().homed(), (local, 401 - local), "{policy}");
+        let by_group: (u64, u64) = rt
+            .counters()
+            .homed_by_group(&m)
+            .iter()
+            .fold((0, 0), |a, g| (a.0 + g.0, a.1 + g.1));
+        assert_eq!(by_group, (local, 401 - local), "{policy}");
+        let share = c.remote_share().unwrap();
+        assert!((0.0..=1.0).contains(&share));
+    }
+}
