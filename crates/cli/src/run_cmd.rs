@@ -91,6 +91,26 @@ pub struct PlanCmd {
     pub rows: u64,
 }
 
+/// The runtime and a plan builder as the common flags say (allocator, machine, policy,
+/// pinning, trace, packet size).
+fn runtime_and_builder(c: &Common) -> Result<(Runtime, PlanBuilder)> {
+    if c.allocator == Allocator::System {
+        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
+    }
+    let rt = build_runtime(
+        c.topo.load()?,
+        c.policy,
+        c.pinning,
+        c.trace.is_some(),
+        c.allocator,
+    )?;
+    let mut b = PlanBuilder::for_runtime(&rt);
+    if let Some(p) = c.packet_bytes {
+        b.packet_bytes(p);
+    }
+    Ok((rt, b))
+}
+
 fn write_trace(rt: &Runtime, path: &Path, names: &trace::Names, title: &str) -> Result<()> {
     let events = rt.take_trace();
     let svg = trace::svg(&events, rt.workers(), names, title);
@@ -146,20 +166,7 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
             format!("generated ({} ticks)", cmd.ticks),
         ),
     };
-    if c.allocator == Allocator::System {
-        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
-    }
-    let rt = build_runtime(
-        c.topo.load()?,
-        c.policy,
-        c.pinning,
-        c.trace.is_some(),
-        c.allocator,
-    )?;
-    let mut b = PlanBuilder::for_runtime(&rt);
-    if let Some(p) = c.packet_bytes {
-        b.packet_bytes(p);
-    }
+    let (rt, mut b) = runtime_and_builder(c)?;
     let n = ticks.len() as u64;
     let reference = (!cmd.no_check).then(|| vwap::reference(&ticks, cmd.window));
     let src = b.source(ticks);
@@ -251,20 +258,7 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
     if cmd.rows == 0 {
         bail!("--rows must be at least 1");
     }
-    if c.allocator == Allocator::System {
-        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
-    }
-    let rt = build_runtime(
-        c.topo.load()?,
-        c.policy,
-        c.pinning,
-        c.trace.is_some(),
-        c.allocator,
-    )?;
-    let mut b = PlanBuilder::for_runtime(&rt);
-    if let Some(p) = c.packet_bytes {
-        b.packet_bytes(p);
-    }
+    let (rt, mut b) = runtime_and_builder(c)?;
     let sinks = genplan::build(&mut b, cmd.rows);
     let plan = b.build()?;
     let ops = plan.len();

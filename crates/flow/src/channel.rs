@@ -256,18 +256,21 @@ mod loom_tests {
         got
     }
 
+    /// A producer thread sending `SENT` one-tuple packets, numbered from 0.
+    fn produce(ch: &Arc<Channel<u32>>) -> loom::thread::JoinHandle<()> {
+        let ch = ch.clone();
+        loom::thread::spawn(move || {
+            for i in 0..SENT {
+                let _ = ch.send(vec![i].into());
+            }
+        })
+    }
+
     #[test]
     fn loom_backpressure_loses_no_packet_and_no_wakeup() {
         loom::model(|| {
             let ch = Arc::new(Channel::<u32>::new(1));
-            let producer = {
-                let ch = ch.clone();
-                loom::thread::spawn(move || {
-                    for i in 0..SENT {
-                        let _ = ch.send(vec![i].into());
-                    }
-                })
-            };
+            let producer = produce(&ch);
             let (mut got, mut wakes) = (Vec::new(), 0);
             for _ in 0..2 {
                 let p = ch.pop();
@@ -289,14 +292,7 @@ mod loom_tests {
     fn loom_discard_releases_a_blocked_producer() {
         loom::model(|| {
             let ch = Arc::new(Channel::<u32>::new(1));
-            let producer = {
-                let ch = ch.clone();
-                loom::thread::spawn(move || {
-                    for i in 0..SENT {
-                        let _ = ch.send(vec![i].into());
-                    }
-                })
-            };
+            let producer = produce(&ch);
             let p = ch.pop();
             let mut wakes = usize::from(p.wake_producer);
             let first: Vec<u32> = p.packet.into_iter().flatten().collect();

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use nearflow_policy::TaskKind;
 use nearflow_rt::TaskCx;
 
-use crate::channel::Channel;
+use crate::channel::{Chan, Channel};
 use crate::exec::Exec;
 use crate::packet::{packet_capacity, Packet};
 
@@ -22,15 +22,23 @@ pub struct Io<'a> {
 
 impl Io<'_> {
     fn input<T: Send + 'static>(&self, port: usize) -> &Channel<T> {
-        let n = &self.exec.ops[self.node];
-        n.ins[port]
-            .0
-            .as_any()
+        self.typed(&*self.exec.ops[self.node].ins[port].0, "read input", port)
+    }
+
+    /// `chan` as a buffer of `T`: the one check of a port's type at run time (a type-id
+    /// compare); a mismatch is the operator's bug, reported with its name.
+    fn typed<'c, T: Send + 'static>(
+        &self,
+        chan: &'c dyn Chan,
+        what: &str,
+        port: usize,
+    ) -> &'c Channel<T> {
+        chan.as_any()
             .downcast_ref::<Channel<T>>()
             .unwrap_or_else(|| {
                 panic!(
-                    "operator '{}' read input {port} as {}, which is not its declared type",
-                    n.name,
+                    "operator '{}' {what} {port} as {}, which is not its declared type",
+                    self.exec.ops[self.node].name,
                     std::any::type_name::<T>()
                 )
             })
@@ -68,19 +76,11 @@ impl Io<'_> {
         if packet.is_empty() {
             return;
         }
-        let n = &self.exec.ops[self.node];
-        let (consumer, _, chan) = &n.outs[port];
-        let ch = chan
-            .as_any()
-            .downcast_ref::<Channel<T>>()
-            .unwrap_or_else(|| {
-                panic!(
-                    "operator '{}' sent {} on output {port}, which is not its declared type",
-                    n.name,
-                    std::any::type_name::<T>()
-                )
-            });
-        match ch.send(packet) {
+        let (consumer, _, chan) = &self.exec.ops[self.node].outs[port];
+        match self
+            .typed::<T>(&**chan, "sent on output", port)
+            .send(packet)
+        {
             Ok(()) => self.exec.schedule(self.cx, *consumer, TaskKind::Immediate),
             Err(held) => {
                 self.held[port] = held;
