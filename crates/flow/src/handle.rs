@@ -70,11 +70,6 @@ impl PlanHandle {
         self.req.id()
     }
 
-    /// The packet size the plan runs with, in bytes.
-    pub fn packet_bytes(&self) -> usize {
-        self.exec.packet_bytes
-    }
-
     /// Operator names by index (the labels of the plan's tasks in a runtime trace).
     pub fn names(&self) -> Vec<String> {
         self.exec.ops.iter().map(|n| n.name.clone()).collect()

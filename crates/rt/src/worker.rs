@@ -128,6 +128,8 @@ impl TaskCx<'_> {
         self.spawn_task(kind, None, Box::new(f));
     }
 
+    /// The one spawn path (inlined into `spawn`, whose immediate case it must not slow).
+    #[inline]
     fn spawn_task(
         &self,
         kind: TaskKind,
