@@ -1,6 +1,6 @@
 //! The Bobox-2011 load balancer at work (task-scheduling-in-data-stream-processing.txt §5.2).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,15 +74,27 @@ fn new_requests_go_to_the_most_idle_node() {
         .build()
         .unwrap();
     // Four long requests (12 tasks of 300 ms each: they overlap) submitted one after another
-    // start on four different nodes.
+    // start on four different nodes. Each is submitted once the previous one's tasks have all
+    // started (its node's workers are then busy, not idle), however loaded this machine is.
+    let started = Arc::new(AtomicUsize::new(0));
     let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let h = rt.submit(|cx| {
+        .map(|i| {
+            let s = started.clone();
+            let h = rt.submit(move |cx| {
                 for _ in 0..12 {
-                    cx.spawn_deferred(|_| std::thread::sleep(Duration::from_millis(300)));
+                    let s = s.clone();
+                    cx.spawn_deferred(move |_| {
+                        s.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(300));
+                    });
                 }
             });
-            std::thread::sleep(Duration::from_millis(10));
+            let t = std::time::Instant::now();
+            while started.load(Ordering::SeqCst) < 12 * (i + 1)
+                && t.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             h
         })
         .collect();
