@@ -69,6 +69,8 @@ pub(crate) struct WorkerLocal<'a> {
     cursors: RefCell<Cursors>,
     rng: RefCell<Rng>,
     last_request: Cell<Option<RequestId>>,
+    /// The queue of the task `find` returned last (the wake chain wakes for it).
+    found_in: Cell<QueueRef>,
     cells: &'a WorkerCells,
     label: Cell<u32>,
     /// The request whose credits this worker holds (see "Held credits").
@@ -246,6 +248,7 @@ impl<'a> WorkerLocal<'a> {
                 0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9),
             )),
             last_request: Cell::new(None),
+            found_in: Cell::new(QueueRef::Local(w)),
             cells: &shared.cells[w],
             label: Cell::new(crate::trace::NO_LABEL),
             held: Cell::new(None),
@@ -336,6 +339,7 @@ impl<'a> WorkerLocal<'a> {
             if let Some(t) = self.local.pop() {
                 self.count_rule(rule);
                 self.last_request.set(Some(t.req.get().id));
+                self.found_in.set(QueueRef::Local(self.w));
                 return Some(t);
             }
         }
@@ -350,6 +354,7 @@ impl<'a> WorkerLocal<'a> {
             bump_owned(&self.cells.steals);
         }
         self.last_request.set(Some(task.req.get().id));
+        self.found_in.set(probe.queue);
         Some(task)
     }
 
@@ -415,6 +420,16 @@ impl<'a> WorkerLocal<'a> {
         self.credits.set(self.credits.get() + 1);
     }
 
+    /// This worker, counted as searching, found a task: if it was its domain's last searcher, a
+    /// spawn may have skipped its wake-up because of it, so it wakes for the queue it took from
+    /// as that spawn would have (the sleep README's wake chain: a burst of spawns then wakes one
+    /// worker after another instead of leaving tasks queued beside sleeping workers).
+    fn end_search(&self, domain: usize) {
+        if self.shared.sleep.stop_search(domain) {
+            self.shared.notify(self.found_in.get());
+        }
+    }
+
     /// The worker's main loop.
     pub(crate) fn main_loop(&self) {
         let shared = self.shared;
@@ -430,23 +445,38 @@ impl<'a> WorkerLocal<'a> {
                     // Search a few more rounds, yielding the CPU between them, before sleeping:
                     // while this worker searches, spawns need not wake anybody in its domain.
                     shared.sleep.start_search(domain);
-                    for _ in 0..SEARCH_ROUNDS {
-                        std::thread::yield_now();
-                        if let Some(t) = self.find() {
-                            shared.sleep.stop_search(domain);
-                            self.run(t);
-                            continue 'work;
+                    let mut yield_first = true;
+                    loop {
+                        for _ in 0..SEARCH_ROUNDS {
+                            if yield_first {
+                                std::thread::yield_now();
+                            }
+                            yield_first = true;
+                            if let Some(t) = self.find() {
+                                self.end_search(domain);
+                                self.run(t);
+                                continue 'work;
+                            }
                         }
-                    }
-                    #[cfg(not(loom))]
-                    if shared.allocator == crate::Allocator::Nearflow {
-                        // Idle: what this worker's local allocator keeps goes back to its node.
-                        nearflow_alloc::GLOBAL.release_cached();
-                    }
-                    match shared.sleep.sleep(self.w, domain, || self.find()) {
-                        Slept::Found(t) => self.run(t),
-                        Slept::Woken => bump_owned(&self.cells.sleeps),
-                        Slept::Shutdown => break,
+                        #[cfg(not(loom))]
+                        if shared.allocator == crate::Allocator::Nearflow {
+                            // Idle: what this worker's local allocator keeps goes back to its node.
+                            nearflow_alloc::GLOBAL.release_cached();
+                        }
+                        match shared.sleep.sleep(self.w, domain, || self.find()) {
+                            Slept::Found { task, searching } => {
+                                let order = shared.policy.wake_order(self.found_in.get());
+                                shared.sleep.found_after_recheck(domain, searching, order);
+                                self.run(task);
+                                continue 'work;
+                            }
+                            // Woken, this worker counts as searching: probe at once.
+                            Slept::Woken => {
+                                bump_owned(&self.cells.sleeps);
+                                yield_first = false;
+                            }
+                            Slept::Shutdown => break 'work,
+                        }
                     }
                 }
             }

@@ -1,6 +1,6 @@
 //! The Bobox-2011 load balancer at work (task-scheduling-in-data-stream-processing.txt §5.2).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,31 +73,42 @@ fn new_requests_go_to_the_most_idle_node() {
         .policy(PolicyKind::Bobox2011)
         .build()
         .unwrap();
-    // Four long requests (12 tasks of 300 ms each: they overlap) submitted one after another
-    // start on four different nodes. Each is submitted once the previous one's tasks have all
-    // started (its node's workers are then busy, not idle), however loaded this machine is.
+    // Four requests of 12 tasks each, submitted one after another, start on four different
+    // nodes. Each is submitted once the previous one's tasks have all started, and every task
+    // stays busy until the last request's tasks have started: a node's workers are busy, not
+    // idle, when the next request is placed, however slowly this machine runs the threads (a
+    // fixed sleep let the first request finish before the fourth was placed on a loaded host).
     let started = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(AtomicBool::new(false));
+    let deadline = Duration::from_secs(30);
     let handles: Vec<_> = (0..4)
         .map(|i| {
-            let s = started.clone();
+            let (s, r) = (started.clone(), release.clone());
             let h = rt.submit(move |cx| {
                 for _ in 0..12 {
-                    let s = s.clone();
+                    let (s, r) = (s.clone(), r.clone());
                     cx.spawn_deferred(move |_| {
                         s.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(300));
+                        let t = std::time::Instant::now();
+                        while !r.load(Ordering::SeqCst) && t.elapsed() < deadline {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
                     });
                 }
             });
             let t = std::time::Instant::now();
-            while started.load(Ordering::SeqCst) < 12 * (i + 1)
-                && t.elapsed() < Duration::from_secs(5)
-            {
+            while started.load(Ordering::SeqCst) < 12 * (i + 1) && t.elapsed() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            assert_eq!(
+                started.load(Ordering::SeqCst),
+                12 * (i + 1),
+                "request {i}'s tasks did not all start within {deadline:?}"
+            );
             h
         })
         .collect();
+    release.store(true, Ordering::SeqCst);
     for h in handles {
         h.wait().unwrap();
     }

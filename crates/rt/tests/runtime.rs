@@ -321,3 +321,51 @@ fn homed_tasks_are_counted_local_or_remote_exactly() {
         assert!((0.0..=1.0).contains(&share));
     }
 }
+
+/// A burst of deferred tasks gets as many workers as it has tasks, whatever was searching when
+/// it was spawned (the sleep README's wake chain): each task waits until all have started, which
+/// completes only if no task stays queued while a worker that could run it sleeps.
+#[test]
+fn a_burst_of_deferred_tasks_runs_in_parallel() {
+    use std::sync::atomic::AtomicUsize;
+    for kind in PolicyKind::ALL {
+        // Two groups of two PUs; four tasks from a task of the request, twice over, so that the
+        // second burst meets workers that searched or slept after the first.
+        let rt = Runtime::builder(
+            TopologySpec::Synthetic("pack:2 l2:2 pu:1".into())
+                .load()
+                .unwrap(),
+        )
+        .policy(kind)
+        .build()
+        .unwrap();
+        for round in 0..2 {
+            let started = Arc::new(AtomicUsize::new(0));
+            let all_met = Arc::new(AtomicU64::new(0));
+            let (s, m) = (started.clone(), all_met.clone());
+            rt.submit(move |cx| {
+                for _ in 0..4 {
+                    let (s, m) = (s.clone(), m.clone());
+                    cx.spawn_deferred(move |_| {
+                        s.fetch_add(1, Ordering::SeqCst);
+                        let t = std::time::Instant::now();
+                        while s.load(Ordering::SeqCst) < 4 && t.elapsed() < Duration::from_secs(20)
+                        {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        if s.load(Ordering::SeqCst) == 4 {
+                            m.fetch_add(1, Ordering::SeqCst);
+                        }
+                    });
+                }
+            })
+            .wait()
+            .unwrap();
+            assert_eq!(
+                all_met.load(Ordering::SeqCst),
+                4,
+                "{kind:?}, burst {round}: a task waited in a queue while a worker slept"
+            );
+        }
+    }
+}

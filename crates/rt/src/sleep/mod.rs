@@ -142,8 +142,9 @@ struct CountingSemaphore {
 /// What [`Sleep::sleep`] ended with.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Slept<T> {
-    /// The re-check after registering found work: the worker never blocked.
-    Found(T),
+    /// The re-check after registering found work: the worker never blocked. `searching`: a
+    /// waker had chosen it meanwhile, so it counts as searching (see [`Sleep::stop_search`]).
+    Found { task: T, searching: bool },
     /// The worker blocked and was woken.
     Woken,
     /// The runtime is shutting down.
@@ -193,14 +194,32 @@ impl Sleep {
         self.domains[d].searching.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The worker stops searching because it found a task.
-    pub(crate) fn stop_search(&self, d: usize) {
-        self.domains[d].searching.fetch_sub(1, Ordering::Relaxed);
+    /// The worker stops searching because it found a task. Returns whether it was the domain's
+    /// last searcher: a spawn may then have skipped its wake-up because of this worker, and the
+    /// caller must wake for the queue it took from as that spawn would have (README, "The wake
+    /// chain").
+    #[must_use]
+    pub(crate) fn stop_search(&self, d: usize) -> bool {
+        // Acquire: pairs with the Release decrement of a worker registering to sleep, so
+        // the wake that may follow sees its registration in `sleepers`.
+        self.domains[d].searching.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// A worker whose re-check after registering ([`Sleep::sleep`]) found a task: `searching` is
+    /// the flag [`Slept::Found`] came with, `order` the wake order of the queue it took from. It
+    /// searched until it registered, so spawns may have skipped their wake-ups because of it;
+    /// it wakes as they would have (a searcher that is still there stops the walk).
+    pub(crate) fn found_after_recheck(&self, d: usize, searching: bool, order: &[usize]) {
+        if searching {
+            let _ = self.stop_search(d);
+        }
+        self.wake(order);
     }
 
     /// Called after a task was pushed: walks the domains of `order`, nearest first, and stops at
-    /// the first one with a searching worker (it will find the task) or with a sleeper, whom it
-    /// wakes. Returns whether a worker was woken.
+    /// the first one with a searching worker (it will find the task, or wake another when it
+    /// finds one) or with a sleeper, whom it wakes; the woken worker counts as searching until
+    /// it finds a task or sleeps again. Returns whether a worker was woken.
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
         // Light barrier: pairs with the heavy one in `sleep` (step 2 of the README). Either these
         // loads see the searcher's registration (its `searching` decrement and `sleepers`
@@ -221,6 +240,9 @@ impl Sleep {
                 if w.is_some() {
                     // Relaxed: `sleepers` changes only under `waiting`'s lock.
                     dom.sleepers.fetch_sub(1, Ordering::Relaxed);
+                    // The woken worker searches: spawns until it finds a task need not wake
+                    // anybody else here, and it passes the wake on when it finds one.
+                    dom.searching.fetch_add(1, Ordering::Relaxed);
                 }
                 w
             };
@@ -233,8 +255,9 @@ impl Sleep {
     }
 
     /// Puts worker `w` of domain `d`, which is searching (see [`Sleep::start_search`]), to sleep,
-    /// unless `recheck`, run after registering, finds work. Either way the worker no longer counts
-    /// as searching afterwards.
+    /// unless `recheck`, run after registering, finds work. A worker that returns
+    /// [`Slept::Woken`], or [`Slept::Found`] with `searching`, counts as searching (a waker
+    /// chose it); otherwise it no longer does.
     pub(crate) fn sleep<T>(
         &self,
         w: usize,
@@ -248,18 +271,19 @@ impl Sleep {
             list.push(w);
             // Relaxed: ordered by the fence below; changes only under the lock.
             dom.sleepers.fetch_add(1, Ordering::Relaxed);
-            dom.searching.fetch_sub(1, Ordering::Relaxed);
+            // Release: a searcher that decrements after us (`stop_search`) sees `sleepers`.
+            dom.searching.fetch_sub(1, Ordering::Release);
         }
         // Step 2: heavy barrier, pairs with the light one in `wake`.
         self.barriers.heavy();
         // Step 3: re-check every queue this worker can reach.
-        if let Some(t) = recheck() {
-            self.cancel(w, dom);
-            return Slept::Found(t);
+        if let Some(task) = recheck() {
+            let searching = self.cancel(w, dom);
+            return Slept::Found { task, searching };
         }
         // SeqCst: pairs with the store in `shutdown`.
         if self.shutdown.load(Ordering::SeqCst) {
-            self.cancel(w, dom);
+            let _ = self.cancel(w, dom);
             return Slept::Shutdown;
         }
         // Step 4: block until a waker pops us from `waiting` and posts our semaphore.
@@ -275,15 +299,18 @@ impl Sleep {
 
     /// Leaves the waiting list after a successful re-check. If a waker popped us already, it has
     /// posted (or is about to post) our semaphore: consume that post, so it cannot wake us later
-    /// for nothing. The waker's task is not lost: we are awake and will probe again.
-    fn cancel(&self, w: usize, dom: &Domain) {
+    /// for nothing. The waker's task is not lost: we are awake and will probe again. Returns
+    /// whether a waker popped us (we then count as searching).
+    fn cancel(&self, w: usize, dom: &Domain) -> bool {
         let mut list = lock(&dom.waiting);
         if let Some(pos) = list.iter().position(|&x| x == w) {
             list.remove(pos);
             dom.sleepers.fetch_sub(1, Ordering::Relaxed);
+            false
         } else {
             drop(list);
             self.sems[w].wait();
+            true
         }
     }
 
@@ -353,11 +380,60 @@ impl Sleep {
     }
 }
 
+/// The worker loop of `worker.rs` over one queue, for the models and tests below: probe, search,
+/// sleep, and pass the wake on (the wake chain). `task` runs each task taken and says whether
+/// the consumer goes on.
+#[cfg(test)]
+mod harness {
+    use super::{Sleep, Slept};
+    use crate::queue::SharedQueue;
+    use nearflow_policy::End;
+
+    pub(super) fn consume(
+        sleep: &Sleep,
+        queue: &SharedQueue<u32>,
+        w: usize,
+        d: usize,
+        order: &[usize],
+        mut task: impl FnMut(u32),
+    ) {
+        // Whether this worker counts as searching (it started to, or a waker chose it).
+        let mut searching = false;
+        loop {
+            if let Some(t) = queue.pop(End::Oldest) {
+                if std::mem::take(&mut searching) && sleep.stop_search(d) {
+                    sleep.wake(order);
+                }
+                task(t);
+                continue;
+            }
+            if !searching {
+                sleep.start_search(d);
+                searching = true;
+                // One search round; the runtime makes `SEARCH_ROUNDS` of them.
+                continue;
+            }
+            searching = false;
+            match sleep.sleep(w, d, || queue.pop(End::Oldest)) {
+                Slept::Found { task: t, searching } => {
+                    sleep.found_after_recheck(d, searching, order);
+                    task(t);
+                }
+                Slept::Woken => searching = true,
+                Slept::Shutdown => return,
+            }
+        }
+    }
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     //! Model checks of the protocol (run with `RUSTFLAGS="--cfg loom"`). A lost wake-up leaves a
     //! task queued with every worker blocked, which loom reports as a deadlock. Each scenario
     //! shuts down only after every task was consumed, so shutdown cannot mask a lost wake-up.
+    //! With `rendezvous`, each task blocks until every task has started: a task left queued
+    //! while a worker that could run it sleeps then leaves every thread blocked, which loom
+    //! reports as a deadlock too.
     use super::*;
     use crate::queue::SharedQueue;
     use crate::sync::Arc;
@@ -367,27 +443,24 @@ mod loom_tests {
     struct World {
         sleep: Sleep,
         queue: SharedQueue<u32>,
-        consumed: AtomicUsize,
+        started: AtomicUsize,
         tasks: usize,
+        /// Tasks started, and a condition variable, when each task waits for all to start.
+        rendezvous: Option<(Mutex<usize>, Condvar)>,
     }
 
-    fn worker(world: &World, w: usize, d: usize) {
-        loop {
-            let got = world.queue.pop(End::Oldest).is_some() || {
-                world.sleep.start_search(d);
-                if world.queue.pop(End::Oldest).is_some() {
-                    world.sleep.stop_search(d);
-                    true
-                } else {
-                    match world.sleep.sleep(w, d, || world.queue.pop(End::Oldest)) {
-                        Slept::Found(_) => true,
-                        Slept::Woken => false,
-                        Slept::Shutdown => return,
-                    }
+    impl World {
+        fn task(&self) {
+            if let Some((m, cv)) = &self.rendezvous {
+                let mut n = lock(m);
+                *n += 1;
+                cv.notify_all();
+                while *n < self.tasks {
+                    n = wait(cv, n);
                 }
-            };
-            if got && world.consumed.fetch_add(1, Ordering::SeqCst) + 1 == world.tasks {
-                world.sleep.shutdown();
+            }
+            if self.started.fetch_add(1, Ordering::SeqCst) + 1 == self.tasks {
+                self.sleep.shutdown();
             }
         }
     }
@@ -397,19 +470,23 @@ mod loom_tests {
         domains: usize,
         tasks: usize,
         order: &'static [usize],
+        rendezvous: bool,
     ) {
         loom::model(move || {
             let world = Arc::new(World {
                 sleep: Sleep::new(workers.len(), domains),
                 queue: SharedQueue::new(),
-                consumed: AtomicUsize::new(0),
+                started: AtomicUsize::new(0),
                 tasks,
+                rendezvous: rendezvous.then(|| (Mutex::new(0), Condvar::new())),
             });
             let handles: Vec<_> = workers
                 .iter()
                 .map(|&(w, d)| {
                     let world = world.clone();
-                    thread::spawn(move || worker(&world, w, d))
+                    thread::spawn(move || {
+                        harness::consume(&world.sleep, &world.queue, w, d, order, |_| world.task())
+                    })
                 })
                 .collect();
             for i in 0..tasks {
@@ -419,23 +496,30 @@ mod loom_tests {
             for h in handles {
                 h.join().unwrap();
             }
-            assert_eq!(world.consumed.load(Ordering::SeqCst), tasks);
+            assert_eq!(world.started.load(Ordering::SeqCst), tasks);
         });
     }
 
     #[test]
     fn one_worker_two_pushes() {
-        run(&[(0, 0)], 1, 2, &[0]);
+        run(&[(0, 0)], 1, 2, &[0], false);
     }
 
     #[test]
     fn two_workers_one_domain() {
-        run(&[(0, 0), (1, 0)], 1, 2, &[0]);
+        run(&[(0, 0), (1, 0)], 1, 2, &[0], false);
     }
 
     #[test]
     fn two_domains_wake_in_order() {
-        run(&[(0, 0), (1, 1)], 2, 2, &[1, 0]);
+        run(&[(0, 0), (1, 1)], 2, 2, &[1, 0], false);
+    }
+
+    /// Two pushes while one worker searches skip their wake-ups; the searcher that takes the
+    /// first must wake the other worker for the second, or the rendezvous never completes.
+    #[test]
+    fn a_burst_wakes_every_worker_it_needs() {
+        run(&[(0, 0), (1, 0)], 1, 2, &[0], true);
     }
 
     #[test]
@@ -444,8 +528,9 @@ mod loom_tests {
             let world = Arc::new(World {
                 sleep: Sleep::new(1, 1),
                 queue: SharedQueue::new(),
-                consumed: AtomicUsize::new(0),
+                started: AtomicUsize::new(0),
                 tasks: 2,
+                rendezvous: None,
             });
             let w = world.clone();
             let h = thread::spawn(move || {
@@ -454,7 +539,7 @@ mod loom_tests {
                     while w.queue.pop(End::Oldest).is_none() {
                         thread::yield_now();
                     }
-                    if w.consumed.fetch_add(1, Ordering::SeqCst) + 1 == w.tasks {
+                    if w.started.fetch_add(1, Ordering::SeqCst) + 1 == w.tasks {
                         w.sleep.shutdown();
                     }
                 }
@@ -464,7 +549,7 @@ mod loom_tests {
                 world.sleep.post_task();
             }
             h.join().unwrap();
-            assert_eq!(world.consumed.load(Ordering::SeqCst), 2);
+            assert_eq!(world.started.load(Ordering::SeqCst), 2);
         });
     }
 }
@@ -489,24 +574,15 @@ mod tests {
         let workers: Vec<_> = (0..WORKERS)
             .map(|w| {
                 let (sleep, queue, consumed) = (sleep.clone(), queue.clone(), consumed.clone());
-                std::thread::spawn(move || loop {
-                    if queue.pop(End::Oldest).is_some() {
+                std::thread::spawn(move || {
+                    harness::consume(&sleep, &queue, w, 0, &[0], |_| {
                         consumed.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    sleep.start_search(0);
-                    match sleep.sleep(w, 0, || queue.pop(End::Oldest)) {
-                        Slept::Found(_) => {
-                            consumed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Slept::Woken => {}
-                        Slept::Shutdown => return,
-                    }
+                    })
                 })
             })
             .collect();
         for i in 0..TASKS {
-            queue.push(i);
+            queue.push(i as u32);
             sleep.wake(&[0]);
             if i % 8 == 7 {
                 // Long enough for a consumer to empty the queue and register to sleep.
@@ -540,5 +616,40 @@ mod tests {
             eprintln!("membarrier is not usable here: only the symmetric barriers were tested");
         }
         bursts(detected);
+    }
+
+    /// The wake chain, step by step: with worker 0 searching, two pushes wake nobody; worker 0
+    /// takes the first task and, as the last searcher, wakes worker 1 for the second, while
+    /// worker 0 still runs its task (before the chain, the second task waited for it).
+    #[test]
+    fn a_searcher_that_finds_a_task_wakes_a_sleeper_for_the_next() {
+        let sleep = Arc::new(Sleep::with_barriers(2, 1, Barriers::Symmetric));
+        let queue = Arc::new(SharedQueue::<u32>::new());
+        let (s, q) = (sleep.clone(), queue.clone());
+        let sleeper = std::thread::spawn(move || {
+            s.start_search(0);
+            match s.sleep(1, 0, || q.pop(End::Oldest)) {
+                Slept::Woken => q.pop(End::Oldest),
+                other => panic!("worker 1 should have blocked and been woken, got {other:?}"),
+            }
+        });
+        let t = Instant::now();
+        while sleep.waiting(0).is_empty() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(sleep.waiting(0), vec![1]);
+        sleep.start_search(0); // worker 0
+        for i in 0..2 {
+            queue.push(i);
+            assert!(
+                !sleep.wake(&[0]),
+                "a push woke a worker while another searched"
+            );
+        }
+        assert_eq!(queue.pop(End::Oldest), Some(0));
+        assert!(sleep.stop_search(0), "worker 0 was the last searcher");
+        assert!(sleep.wake(&[0]), "the last searcher woke nobody");
+        assert_eq!(sleeper.join().unwrap(), Some(1));
+        sleep.shutdown();
     }
 }
