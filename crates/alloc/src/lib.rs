@@ -175,6 +175,9 @@ pub use heap::MAX_HEAPS;
 pub use instance::{AllocError, Allocator};
 #[cfg(not(loom))]
 pub use node::MAX_NODES;
+/// The node each page is on (`move_pages(2)`), for placement checks.
+#[cfg(not(any(loom, miri)))]
+pub use os::page_nodes;
 #[cfg(not(loom))]
 pub use os::{current_node, GRANULE, PAGE};
 #[cfg(not(loom))]

@@ -176,6 +176,11 @@ impl TaskCx<'_> {
         self.me.node as usize
     }
 
+    /// The machine the runtime runs on.
+    pub fn machine(&self) -> &nearflow_topo::Machine {
+        &self.me.shared.machine
+    }
+
     /// The id of the request this task belongs to.
     pub fn request_id(&self) -> RequestId {
         self.req.get().id
