@@ -6,7 +6,9 @@
 //! - `vwap.rs` — VWAP bargain detection over stock ticks (StreamMap §V.A), from a generated or a
 //!   real CSV(.gz) feed ([`vwap`]);
 //! - `genplan.rs` — the generated plan of the concurrent-plans experiment (Bobox paper §6,
-//!   Fig. 3; LAS §6.4) ([`genplan`]).
+//!   Fig. 3; LAS §6.4) ([`genplan`]);
+//! - `ferret/` — ferret's image-similarity search by multi-probe LSH, plain and on
+//!   `SplittableData` (SplittableData paper §2.3, §3), with its pipeline as a plan ([`ferret`]).
 //!
 //! The `examples/` directory shows the four entry points of nearflow, one small program each
 //! (`cargo run --release -p nearflow-apps --example NAME`):
@@ -19,5 +21,6 @@
 //! Each takes the same command-line convention: an optional first argument, the size of its
 //! input (a count of tasks, rows or blocks).
 
+pub mod ferret;
 pub mod genplan;
 pub mod vwap;
