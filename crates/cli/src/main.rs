@@ -84,6 +84,8 @@ enum BenchCmd {
     Plans(bench::plans::PlansCmd),
     /// The nearflow allocator beside glibc, mimalloc and jemalloc (LAS paper §5).
     Alloc(bench::alloc::AllocCmd),
+    /// Ferret's similarity search, plain against SplittableData (SplittableData paper §2.3, §3).
+    Split(bench::split::SplitCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -101,6 +103,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::PacketSize(c)) => bench::packet_size::run(&c),
         Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Alloc(c)) => bench::alloc::run(&c).map(|_| ()),
+        Command::Bench(BenchCmd::Split(c)) => bench::split::run(&c).map(|_| ()),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),

@@ -14,6 +14,10 @@ use std::collections::HashMap;
 
 use super::Rng;
 
+/// A perturbation set of one or two coordinates: its score, the (coordinate, delta) pairs, and
+/// how many of them are used.
+type Perturbation = (f32, [(usize, i32); 2], usize);
+
 /// The parameters of an index.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LshParams {
@@ -103,7 +107,7 @@ impl Hashes {
             singles.push((lo * lo, i, -1));
             singles.push(((1.0 - lo) * (1.0 - lo), i, 1));
         }
-        let mut sets: Vec<(f32, [(usize, i32); 2], usize)> = Vec::new();
+        let mut sets: Vec<Perturbation> = Vec::new();
         for (x, s) in singles.iter().enumerate() {
             sets.push((s.0, [(s.1, s.2), (0, 0)], 1));
             for o in &singles[x + 1..] {
@@ -220,7 +224,7 @@ impl LshIndex {
         q: &[f32],
         probes: &[Vec<u64>],
         k: usize,
-        mut touched: Option<&mut Touched>,
+        touched: Option<&mut Touched>,
     ) -> Vec<Hit> {
         let mut cand: Vec<u32> = Vec::new();
         for (t, keys) in probes.iter().enumerate() {
@@ -232,7 +236,7 @@ impl LshIndex {
         }
         cand.sort_unstable();
         cand.dedup();
-        if let Some(t) = touched.as_deref_mut() {
+        if let Some(t) = touched {
             t.extend_from_slice(&cand);
         }
         let hits = cand

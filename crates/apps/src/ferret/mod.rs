@@ -81,7 +81,7 @@ impl Default for DataSpec {
             points: 200_000,
             dim: 64,
             clusters: 1000,
-            spread: 1.0,
+            spread: 0.5,
             seed: 1,
         }
     }

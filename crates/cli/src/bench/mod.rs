@@ -5,6 +5,7 @@ pub mod overhead;
 pub mod packet_size;
 pub mod plans;
 pub mod queues;
+pub mod split;
 
 use std::time::Duration;
 

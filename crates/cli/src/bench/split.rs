@@ -1,0 +1,412 @@
+//! `nearflow bench split`: ferret's similarity search, plain against split
+//! (`numa-template-library-splittable-data.txt` §2.3, §3).
+//!
+//! Both versions answer the same queries as concurrent requests of one runtime; every answer is
+//! compared with a sequential pass of the plain database (a difference fails the command), and a
+//! sample is checked against brute force. Throughput is the median of `--reps` interleaved
+//! rounds. A separate, untimed pass with the access log gives the remote share of database
+//! accesses and Fig. 3's categorisation. On a machine that is not this host (a preset, a
+//! synthetic or XML topology) the nodes are simulated: the shares are those of the simulated
+//! placement, and the timings are this host's.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+use nearflow_apps::ferret::{self, AccessLog, AccessSummary, DataSpec, Hit, PlainDb, SplitDb};
+use nearflow_policy::PolicyKind;
+use nearflow_rt::{Pinning, Runtime};
+use nearflow_split::SplitBy;
+use serde::Serialize;
+
+use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::{host_cpu, median, progress, Csv};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum By {
+    Node,
+    Group,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SplitCmd {
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Policies (comma-separated).
+    #[arg(long, default_value = "las,nls,bobox2011")]
+    pub policies: String,
+    /// Queries per round.
+    #[arg(long, default_value_t = 2000)]
+    pub queries: usize,
+    /// Feature vectors in the database.
+    #[arg(long, default_value_t = 200_000)]
+    pub points: usize,
+    /// Dimensions of a feature vector.
+    #[arg(long, default_value_t = 64)]
+    pub dim: usize,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Partitions per NUMA node or per core group.
+    #[arg(long, value_enum, default_value = "node")]
+    pub by: By,
+    /// Timed rounds (median reported).
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Queries checked against brute force.
+    #[arg(long, default_value_t = 100)]
+    pub check_queries: usize,
+    /// Thread binding (only applied on the host).
+    #[arg(long, default_value = "group")]
+    pub pinning: Pinning,
+    /// Also write the table as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One row: a policy and a version.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub policy: String,
+    pub version: &'static str,
+    pub queries_per_s: f64,
+    pub ms: f64,
+    /// Homed tasks run away from their node (split only).
+    pub task_remote_share: Option<f64>,
+    pub accesses: AccessSummary,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    machine: String,
+    host: String,
+    simulated: bool,
+    points: usize,
+    dim: usize,
+    queries: usize,
+    partitions: usize,
+    check: &'a ferret::Check,
+    rows: &'a [Row],
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Version {
+    Plain,
+    Split,
+}
+
+/// Runs every query as a request; returns the answers in query order and the time taken.
+fn run_queries(
+    rt: &Runtime,
+    version: Version,
+    plain: &PlainDb,
+    split: &SplitDb,
+    qs: &Arc<Vec<Arc<Vec<f32>>>>,
+    k: usize,
+    log: Option<Arc<AccessLog>>,
+) -> Result<(Vec<Vec<Hit>>, Duration)> {
+    let out: Arc<Mutex<Vec<Option<Vec<Hit>>>>> = Arc::new(Mutex::new(vec![None; qs.len()]));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..qs.len())
+        .map(|i| {
+            let (q, out, log) = (qs[i].clone(), out.clone(), log.clone());
+            match version {
+                Version::Plain => {
+                    let db = plain.clone();
+                    rt.submit(move |cx| {
+                        let hits = db.query(&q, k, log.as_deref().map(|l| (l, cx.node())));
+                        out.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(hits);
+                    })
+                }
+                Version::Split => {
+                    let db = split.clone();
+                    rt.submit(move |cx| {
+                        let r = db.query_in(cx, q, k, log, move |_, hits| {
+                            out.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(hits);
+                        });
+                        if let Err(e) = r {
+                            panic!("{e}");
+                        }
+                    })
+                }
+            }
+        })
+        .collect();
+    for h in handles {
+        h.wait()?;
+    }
+    let took = start.elapsed();
+    let answers = std::mem::take(&mut *out.lock().unwrap_or_else(|p| p.into_inner()));
+    let answers = answers
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| a.ok_or_else(|| anyhow::anyhow!("query {i} got no answer")))
+        .collect::<Result<_>>()?;
+    Ok((answers, took))
+}
+
+pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
+    if cmd.points == 0 || cmd.dim == 0 || cmd.queries == 0 || cmd.k == 0 {
+        bail!("--points, --dim, --queries and --k must be positive");
+    }
+    if cmd.points > u32::MAX as usize {
+        bail!("--points must fit in 32 bits");
+    }
+    let machine = cmd.topo.load()?;
+    let simulated = !machine.source().is_host();
+    let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
+    if policies.is_empty() {
+        bail!("no policy given");
+    }
+    let spec = DataSpec {
+        points: cmd.points,
+        dim: cmd.dim,
+        ..DataSpec::default()
+    };
+    let params = spec.lsh_params();
+    let bar = progress(
+        (policies.len() * (cmd.reps.max(1) + 1)) as u64,
+        "split",
+        cmd.json,
+    );
+    bar.set_message("generating and indexing");
+    let data = ferret::generate(&spec);
+    let qs_raw = ferret::queries(&spec, &data, cmd.queries, 0.3 * spec.spread, 11);
+    let plain = PlainDb::build(&machine, &data, spec.dim, params);
+    let by = match cmd.by {
+        By::Node => SplitBy::Node,
+        By::Group => SplitBy::Group,
+    };
+    let split = SplitDb::build(&machine, by, &data, spec.dim, params)?;
+    drop(data);
+    bar.set_message("brute-force check");
+    let check = ferret::check(
+        &plain,
+        &qs_raw[..cmd.check_queries.min(qs_raw.len())],
+        cmd.k,
+    );
+    if check.exact != check.covered {
+        bail!(
+            "LSH answered {} of {} covered queries differently from brute force",
+            check.covered - check.exact,
+            check.covered
+        );
+    }
+    let reference: Vec<Vec<Hit>> = qs_raw.iter().map(|q| plain.query(q, cmd.k, None)).collect();
+    let qs: Arc<Vec<Arc<Vec<f32>>>> = Arc::new(qs_raw.into_iter().map(Arc::new).collect());
+    let mut rows = Vec::new();
+    for &policy in &policies {
+        let rt = build_runtime(
+            machine.clone(),
+            policy,
+            cmd.pinning,
+            false,
+            nearflow_rt::Allocator::Nearflow,
+        )?;
+        let mut times = [Vec::new(), Vec::new()];
+        let mut task_share = None;
+        for round in 0..cmd.reps.max(1) {
+            for j in 0..2 {
+                // Alternate which version goes first.
+                let v = if (j + round) % 2 == 0 {
+                    Version::Plain
+                } else {
+                    Version::Split
+                };
+                bar.set_message(format!("{policy}: round {}", round + 1));
+                let before = rt.counters().homed();
+                let (answers, took) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, None)?;
+                if answers != reference {
+                    bail!("{policy}: an answer differs from the sequential plain search");
+                }
+                let after = rt.counters().homed();
+                if v == Version::Split {
+                    let (l, r) = (after.0 - before.0, after.1 - before.1);
+                    task_share = Some(r as f64 / (l + r).max(1) as f64);
+                }
+                times[usize::from(v == Version::Split)].push(took);
+            }
+            bar.inc(1);
+        }
+        bar.set_message(format!("{policy}: access accounting"));
+        for (vi, v) in [Version::Plain, Version::Split].into_iter().enumerate() {
+            let log = Arc::new(AccessLog::new(machine.node_count()));
+            let (answers, _) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, Some(log.clone()))?;
+            if answers != reference {
+                bail!("{policy}: an answer differs from the sequential plain search");
+            }
+            let d = median(std::mem::take(&mut times[vi]));
+            rows.push(Row {
+                policy: policy.name().into(),
+                version: if v == Version::Plain {
+                    "plain"
+                } else {
+                    "split"
+                },
+                queries_per_s: cmd.queries as f64 / d.as_secs_f64(),
+                ms: d.as_secs_f64() * 1e3,
+                task_remote_share: if v == Version::Split {
+                    task_share
+                } else {
+                    None
+                },
+                accesses: log.summary(),
+            });
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let machine_text = machine_label(&machine);
+    if cmd.json {
+        let r = Report {
+            machine: machine_text,
+            host: host_cpu(),
+            simulated,
+            points: cmd.points,
+            dim: cmd.dim,
+            queries: cmd.queries,
+            partitions: split.data.len(),
+            check: &check,
+            rows: &rows,
+        };
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "ferret-like search: {} vectors x {} dims, {} queries, k = {}, {} partition(s) per {:?}",
+            cmd.points,
+            cmd.dim,
+            cmd.queries,
+            cmd.k,
+            split.data.len(),
+            cmd.by
+        );
+        println!("machine: {machine_text}; measured on {}", host_cpu());
+        if simulated {
+            println!(
+                "SIMULATED NUMA: the nodes are the topology's, not this host's; the shares follow \
+                 the simulated placement, the timings are this host's"
+            );
+        }
+        println!(
+            "LSH check on {} queries: {} covered (all exact against brute force), recall@{} {:.3}",
+            check.queries, check.covered, cmd.k, check.recall
+        );
+        println!(
+            "{:<10} {:<6} {:>10} {:>9} {:>11} {:>11} {:>8}   accesses by dominant-node share (Fig. 3): 100% | 90-100 | 80-90 | 70-80 | 60-70 | 50-60 | <50",
+            "policy", "db", "queries/s", "ms", "task remote", "acc. remote", "shared"
+        );
+        for r in &rows {
+            let a = &r.accesses;
+            let pct = |n: u64| 100.0 * n as f64 / a.accesses.max(1) as f64;
+            println!(
+                "{:<10} {:<6} {:>10.0} {:>9.1} {:>11} {:>10.1}% {:>7.1}%   {}",
+                r.policy,
+                r.version,
+                r.queries_per_s,
+                r.ms,
+                r.task_remote_share
+                    .map_or("-".into(), |s| format!("{:.1}%", 100.0 * s)),
+                100.0 * a.remote_share(),
+                100.0 * a.shared_share(),
+                a.by_dominance
+                    .iter()
+                    .map(|&n| format!("{:.1}", pct(n)))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+        }
+        println!("paper (2-socket Nehalem, sampled): 41% of ferret's heap accesses to shared pages; remote share 42% -> 10% with SplittableData");
+    }
+    if let Some(path) = &cmd.csv {
+        let mut csv = Csv::new(&[
+            "policy",
+            "version",
+            "queries_per_s",
+            "ms",
+            "task_remote_share",
+            "access_remote_share",
+            "shared_share",
+        ]);
+        for r in &rows {
+            csv.row(&[
+                r.policy.clone(),
+                r.version.to_string(),
+                format!("{:.1}", r.queries_per_s),
+                format!("{:.2}", r.ms),
+                r.task_remote_share
+                    .map_or(String::new(), |s| format!("{s:.4}")),
+                format!("{:.4}", r.accesses.remote_share()),
+                format!("{:.4}", r.accesses.shared_share()),
+            ]);
+        }
+        csv.write(path)?;
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        c: SplitCmd,
+    }
+
+    fn cmd(args: &[&str]) -> SplitCmd {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
+            .unwrap()
+            .c
+    }
+
+    /// On the paper's 2-node Nehalem (simulated): both versions answer alike (the command checks
+    /// every answer); a split query reads another node's pages only in a partition task that
+    /// was stolen away from its node, while the plain database on node 0 is read from both.
+    #[test]
+    fn split_accesses_are_remote_only_for_stolen_tasks() {
+        let rows = run(&cmd(&[
+            "--preset",
+            "nehalem-2x4",
+            "--points",
+            "4000",
+            "--dim",
+            "16",
+            "--queries",
+            "200",
+            "--reps",
+            "1",
+            "--policies",
+            "las,nls",
+            "--check-queries",
+            "20",
+            "--json",
+        ]))
+        .unwrap();
+        assert_eq!(rows.len(), 4);
+        for r in &rows {
+            let a = &r.accesses;
+            assert!(a.accesses > 0, "{r:?}");
+            assert_eq!(a.by_dominance.iter().sum::<u64>(), a.accesses, "{r:?}");
+            match r.version {
+                "split" => {
+                    let stolen = r.task_remote_share.unwrap();
+                    assert_eq!(a.remote == 0, stolen == 0.0, "{r:?}");
+                }
+                _ => assert!(a.remote > 0 && a.shared_share() > 0.0, "{r:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_sizes_are_errors() {
+        assert!(run(&cmd(&["--points", "0"])).is_err());
+        assert!(run(&cmd(&["--policies", "nope"])).is_err());
+    }
+}
