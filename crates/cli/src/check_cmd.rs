@@ -26,8 +26,11 @@ pub fn placement(cmd: &PlacementCmd) -> Result<()> {
     let mut checks = placement::run_all(&nearflow_alloc::GLOBAL);
     let host = nearflow_topo::detect_host().context("cannot detect this machine")?;
     checks.push(
-        nearflow_rt::placement::worker_nodes(host).context("cannot check the runtime's workers")?,
+        nearflow_rt::placement::worker_nodes(host.clone())
+            .context("cannot check the runtime's workers")?,
     );
+    checks.push(nearflow_split::placement::partitions_on_their_nodes(&host));
+    checks.push(nearflow_split::placement::dispatched_tasks_run_where_counted(&host));
     let nodes = placement::nodes();
     let failed = checks.iter().filter(|c| !c.ok).count();
     if cmd.json {

@@ -3,12 +3,12 @@
 //! - `nearflow topo` — a machine's tree, core groups and distance matrices;
 //! - `nearflow stress` — the random-DAG workload with every task counted;
 //! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
-//! - `nearflow bench overhead|queues|packet-size|plans|alloc` — benchmarks (figures only,
+//! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|numa-factor` — benchmarks (figures only,
 //!   never assertions);
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
-//!   run, the concurrent-plans comparison with both allocators, the placement checks, the
-//!   allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
+//!   run, the concurrent-plans comparison with both allocators, the placement checks, a short
+//!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
 //!
 //! Files: `args.rs` (machine flags, list parsing, [`args::build_runtime`]), one `*_cmd.rs` per
 //! subcommand, `bench/` (one file per benchmark, shared helpers in `bench/mod.rs`).
@@ -86,6 +86,8 @@ enum BenchCmd {
     Alloc(bench::alloc::AllocCmd),
     /// Ferret's similarity search, plain against SplittableData (SplittableData paper §2.3, §3).
     Split(bench::split::SplitCmd),
+    /// NUMA factors of this host: reversing an array on node j from node i (Bobox paper §6, Table 1).
+    NumaFactor(bench::numa_factor::NumaFactorCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -104,6 +106,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Alloc(c)) => bench::alloc::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Split(c)) => bench::split::run(&c).map(|_| ()),
+        Command::Bench(BenchCmd::NumaFactor(c)) => bench::numa_factor::run(&c),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
@@ -147,6 +150,7 @@ fn demo_steps(csv: &std::path::Path) -> Vec<Vec<String>> {
         line("run vwap --ticks 200000"),
         plans,
         line("check placement"),
+        line("bench split --points 50000 --queries 500 --reps 2"),
         line("bench alloc --patterns latency,pipeline --scale 0.3"),
         queues,
     ]
@@ -175,7 +179,7 @@ mod tests {
     #[test]
     fn demo_steps_parse() {
         let steps = super::demo_steps(std::path::Path::new("results/queues.csv"));
-        assert_eq!(steps.len(), 6);
+        assert_eq!(steps.len(), 7);
         for s in &steps {
             super::parse_step(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
         }

@@ -9,7 +9,7 @@
 //! | `Map<Processor, Data> map` | [`SplittableData::map`]: each partition's [`PartInfo`] (node, group, [`Home`]) and how its memory got there ([`Placed`]) |
 //! | `newAtProcessor(p)` | [`SplittableData::build`]: each partition is built by a thread bound to its node's (or group's) PUs, so the OS's first-touch policy, or `nearflow-alloc`'s per-node pools when it is the global allocator, put its memory on that node; for raw buffers [`NodeBuffer`] binds the pages with `mbind` (`nearflow_alloc::Allocator::alloc_on_node`) |
 //! | `ThreadPool threadPool` | a [`nearflow_rt::Runtime`] on the same machine |
-//! | `dispatch(query, task)` | [`SplittableData::dispatch`] (blocking, from outside the runtime) and [`SplittableData::dispatch_in`] (from inside a task, with a continuation): one task per partition, spawned with the partition's home ([`TaskCx::spawn_deferred_at`]), results merged in partition order with a user-given merge |
+//! | `dispatch(query, task)` | [`SplittableData::dispatch`] (blocking, from outside the runtime) and [`SplittableData::dispatch_in`] (from inside a task, with a continuation): one task per partition, spawned with the partition's home ([`nearflow_rt::TaskCx::spawn_deferred_at`]), results merged in partition order with a user-given merge |
 //! | — | [`SplittableData::dispatch_to`] / [`dispatch_to_in`](SplittableData::dispatch_to_in): a query that needs one partition only |
 //! | — | [`SplittableData::build_by_key`]: a parallel builder that routes elements to partitions by a key ([`Route`]: hash or range) |
 //!
@@ -52,11 +52,14 @@
 //! ```
 //!
 //! Files: `lib.rs` (this map, [`SplittableData`]), `build.rs` (building partitions on their
-//! nodes), `dispatch.rs` (dispatch and merge), `buffer.rs` ([`NodeBuffer`]).
+//! nodes), `dispatch.rs` (dispatch and merge), `buffer.rs` ([`NodeBuffer`]), `placement.rs`
+//! (the checks of `nearflow check placement`).
 
 mod buffer;
 mod build;
 mod dispatch;
+#[cfg(target_os = "linux")]
+pub mod placement;
 
 use std::sync::Arc;
 

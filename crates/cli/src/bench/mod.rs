@@ -1,6 +1,7 @@
 //! `nearflow bench …`: benchmarks. They print figures; they never assert on time.
 
 pub mod alloc;
+pub mod numa_factor;
 pub mod overhead;
 pub mod packet_size;
 pub mod plans;
@@ -36,6 +37,17 @@ pub fn host_cpu() -> String {
         .map_or_else(|| "L2 unknown".into(), |s| format!("L2 {}", s.trim()));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("{model}, {l2}, {cpus} CPUs")
+}
+
+/// Whether this host is a virtual machine (the `hypervisor` CPU flag): its NUMA nodes, if
+/// several, are emulated, and NUMA timings there say nothing about hardware.
+pub fn in_a_vm() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        })
+        .unwrap_or(false)
 }
 
 /// A CSV table: a header row and rows of already formatted fields (the benches' fields are

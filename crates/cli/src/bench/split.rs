@@ -22,7 +22,7 @@ use nearflow_split::SplitBy;
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::{host_cpu, median, progress, Csv};
+use crate::bench::{host_cpu, in_a_vm, median, progress, Csv};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum By {
@@ -86,6 +86,7 @@ struct Report<'a> {
     machine: String,
     host: String,
     simulated: bool,
+    emulated: bool,
     points: usize,
     dim: usize,
     queries: usize,
@@ -267,6 +268,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
             machine: machine_text,
             host: host_cpu(),
             simulated,
+            emulated: !simulated && machine.node_count() > 1 && in_a_vm(),
             points: cmd.points,
             dim: cmd.dim,
             queries: cmd.queries,
@@ -286,6 +288,12 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
             cmd.by
         );
         println!("machine: {machine_text}; measured on {}", host_cpu());
+        if !simulated && machine.node_count() > 1 && in_a_vm() {
+            println!(
+                "EMULATED NUMA (virtual machine): the timings say nothing about real hardware; \
+                 the shares are real (pages and CPUs of the guest's nodes)"
+            );
+        }
         if simulated {
             println!(
                 "SIMULATED NUMA: the nodes are the topology's, not this host's; the shares follow \
