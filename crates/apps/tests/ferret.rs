@@ -115,7 +115,7 @@ fn the_access_log_categorises_pages_as_fig_3_does() {
     let mut index = LshIndex::new(&hashes);
     // 1024 floats = one 4 KiB page per vector (give or take alignment: count pages seen).
     for i in 0..8 {
-        index.insert(&hashes, i, &vec![i as f32; 1024], &mut Vec::new());
+        index.insert(&hashes, i, &vec![i as f32; 1024]);
     }
     let log = AccessLog::new(2);
     // Vector 0 read 10 times from node 0 only; vector 4 read 7 times from node 0, 3 from node 1.

@@ -26,6 +26,15 @@ fn dispatch_runs_every_partition_once_and_merges_in_order_under_every_policy() {
                 SplitBy::Group => m.groups().len(),
             };
             assert_eq!(data.len(), expect_len, "{name} {by:?}");
+            for n in 0..m.node_count() {
+                let on_node = data.partitions_on_node(n).collect::<Vec<_>>();
+                let want = match by {
+                    SplitBy::Node => 1,
+                    SplitBy::Group => m.groups().iter().filter(|g| g.node == n).count(),
+                };
+                assert_eq!(on_node.len(), want, "{name} {by:?} node {n}");
+                assert!(on_node.iter().all(|&i| data.partitions()[i].info.node == n));
+            }
             for (info, placed) in data.map() {
                 assert!(
                     matches!(placed, Placed::Unbound(_)),

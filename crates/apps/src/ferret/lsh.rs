@@ -91,8 +91,16 @@ impl Hashes {
         h
     }
 
+    /// The keys to probe for query `q`: one list per table, best first (its own bucket first).
+    pub fn probes(&self, q: &[f32]) -> Vec<Vec<u64>> {
+        let mut scratch = Vec::new();
+        (0..self.params.tables)
+            .map(|t| self.probe_keys(t, q, &mut scratch))
+            .collect()
+    }
+
     /// The keys to probe in table `t` for query `q`, best first (its own bucket first).
-    pub fn probe_keys(&self, t: usize, q: &[f32], scratch: &mut Vec<f32>) -> Vec<u64> {
+    fn probe_keys(&self, t: usize, q: &[f32], scratch: &mut Vec<f32>) -> Vec<u64> {
         self.project(t, q, scratch);
         let slots: Vec<i32> = scratch.iter().map(|f| f.floor() as i32).collect();
         let mut keys = vec![Self::key(slots.iter().copied())];
@@ -128,7 +136,7 @@ impl Hashes {
     }
 
     /// The bucket key of `v` in table `t`.
-    pub fn bucket(&self, t: usize, v: &[f32], scratch: &mut Vec<f32>) -> u64 {
+    fn bucket(&self, t: usize, v: &[f32], scratch: &mut Vec<f32>) -> u64 {
         self.project(t, v, scratch);
         Self::key(scratch.iter().map(|f| f.floor() as i32))
     }
@@ -165,6 +173,8 @@ pub struct LshIndex {
     ids: Vec<u32>,
     vecs: Vec<f32>,
     tables: Vec<HashMap<u64, Vec<u32>>>,
+    /// Projections of the vector being inserted.
+    scratch: Vec<f32>,
 }
 
 /// What one query touched: the vectors it computed a distance to (by position), for access
@@ -179,18 +189,19 @@ impl LshIndex {
             ids: Vec::new(),
             vecs: Vec::new(),
             tables: (0..hashes.params.tables).map(|_| HashMap::new()).collect(),
+            scratch: Vec::new(),
         }
     }
 
     /// Adds vector `v` with global id `id`.
-    pub fn insert(&mut self, hashes: &Hashes, id: u32, v: &[f32], scratch: &mut Vec<f32>) {
+    pub fn insert(&mut self, hashes: &Hashes, id: u32, v: &[f32]) {
         assert_eq!(v.len(), self.dim, "vector of the wrong dimension");
         let pos = self.ids.len() as u32;
         self.ids.push(id);
         self.vecs.extend_from_slice(v);
         for (t, table) in self.tables.iter_mut().enumerate() {
             table
-                .entry(hashes.bucket(t, v, scratch))
+                .entry(hashes.bucket(t, v, &mut self.scratch))
                 .or_default()
                 .push(pos);
         }
@@ -217,7 +228,7 @@ impl LshIndex {
     }
 
     /// The `k` nearest of this index's vectors among the candidates of `probes` (one key list
-    /// per table, from [`Hashes::probe_keys`]); the positions it computed a distance to go to
+    /// per table, from [`Hashes::probes`]); the positions it computed a distance to go to
     /// `touched` when given.
     pub fn search(
         &self,
@@ -226,16 +237,7 @@ impl LshIndex {
         k: usize,
         touched: Option<&mut Touched>,
     ) -> Vec<Hit> {
-        let mut cand: Vec<u32> = Vec::new();
-        for (t, keys) in probes.iter().enumerate() {
-            for key in keys {
-                if let Some(b) = self.tables[t].get(key) {
-                    cand.extend_from_slice(b);
-                }
-            }
-        }
-        cand.sort_unstable();
-        cand.dedup();
+        let cand = self.candidates(probes);
         if let Some(t) = touched {
             t.extend_from_slice(&cand);
         }
@@ -260,17 +262,29 @@ impl LshIndex {
         top_k(hits, k)
     }
 
-    /// Whether the candidate set of `probes` holds every vector of `ids` (then the search is
-    /// exact for them).
-    pub fn candidates_cover(&self, probes: &[Vec<u64>], ids: &[u32]) -> bool {
+    /// The positions in the buckets of `probes`, ascending, each once.
+    fn candidates(&self, probes: &[Vec<u64>]) -> Vec<u32> {
         let mut cand: Vec<u32> = Vec::new();
         for (t, keys) in probes.iter().enumerate() {
             for key in keys {
                 if let Some(b) = self.tables[t].get(key) {
-                    cand.extend(b.iter().map(|&p| self.ids[p as usize]));
+                    cand.extend_from_slice(b);
                 }
             }
         }
+        cand.sort_unstable();
+        cand.dedup();
+        cand
+    }
+
+    /// Whether the candidate set of `probes` holds every vector of `ids` (then the search is
+    /// exact for them).
+    pub fn candidates_cover(&self, probes: &[Vec<u64>], ids: &[u32]) -> bool {
+        let mut cand: Vec<u32> = self
+            .candidates(probes)
+            .iter()
+            .map(|&p| self.ids[p as usize])
+            .collect();
         cand.sort_unstable();
         ids.iter().all(|id| cand.binary_search(id).is_ok())
     }

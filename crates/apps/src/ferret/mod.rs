@@ -242,9 +242,8 @@ impl PlainDb {
         let hashes = Arc::new(Hashes::new(params, dim));
         let build = || {
             let mut index = LshIndex::new(&hashes);
-            let mut scratch = Vec::new();
             for (i, v) in vecs.chunks_exact(dim).enumerate() {
-                index.insert(&hashes, i as u32, v, &mut scratch);
+                index.insert(&hashes, i as u32, v);
             }
             index
         };
@@ -271,10 +270,7 @@ impl PlainDb {
 
     /// The `k` nearest to `q`; accesses are logged as made from `from` when `log` is given.
     pub fn query(&self, q: &[f32], k: usize, log: Option<(&AccessLog, usize)>) -> Vec<Hit> {
-        let mut scratch = Vec::new();
-        let probes: Vec<Vec<u64>> = (0..self.hashes.params().tables)
-            .map(|t| self.hashes.probe_keys(t, q, &mut scratch))
-            .collect();
+        let probes = self.hashes.probes(q);
         let mut touched = Vec::new();
         let hits = self
             .index
@@ -316,7 +312,7 @@ impl SplitDb {
             |e| u64::from(e.0),
             Route::Hash,
             |_| LshIndex::new(&h),
-            |index, (id, v)| index.insert(&h, id, v, &mut Vec::new()),
+            |index, (id, v)| index.insert(&h, id, v),
         )?;
         Ok(SplitDb { hashes, data })
     }
@@ -335,12 +331,7 @@ impl SplitDb {
         C: FnOnce(&TaskCx<'_>, Vec<Hit>) + Send + 'static,
     {
         // The probe keys depend on the query only: computed once, read by every partition.
-        let mut scratch = Vec::new();
-        let probes: Arc<Vec<Vec<u64>>> = Arc::new(
-            (0..self.hashes.params().tables)
-                .map(|t| self.hashes.probe_keys(t, &q, &mut scratch))
-                .collect(),
-        );
+        let probes = Arc::new(self.hashes.probes(&q));
         self.data.dispatch_in(
             cx,
             move |cx, index, info| {
@@ -389,14 +380,11 @@ pub fn check(db: &PlainDb, qs: &[Vec<f32>], k: usize) -> Check {
         exact: 0,
         recall: 0.0,
     };
-    let mut scratch = Vec::new();
     for q in qs {
         let truth = db.index.brute_force(q, k);
         let got = db.query(q, k, None);
         let ids: Vec<u32> = truth.iter().map(|h| h.id).collect();
-        let probes: Vec<Vec<u64>> = (0..db.hashes.params().tables)
-            .map(|t| db.hashes.probe_keys(t, q, &mut scratch))
-            .collect();
+        let probes = db.hashes.probes(q);
         if db.index.candidates_cover(&probes, &ids) {
             c.covered += 1;
             c.exact += usize::from(got == truth);

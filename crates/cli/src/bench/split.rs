@@ -76,7 +76,7 @@ pub struct Row {
     pub version: &'static str,
     pub queries_per_s: f64,
     pub ms: f64,
-    /// Homed tasks run away from their node (split only).
+    /// Homed tasks run away from their node (split only), in the run that gave `accesses`.
     pub task_remote_share: Option<f64>,
     pub accesses: AccessSummary,
 }
@@ -210,7 +210,6 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
             nearflow_rt::Allocator::Nearflow,
         )?;
         let mut times = [Vec::new(), Vec::new()];
-        let mut task_share = None;
         for round in 0..cmd.reps.max(1) {
             for j in 0..2 {
                 // Alternate which version goes first.
@@ -220,15 +219,9 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                     Version::Split
                 };
                 bar.set_message(format!("{policy}: round {}", round + 1));
-                let before = rt.counters().homed();
                 let (answers, took) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, None)?;
                 if answers != reference {
                     bail!("{policy}: an answer differs from the sequential plain search");
-                }
-                let after = rt.counters().homed();
-                if v == Version::Split {
-                    let (l, r) = (after.0 - before.0, after.1 - before.1);
-                    task_share = Some(r as f64 / (l + r).max(1) as f64);
                 }
                 times[usize::from(v == Version::Split)].push(took);
             }
@@ -236,11 +229,15 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
         }
         bar.set_message(format!("{policy}: access accounting"));
         for (vi, v) in [Version::Plain, Version::Split].into_iter().enumerate() {
+            // The task counts of the same run as the access counts, so the two shares match.
             let log = Arc::new(AccessLog::new(machine.node_count()));
+            let before = rt.counters().homed();
             let (answers, _) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, Some(log.clone()))?;
             if answers != reference {
                 bail!("{policy}: an answer differs from the sequential plain search");
             }
+            let after = rt.counters().homed();
+            let (l, r) = (after.0 - before.0, after.1 - before.1);
             let d = median(std::mem::take(&mut times[vi]));
             rows.push(Row {
                 policy: policy.name().into(),
@@ -251,11 +248,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                 },
                 queries_per_s: cmd.queries as f64 / d.as_secs_f64(),
                 ms: d.as_secs_f64() * 1e3,
-                task_remote_share: if v == Version::Split {
-                    task_share
-                } else {
-                    None
-                },
+                task_remote_share: (v == Version::Split).then(|| r as f64 / (l + r).max(1) as f64),
                 accesses: log.summary(),
             });
         }
