@@ -21,6 +21,7 @@ mod args;
 mod bench;
 mod check_cmd;
 mod run_cmd;
+mod sparql_cmd;
 mod stress_cmd;
 mod topo_cmd;
 
@@ -61,6 +62,10 @@ enum Command {
     /// Checks of this machine's behaviour (exit status 1 when one fails).
     #[command(subcommand)]
     Check(CheckCmd),
+    /// Run a SPARQL query over RDF files or a store snapshot.
+    Sparql(sparql_cmd::SparqlCmd),
+    /// Load RDF files and save a store snapshot (`--store` of `sparql` opens it).
+    Load(sparql_cmd::LoadCmd),
     /// The main job: this machine's topology, a small VWAP run, the concurrent-plans
     /// comparison (both allocators), the placement checks, the allocator latency table and the
     /// queue study, on embedded defaults.
@@ -110,6 +115,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
+        Command::Sparql(c) => sparql_cmd::run(&c),
+        Command::Load(c) => sparql_cmd::load(&c),
         Command::Demo { csv } => demo(&csv),
     }
 }

@@ -41,6 +41,7 @@ pub(crate) struct OperatorState {
 /// One operator of a running plan.
 pub(crate) struct OperatorRt {
     pub(crate) name: String,
+    home: Option<nearflow_rt::Home>,
     sched: SchedState,
     pub(crate) state: Mutex<OperatorState>,
     /// (consumer operator, consumer port, buffer) per output.
@@ -94,6 +95,7 @@ impl Exec {
                 .collect();
             ops.push(OperatorRt {
                 name: n.name,
+                home: n.home,
                 sched: SchedState::new(),
                 state: Mutex::new(OperatorState {
                     held: vec![0; n.outputs.len()],
@@ -126,7 +128,12 @@ impl Exec {
 
     fn spawn(self: &Arc<Self>, cx: &TaskCx<'_>, node: usize, kind: TaskKind) {
         let e = self.clone();
-        cx.spawn(kind, move |cx| e.task(cx, node));
+        match (kind, self.ops[node].home) {
+            (TaskKind::Deferred, Some(home)) => {
+                cx.spawn_deferred_at(home, move |cx| e.task(cx, node))
+            }
+            _ => cx.spawn(kind, move |cx| e.task(cx, node)),
+        }
     }
 
     /// The body of an operator's task.

@@ -75,6 +75,12 @@ impl PlanHandle {
         self.exec.ops.iter().map(|n| n.name.clone()).collect()
     }
 
+    /// Whether the plan has ended (completed, failed or cancelled): [`wait`](Self::wait) then
+    /// returns at once.
+    pub fn is_done(&self) -> bool {
+        self.req.is_done()
+    }
+
     /// Stops the plan: operator tasks not yet started are skipped; `wait` returns
     /// [`FlowError::Cancelled`].
     pub fn cancel(&self) {

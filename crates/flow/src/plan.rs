@@ -144,6 +144,8 @@ pub(crate) struct OperatorDecl {
     pub(crate) fed_by: Vec<Option<(usize, usize)>>,
     /// For each output: the consuming (node, port).
     pub(crate) feeds: Vec<Option<(usize, usize)>>,
+    /// Where the operator's deferred tasks are queued ([`PlanBuilder::home`]).
+    pub(crate) home: Option<nearflow_rt::Home>,
 }
 
 /// Default number of packets an input buffer holds before it refuses more.
@@ -250,8 +252,18 @@ impl PlanBuilder {
             feeds: vec![None; outputs.len()],
             inputs,
             outputs,
+            home: None,
         });
         id
+    }
+
+    /// Gives an operator a data home: its **deferred** tasks (a source's start and every
+    /// reschedule, a producer woken by backpressure) are queued where the runtime's policy puts
+    /// work for that home ([`nearflow_rt::TaskCx::spawn_deferred_at`]), so a source that scans
+    /// data placed on one NUMA node runs there. Immediate tasks stay on the sender's core, as
+    /// 001 §3 wants. An operator without a home is queued as before.
+    pub fn home(&mut self, node: OperatorId, home: nearflow_rt::Home) {
+        self.nodes[node.0].home = Some(home);
     }
 
     /// Records a setting error, reported by `build`.

@@ -1,0 +1,262 @@
+//! `nearflow sparql` (run a query) and `nearflow load` (build a store snapshot).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nearflow_policy::PolicyKind;
+use nearflow_rdf::sparql::{self, results, Form, Options};
+use nearflow_rdf::{load, snapshot, Store};
+use nearflow_rt::Pinning;
+
+use crate::args::{build_runtime, TopoArgs};
+
+/// Where a store comes from.
+#[derive(Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+pub struct Source {
+    /// RDF files to load (Turtle/.n3, N-Triples, N-Quads; gzip recognised), comma-separated.
+    #[arg(long, value_name = "FILE[,FILE…]", value_delimiter = ',')]
+    pub data: Vec<PathBuf>,
+    /// A store snapshot written by `nearflow load … --save`.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SparqlCmd {
+    #[command(flatten)]
+    pub source: Source,
+    /// The query, from a file.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "expr",
+        required_unless_present = "expr"
+    )]
+    pub query: Option<PathBuf>,
+    /// The query, as text.
+    #[arg(short = 'e', value_name = "TEXT")]
+    pub expr: Option<String>,
+    /// Output format: table, json, xml, csv, tsv (CONSTRUCT: table or csv/tsv/json/xml give
+    /// N-Triples, `--turtle` Turtle).
+    #[arg(long, default_value = "table")]
+    pub format: results::Format,
+    /// CONSTRUCT output as Turtle instead of N-Triples.
+    #[arg(long)]
+    pub turtle: bool,
+    /// Scheduling policy of the runtime.
+    #[arg(long, default_value = "las")]
+    pub policy: PolicyKind,
+    /// Print the plan (operators, join methods, estimated and actual rows, time per operator)
+    /// to stderr after the run.
+    #[arg(long)]
+    pub explain: bool,
+    /// Print only the number of results.
+    #[arg(long)]
+    pub count: bool,
+    /// Degree of parallelism of the parallel operators (default: the machine's PUs).
+    #[arg(long)]
+    pub dop: Option<usize>,
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Thread binding (only applied on the host).
+    #[arg(long, default_value = "group")]
+    pub pinning: Pinning,
+    /// Do not show load progress.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadCmd {
+    /// RDF files (Turtle/.n3, N-Triples, N-Quads; gzip recognised).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Where to write the snapshot.
+    #[arg(long, value_name = "STORE")]
+    pub save: PathBuf,
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Do not show progress.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Loads files with a progress bar on stderr; prints triples/s at the end.
+pub fn load_files(
+    machine: &nearflow_topo::Machine,
+    files: &[PathBuf],
+    quiet: bool,
+) -> Result<Store> {
+    for f in files {
+        if !f.exists() {
+            bail!("{}: no such file", f.display());
+        }
+    }
+    let progress = Arc::new(load::Progress::default());
+    let started = Instant::now();
+    let bar = (!quiet).then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("loading {bar:30} {bytes}/{total_bytes} {msg}")
+                .expect("a valid template"),
+        );
+        b
+    });
+    let loaded = std::thread::scope(|s| {
+        let p = progress.clone();
+        let worker = s.spawn(move || load::load_files(files, &p));
+        while !worker.is_finished() {
+            if let Some(b) = &bar {
+                b.set_length(progress.bytes_total.load(Ordering::Relaxed));
+                b.set_position(progress.bytes_read.load(Ordering::Relaxed));
+                b.set_message(format!(
+                    "{} triples",
+                    progress.triples.load(Ordering::Relaxed)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        worker.join().expect("the loader does not panic")
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let loaded = loaded?;
+    let parsed = started.elapsed();
+    let store = loaded.into_store(machine)?;
+    let total = started.elapsed();
+    if !quiet {
+        eprintln!(
+            "loaded {} triples ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
+            store.len(),
+            store.dict().len(),
+            total.as_secs_f64(),
+            parsed.as_secs_f64(),
+            (total - parsed).as_secs_f64(),
+            store.len() as f64 / total.as_secs_f64(),
+            store.heap_bytes() as f64 / (store.len().max(1)) as f64
+        );
+    }
+    Ok(store)
+}
+
+/// Opens a snapshot, reporting the time.
+pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) -> Result<Store> {
+    let t = Instant::now();
+    let store = snapshot::open(path, machine)?;
+    if !quiet {
+        eprintln!(
+            "opened {} ({} triples) in {:.2} s",
+            path.display(),
+            store.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(store)
+}
+
+/// The store a [`Source`] names.
+pub fn source_store(machine: &nearflow_topo::Machine, src: &Source, quiet: bool) -> Result<Store> {
+    match &src.store {
+        Some(p) => open_store(machine, p, quiet),
+        None => load_files(machine, &src.data, quiet),
+    }
+}
+
+pub fn load(cmd: &LoadCmd) -> Result<()> {
+    let machine = cmd.topo.load()?;
+    let store = load_files(&machine, &cmd.files, cmd.quiet)?;
+    let t = Instant::now();
+    snapshot::save(&store, &cmd.save)?;
+    let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "saved {} ({:.1} MiB) in {:.2} s",
+        cmd.save.display(),
+        size as f64 / (1 << 20) as f64,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn run(cmd: &SparqlCmd) -> Result<()> {
+    let text = match (&cmd.query, &cmd.expr) {
+        (Some(f), _) => std::fs::read_to_string(f).with_context(|| format!("{}", f.display()))?,
+        (None, Some(e)) => e.clone(),
+        (None, None) => bail!("give a query with --query FILE or -e TEXT"),
+    };
+    let machine = cmd.topo.load()?;
+    // Parse the query first: a syntax error should not wait for a load.
+    if let Err(e) = spargebra::SparqlParser::new().parse_query(&text) {
+        bail!("SPARQL syntax error: {e}");
+    }
+    let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
+    let rt = build_runtime(
+        machine,
+        cmd.policy,
+        cmd.pinning,
+        false,
+        nearflow_rt::Allocator::Nearflow,
+    )?;
+    let options = Options {
+        dop: cmd.dop,
+        timing: cmd.explain,
+        packet_bytes: None,
+    };
+    let q = sparql::prepare(&store, &text, &options)?;
+    let started = Instant::now();
+    let mut running = q.start(&rt)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let batches = std::iter::from_fn(|| running.next_batch());
+    let n = match &q.form {
+        Form::Select(vars) => {
+            if cmd.count {
+                let n: usize = batches.map(|b| b.len()).sum();
+                writeln!(out, "{n}")?;
+                n as u64
+            } else {
+                results::write_solutions(&mut out, cmd.format, &store, vars, batches)?
+            }
+        }
+        Form::Ask => {
+            let yes = batches.map(|b| b.len()).sum::<usize>() > 0;
+            if cmd.count {
+                writeln!(out, "{}", u8::from(yes))?;
+            } else {
+                results::write_boolean(&mut out, cmd.format, yes)?;
+            }
+            u64::from(yes)
+        }
+        Form::Construct(_) => {
+            let rows: Vec<_> = batches.flatten().collect();
+            let triples = q.construct(&rows);
+            if cmd.count {
+                writeln!(out, "{}", triples.len())?;
+            } else {
+                results::write_graph(&mut out, &triples, cmd.turtle)?;
+            }
+            triples.len() as u64
+        }
+    };
+    out.flush()?;
+    drop(out);
+    let stats = running.finish()?;
+    let took = started.elapsed();
+    if cmd.explain {
+        eprint!("{}", q.explain());
+        eprintln!(
+            "{n} results in {:.3} s ({} operators, {} operator tasks, policy {})",
+            took.as_secs_f64(),
+            stats.operators,
+            stats.runs,
+            cmd.policy
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The dictionary: every distinct term once, as a dense id (LAS §6.1: the store holds id
+//! triples, terms are looked up only to compare values and to print results).
+//!
+//! Layout: the terms' keys ([`TermRef::encode`]) one after another in one byte arena, an end
+//! offset per term, and a hash table of ids keyed by the bytes they point at — about
+//! `key length + 8 + 4·(1/load)` bytes per term, no per-term allocation.
+
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+
+use crate::term::{Id, TermRef};
+
+/// Terms ↔ ids.
+pub struct Dict {
+    bytes: Vec<u8>,
+    /// `ends[i]`: end of term `i + 1`'s key in `bytes` (its start is the previous end).
+    ends: Vec<u64>,
+    table: HashTable<Id>,
+    hasher: hashbrown::DefaultHashBuilder,
+    scratch: Vec<u8>,
+}
+
+impl Default for Dict {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Dict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dict")
+            .field("terms", &self.len())
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// More distinct terms than ids.
+#[derive(Debug, thiserror::Error)]
+#[error("more than {} distinct terms: the store's 32-bit ids are exhausted", Id::MAX - 1)]
+pub struct DictFull;
+
+impl Dict {
+    /// An empty dictionary.
+    pub fn new() -> Self {
+        Dict {
+            bytes: Vec::new(),
+            ends: Vec::new(),
+            table: HashTable::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Number of terms.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds no term.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes held (arena, offsets and table), for the memory report.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * 8 + self.table.capacity() * 5
+    }
+
+    fn key(&self, id: Id) -> &[u8] {
+        let i = id as usize - 1;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    /// The term of `id` (1..=len).
+    ///
+    /// # Panics
+    /// If `id` is 0 or larger than [`len`](Self::len).
+    pub fn term(&self, id: Id) -> TermRef<'_> {
+        TermRef::decode(self.key(id))
+    }
+
+    /// The id of `term`, if the dictionary holds it.
+    pub fn lookup(&self, term: TermRef<'_>) -> Option<Id> {
+        let mut key = Vec::new();
+        term.encode(&mut key);
+        self.lookup_key(&key)
+    }
+
+    fn lookup_key(&self, key: &[u8]) -> Option<Id> {
+        let h = self.hasher.hash_one(key);
+        self.table.find(h, |&id| self.key(id) == key).copied()
+    }
+
+    /// The id of `term`, adding it when new.
+    pub fn intern(&mut self, term: TermRef<'_>) -> Result<Id, DictFull> {
+        let mut key = std::mem::take(&mut self.scratch);
+        key.clear();
+        term.encode(&mut key);
+        let r = self.intern_key(&key);
+        self.scratch = key;
+        r
+    }
+
+    fn intern_key(&mut self, key: &[u8]) -> Result<Id, DictFull> {
+        let h = self.hasher.hash_one(key);
+        let Dict {
+            bytes,
+            ends,
+            table,
+            hasher,
+            ..
+        } = self;
+        let key_of = |id: Id| -> &[u8] {
+            let i = id as usize - 1;
+            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+            &bytes[start..ends[i] as usize]
+        };
+        if let Some(&id) = table.find(h, |&id| key_of(id) == key) {
+            return Ok(id);
+        }
+        if ends.len() >= (Id::MAX - 1) as usize {
+            return Err(DictFull);
+        }
+        bytes.extend_from_slice(key);
+        ends.push(bytes.len() as u64);
+        let id = ends.len() as Id;
+        let (b, e) = (&*bytes, &*ends);
+        table.insert_unique(h, id, |&id| {
+            let i = id as usize - 1;
+            let start = if i == 0 { 0 } else { e[i - 1] as usize };
+            hasher.hash_one(&b[start..e[i] as usize])
+        });
+        Ok(id)
+    }
+
+    /// The raw parts, for the snapshot.
+    pub(crate) fn parts(&self) -> (&[u8], &[u64]) {
+        (&self.bytes, &self.ends)
+    }
+
+    /// Rebuilds a dictionary from a snapshot's parts, checking them (a corrupt snapshot is an
+    /// error, never a panic later).
+    pub(crate) fn from_parts(bytes: Vec<u8>, ends: Vec<u64>) -> Result<Self, String> {
+        let mut prev = 0u64;
+        for (i, &e) in ends.iter().enumerate() {
+            if e <= prev || e as usize > bytes.len() {
+                return Err(format!("term {} has a bad extent", i + 1));
+            }
+            let key = &bytes[prev as usize..e as usize];
+            if key[0] > crate::term::TAG_TYPED || std::str::from_utf8(&key[1..]).is_err() {
+                return Err(format!("term {} is not a valid term key", i + 1));
+            }
+            prev = e;
+        }
+        if prev as usize != bytes.len() {
+            return Err("the term arena has trailing bytes".into());
+        }
+        let mut d = Dict {
+            bytes,
+            ends,
+            table: HashTable::new(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            scratch: Vec::new(),
+        };
+        d.table.reserve(d.ends.len(), |_| 0);
+        for id in 1..=d.ends.len() as Id {
+            let h = d.hasher.hash_one(d.key(id));
+            if d.lookup_key(d.key(id)).is_some() {
+                return Err(format!("term {id} appears twice"));
+            }
+            let (b, e, hasher) = (&d.bytes, &d.ends, &d.hasher);
+            d.table.insert_unique(h, id, |&id| {
+                let i = id as usize - 1;
+                let start = if i == 0 { 0 } else { e[i - 1] as usize };
+                hasher.hash_one(&b[start..e[i] as usize])
+            });
+        }
+        Ok(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_is_idempotent_and_dense() {
+        let mut d = Dict::new();
+        let a = d.intern(TermRef::Iri("http://a")).unwrap();
+        let b = d.intern(TermRef::string("a")).unwrap();
+        assert_eq!((a, b), (1, 2));
+        assert_eq!(d.intern(TermRef::Iri("http://a")).unwrap(), a);
+        assert_eq!(d.lookup(TermRef::string("a")), Some(b));
+        assert_eq!(d.lookup(TermRef::Blank("a")), None);
+        assert_eq!(d.term(a), TermRef::Iri("http://a"));
+        for i in 0..10_000 {
+            let s = format!("http://x/{i}");
+            let id = d.intern(TermRef::Iri(&s)).unwrap();
+            assert_eq!(id, i + 3);
+        }
+        assert_eq!(d.lookup(TermRef::Iri("http://x/777")), Some(780));
+        let (bytes, ends) = d.parts();
+        let e = Dict::from_parts(bytes.to_vec(), ends.to_vec()).unwrap();
+        assert_eq!(e.lookup(TermRef::Iri("http://x/777")), Some(780));
+        assert_eq!(e.len(), d.len());
+    }
+
+    #[test]
+    fn corrupt_parts_are_refused() {
+        let mut d = Dict::new();
+        d.intern(TermRef::Iri("http://a")).unwrap();
+        d.intern(TermRef::Iri("http://b")).unwrap();
+        let (bytes, ends) = d.parts();
+        assert!(Dict::from_parts(bytes.to_vec(), vec![ends[0], ends[0]]).is_err());
+        assert!(Dict::from_parts(bytes[..5].to_vec(), ends.to_vec()).is_err());
+        let mut bad = bytes.to_vec();
+        bad[0] = 9;
+        assert!(Dict::from_parts(bad, ends.to_vec()).is_err());
+        // The same key twice.
+        let twice = [
+            bytes[..ends[0] as usize].to_vec(),
+            bytes[..ends[0] as usize].to_vec(),
+        ]
+        .concat();
+        assert!(Dict::from_parts(twice, vec![ends[0], 2 * ends[0]]).is_err());
+    }
+}

@@ -1,0 +1,886 @@
+//! FILTER expressions with SPARQL 1.1's own semantics (§17): values are RDF terms, operators
+//! dispatch on the operands' types (§17.3), numeric operands are promoted
+//! (integer → decimal → float → double, §17.1.2), an error is a value of its own that makes a
+//! FILTER drop the solution (§17.2), `||` and `&&` use the three-valued tables of §17.2, and
+//! the effective boolean value follows §17.2.2.
+//!
+//! Terms from the store are borrowed, never copied; a number is parsed from its lexical form
+//! when an operator needs its value. A literal of a numeric, boolean or dateTime datatype whose
+//! lexical form is not valid for it is ill-typed: it stays a term (it compares only by
+//! `sameTerm`, its EBV is false).
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::str::FromStr;
+
+use oxsdatatypes::{Boolean, DateTime, Decimal, Double, Float, Integer};
+
+use crate::store::Store;
+use crate::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
+
+const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
+
+/// A compiled expression over solution rows (columns are query variables).
+#[derive(Debug)]
+pub enum Expr {
+    /// A variable's column.
+    Var(usize),
+    /// A constant term.
+    Const(Term),
+    /// `||`.
+    Or(Box<Expr>, Box<Expr>),
+    /// `&&`.
+    And(Box<Expr>, Box<Expr>),
+    /// `!`.
+    Not(Box<Expr>),
+    /// `=`.
+    Eq(Box<Expr>, Box<Expr>),
+    /// `sameTerm`.
+    SameTerm(Box<Expr>, Box<Expr>),
+    /// `<`, `<=`, `>`, `>=`: the operator's ordering outcomes that make it true.
+    Cmp(Box<Expr>, Box<Expr>, CmpOp),
+    /// `IN`.
+    In(Box<Expr>, Vec<Expr>),
+    /// `+ - * /`.
+    Arith(Box<Expr>, Box<Expr>, ArithOp),
+    /// Unary `-`.
+    Neg(Box<Expr>),
+    /// Unary `+`.
+    Plus(Box<Expr>),
+    /// `bound`.
+    Bound(usize),
+    /// `IF`.
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `COALESCE`.
+    Coalesce(Vec<Expr>),
+    /// A built-in function.
+    Call(Func, Vec<Expr>),
+    /// `REGEX` with a constant pattern and flags, compiled once.
+    Regex(Box<Expr>, Box<regex::Regex>),
+}
+
+/// Comparison operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// Arithmetic operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+}
+
+/// The built-in functions supported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    /// `STR`
+    Str,
+    /// `LANG`
+    Lang,
+    /// `LANGMATCHES`
+    LangMatches,
+    /// `DATATYPE`
+    Datatype,
+    /// `isIRI`
+    IsIri,
+    /// `isBLANK`
+    IsBlank,
+    /// `isLITERAL`
+    IsLiteral,
+    /// `isNUMERIC`
+    IsNumeric,
+    /// `REGEX` with a pattern computed per row
+    Regex,
+    /// `STRLEN`
+    StrLen,
+    /// `UCASE`
+    UCase,
+    /// `LCASE`
+    LCase,
+    /// `CONTAINS`
+    Contains,
+    /// `STRSTARTS`
+    StrStarts,
+    /// `STRENDS`
+    StrEnds,
+}
+
+/// A value: an RDF term, borrowed from the store or the query, or made by an operator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val<'a> {
+    /// An IRI.
+    Iri(Cow<'a, str>),
+    /// A blank node.
+    Blank(Cow<'a, str>),
+    /// A literal.
+    Lit {
+        /// Lexical form.
+        value: Cow<'a, str>,
+        /// Datatype IRI.
+        datatype: Cow<'a, str>,
+        /// Language tag (lower case).
+        lang: Option<Cow<'a, str>>,
+    },
+}
+
+/// The error value of §17.2 (a type error, an unbound variable, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvalError;
+
+type R<T> = Result<T, EvalError>;
+
+impl<'a> Val<'a> {
+    /// From a borrowed term.
+    pub fn from_term(t: TermRef<'a>) -> Self {
+        match t {
+            TermRef::Iri(s) => Val::Iri(Cow::Borrowed(s)),
+            TermRef::Blank(s) => Val::Blank(Cow::Borrowed(s)),
+            TermRef::Literal {
+                value,
+                datatype,
+                lang,
+            } => Val::Lit {
+                value: Cow::Borrowed(value),
+                datatype: Cow::Borrowed(datatype),
+                lang: lang.map(Cow::Borrowed),
+            },
+        }
+    }
+
+    fn boolean(b: bool) -> Val<'static> {
+        Val::Lit {
+            value: Cow::Borrowed(if b { "true" } else { "false" }),
+            datatype: Cow::Borrowed("http://www.w3.org/2001/XMLSchema#boolean"),
+            lang: None,
+        }
+    }
+
+    fn string(s: String) -> Val<'static> {
+        Val::Lit {
+            value: Cow::Owned(s),
+            datatype: Cow::Borrowed(XSD_STRING),
+            lang: None,
+        }
+    }
+
+    fn integer(i: i64) -> Val<'static> {
+        Num::I(Integer::from(i)).to_val()
+    }
+
+    /// As a borrowed term.
+    pub fn as_term(&self) -> TermRef<'_> {
+        match self {
+            Val::Iri(s) => TermRef::Iri(s),
+            Val::Blank(s) => TermRef::Blank(s),
+            Val::Lit {
+                value,
+                datatype,
+                lang,
+            } => TermRef::Literal {
+                value,
+                datatype,
+                lang: lang.as_deref(),
+            },
+        }
+    }
+
+    fn xsd_type(&self) -> Option<&str> {
+        match self {
+            Val::Lit {
+                datatype,
+                lang: None,
+                ..
+            } => datatype.strip_prefix(XSD),
+            _ => None,
+        }
+    }
+
+    /// A simple literal or `xsd:string`.
+    fn plain_str(&self) -> Option<&str> {
+        match self {
+            Val::Lit {
+                value,
+                datatype,
+                lang: None,
+            } if datatype == XSD_STRING => Some(value),
+            _ => None,
+        }
+    }
+
+    /// A string literal (simple, `xsd:string` or language-tagged): value and tag.
+    fn string_lit(&self) -> Option<(&str, Option<&str>)> {
+        match self {
+            Val::Lit {
+                value,
+                datatype,
+                lang,
+            } if lang.is_some() || datatype == XSD_STRING => Some((value, lang.as_deref())),
+            _ => None,
+        }
+    }
+
+    /// The numeric value, for a valid literal of a numeric datatype.
+    pub fn numeric(&self) -> Option<Num> {
+        let Val::Lit { value, .. } = self else {
+            return None;
+        };
+        let v = value.as_ref();
+        match self.xsd_type()? {
+            "integer" | "long" | "int" | "short" | "byte" | "nonNegativeInteger"
+            | "nonPositiveInteger" | "negativeInteger" | "positiveInteger" | "unsignedLong"
+            | "unsignedInt" | "unsignedShort" | "unsignedByte" => {
+                Integer::from_str(v).ok().map(Num::I)
+            }
+            "decimal" => Decimal::from_str(v).ok().map(Num::D),
+            "float" => Float::from_str(v).ok().map(Num::F),
+            "double" => Double::from_str(v).ok().map(Num::Db),
+            _ => None,
+        }
+    }
+
+    fn bool_value(&self) -> Option<bool> {
+        match self.xsd_type()? {
+            "boolean" => match self {
+                Val::Lit { value, .. } => Boolean::from_str(value).ok().map(bool::from),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn datetime(&self) -> Option<DateTime> {
+        match (self.xsd_type()?, self) {
+            ("dateTime", Val::Lit { value, .. }) => DateTime::from_str(value).ok(),
+            _ => None,
+        }
+    }
+
+    /// The effective boolean value (§17.2.2).
+    pub fn ebv(&self) -> R<bool> {
+        match self {
+            Val::Lit { value, lang, .. } => {
+                if lang.is_some() {
+                    return Ok(!value.is_empty());
+                }
+                if let Some(s) = self.plain_str() {
+                    return Ok(!s.is_empty());
+                }
+                match self.xsd_type() {
+                    Some("boolean") => Ok(self.bool_value().unwrap_or(false)),
+                    _ => match self.numeric() {
+                        Some(n) => Ok(!n.is_zero_or_nan()),
+                        None if self.is_numeric_type() => Ok(false),
+                        None => Err(EvalError),
+                    },
+                }
+            }
+            _ => Err(EvalError),
+        }
+    }
+
+    fn is_numeric_type(&self) -> bool {
+        matches!(
+            self.xsd_type(),
+            Some(
+                "integer"
+                    | "decimal"
+                    | "float"
+                    | "double"
+                    | "long"
+                    | "int"
+                    | "short"
+                    | "byte"
+                    | "nonNegativeInteger"
+                    | "nonPositiveInteger"
+                    | "negativeInteger"
+                    | "positiveInteger"
+                    | "unsignedLong"
+                    | "unsignedInt"
+                    | "unsignedShort"
+                    | "unsignedByte"
+            )
+        )
+    }
+}
+
+/// A numeric value, by its promoted type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Num {
+    /// xsd:integer (and its derived types).
+    I(Integer),
+    /// xsd:decimal.
+    D(Decimal),
+    /// xsd:float.
+    F(Float),
+    /// xsd:double.
+    Db(Double),
+}
+
+impl Num {
+    fn rank(self) -> u8 {
+        match self {
+            Num::I(_) => 0,
+            Num::D(_) => 1,
+            Num::F(_) => 2,
+            Num::Db(_) => 3,
+        }
+    }
+
+    fn promote(self, rank: u8) -> Num {
+        match (self, rank) {
+            (n, r) if n.rank() == r => n,
+            (Num::I(i), 1) => Num::D(Decimal::from(i)),
+            (Num::I(i), 2) => Num::F(Float::from(Decimal::from(i))),
+            (Num::I(i), _) => Num::Db(Double::from(Decimal::from(i))),
+            (Num::D(d), 2) => Num::F(Float::from(d)),
+            (Num::D(d), _) => Num::Db(Double::from(d)),
+            (Num::F(f), _) => Num::Db(Double::from(f)),
+            (n, _) => n,
+        }
+    }
+
+    fn pair(a: Num, b: Num) -> (Num, Num) {
+        let r = a.rank().max(b.rank());
+        (a.promote(r), b.promote(r))
+    }
+
+    fn is_zero_or_nan(self) -> bool {
+        match self {
+            Num::I(i) => i == Integer::from(0),
+            Num::D(d) => d == Decimal::from(0),
+            Num::F(f) => {
+                let f = f32::from(f);
+                f == 0.0 || f.is_nan()
+            }
+            Num::Db(d) => {
+                let d = f64::from(d);
+                d == 0.0 || d.is_nan()
+            }
+        }
+    }
+
+    /// The value as an f64 (for join keys; may round).
+    pub fn approx(self) -> f64 {
+        match self.promote(3) {
+            Num::Db(d) => f64::from(d),
+            _ => f64::NAN,
+        }
+    }
+
+    fn cmp(a: Num, b: Num) -> Option<Ordering> {
+        match Num::pair(a, b) {
+            (Num::I(x), Num::I(y)) => x.partial_cmp(&y),
+            (Num::D(x), Num::D(y)) => x.partial_cmp(&y),
+            (Num::F(x), Num::F(y)) => x.partial_cmp(&y),
+            (Num::Db(x), Num::Db(y)) => x.partial_cmp(&y),
+            _ => None,
+        }
+    }
+
+    fn arith(a: Num, b: Num, op: ArithOp) -> Option<Num> {
+        // Integer division gives a decimal (§17.4.2.3 via op:numeric-divide).
+        let (a, b) = match (op, Num::pair(a, b)) {
+            (ArithOp::Div, (Num::I(x), Num::I(y))) => (Num::D(x.into()), Num::D(y.into())),
+            (_, p) => p,
+        };
+        Some(match (a, b) {
+            (Num::I(x), Num::I(y)) => Num::I(match op {
+                ArithOp::Add => x.checked_add(y)?,
+                ArithOp::Sub => x.checked_sub(y)?,
+                ArithOp::Mul => x.checked_mul(y)?,
+                ArithOp::Div => x.checked_div(y)?,
+            }),
+            (Num::D(x), Num::D(y)) => Num::D(match op {
+                ArithOp::Add => x.checked_add(y)?,
+                ArithOp::Sub => x.checked_sub(y)?,
+                ArithOp::Mul => x.checked_mul(y)?,
+                ArithOp::Div => x.checked_div(y)?,
+            }),
+            (Num::F(x), Num::F(y)) => Num::F(match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div => x / y,
+            }),
+            (Num::Db(x), Num::Db(y)) => Num::Db(match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div => x / y,
+            }),
+            _ => return None,
+        })
+    }
+
+    fn to_val(self) -> Val<'static> {
+        let (value, dt) = match self {
+            Num::I(x) => (x.to_string(), "integer"),
+            Num::D(x) => (x.to_string(), "decimal"),
+            Num::F(x) => (x.to_string(), "float"),
+            Num::Db(x) => (x.to_string(), "double"),
+        };
+        Val::Lit {
+            value: Cow::Owned(value),
+            datatype: Cow::Owned(format!("{XSD}{dt}")),
+            lang: None,
+        }
+    }
+}
+
+/// `=` (§17.3 operator table, then RDFterm-equal, §17.4.1.7).
+pub fn equal(a: &Val<'_>, b: &Val<'_>) -> R<bool> {
+    if let (Some(x), Some(y)) = (a.numeric(), b.numeric()) {
+        return Ok(Num::cmp(x, y) == Some(Ordering::Equal));
+    }
+    if let (Some(x), Some(y)) = (a.plain_str(), b.plain_str()) {
+        return Ok(x == y);
+    }
+    if let (Some(x), Some(y)) = (a.bool_value(), b.bool_value()) {
+        return Ok(x == y);
+    }
+    if let (Some(x), Some(y)) = (a.datetime(), b.datetime()) {
+        return match x.partial_cmp(&y) {
+            Some(o) => Ok(o == Ordering::Equal),
+            None => Err(EvalError),
+        };
+    }
+    // RDFterm-equal.
+    if a == b {
+        return Ok(true);
+    }
+    match (a, b) {
+        (Val::Lit { .. }, Val::Lit { .. }) => Err(EvalError),
+        _ => Ok(false),
+    }
+}
+
+/// The ordering `<` and friends use (§17.3): numbers, strings (simple and `xsd:string`, by code
+/// point), booleans, dateTimes; anything else is an error.
+pub fn compare(a: &Val<'_>, b: &Val<'_>) -> R<Ordering> {
+    if let (Some(x), Some(y)) = (a.numeric(), b.numeric()) {
+        return Num::cmp(x, y).ok_or(EvalError);
+    }
+    if let (Some(x), Some(y)) = (a.plain_str(), b.plain_str()) {
+        return Ok(x.cmp(y));
+    }
+    if let (Some(x), Some(y)) = (a.bool_value(), b.bool_value()) {
+        return Ok(x.cmp(&y));
+    }
+    if let (Some(x), Some(y)) = (a.datetime(), b.datetime()) {
+        return x.partial_cmp(&y).ok_or(EvalError);
+    }
+    Err(EvalError)
+}
+
+/// ORDER BY's total order (§15.1): unbound < blank nodes < IRIs < literals; literals by
+/// [`compare`] where it is defined, otherwise (and to break its ties between distinct terms) by
+/// datatype, lexical form and tag, so that the order is total and the same in every run.
+pub fn order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
+    let rank = |v: Option<&Val<'_>>| match v {
+        None => 0,
+        Some(Val::Blank(_)) => 1,
+        Some(Val::Iri(_)) => 2,
+        Some(Val::Lit { .. }) => 3,
+    };
+    match (a, b) {
+        (Some(Val::Blank(x)), Some(Val::Blank(y))) | (Some(Val::Iri(x)), Some(Val::Iri(y))) => {
+            x.cmp(y)
+        }
+        (Some(x @ Val::Lit { .. }), Some(y @ Val::Lit { .. })) => match compare(x, y) {
+            Ok(Ordering::Equal) | Err(_) => lit_key(x).cmp(&lit_key(y)),
+            Ok(o) => o,
+        },
+        _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+fn lit_key<'v>(v: &'v Val<'_>) -> (u8, &'v str, &'v str, &'v str) {
+    match v {
+        Val::Lit {
+            value,
+            datatype,
+            lang,
+        } => {
+            // Numbers before other literals, so that numbers of several types sort together.
+            let kind = if v.numeric().is_some() { 0 } else { 1 };
+            (kind, datatype, value, lang.as_deref().unwrap_or(""))
+        }
+        _ => (2, "", "", ""),
+    }
+}
+
+/// The context an expression is evaluated in: the store (for terms of ids).
+#[derive(Clone, Copy)]
+pub struct Cx<'s> {
+    /// The store.
+    pub store: &'s Store,
+}
+
+impl<'s> Cx<'s> {
+    /// The value of a row's column, `None` when unbound.
+    #[inline]
+    pub fn val(&self, id: Id) -> Option<Val<'s>> {
+        (id != UNBOUND).then(|| Val::from_term(self.store.dict().term(id)))
+    }
+}
+
+impl Expr {
+    /// Evaluates as a FILTER does: true keeps the row; false and errors drop it.
+    pub fn holds(&self, cx: Cx<'_>, row: &[Id]) -> bool {
+        self.eval(cx, row).and_then(|v| v.ebv()).unwrap_or(false)
+    }
+
+    fn bool_of(&self, cx: Cx<'_>, row: &[Id]) -> R<bool> {
+        self.eval(cx, row)?.ebv()
+    }
+
+    /// Evaluates to a value or the error value.
+    pub fn eval<'s>(&'s self, cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
+        Ok(match self {
+            Expr::Var(c) => cx.val(row[*c]).ok_or(EvalError)?,
+            Expr::Const(t) => Val::from_term(t.as_ref()),
+            Expr::Or(a, b) => {
+                // §17.2: T || E = T, E || T = T, F || E = E.
+                match (a.bool_of(cx, row), b.bool_of(cx, row)) {
+                    (Ok(true), _) | (_, Ok(true)) => Val::boolean(true),
+                    (Ok(false), Ok(false)) => Val::boolean(false),
+                    _ => return Err(EvalError),
+                }
+            }
+            Expr::And(a, b) => match (a.bool_of(cx, row), b.bool_of(cx, row)) {
+                (Ok(false), _) | (_, Ok(false)) => Val::boolean(false),
+                (Ok(true), Ok(true)) => Val::boolean(true),
+                _ => return Err(EvalError),
+            },
+            Expr::Not(a) => Val::boolean(!a.bool_of(cx, row)?),
+            Expr::Eq(a, b) => Val::boolean(equal(&a.eval(cx, row)?, &b.eval(cx, row)?)?),
+            Expr::SameTerm(a, b) => Val::boolean(a.eval(cx, row)? == b.eval(cx, row)?),
+            Expr::Cmp(a, b, op) => {
+                let o = compare(&a.eval(cx, row)?, &b.eval(cx, row)?)?;
+                Val::boolean(match op {
+                    CmpOp::Lt => o == Ordering::Less,
+                    CmpOp::Le => o != Ordering::Greater,
+                    CmpOp::Gt => o == Ordering::Greater,
+                    CmpOp::Ge => o != Ordering::Less,
+                })
+            }
+            Expr::In(a, list) => {
+                let x = a.eval(cx, row)?;
+                let mut err = false;
+                for e in list {
+                    match e.eval(cx, row).and_then(|y| equal(&x, &y)) {
+                        Ok(true) => return Ok(Val::boolean(true)),
+                        Ok(false) => {}
+                        Err(_) => err = true,
+                    }
+                }
+                if err {
+                    return Err(EvalError);
+                }
+                Val::boolean(false)
+            }
+            Expr::Arith(a, b, op) => {
+                let x = a.eval(cx, row)?.numeric().ok_or(EvalError)?;
+                let y = b.eval(cx, row)?.numeric().ok_or(EvalError)?;
+                Num::arith(x, y, *op).ok_or(EvalError)?.to_val()
+            }
+            Expr::Neg(a) => match a.eval(cx, row)?.numeric().ok_or(EvalError)? {
+                Num::I(x) => Num::I(x.checked_neg().ok_or(EvalError)?),
+                Num::D(x) => Num::D(x.checked_neg().ok_or(EvalError)?),
+                Num::F(x) => Num::F(-x),
+                Num::Db(x) => Num::Db(-x),
+            }
+            .to_val(),
+            Expr::Plus(a) => a.eval(cx, row)?.numeric().ok_or(EvalError)?.to_val(),
+            Expr::Bound(c) => Val::boolean(row[*c] != UNBOUND),
+            Expr::If(c, t, e) => {
+                if c.bool_of(cx, row)? {
+                    t.eval(cx, row)?
+                } else {
+                    e.eval(cx, row)?
+                }
+            }
+            Expr::Coalesce(list) => {
+                return list
+                    .iter()
+                    .find_map(|e| e.eval(cx, row).ok())
+                    .ok_or(EvalError)
+            }
+            Expr::Regex(a, re) => {
+                let v = a.eval(cx, row)?;
+                let (s, _) = v.string_lit().ok_or(EvalError)?;
+                Val::boolean(re.is_match(s))
+            }
+            Expr::Call(f, args) => call(*f, args, cx, row)?,
+        })
+    }
+}
+
+fn call<'s>(f: Func, args: &'s [Expr], cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
+    let arg = |i: usize| args[i].eval(cx, row);
+    Ok(match f {
+        Func::Str => match arg(0)? {
+            Val::Iri(s) => Val::string(s.into_owned()),
+            Val::Lit { value, .. } => Val::string(value.into_owned()),
+            Val::Blank(_) => return Err(EvalError),
+        },
+        Func::Lang => match arg(0)? {
+            Val::Lit { lang, .. } => Val::string(lang.map(Cow::into_owned).unwrap_or_default()),
+            _ => return Err(EvalError),
+        },
+        Func::Datatype => match arg(0)? {
+            Val::Lit { datatype, lang, .. } => {
+                if lang.is_some() {
+                    Val::Iri(Cow::Borrowed(RDF_LANG_STRING))
+                } else {
+                    Val::Iri(Cow::Owned(datatype.into_owned()))
+                }
+            }
+            _ => return Err(EvalError),
+        },
+        Func::LangMatches => {
+            let tag = arg(0)?;
+            let range = arg(1)?;
+            let (tag, range) = (
+                tag.plain_str().ok_or(EvalError)?,
+                range.plain_str().ok_or(EvalError)?,
+            );
+            Val::boolean(lang_matches(tag, range))
+        }
+        Func::IsIri => Val::boolean(matches!(arg(0)?, Val::Iri(_))),
+        Func::IsBlank => Val::boolean(matches!(arg(0)?, Val::Blank(_))),
+        Func::IsLiteral => Val::boolean(matches!(arg(0)?, Val::Lit { .. })),
+        Func::IsNumeric => Val::boolean(arg(0)?.numeric().is_some()),
+        Func::Regex => {
+            let text = arg(0)?;
+            let pattern = arg(1)?;
+            let flags = if args.len() > 2 { Some(arg(2)?) } else { None };
+            let (s, _) = text.string_lit().ok_or(EvalError)?;
+            let p = pattern.plain_str().ok_or(EvalError)?;
+            let fl = match &flags {
+                Some(v) => v.plain_str().ok_or(EvalError)?,
+                None => "",
+            };
+            let re = compile_regex(p, fl).map_err(|_| EvalError)?;
+            Val::boolean(re.is_match(s))
+        }
+        Func::StrLen => {
+            let v = arg(0)?;
+            let (s, _) = v.string_lit().ok_or(EvalError)?;
+            Val::integer(s.chars().count() as i64)
+        }
+        Func::UCase | Func::LCase => match arg(0)? {
+            Val::Lit {
+                value,
+                datatype,
+                lang,
+            } if lang.is_some() || datatype == XSD_STRING => Val::Lit {
+                value: Cow::Owned(if f == Func::UCase {
+                    value.to_uppercase()
+                } else {
+                    value.to_lowercase()
+                }),
+                datatype,
+                lang,
+            },
+            _ => return Err(EvalError),
+        },
+        Func::Contains | Func::StrStarts | Func::StrEnds => {
+            let a = arg(0)?;
+            let b = arg(1)?;
+            let (x, lx) = a.string_lit().ok_or(EvalError)?;
+            let (y, ly) = b.string_lit().ok_or(EvalError)?;
+            // Argument compatibility (§17.4.3.1.2): a tagged second argument needs the same tag.
+            if ly.is_some() && lx != ly {
+                return Err(EvalError);
+            }
+            Val::boolean(match f {
+                Func::Contains => x.contains(y),
+                Func::StrStarts => x.starts_with(y),
+                _ => x.ends_with(y),
+            })
+        }
+    })
+}
+
+/// `langMatches` with the basic filtering of RFC 4647 §3.3.1.
+fn lang_matches(tag: &str, range: &str) -> bool {
+    if range == "*" {
+        return !tag.is_empty();
+    }
+    let (t, r) = (tag.to_ascii_lowercase(), range.to_ascii_lowercase());
+    t == r || (t.starts_with(&r) && t.as_bytes().get(r.len()) == Some(&b'-'))
+}
+
+/// Compiles an XPath regex with its flags (`s`, `m`, `i`, `x`; `q` quotes the pattern).
+pub fn compile_regex(pattern: &str, flags: &str) -> Result<regex::Regex, String> {
+    let mut b = String::new();
+    let mut quoted = false;
+    for f in flags.chars() {
+        match f {
+            's' | 'm' | 'i' | 'x' => b.push(f),
+            'q' => quoted = true,
+            _ => return Err(format!("unknown regex flag '{f}'")),
+        }
+    }
+    let p = if quoted {
+        regex::escape(pattern)
+    } else {
+        pattern.to_owned()
+    };
+    let full = if b.is_empty() {
+        p
+    } else {
+        format!("(?{b}){p}")
+    };
+    regex::RegexBuilder::new(&full)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// A join key for `?a = ?b` written as a hash join: terms that can be `=` get the same key
+/// (the join keeps the `=` as a residual check, so a shared key only has to be necessary):
+/// - IRIs, blank nodes, string literals, ill-typed and unknown-datatype literals are `=` only to
+///   themselves (or error): their id;
+/// - numbers are `=` across types by value: the value as f64 (rounding only merges keys);
+/// - booleans by value; all dateTimes share one key (time zones make value equality subtle).
+pub fn value_key(cx: Cx<'_>, id: Id) -> u64 {
+    if id == UNBOUND {
+        return 0;
+    }
+    let v = Val::from_term(cx.store.dict().term(id));
+    if let Some(n) = v.numeric() {
+        let f = n.approx();
+        let f = if f == 0.0 { 0.0 } else { f };
+        if !f.is_nan() {
+            return (1 << 62) ^ f.to_bits().rotate_left(7);
+        }
+    }
+    if let Some(b) = v.bool_value() {
+        return (2 << 60) | u64::from(b);
+    }
+    if v.datetime().is_some() {
+        return 3 << 60;
+    }
+    u64::from(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit<'a>(v: &'a str, dt: &'a str) -> Val<'a> {
+        Val::Lit {
+            value: Cow::Borrowed(v),
+            datatype: Cow::Owned(format!("{XSD}{dt}")),
+            lang: None,
+        }
+    }
+
+    #[test]
+    fn numbers_compare_by_value_across_types_and_lexical_forms() {
+        assert_eq!(equal(&lit("01", "integer"), &lit("1", "integer")), Ok(true));
+        assert_eq!(
+            equal(&lit("1", "integer"), &lit("1.0", "decimal")),
+            Ok(true)
+        );
+        assert_eq!(
+            equal(&lit("1", "integer"), &lit("1.0E0", "double")),
+            Ok(true)
+        );
+        assert_eq!(
+            compare(&lit("2", "integer"), &lit("10", "integer")),
+            Ok(Ordering::Less)
+        );
+        // Strings compare by code point, not as numbers.
+        assert_eq!(
+            compare(&lit("2", "string"), &lit("10", "string")),
+            Ok(Ordering::Greater)
+        );
+        // A number and a string: `=` is an error (both literals, not the same term).
+        assert_eq!(
+            equal(&lit("1", "integer"), &lit("1", "string")),
+            Err(EvalError)
+        );
+        assert_eq!(
+            compare(&lit("1", "integer"), &lit("1", "string")),
+            Err(EvalError)
+        );
+        // An ill-typed literal equals only itself.
+        assert_eq!(equal(&lit("x", "integer"), &lit("x", "integer")), Ok(true));
+        assert_eq!(
+            equal(&lit("x", "integer"), &lit("y", "integer")),
+            Err(EvalError)
+        );
+        // IRIs vs literals: false, not an error.
+        assert_eq!(equal(&Val::Iri("a".into()), &lit("a", "string")), Ok(false));
+    }
+
+    #[test]
+    fn effective_boolean_values() {
+        assert_eq!(lit("", "string").ebv(), Ok(false));
+        assert_eq!(lit("a", "string").ebv(), Ok(true));
+        assert_eq!(lit("0", "integer").ebv(), Ok(false));
+        assert_eq!(lit("0.5", "decimal").ebv(), Ok(true));
+        assert_eq!(lit("NaN", "double").ebv(), Ok(false));
+        assert_eq!(lit("abc", "integer").ebv(), Ok(false), "ill-typed");
+        assert_eq!(lit("1", "boolean").ebv(), Ok(true));
+        assert_eq!(Val::Iri("a".into()).ebv(), Err(EvalError));
+    }
+
+    #[test]
+    fn arithmetic_promotes_and_fails_cleanly() {
+        let add = Num::arith(
+            Num::I(1.into()),
+            Num::D(Decimal::from_str("0.5").unwrap()),
+            ArithOp::Add,
+        );
+        assert_eq!(add.unwrap().to_val(), lit("1.5", "decimal"));
+        let div = Num::arith(Num::I(1.into()), Num::I(0.into()), ArithOp::Div);
+        assert!(div.is_none(), "integer division by zero is an error");
+        let div = Num::arith(Num::I(1.into()), Num::I(2.into()), ArithOp::Div).unwrap();
+        assert_eq!(div.to_val(), lit("0.5", "decimal"));
+    }
+
+    #[test]
+    fn order_is_total_and_puts_kinds_in_spec_order() {
+        let vals = [
+            None,
+            Some(Val::Blank("b".into())),
+            Some(Val::Iri("http://a".into())),
+            Some(lit("2", "integer")),
+            Some(lit("10", "integer")),
+            Some(lit("a", "string")),
+        ];
+        for (i, a) in vals.iter().enumerate() {
+            for (j, b) in vals.iter().enumerate() {
+                assert_eq!(order(a.as_ref(), b.as_ref()), i.cmp(&j), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lang_ranges() {
+        assert!(lang_matches("en-us", "en"));
+        assert!(lang_matches("EN", "en"));
+        assert!(!lang_matches("eng", "en"));
+        assert!(lang_matches("fr", "*"));
+        assert!(!lang_matches("", "*"));
+    }
+}

@@ -1,0 +1,447 @@
+//! The SPARQL engine: a query is parsed by `spargebra`, translated to our algebra
+//! ([`algebra`]), planned from the store's statistics ([`plan`]) and run as one flow plan — one
+//! request of the runtime ([`exec`]). Queries started together run concurrently, each its own
+//! request (LAS §6: the multi-query test).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use nearflow_rdf::{load, sparql, Store};
+//! let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+//! let mut l = load::Loaded::default();
+//! load::load_reader(&mut l, "t.ttl".as_ref(), load::Format::Turtle,
+//!     "<http://a> <http://knows> <http://b> , <http://c> .".as_bytes(), "").unwrap();
+//! let store = Arc::new(l.into_store(&machine).unwrap());
+//! let rt = nearflow_rt::Runtime::builder(machine).build().unwrap();
+//! let q = sparql::prepare(&store, "SELECT ?x WHERE { <http://a> <http://knows> ?x } ORDER BY ?x",
+//!     &sparql::Options::default()).unwrap();
+//! let out = q.run_collect(&rt).unwrap();
+//! let names: Vec<String> = out.rows.iter().map(|r| out.term(r, 0).unwrap().to_string()).collect();
+//! assert_eq!(names, ["<http://b>", "<http://c>"]);
+//! ```
+
+pub mod algebra;
+pub mod exec;
+pub mod expr;
+pub mod plan;
+pub mod results;
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use nearflow_flow::{PlanBuilder, PlanHandle, PlanStats};
+use nearflow_rt::Runtime;
+use spargebra::term::{NamedNodePattern, TermPattern};
+
+use self::algebra::{literal_term, Node, Translator};
+use self::exec::Row;
+use self::plan::{Op, Phys, Planner};
+use crate::store::Store;
+use crate::term::{Id, Term, TermRef, UNBOUND};
+
+/// Why a query could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// A syntax error (the message shows the position).
+    #[error("SPARQL syntax error: {0}")]
+    Syntax(String),
+    /// Valid SPARQL this engine does not evaluate (refused rather than answered wrongly).
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// A query that cannot be evaluated (a bad regular expression, …).
+    #[error("invalid query: {0}")]
+    Invalid(String),
+    /// The plan failed while running.
+    #[error("query execution failed: {0}")]
+    Exec(String),
+}
+
+/// How to run a query.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Degree of parallelism (default: the runtime machine's PU count, or 1 when unknown).
+    pub dop: Option<usize>,
+    /// Time every operator (for `--explain`; costs a clock read per row in some operators).
+    pub timing: bool,
+    /// Packet size in bytes (default: half the L2 of the runtime's machine, 001 §5.2).
+    pub packet_bytes: Option<usize>,
+}
+
+/// A position of a CONSTRUCT template.
+#[derive(Clone, Debug)]
+pub enum TemplateSlot {
+    /// A variable's column.
+    Var(usize),
+    /// A constant.
+    Term(Term),
+    /// A blank node: a fresh one per solution.
+    Blank(String),
+}
+
+/// What a query returns.
+#[derive(Clone, Debug)]
+pub enum Form {
+    /// Solutions over these variables (names, columns).
+    Select(Vec<(String, usize)>),
+    /// Whether there is a solution.
+    Ask,
+    /// A graph from a template.
+    Construct(Vec<[TemplateSlot; 3]>),
+}
+
+/// A planned query, ready to run (as often as wanted).
+pub struct Prepared {
+    /// What it returns.
+    pub form: Form,
+    /// The physical plan.
+    pub phys: Phys,
+    store: Arc<Store>,
+    width: usize,
+    options: Options,
+    names: Vec<String>,
+}
+
+/// Parses and plans `text` against `store`.
+pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
+    let query = spargebra::SparqlParser::new()
+        .parse_query(text)
+        .map_err(|e| QueryError::Syntax(e.to_string()))?;
+    let mut tr = Translator {
+        store,
+        vars: Default::default(),
+    };
+    let (form, pattern, dataset) = match &query {
+        spargebra::Query::Select {
+            pattern, dataset, ..
+        } => (None, pattern, dataset),
+        spargebra::Query::Ask {
+            pattern, dataset, ..
+        } => (Some(Form::Ask), pattern, dataset),
+        spargebra::Query::Construct {
+            pattern, dataset, ..
+        } => (Some(Form::Construct(Vec::new())), pattern, dataset),
+        spargebra::Query::Describe { .. } => {
+            return Err(QueryError::Unsupported("DESCRIBE".into()))
+        }
+    };
+    if dataset.is_some() {
+        return Err(QueryError::Unsupported(
+            "FROM / FROM NAMED (datasets)".into(),
+        ));
+    }
+    let mut node = tr.pattern(pattern)?;
+    let form = match form {
+        None => {
+            // The projection is the outermost Project (spargebra always makes one).
+            let cols = outer_projection(&node)
+                .ok_or_else(|| QueryError::Invalid("a SELECT without a projection".into()))?;
+            Form::Select(
+                cols.iter()
+                    .map(|&c| (tr.vars.names[c].clone(), c))
+                    .collect(),
+            )
+        }
+        Some(Form::Ask) => {
+            node = Node::Slice(Box::new(node), 0, Some(1));
+            Form::Ask
+        }
+        Some(_) => {
+            let spargebra::Query::Construct { template, .. } = &query else {
+                unreachable!("matched above")
+            };
+            let mut out = Vec::new();
+            for t in template {
+                let slot = |tr: &mut Translator<'_>,
+                            p: &TermPattern|
+                 -> Result<TemplateSlot, QueryError> {
+                    Ok(match p {
+                        TermPattern::NamedNode(n) => {
+                            TemplateSlot::Term(Term::Iri(n.as_str().to_owned()))
+                        }
+                        TermPattern::Literal(l) => TemplateSlot::Term(literal_term(l)),
+                        TermPattern::BlankNode(b) => TemplateSlot::Blank(b.as_str().to_owned()),
+                        TermPattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
+                        #[allow(unreachable_patterns)]
+                        _ => {
+                            return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into()))
+                        }
+                    })
+                };
+                let s = slot(&mut tr, &t.subject)?;
+                let p = match &t.predicate {
+                    NamedNodePattern::NamedNode(n) => {
+                        TemplateSlot::Term(Term::Iri(n.as_str().to_owned()))
+                    }
+                    NamedNodePattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
+                };
+                let o = slot(&mut tr, &t.object)?;
+                out.push([s, p, o]);
+            }
+            Form::Construct(out)
+        }
+    };
+    let dop = options
+        .dop
+        .unwrap_or_else(|| store.machine().pu_count().max(1))
+        .max(1);
+    let phys = Planner { store, dop }.plan(node);
+    Ok(Prepared {
+        form,
+        phys,
+        store: store.clone(),
+        width: tr.vars.len(),
+        options: Options {
+            dop: Some(dop),
+            ..options.clone()
+        },
+        names: tr.vars.names,
+    })
+}
+
+fn outer_projection(n: &Node) -> Option<Vec<usize>> {
+    match n {
+        Node::Project(_, cols) => Some(cols.clone()),
+        Node::Distinct(i) | Node::Slice(i, _, _) | Node::OrderBy(i, _) => outer_projection(i),
+        _ => None,
+    }
+}
+
+/// A running query: batches of rows as they come, then the plan's counters.
+pub struct Running {
+    rx: Receiver<Vec<Row>>,
+    handle: PlanHandle,
+}
+
+impl Running {
+    /// The next batch of solution rows; `None` at the end.
+    pub fn next_batch(&mut self) -> Option<Vec<Row>> {
+        use std::sync::mpsc::RecvTimeoutError;
+        loop {
+            match self.rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(b) => return Some(b),
+                Err(RecvTimeoutError::Disconnected) => return None,
+                // A plan that failed never closes the channel: ask the runtime.
+                Err(RecvTimeoutError::Timeout) if self.handle.is_done() => {
+                    return self.rx.try_recv().ok()
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Waits for the plan to end (after the last batch was read, or dropping the rest).
+    pub fn finish(self) -> Result<PlanStats, QueryError> {
+        let Running { rx, handle } = self;
+        let out = handle.wait().map_err(|e| QueryError::Exec(e.to_string()));
+        drop(rx);
+        Ok(out?.stats)
+    }
+}
+
+/// All the results of a query, collected.
+pub struct Collected {
+    /// Solution rows (all columns; see [`Form`] for which are output).
+    pub rows: Vec<Row>,
+    /// The plan's counters.
+    pub stats: PlanStats,
+    store: Arc<Store>,
+    /// The form.
+    pub form: Form,
+}
+
+impl Collected {
+    /// Output column `i`'s term in `row`, `None` when unbound (SELECT only).
+    pub fn term<'a>(&'a self, row: &[Id], i: usize) -> Option<TermRef<'a>> {
+        let Form::Select(cols) = &self.form else {
+            return None;
+        };
+        let id = row[cols[i].1];
+        (id != UNBOUND).then(|| self.store.dict().term(id))
+    }
+
+    /// The ASK answer: whether there was a solution.
+    pub fn boolean(&self) -> bool {
+        !self.rows.is_empty()
+    }
+}
+
+impl Prepared {
+    /// The store it runs on.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Starts the query as one request of `rt`.
+    pub fn start(&self, rt: &Runtime) -> Result<Running, QueryError> {
+        let mut b = PlanBuilder::for_runtime(rt);
+        b.default_dop(self.options.dop.unwrap_or(1));
+        if let Some(p) = self.options.packet_bytes {
+            b.packet_bytes(p);
+        }
+        reset(&self.phys);
+        let cx = exec::Ctx {
+            store: self.store.clone(),
+            width: self.width,
+            dop: self.options.dop.unwrap_or(1),
+            timing: self.options.timing,
+        };
+        let out = exec::build(&cx, &mut b, &self.phys);
+        let (tx, rx) = std::sync::mpsc::channel();
+        exec::sink(&mut b, out, tx);
+        let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
+        Ok(Running {
+            rx,
+            handle: plan.submit(rt),
+        })
+    }
+
+    /// Runs and collects every row.
+    pub fn run_collect(&self, rt: &Runtime) -> Result<Collected, QueryError> {
+        let mut r = self.start(rt)?;
+        let mut rows = Vec::new();
+        while let Some(batch) = r.next_batch() {
+            rows.extend(batch);
+        }
+        let stats = r.finish()?;
+        Ok(Collected {
+            rows,
+            stats,
+            store: self.store.clone(),
+            form: self.form.clone(),
+        })
+    }
+
+    /// The triples a CONSTRUCT makes from solution rows (a set: each once).
+    pub fn construct(&self, rows: &[Row]) -> Vec<[Term; 3]> {
+        let Form::Construct(template) = &self.form else {
+            return Vec::new();
+        };
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for (n, row) in rows.iter().enumerate() {
+            for t in template {
+                let term = |s: &TemplateSlot| -> Option<Term> {
+                    match s {
+                        TemplateSlot::Var(c) => {
+                            (row[*c] != UNBOUND).then(|| self.store.dict().term(row[*c]).into())
+                        }
+                        TemplateSlot::Term(t) => Some(t.clone()),
+                        TemplateSlot::Blank(l) => Some(Term::Blank(format!("c{n}_{l}"))),
+                    }
+                };
+                let (Some(s), Some(p), Some(o)) = (term(&t[0]), term(&t[1]), term(&t[2])) else {
+                    continue;
+                };
+                // Only valid triples: a subject is no literal, a predicate is an IRI.
+                if matches!(s, Term::Literal { .. }) || !matches!(p, Term::Iri(_)) {
+                    continue;
+                }
+                let tr = [s, p, o];
+                if seen.insert(tr.clone()) {
+                    out.push(tr);
+                }
+            }
+        }
+        out
+    }
+
+    /// The plan as text: operators, join methods, estimated rows and, after a run, actual rows
+    /// and (with timing on) time per operator.
+    pub fn explain(&self) -> String {
+        let mut s = String::new();
+        self.explain_node(&self.phys, 0, &mut s);
+        s
+    }
+
+    fn explain_node(&self, p: &Phys, depth: usize, s: &mut String) {
+        let name = |c: usize| format!("?{}", self.names[c].trim_start_matches("_:"));
+        let slot = |x: &algebra::Slot| match *x {
+            algebra::Slot::Var(c) => name(c),
+            algebra::Slot::Fixed(c, id) => format!("{}={}", name(c), self.store.dict().term(id)),
+            algebra::Slot::Const(Some(id)) => self.store.dict().term(id).to_string(),
+            algebra::Slot::Const(None) => "(absent)".into(),
+        };
+        let what = match &p.op {
+            Op::Unit => "unit".to_string(),
+            Op::Empty => "empty".to_string(),
+            Op::Scan { pat, order } => format!(
+                "scan {} {} {} {}",
+                order.name(),
+                slot(&pat[0]),
+                slot(&pat[1]),
+                slot(&pat[2])
+            ),
+            Op::IndexJoin { pat } => format!(
+                "index join {} {} {}",
+                slot(&pat[0]),
+                slot(&pat[1]),
+                slot(&pat[2])
+            ),
+            Op::HashJoin {
+                mode,
+                keys,
+                value_key,
+                check,
+                residual,
+            } => {
+                let mut w = format!(
+                    "{mode:?} hash join on [{}]",
+                    keys.iter().map(|&c| name(c)).collect::<Vec<_>>().join(", ")
+                );
+                if let Some((a, b)) = value_key {
+                    let _ = write!(w, " value key {} = {}", name(*a), name(*b));
+                }
+                if !check.is_empty() {
+                    let _ = write!(
+                        w,
+                        " checking [{}]",
+                        check
+                            .iter()
+                            .map(|&c| name(c))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                if residual.is_some() {
+                    w.push_str(" with filter");
+                }
+                w
+            }
+            Op::Filter(_) => "filter".to_string(),
+            Op::Union => "union".to_string(),
+            Op::Distinct => "distinct".to_string(),
+            Op::Sort(k) => format!("order by ({} keys)", k.len()),
+            Op::Slice(a, b) => format!(
+                "slice offset {a} limit {}",
+                b.map_or("-".into(), |x| x.to_string())
+            ),
+            Op::Project(c) => format!(
+                "project {}",
+                c.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" ")
+            ),
+        };
+        let rows = p.stat.rows.load(Ordering::Relaxed);
+        let ns = p.stat.nanos.load(Ordering::Relaxed);
+        let _ = write!(
+            s,
+            "{}{what}  (est {:.0}, rows {rows}",
+            "  ".repeat(depth),
+            p.est
+        );
+        if self.options.timing {
+            let _ = write!(s, ", {:.3} ms", ns as f64 / 1e6);
+        }
+        s.push_str(")\n");
+        for i in &p.inputs {
+            self.explain_node(i, depth + 1, s);
+        }
+    }
+}
+
+fn reset(p: &Phys) {
+    p.stat.rows.store(0, Ordering::Relaxed);
+    p.stat.nanos.store(0, Ordering::Relaxed);
+    p.inputs.iter().for_each(reset);
+}

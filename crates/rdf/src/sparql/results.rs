@@ -1,0 +1,195 @@
+//! Writing results: SPARQL 1.1 JSON, XML, CSV and TSV through `sparesults`, a readable table
+//! for the terminal, N-Triples or Turtle for CONSTRUCT.
+
+use std::io::{self, Write};
+
+use oxrdf::{BlankNodeRef, LiteralRef, NamedNodeRef, VariableRef};
+use sparesults::{QueryResultsFormat, QueryResultsSerializer};
+
+use super::exec::Row;
+use crate::store::Store;
+use crate::term::{Term, TermRef, UNBOUND};
+
+/// An output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// An aligned text table (buffers the rows to size the columns).
+    Table,
+    /// SPARQL 1.1 Query Results JSON.
+    Json,
+    /// SPARQL Query Results XML.
+    Xml,
+    /// SPARQL 1.1 Query Results CSV.
+    Csv,
+    /// SPARQL 1.1 Query Results TSV.
+    Tsv,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "table" => Format::Table,
+            "json" => Format::Json,
+            "xml" => Format::Xml,
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            _ => return Err(format!("unknown format '{s}' (table, json, xml, csv, tsv)")),
+        })
+    }
+}
+
+fn ox(t: TermRef<'_>) -> oxrdf::TermRef<'_> {
+    match t {
+        TermRef::Iri(s) => NamedNodeRef::new_unchecked(s).into(),
+        TermRef::Blank(s) => BlankNodeRef::new_unchecked(s).into(),
+        TermRef::Literal {
+            value,
+            lang: Some(l),
+            ..
+        } => LiteralRef::new_language_tagged_literal_unchecked(value, l).into(),
+        TermRef::Literal {
+            value, datatype, ..
+        } => LiteralRef::new_typed_literal(value, NamedNodeRef::new_unchecked(datatype)).into(),
+    }
+}
+
+fn sparesults_format(f: Format) -> QueryResultsFormat {
+    match f {
+        Format::Json => QueryResultsFormat::Json,
+        Format::Xml => QueryResultsFormat::Xml,
+        Format::Csv => QueryResultsFormat::Csv,
+        _ => QueryResultsFormat::Tsv,
+    }
+}
+
+/// Writes solutions as they come (`batches`), projected on `vars` (name, column); returns the
+/// number of rows.
+pub fn write_solutions(
+    out: &mut dyn Write,
+    format: Format,
+    store: &Store,
+    vars: &[(String, usize)],
+    batches: impl Iterator<Item = Vec<Row>>,
+) -> io::Result<u64> {
+    let mut n = 0u64;
+    if format == Format::Table {
+        let mut cells: Vec<Vec<String>> = Vec::new();
+        for batch in batches {
+            for row in batch {
+                cells.push(
+                    vars.iter()
+                        .map(|(_, c)| match row[*c] {
+                            UNBOUND => String::new(),
+                            id => store.dict().term(id).to_string(),
+                        })
+                        .collect(),
+                );
+            }
+        }
+        n = cells.len() as u64;
+        write_table(out, vars, &cells)?;
+        writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" })?;
+        return Ok(n);
+    }
+    let variables: Vec<oxrdf::Variable> = vars
+        .iter()
+        .map(|(v, _)| oxrdf::Variable::new_unchecked(v.clone()))
+        .collect();
+    let mut w = QueryResultsSerializer::from_format(sparesults_format(format))
+        .serialize_solutions_to_writer(out, variables.clone())?;
+    for batch in batches {
+        for row in batch {
+            w.serialize(
+                vars.iter()
+                    .zip(&variables)
+                    .filter(|((_, c), _)| row[*c] != UNBOUND)
+                    .map(|((_, c), v)| (VariableRef::from(v), ox(store.dict().term(row[*c])))),
+            )?;
+            n += 1;
+        }
+    }
+    w.finish()?;
+    Ok(n)
+}
+
+/// Writes an ASK answer.
+pub fn write_boolean(out: &mut dyn Write, format: Format, value: bool) -> io::Result<()> {
+    if format == Format::Table {
+        return writeln!(out, "{}", if value { "yes" } else { "no" });
+    }
+    QueryResultsSerializer::from_format(sparesults_format(format))
+        .serialize_boolean_to_writer(out, value)?;
+    Ok(())
+}
+
+/// Writes CONSTRUCT output: N-Triples, or Turtle when `turtle`.
+pub fn write_graph(out: &mut dyn Write, triples: &[[Term; 3]], turtle: bool) -> io::Result<()> {
+    if turtle {
+        let mut w = oxttl::TurtleSerializer::new().for_writer(out);
+        for [s, p, o] in triples {
+            let subject: oxrdf::NamedOrBlankNode = match s {
+                Term::Iri(x) => oxrdf::NamedNode::new_unchecked(x.clone()).into(),
+                Term::Blank(x) => oxrdf::BlankNode::new_unchecked(x.clone()).into(),
+                Term::Literal { .. } => continue,
+            };
+            let Term::Iri(p) = p else { continue };
+            let object = ox(o.as_ref()).into_owned();
+            w.serialize_triple(oxrdf::TripleRef::new(
+                subject.as_ref(),
+                NamedNodeRef::new_unchecked(p),
+                object.as_ref(),
+            ))?;
+        }
+        w.finish()?;
+        return Ok(());
+    }
+    for [s, p, o] in triples {
+        writeln!(out, "{s} {p} {o} .")?;
+    }
+    Ok(())
+}
+
+const MAX_CELL: usize = 60;
+
+fn write_table(
+    out: &mut dyn Write,
+    vars: &[(String, usize)],
+    cells: &[Vec<String>],
+) -> io::Result<()> {
+    let clip = |s: &str| -> String {
+        if s.chars().count() > MAX_CELL {
+            let mut c: String = s.chars().take(MAX_CELL - 1).collect();
+            c.push('…');
+            c
+        } else {
+            s.to_owned()
+        }
+    };
+    let heads: Vec<String> = vars.iter().map(|(v, _)| format!("?{v}")).collect();
+    let mut widths: Vec<usize> = heads.iter().map(|h| h.chars().count()).collect();
+    for row in cells {
+        for (i, c) in row.iter().enumerate() {
+            widths[i] = widths[i].max(clip(c).chars().count());
+        }
+    }
+    let line = |out: &mut dyn Write, row: &[String]| -> io::Result<()> {
+        let parts: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| {
+                let c = clip(c);
+                let pad = w - c.chars().count();
+                format!("{c}{}", " ".repeat(pad))
+            })
+            .collect();
+        writeln!(out, "| {} |", parts.join(" | "))
+    };
+    line(out, &heads)?;
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    writeln!(out, "|-{}-|", rule.join("-|-"))?;
+    for row in cells {
+        line(out, row)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Terms as the dictionary stores them: a kind byte and the term's text, borrowed.
+//!
+//! RDF 1.1 (§3.3): a literal is a lexical form with a datatype IRI, and a language-tagged
+//! string when it has a tag. `"x"` and `"x"^^xsd:string` are the same term, stored as
+//! [`TermRef::Literal`] with `datatype: XSD_STRING`. Lexical forms are kept as written:
+//! `"01"^^xsd:integer` stays `01` (SPARQL's simple entailment does not allow rewriting it).
+//! Language tags are case-insensitive (BCP 47) and kept in lower case, as the parser gives them.
+
+use std::fmt;
+
+/// `xsd:string`.
+pub const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
+/// `rdf:langString`, the datatype of a language-tagged string.
+pub const RDF_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
+
+/// A term id: 1-based index into the dictionary; 0 means "unbound" in a solution row.
+pub type Id = u32;
+
+/// The unbound value of a solution column.
+pub const UNBOUND: Id = 0;
+
+pub(crate) const TAG_IRI: u8 = 0;
+pub(crate) const TAG_BLANK: u8 = 1;
+pub(crate) const TAG_STRING: u8 = 2;
+pub(crate) const TAG_LANG: u8 = 3;
+pub(crate) const TAG_TYPED: u8 = 4;
+
+/// A term, borrowed from the dictionary (or from a query).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TermRef<'a> {
+    /// An IRI.
+    Iri(&'a str),
+    /// A blank node, by its label.
+    Blank(&'a str),
+    /// A literal. `lang` is `Some` exactly when the datatype is `rdf:langString`.
+    Literal {
+        /// The lexical form, as written.
+        value: &'a str,
+        /// The datatype IRI.
+        datatype: &'a str,
+        /// The language tag, lower case.
+        lang: Option<&'a str>,
+    },
+}
+
+impl<'a> TermRef<'a> {
+    /// A simple literal (`xsd:string`).
+    pub fn string(value: &'a str) -> Self {
+        TermRef::Literal {
+            value,
+            datatype: XSD_STRING,
+            lang: None,
+        }
+    }
+
+    /// Whether this is a literal.
+    pub fn is_literal(&self) -> bool {
+        matches!(self, TermRef::Literal { .. })
+    }
+
+    /// The dictionary key of this term: a kind byte, then the text (for a language-tagged
+    /// string `lang \0 value`, for another typed literal `datatype \0 value`; neither a tag nor
+    /// an IRI can hold a NUL).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        match *self {
+            TermRef::Iri(s) => {
+                out.push(TAG_IRI);
+                out.extend_from_slice(s.as_bytes());
+            }
+            TermRef::Blank(s) => {
+                out.push(TAG_BLANK);
+                out.extend_from_slice(s.as_bytes());
+            }
+            TermRef::Literal {
+                value,
+                lang: Some(lang),
+                ..
+            } => {
+                out.push(TAG_LANG);
+                out.extend_from_slice(lang.as_bytes());
+                out.push(0);
+                out.extend_from_slice(value.as_bytes());
+            }
+            TermRef::Literal {
+                value, datatype, ..
+            } if datatype == XSD_STRING => {
+                out.push(TAG_STRING);
+                out.extend_from_slice(value.as_bytes());
+            }
+            TermRef::Literal {
+                value, datatype, ..
+            } => {
+                out.push(TAG_TYPED);
+                out.extend_from_slice(datatype.as_bytes());
+                out.push(0);
+                out.extend_from_slice(value.as_bytes());
+            }
+        }
+    }
+
+    /// Decodes a dictionary key made by `encode`. `bytes` must be one (the dictionary checks
+    /// UTF-8 and the tag when it loads a snapshot).
+    pub(crate) fn decode(bytes: &'a [u8]) -> TermRef<'a> {
+        let text = |b: &'a [u8]| std::str::from_utf8(b).unwrap_or("\u{fffd}");
+        let (tag, rest) = (bytes[0], &bytes[1..]);
+        let split = |rest: &'a [u8]| {
+            let nul = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            (text(&rest[..nul]), text(rest.get(nul + 1..).unwrap_or(&[])))
+        };
+        match tag {
+            TAG_IRI => TermRef::Iri(text(rest)),
+            TAG_BLANK => TermRef::Blank(text(rest)),
+            TAG_STRING => TermRef::string(text(rest)),
+            TAG_LANG => {
+                let (lang, value) = split(rest);
+                TermRef::Literal {
+                    value,
+                    datatype: RDF_LANG_STRING,
+                    lang: Some(lang),
+                }
+            }
+            _ => {
+                let (datatype, value) = split(rest);
+                TermRef::Literal {
+                    value,
+                    datatype,
+                    lang: None,
+                }
+            }
+        }
+    }
+
+    /// This term as an `oxrdf` term (for the result serialisers).
+    pub fn to_oxrdf(&self) -> oxrdf::Term {
+        match *self {
+            TermRef::Iri(s) => oxrdf::NamedNode::new_unchecked(s).into(),
+            TermRef::Blank(s) => oxrdf::BlankNode::new_unchecked(s).into(),
+            TermRef::Literal {
+                value,
+                lang: Some(lang),
+                ..
+            } => oxrdf::Literal::new_language_tagged_literal_unchecked(value, lang).into(),
+            TermRef::Literal {
+                value, datatype, ..
+            } => {
+                oxrdf::Literal::new_typed_literal(value, oxrdf::NamedNode::new_unchecked(datatype))
+                    .into()
+            }
+        }
+    }
+}
+
+/// N-Triples syntax (simple literals without `^^xsd:string`).
+impl fmt::Display for TermRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            TermRef::Iri(s) => write!(f, "<{s}>"),
+            TermRef::Blank(s) => write!(f, "_:{s}"),
+            TermRef::Literal {
+                value,
+                datatype,
+                lang,
+            } => {
+                f.write_str("\"")?;
+                for c in value.chars() {
+                    match c {
+                        '"' => f.write_str("\\\"")?,
+                        '\\' => f.write_str("\\\\")?,
+                        '\n' => f.write_str("\\n")?,
+                        '\r' => f.write_str("\\r")?,
+                        c => fmt::Write::write_char(f, c)?,
+                    }
+                }
+                f.write_str("\"")?;
+                match lang {
+                    Some(l) => write!(f, "@{l}"),
+                    None if datatype == XSD_STRING => Ok(()),
+                    None => write!(f, "^^<{datatype}>"),
+                }
+            }
+        }
+    }
+}
+
+/// An owned term (query constants, computed values).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Term {
+    /// An IRI.
+    Iri(String),
+    /// A blank node.
+    Blank(String),
+    /// A literal.
+    Literal {
+        /// Lexical form.
+        value: String,
+        /// Datatype IRI.
+        datatype: String,
+        /// Language tag, lower case.
+        lang: Option<String>,
+    },
+}
+
+impl Term {
+    /// Borrows it.
+    pub fn as_ref(&self) -> TermRef<'_> {
+        match self {
+            Term::Iri(s) => TermRef::Iri(s),
+            Term::Blank(s) => TermRef::Blank(s),
+            Term::Literal {
+                value,
+                datatype,
+                lang,
+            } => TermRef::Literal {
+                value,
+                datatype,
+                lang: lang.as_deref(),
+            },
+        }
+    }
+
+    /// From an `oxrdf` term (RDF 1.1: quoted triples are refused by the caller).
+    pub fn from_oxrdf_literal(l: &oxrdf::Literal) -> Self {
+        Term::Literal {
+            value: l.value().to_owned(),
+            datatype: l.datatype().as_str().to_owned(),
+            lang: l.language().map(str::to_ascii_lowercase),
+        }
+    }
+}
+
+impl<'a> From<TermRef<'a>> for Term {
+    fn from(t: TermRef<'a>) -> Self {
+        match t {
+            TermRef::Iri(s) => Term::Iri(s.to_owned()),
+            TermRef::Blank(s) => Term::Blank(s.to_owned()),
+            TermRef::Literal {
+                value,
+                datatype,
+                lang,
+            } => Term::Literal {
+                value: value.to_owned(),
+                datatype: datatype.to_owned(),
+                lang: lang.map(str::to_owned),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_ref().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips_through_its_key() {
+        let terms = [
+            TermRef::Iri("http://a/b"),
+            TermRef::Blank("b0"),
+            TermRef::string("plain"),
+            TermRef::string(""),
+            TermRef::Literal {
+                value: "chat",
+                datatype: RDF_LANG_STRING,
+                lang: Some("fr"),
+            },
+            TermRef::Literal {
+                value: "01",
+                datatype: "http://www.w3.org/2001/XMLSchema#integer",
+                lang: None,
+            },
+        ];
+        for t in terms {
+            let mut k = Vec::new();
+            t.encode(&mut k);
+            assert_eq!(TermRef::decode(&k), t);
+        }
+    }
+
+    #[test]
+    fn display_is_ntriples() {
+        assert_eq!(TermRef::string("a\"b").to_string(), "\"a\\\"b\"");
+        let int = TermRef::Literal {
+            value: "01",
+            datatype: "http://www.w3.org/2001/XMLSchema#integer",
+            lang: None,
+        };
+        assert_eq!(
+            int.to_string(),
+            "\"01\"^^<http://www.w3.org/2001/XMLSchema#integer>"
+        );
+    }
+}

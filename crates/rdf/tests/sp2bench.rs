@@ -1,0 +1,86 @@
+//! The 17 SP²Bench queries against Oxigraph (the reference, in memory) on the original
+//! benchmark's 10k and 50k files, under every scheduling policy; the data README's expected
+//! result counts. The files are read from `../shared/data/sp2bench` when it is there (it is not
+//! part of the repository); without it these tests say so and check nothing else.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use common::{compare, ours, reference, Expected};
+use nearflow_policy::PolicyKind;
+
+fn data_dir() -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/sp2bench");
+    d.join("README.md").exists().then_some(d)
+}
+
+const QUERIES: [&str; 17] = [
+    "q1", "q2", "q3a", "q3b", "q3c", "q4", "q5a", "q5b", "q6", "q7", "q8", "q9", "q10", "q11",
+    "q12a", "q12b", "q12c",
+];
+
+/// The data README's table: rows (or ASK answers as 1/0) per query at 10k, 50k, 250k, 1M.
+fn readme_counts(q: &str) -> [u64; 4] {
+    match q {
+        "q1" => [1, 1, 1, 1],
+        "q2" => [147, 965, 6197, 32770],
+        "q3a" => [846, 3647, 15853, 52676],
+        "q3b" => [9, 25, 127, 379],
+        "q3c" => [0, 0, 0, 0],
+        "q4" => [23226, 104746, 542801, 2586733],
+        "q5a" | "q5b" => [155, 1085, 6904, 35241],
+        "q6" => [229, 1769, 12093, 62795],
+        "q7" => [0, 2, 62, 292],
+        "q8" => [184, 264, 332, 400],
+        "q9" => [4, 4, 4, 4],
+        "q10" => [166, 307, 452, 572],
+        "q11" => [10, 10, 10, 10],
+        "q12a" | "q12b" => [1, 1, 1, 1],
+        "q12c" => [0, 0, 0, 0],
+        _ => unreachable!("{q}"),
+    }
+}
+
+fn differential(size: &str, col: usize, policies: &[PolicyKind]) {
+    let Some(dir) = data_dir() else {
+        eprintln!(
+            "../shared/data/sp2bench is absent: the SP²Bench differential test checks nothing"
+        );
+        return;
+    };
+    let file = dir.join(format!("sp2b-{size}.n3.gz"));
+    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+    let store = Arc::new(common::load_store(&file, &machine));
+    let oxi = common::load_oxigraph(&file);
+    for q in QUERIES {
+        let text =
+            std::fs::read_to_string(dir.join("queries").join(format!("{q}.sparql"))).unwrap();
+        let want = reference(&oxi, &text);
+        assert_eq!(
+            want.count(),
+            readme_counts(q)[col],
+            "Oxigraph's {q} at {size} disagrees with the README"
+        );
+        for &policy in policies {
+            let got = ours(&store, &machine, policy, &text);
+            compare(
+                &got,
+                &want,
+                &format!("{q} at {size} under {policy}"),
+                Expected::from_query(&text),
+            );
+        }
+    }
+}
+
+#[test]
+fn sp2bench_10k_matches_oxigraph_under_every_policy() {
+    differential("10000", 0, &PolicyKind::ALL);
+}
+
+#[test]
+fn sp2bench_50k_matches_oxigraph_under_las_and_nls() {
+    differential("50000", 1, &[PolicyKind::Las, PolicyKind::Nls]);
+}
