@@ -193,7 +193,10 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     // Parse the query first: a syntax error should not wait for a load.
     if let Err(e) = spargebra::SparqlParser::new().parse_query(&text) {
-        bail!("SPARQL syntax error: {e}");
+        bail!(
+            "SPARQL syntax error: {}",
+            sparql::syntax_message(&text, &e.to_string())
+        );
     }
     let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
     let rt = build_runtime(

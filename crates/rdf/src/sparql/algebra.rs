@@ -202,7 +202,17 @@ impl Translator<'_> {
             } => Node::Slice(b(self.pattern(inner)?), *start, *length),
             GraphPattern::Path { .. } => return Err(unsupported("property paths")),
             GraphPattern::Graph { .. } => return Err(unsupported("GRAPH (named graphs)")),
-            GraphPattern::Extend { .. } => return Err(unsupported("BIND and SELECT expressions")),
+            GraphPattern::Extend { inner, .. } => {
+                let mut i = &**inner;
+                while let GraphPattern::Extend { inner, .. } = i {
+                    i = inner;
+                }
+                return Err(unsupported(if matches!(i, GraphPattern::Group { .. }) {
+                    "GROUP BY and aggregates"
+                } else {
+                    "BIND and SELECT expressions"
+                }));
+            }
             GraphPattern::Values { .. } => return Err(unsupported("VALUES")),
             GraphPattern::Group { .. } => return Err(unsupported("GROUP BY and aggregates")),
             GraphPattern::Service { .. } => return Err(unsupported("SERVICE")),
@@ -306,7 +316,8 @@ fn constant_regex(args: &[Expr]) -> Result<Option<regex::Regex>, QueryError> {
             None => return Ok(None),
         },
     };
-    compile_regex(&p, &flags)
-        .map(Some)
-        .map_err(|e| QueryError::Invalid(format!("bad regular expression {p:?}: {e}")))
+    compile_regex(&p, &flags).map(Some).map_err(|e| {
+        let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
+        QueryError::Invalid(format!("bad regular expression {p:?}: {e}"))
+    })
 }

@@ -107,7 +107,7 @@ pub struct Prepared {
 pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
     let query = spargebra::SparqlParser::new()
         .parse_query(text)
-        .map_err(|e| QueryError::Syntax(e.to_string()))?;
+        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
     let mut tr = Translator {
         store,
         vars: Default::default(),
@@ -198,6 +198,48 @@ pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prep
         },
         names: tr.vars.names,
     })
+}
+
+/// `spargebra`'s message on one line: an undeclared prefix named, long "expected one of"
+/// lists cut.
+pub fn syntax_message(text: &str, message: &str) -> String {
+    let flat = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.contains("Prefix not found") {
+        // "error at L:C: …": the prefixed name ends just before column C of line L.
+        let pos = flat
+            .strip_prefix("error at ")
+            .and_then(|r| r.split_once(':').zip(r.split(':').nth(1)))
+            .and_then(|((l, _), c)| {
+                Some((l.parse::<usize>().ok()?, c.trim().parse::<usize>().ok()?))
+            });
+        if let Some((l, c)) = pos {
+            let line: Vec<char> = text
+                .lines()
+                .nth(l.saturating_sub(1))
+                .unwrap_or("")
+                .chars()
+                .collect();
+            let end = c.saturating_sub(1).min(line.len());
+            let start = line[..end]
+                .iter()
+                .rposition(|ch| ch.is_whitespace() || "{(.;,".contains(*ch))
+                .map_or(0, |i| i + 1);
+            let token: String = line[start..end].iter().collect();
+            if let Some((prefix, _)) = token.split_once(':') {
+                return format!(
+                    "at {l}:{c}: undeclared prefix '{prefix}:' (no PREFIX declares it)"
+                );
+            }
+        }
+        return format!(
+            "{}: undeclared prefix",
+            flat.split(": expected").next().unwrap_or(&flat)
+        );
+    }
+    match flat.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
 }
 
 fn outer_projection(n: &Node) -> Option<Vec<usize>> {
