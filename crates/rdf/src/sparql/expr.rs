@@ -516,11 +516,18 @@ fn lit_key<'v>(v: &'v Val<'_>) -> (u8, &'v str, &'v str, &'v str) {
             datatype,
             lang,
         } => {
-            // Numbers before other literals, so that numbers of several types sort together.
-            let kind = if v.numeric().is_some() { 0 } else { 1 };
-            (kind, datatype, value, lang.as_deref().unwrap_or(""))
+            // Numbers first, so that numbers of several types sort together; then strings,
+            // simple and language-tagged together by their text (the tag breaks ties, a simple
+            // literal first); then other literals by datatype and lexical form.
+            if v.numeric().is_some() {
+                (0, datatype, value, "")
+            } else if lang.is_some() || datatype == XSD_STRING {
+                (1, "", value, lang.as_deref().unwrap_or(""))
+            } else {
+                (2, datatype, value, "")
+            }
         }
-        _ => (2, "", "", ""),
+        _ => (3, "", "", ""),
     }
 }
 
