@@ -91,6 +91,9 @@ enum BenchCmd {
     Alloc(bench::alloc::AllocCmd),
     /// Ferret's similarity search, plain against SplittableData (SplittableData paper §2.3, §3).
     Split(bench::split::SplitCmd),
+    /// SP²Bench SPARQL queries, single and concurrent, per policy, with Oxigraph as the peer
+    /// (LAS paper §6.2–6.4).
+    Sp2bench(bench::sp2bench::Sp2benchCmd),
     /// NUMA factors of this host: reversing an array on node j from node i (Bobox paper §6, Table 1).
     NumaFactor(bench::numa_factor::NumaFactorCmd),
 }
@@ -111,6 +114,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Alloc(c)) => bench::alloc::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Split(c)) => bench::split::run(&c).map(|_| ()),
+        Command::Bench(BenchCmd::Sp2bench(c)) => bench::sp2bench::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::NumaFactor(c)) => bench::numa_factor::run(&c),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),

@@ -377,3 +377,31 @@ fn a_sink_takes_from_its_own_plan_only() {
     assert!(out_a.take(&sink_a).is_empty());
     assert!(out_b.take(&sink_a).is_empty());
 }
+
+/// An operator with a home has its deferred tasks (a source's start and reschedules) queued for
+/// that home: the runtime counts them as homed; without a home, none is.
+#[test]
+fn a_homed_source_runs_its_deferred_tasks_as_homed() {
+    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+    let rt = nearflow_rt::Runtime::builder(machine.clone())
+        .build()
+        .unwrap();
+    let run = |home: Option<usize>| {
+        let before = rt.counters().homed();
+        let mut b = PlanBuilder::for_runtime(&rt);
+        b.packet_bytes(64);
+        let src = b.generate(1_000, |i| i);
+        if let Some(node) = home {
+            let id = src.operator();
+            b.home(id, nearflow_rt::Home::node(&machine, node).unwrap());
+        }
+        let sink = b.collect(src);
+        let out = b.build().unwrap().run(&rt).unwrap();
+        assert_eq!(out.take(&sink).len(), 1_000);
+        let after = rt.counters().homed();
+        (after.0 + after.1) - (before.0 + before.1)
+    };
+    assert_eq!(run(None), 0);
+    // 1000 u64s in 64-byte packets: the source reschedules itself many times, all homed.
+    assert!(run(Some(1)) > 10);
+}

@@ -142,6 +142,12 @@ fn open(path: &Path, progress: &Arc<Progress>) -> Result<Box<dyn Read>, LoadErro
     }
 }
 
+/// A file's bytes, gunzipped when it starts with gzip's magic number (for other readers of the
+/// same files, such as a peer engine in a benchmark).
+pub fn open_input(path: &Path) -> Result<Box<dyn Read>, LoadError> {
+    open(path, &Arc::default())
+}
+
 /// Dictionary and id triples, before the indexes are built.
 #[derive(Debug, Default)]
 pub struct Loaded {

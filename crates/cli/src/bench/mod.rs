@@ -6,6 +6,7 @@ pub mod overhead;
 pub mod packet_size;
 pub mod plans;
 pub mod queues;
+pub mod sp2bench;
 pub mod split;
 
 use std::time::Duration;

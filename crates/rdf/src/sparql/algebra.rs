@@ -38,7 +38,7 @@ impl Slot {
 pub type Pat = [Slot; 3];
 
 /// The logical plan.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Node {
     /// A basic graph pattern (an empty one is the one empty solution).
     Bgp(Vec<Pat>),

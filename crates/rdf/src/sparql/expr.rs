@@ -21,7 +21,7 @@ use crate::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 
 /// A compiled expression over solution rows (columns are query variables).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Expr {
     /// A variable's column.
     Var(usize),

@@ -249,21 +249,30 @@ impl Planner<'_> {
     pub fn plan(&self, node: Node) -> Phys {
         match node {
             Node::Bgp(pats) => self.bgp(pats, Vec::new()),
-            Node::Join(a, b) => {
-                if is_bgp_tree(&a) && is_bgp_tree(&b) {
+            Node::Join(a, b) => match (*a, *b) {
+                // A BGP joined with a UNION: join it into each branch (exact for bags), so a
+                // selective BGP drives each branch's plan (SP²Bench Q8, Q12b).
+                (x, Node::Union(u1, u2)) | (Node::Union(u1, u2), x) if is_bgp_tree(&x) => {
+                    let l = Node::Join(Box::new(x.clone()), u1);
+                    let r = Node::Join(Box::new(x), u2);
+                    self.plan(Node::Union(Box::new(l), Box::new(r)))
+                }
+                // A BGP joined with a filtered BGP whose filter reads only that BGP's own
+                // variables: one BGP with the filter (the filter sees the same values).
+                (x, Node::Filter(e, f)) | (Node::Filter(e, f), x)
+                    if is_bgp_tree(&x)
+                        && is_bgp_tree(&f)
+                        && vars_of(&e).is_subset(&tree_vars(&f)) =>
+                {
                     let mut leaves = Vec::new();
-                    flatten_bgps(*a, &mut leaves);
-                    flatten_bgps(*b, &mut leaves);
-                    return self.bgp(leaves.into_iter().flatten().collect(), Vec::new());
+                    flatten_bgps(x, &mut leaves);
+                    flatten_bgps(*f, &mut leaves);
+                    let mut cs = Vec::new();
+                    conjuncts(e, &mut cs);
+                    self.bgp(leaves.into_iter().flatten().collect(), cs)
                 }
-                let (a, b) = (self.plan(*a), self.plan(*b));
-                // Build the smaller side.
-                if a.est < b.est {
-                    self.hash_join(JoinMode::Inner, b, a, None)
-                } else {
-                    self.hash_join(JoinMode::Inner, a, b, None)
-                }
-            }
+                (a, b) => self.join(a, b),
+            },
             Node::Filter(e, inner) => {
                 let mut cs = Vec::new();
                 conjuncts(e, &mut cs);
@@ -324,6 +333,23 @@ impl Planner<'_> {
                     .min(len.map_or(f64::INFINITY, |l| l as f64));
                 Phys::over(Op::Slice(start, len), p, est)
             }
+        }
+    }
+
+    /// An inner join of two logical nodes.
+    fn join(&self, a: Node, b: Node) -> Phys {
+        if is_bgp_tree(&a) && is_bgp_tree(&b) {
+            let mut leaves = Vec::new();
+            flatten_bgps(a, &mut leaves);
+            flatten_bgps(b, &mut leaves);
+            return self.bgp(leaves.into_iter().flatten().collect(), Vec::new());
+        }
+        let (a, b) = (self.plan(a), self.plan(b));
+        // Build the smaller side.
+        if a.est < b.est {
+            self.hash_join(JoinMode::Inner, b, a, None)
+        } else {
+            self.hash_join(JoinMode::Inner, a, b, None)
         }
     }
 
@@ -598,6 +624,15 @@ fn collect_conjunct_refs<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
             collect_conjunct_refs(b, out);
         }
         e => out.push(e),
+    }
+}
+
+/// The variables of a BGP tree's patterns.
+fn tree_vars(n: &Node) -> BTreeSet<usize> {
+    match n {
+        Node::Bgp(p) => p.iter().flatten().filter_map(|s| s.var()).collect(),
+        Node::Join(a, b) => tree_vars(a).union(&tree_vars(b)).copied().collect(),
+        _ => BTreeSet::new(),
     }
 }
 
