@@ -258,7 +258,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
                 eprintln!(
                     "{} oxigraph: {}",
                     names[qi],
-                    secs.map_or(format!("> {} s", cmd.peer_timeout), |s| format!("{s:.3} s"))
+                    secs.map_or(format!("> {} s", cmd.peer_timeout), super::sp2bench::secs)
                 );
             }
             if let (Some(_), Some(r)) = (secs, reference[qi]) {
@@ -293,6 +293,15 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
     Ok(cells)
 }
 
+/// A time for the table: milliseconds below 0.1 s (so that small queries are not all "0.000 s").
+pub fn secs(s: f64) -> String {
+    if s < 0.1 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
 fn print_table(
     cmd: &Sp2benchCmd,
     names: &[String],
@@ -321,7 +330,7 @@ fn print_table(
                     .iter()
                     .find(|c| &c.query == q && &c.engine == e && c.concurrent == *n)
                     .map_or("-".into(), |c| match c.seconds {
-                        Some(s) => format!("{s:.3} s"),
+                        Some(s) => secs(s),
                         None => format!("> {} s", cmd.peer_timeout),
                     })
             })

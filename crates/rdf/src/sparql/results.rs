@@ -81,7 +81,7 @@ pub fn write_solutions(
                     vars.iter()
                         .map(|(_, c)| match row[*c] {
                             UNBOUND => String::new(),
-                            id => store.dict().term(id).to_string(),
+                            id => short(store.dict().term(id)),
                         })
                         .collect(),
                 );
@@ -151,6 +151,32 @@ pub fn write_graph(out: &mut dyn Write, triples: &[[Term; 3]], turtle: bool) -> 
 }
 
 const MAX_CELL: usize = 60;
+
+/// A term as the table shows it: N-Triples, but numbers and booleans bare when their lexical
+/// form is Turtle's (as in Turtle), and other XSD datatypes as `xsd:…`.
+fn short(t: TermRef<'_>) -> String {
+    const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
+    if let TermRef::Literal { value, datatype, lang: None } = t {
+        if let Some(local) = datatype.strip_prefix(XSD) {
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            let signed = value.strip_prefix(['-', '+']).unwrap_or(value);
+            let bare = match local {
+                "integer" => digits(signed),
+                "decimal" => signed.split_once('.').is_some_and(|(a, b)| digits(a) && digits(b)),
+                "boolean" => value == "true" || value == "false",
+                _ => false,
+            };
+            if bare {
+                return value.to_owned();
+            }
+            if local != "string" {
+                let quoted = TermRef::string(value).to_string();
+                return format!("{quoted}^^xsd:{local}");
+            }
+        }
+    }
+    t.to_string()
+}
 
 fn write_table(
     out: &mut dyn Write,
