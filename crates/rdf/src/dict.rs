@@ -1,7 +1,7 @@
 //! The dictionary: every distinct term once, as a dense id (LAS §6.1: the store holds id
 //! triples, terms are looked up only to compare values and to print results).
 //!
-//! Layout: the terms' keys ([`TermRef::encode`]) one after another in one byte arena, an end
+//! Layout: the terms' keys (`TermRef::encode`) one after another in one byte arena, an end
 //! offset per term, and a hash table of ids keyed by the bytes they point at — about
 //! `key length + 8 + 4·(1/load)` bytes per term, no per-term allocation.
 
