@@ -19,23 +19,31 @@ ex:d ex:n "-3"^^xsd:integer ; ex:flag "true"^^xsd:boolean ; ex:p ex:d .
 ex:e ex:name "Ann" ; ex:when "2020-01-01T00:00:00Z"^^xsd:dateTime .
 "#;
 
-fn stores() -> (
-    Arc<nearflow_rdf::Store>,
-    oxigraph::store::Store,
-    nearflow_rt::Runtime,
-) {
+/// Our store of a Turtle text (N-Triples is Turtle) on a two-node preset, and a runtime.
+fn ours_of(text: &str) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
     let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
     let mut l = Loaded::default();
     load::load_reader(
         &mut l,
         "t.ttl".as_ref(),
         Format::Turtle,
-        DATA.as_bytes(),
+        text.as_bytes(),
         "",
     )
     .unwrap();
     let store = Arc::new(l.into_store(&machine).unwrap());
-    let rt = nearflow_rt::Runtime::builder(machine).build().unwrap();
+    (
+        store,
+        nearflow_rt::Runtime::builder(machine).build().unwrap(),
+    )
+}
+
+fn stores() -> (
+    Arc<nearflow_rdf::Store>,
+    oxigraph::store::Store,
+    nearflow_rt::Runtime,
+) {
+    let (store, rt) = ours_of(DATA);
     (store, oxigraph_from_turtle(DATA), rt)
 }
 
@@ -120,18 +128,7 @@ fn small_queries_match_oxigraph() {
 #[test]
 fn lexical_forms_are_kept_where_oxigraph_canonicalises() {
     let data = "<http://ex/s> <http://ex/n> \"01\"^^<http://www.w3.org/2001/XMLSchema#integer> .";
-    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-    let mut l = Loaded::default();
-    load::load_reader(
-        &mut l,
-        "t.nt".as_ref(),
-        Format::NTriples,
-        data.as_bytes(),
-        "",
-    )
-    .unwrap();
-    let store = Arc::new(l.into_store(&machine).unwrap());
-    let rt = nearflow_rt::Runtime::builder(machine).build().unwrap();
+    let (store, rt) = ours_of(data);
     let q = "SELECT ?n WHERE { ?s <http://ex/n> ?n FILTER(?n = 1) }";
     let ours = ours_on(&store, &rt, q);
     let int = "\"01\"^^<http://www.w3.org/2001/XMLSchema#integer>";

@@ -156,13 +156,20 @@ const MAX_CELL: usize = 60;
 /// form is Turtle's (as in Turtle), and other XSD datatypes as `xsd:…`.
 fn short(t: TermRef<'_>) -> String {
     const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
-    if let TermRef::Literal { value, datatype, lang: None } = t {
+    if let TermRef::Literal {
+        value,
+        datatype,
+        lang: None,
+    } = t
+    {
         if let Some(local) = datatype.strip_prefix(XSD) {
             let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
             let signed = value.strip_prefix(['-', '+']).unwrap_or(value);
             let bare = match local {
                 "integer" => digits(signed),
-                "decimal" => signed.split_once('.').is_some_and(|(a, b)| digits(a) && digits(b)),
+                "decimal" => signed
+                    .split_once('.')
+                    .is_some_and(|(a, b)| digits(a) && digits(b)),
                 "boolean" => value == "true" || value == "false",
                 _ => false,
             };
