@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: this machine's topology, a VWAP run on generated data, the
-# concurrent-plans comparison with the nearflow and the system allocator, the placement checks,
-# a short ferret search, plain against SplittableData, the allocator benchmark (latency, pipeline), then the queue study (load-balancing-queues.txt)
-# at sizes 128..2048. Installs what it needs first.
+# The main job on embedded defaults: this machine's topology, SP²Bench at 250k triples beside
+# Oxigraph (the original document from ../shared, or one of ours generated first), a VWAP run on
+# generated data, the concurrent-plans comparison with the nearflow and the system allocator,
+# the placement checks, a short ferret search, plain against SplittableData, the allocator
+# benchmark (latency, pipeline), then the queue study (load-balancing-queues.txt) at sizes
+# 128..2048. Installs what it needs first.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh

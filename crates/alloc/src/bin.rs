@@ -28,12 +28,7 @@
 
 use core::ptr;
 
-use crate::sync::{fence, spin, AtomicBool, AtomicU32, AtomicU64, Ordering};
-
-#[cfg(loom)]
-use loom::sync::atomic::AtomicPtr;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicPtr;
+use crate::sync::{fence, spin, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// A block waiting in a bin: its first word links to the next.
 #[repr(C)]

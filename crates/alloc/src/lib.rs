@@ -76,6 +76,9 @@
 //!   (a pthread key destructor).
 //! - `global.rs` — [`GLOBAL`] and [`Nearflow`], the `GlobalAlloc`.
 //! - `placement.rs` — checks with `move_pages` that pages are where §5.2 says.
+//! - `config.rs` — the settings and the sub-allocators' block sizes.
+//! - `stats.rs` — counters of rare events (superblocks, allocators).
+//! - `sync.rs` — the loom shim every primitive of the bin protocol comes through.
 //!
 //! ## Foreign frees (§5.1)
 //!

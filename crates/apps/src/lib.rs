@@ -8,7 +8,11 @@
 //! - `genplan.rs` — the generated plan of the concurrent-plans experiment (Bobox paper §6,
 //!   Fig. 3; LAS §6.4) ([`genplan`]);
 //! - `ferret/` — ferret's image-similarity search by multi-probe LSH, plain and on
-//!   `SplittableData` (SplittableData paper §2.3, §3), with its pipeline as a plan ([`ferret`]).
+//!   `SplittableData` (SplittableData paper §2.3, §3), with its pipeline as a plan ([`ferret`]);
+//! - `sp2bench/` — documents of SP²Bench's shape from the data README's distributions, the
+//!   input of the LAS paper's experiments (§6.1.1), and our wording of its 17 queries
+//!   (`queries.rs`) ([`sp2bench`]);
+//! - `rng.rs` — the seeded generator shared by the generated workloads ([`rng`]).
 //!
 //! The `examples/` directory shows the four entry points of nearflow, one small program each
 //! (`cargo run --release -p nearflow-apps --example NAME`):
@@ -23,4 +27,6 @@
 
 pub mod ferret;
 pub mod genplan;
+pub mod rng;
+pub mod sp2bench;
 pub mod vwap;

@@ -3,15 +3,28 @@
 //! - `nearflow topo` — a machine's tree, core groups and distance matrices;
 //! - `nearflow stress` — the random-DAG workload with every task counted;
 //! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
-//! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|numa-factor` — benchmarks (figures only,
-//!   never assertions);
+//! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|sp2bench|numa-factor` —
+//!   benchmarks (figures only, never assertions);
+//! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store snapshot;
+//! - `nearflow gen sp2bench` — a document of SP²Bench's shape from our own generator;
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
-//! - `nearflow demo` — the main job on embedded defaults: this machine's topology, a small VWAP
+//! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
+//!   250k triples beside Oxigraph (the original document, or a generated one), a small VWAP
 //!   run, the concurrent-plans comparison with both allocators, the placement checks, a short
-//!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and the queue study, in about a minute and a half.
+//!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and
+//!   the queue study, in about five minutes.
 //!
-//! Files: `args.rs` (machine flags, list parsing, [`args::build_runtime`]), one `*_cmd.rs` per
-//! subcommand, `bench/` (one file per benchmark, shared helpers in `bench/mod.rs`).
+//! ## Files
+//!
+//! - `args.rs` — machine flags, list parsing, [`args::build_runtime`].
+//! - `topo_cmd.rs` — `topo`.
+//! - `stress_cmd.rs` — `stress`.
+//! - `run_cmd.rs` — `run vwap`, `run plan`.
+//! - `check_cmd.rs` — `check placement`.
+//! - `sparql_cmd.rs` — `sparql`, `load`.
+//! - `gen_cmd.rs` — `gen sp2bench`.
+//! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
+//!   `bench/chart.rs`.
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.
@@ -20,6 +33,7 @@
 mod args;
 mod bench;
 mod check_cmd;
+mod gen_cmd;
 mod run_cmd;
 mod sparql_cmd;
 mod stress_cmd;
@@ -66,8 +80,11 @@ enum Command {
     Sparql(sparql_cmd::SparqlCmd),
     /// Load RDF files and save a store snapshot (`--store` of `sparql` opens it).
     Load(sparql_cmd::LoadCmd),
+    /// Generate benchmark data.
+    #[command(subcommand)]
+    Gen(gen_cmd::GenCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
-    /// (when ../shared has it), a small VWAP run, the concurrent-plans
+    /// (generated when ../shared does not have it), a small VWAP run, the concurrent-plans
     /// comparison (both allocators), the placement checks, the allocator latency table and the
     /// queue study, on embedded defaults.
     Demo {
@@ -122,6 +139,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Sparql(c) => sparql_cmd::run(&c),
         Command::Load(c) => sparql_cmd::load(&c),
+        Command::Gen(c) => gen_cmd::run(&c),
         Command::Demo { csv } => demo(&csv),
     }
 }
@@ -130,17 +148,17 @@ fn run(cli: Cli) -> Result<()> {
 /// the subcommand's own default (the same parser runs them), and each line is printed before
 /// it runs.
 fn demo(csv: &std::path::Path) -> Result<()> {
-    let sp2b = std::path::PathBuf::from(SP2B_250K);
-    let sp2b = if sp2b.exists() {
-        Some(sp2b)
+    let original = std::path::Path::new(SP2B_250K);
+    let data = if original.exists() {
+        Sp2bData::Original(original.to_path_buf())
     } else {
         println!(
-            "(SP²Bench data not found at {SP2B_250K}: the SPARQL step is skipped; a generator of \
-             our own, for machines without it, is not written yet)\n"
+            "(the original SP²Bench document is not at {SP2B_250K}: the SPARQL step runs on a \
+             generated document of the same size and shape)\n"
         );
-        None
+        Sp2bData::Generated(csv.with_file_name("sp2b-gen-250000.n3.gz"))
     };
-    for (i, args) in demo_steps(csv, sp2b.as_deref()).iter().enumerate() {
+    for (i, args) in demo_steps(csv, &data).iter().enumerate() {
         if i > 0 {
             println!();
         }
@@ -159,8 +177,16 @@ fn parse_step(args: &[String]) -> Result<Cli> {
 /// The original SP²Bench document at 250k triples, outside the repository.
 const SP2B_250K: &str = "../shared/data/sp2bench/sp2b-250000.n3.gz";
 
-/// The demo's command lines (see [`demo`]); the SP²Bench step when its data is at `sp2b`.
-fn demo_steps(csv: &std::path::Path, sp2b: Option<&std::path::Path>) -> Vec<Vec<String>> {
+/// Where the demo's SP²Bench document comes from.
+enum Sp2bData {
+    /// The original benchmark's file.
+    Original(std::path::PathBuf),
+    /// Ours, generated to this path (skipped when it is already there).
+    Generated(std::path::PathBuf),
+}
+
+/// The demo's command lines (see [`demo`]).
+fn demo_steps(csv: &std::path::Path, sp2b: &Sp2bData) -> Vec<Vec<String>> {
     let plans_csv = csv.with_file_name("plans.csv");
     let line = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
     let mut plans = line(
@@ -171,11 +197,24 @@ fn demo_steps(csv: &std::path::Path, sp2b: Option<&std::path::Path>) -> Vec<Vec<
     let mut queues = line("bench queues --sizes 128,256,512,1024,2048 --reps 3 --csv");
     queues.push(csv.to_string_lossy().into_owned());
     let mut steps = vec![line("topo")];
-    if let Some(data) = sp2b {
-        let mut b = line("bench sp2bench --peer oxigraph --peer-timeout 30 --reps 1 --data");
-        b.push(data.to_string_lossy().into_owned());
-        steps.push(b);
+    let data = match sp2b {
+        Sp2bData::Original(p) => p,
+        Sp2bData::Generated(p) => {
+            if !p.exists() {
+                let mut g = line("gen sp2bench --triples 250000 --out");
+                g.push(p.to_string_lossy().into_owned());
+                steps.push(g);
+            }
+            p
+        }
+    };
+    let mut b = line("bench sp2bench --peer oxigraph --peer-timeout 30 --reps 1 --data");
+    b.push(data.to_string_lossy().into_owned());
+    for (flag, name) in [("--csv", "sp2bench.csv"), ("--svg", "sp2bench.svg")] {
+        b.push(flag.into());
+        b.push(csv.with_file_name(name).to_string_lossy().into_owned());
     }
+    steps.push(b);
     steps.extend([
         line("run vwap --ticks 200000"),
         plans,
@@ -209,11 +248,15 @@ mod tests {
     /// Every step of the demo is a valid command line of this binary.
     #[test]
     fn demo_steps_parse() {
+        use super::Sp2bData;
         let csv = std::path::Path::new("results/queues.csv");
-        assert_eq!(super::demo_steps(csv, None).len(), 7);
-        let steps = super::demo_steps(csv, Some(std::path::Path::new("x.n3.gz")));
-        assert_eq!(steps.len(), 8);
-        for s in &steps {
+        let original = super::demo_steps(csv, &Sp2bData::Original("x.n3.gz".into()));
+        assert_eq!(original.len(), 8);
+        let missing = std::env::temp_dir().join("nearflow-no-such-file.n3.gz");
+        let generated = super::demo_steps(csv, &Sp2bData::Generated(missing));
+        assert_eq!(generated.len(), 9, "the generator runs first");
+        assert_eq!(generated[1][..2], ["gen", "sp2bench"]);
+        for s in original.iter().chain(&generated) {
             super::parse_step(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
         }
     }

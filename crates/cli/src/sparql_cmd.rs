@@ -237,8 +237,8 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             u64::from(yes)
         }
         Form::Construct(_) => {
-            let rows: Vec<_> = batches.flatten().collect();
-            let triples = q.construct(&rows);
+            let batches: Vec<_> = batches.collect();
+            let triples = q.construct(batches.iter().flat_map(|b| b.iter()));
             if cmd.count {
                 writeln!(out, "{}", triples.len())?;
             } else {

@@ -1,15 +1,11 @@
 //! The `nearflow` binary as a user runs it: outputs, JSON keys, and clear errors on bad input.
+//!
+//! Length: one file of independent tests of the binary, one per subcommand behaviour.
 
-use std::process::{Command, Output};
+mod common;
 
+use common::{fails_with, nearflow};
 use serde_json::Value;
-
-fn nearflow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(args)
-        .output()
-        .expect("run nearflow")
-}
 
 fn json(args: &[&str]) -> Value {
     let out = nearflow(args);
@@ -19,17 +15,6 @@ fn json(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = nearflow(args);
-    assert!(!out.status.success(), "{args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr lacks {needle:?}: {err}"
-    );
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
 }
 
 #[test]

@@ -1,41 +1,32 @@
 //! `nearflow sparql` and `nearflow load` as a user runs them: answers in every format, a
 //! snapshot round trip, and a one-line error with a non-zero exit for every kind of bad input.
 
+mod common;
+
+use std::fmt::Debug;
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn nearflow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(args)
-        .output()
-        .expect("run nearflow")
-}
+use common::{nearflow, ok};
 
-fn ok(args: &[&str]) -> String {
-    let out = nearflow(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails_with(args: &[&str], needle: &str) {
-    let out = nearflow(args);
-    assert!(!out.status.success(), "{args:?} should fail");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(needle),
-        "{args:?}: stderr lacks {needle:?}: {err}"
-    );
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    // One line says it (clap adds a "try --help" line to usage errors).
+/// [`common::fails_with`], and the first line of stderr says it (clap adds a "try --help" line
+/// to usage errors).
+fn fails_with<S: AsRef<std::ffi::OsStr> + Debug>(args: &[S], needle: &str) {
+    let err = common::fails_with(args, needle);
     let first = err.lines().next().unwrap_or("");
     assert!(
         first.contains(needle),
         "{args:?}: the first line lacks {needle:?}: {err}"
     );
+}
+
+/// `sparql --quiet SOURCE_FLAG SOURCE -e QUERY EXTRA…`.
+fn sparql(source_flag: &str, source: &str, query: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["sparql", "--quiet", source_flag, source, "-e", query]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -62,66 +53,49 @@ fn a_query_answers_in_every_format() {
     let d = data_file();
     let q =
         "PREFIX ex: <http://ex/> SELECT ?p ?a WHERE { ?p ex:age ?a FILTER(?a > 26) } ORDER BY ?a";
-    let table = ok(&["sparql", "--quiet", "--data", &d, "-e", q]);
+    let table = ok(&sparql("--data", &d, q, &[]));
     assert!(
         table.contains("| ?p ") && table.contains("<http://ex/alice>"),
         "{table}"
     );
     assert!(table.contains("1 row"), "{table}");
-    let csv = ok(&[
-        "sparql", "--quiet", "--data", &d, "-e", q, "--format", "csv",
-    ]);
+    let csv = ok(&sparql("--data", &d, q, &["--format", "csv"]));
     assert_eq!(csv.replace('\r', ""), "p,a\nhttp://ex/alice,30\n");
-    let json = ok(&[
-        "sparql", "--quiet", "--data", &d, "-e", q, "--format", "json",
-    ]);
+    let json = ok(&sparql("--data", &d, q, &["--format", "json"]));
     assert!(
         json.contains("\"bindings\"") && json.contains("http://ex/alice"),
         "{json}"
     );
-    let xml = ok(&[
-        "sparql", "--quiet", "--data", &d, "-e", q, "--format", "xml",
-    ]);
+    let xml = ok(&sparql("--data", &d, q, &["--format", "xml"]));
     assert!(xml.contains("<sparql"), "{xml}");
     // The lexical form "025" is kept; it compares as 25.
-    let tsv = ok(&[
-        "sparql",
-        "--quiet",
+    let tsv = ok(&sparql(
         "--data",
         &d,
-        "-e",
         "PREFIX ex: <http://ex/> SELECT ?a WHERE { ex:bob ex:age ?a FILTER(?a < 26) }",
-        "--format",
-        "tsv",
-    ]);
+        &["--format", "tsv"],
+    ));
     assert_eq!(tsv.lines().nth(1).map(str::trim), Some("025"), "{tsv:?}");
-    let n = ok(&[
-        "sparql",
-        "--quiet",
+    let n = ok(&sparql(
         "--data",
         &d,
-        "-e",
         "SELECT * WHERE { ?s ?p ?o }",
-        "--count",
-    ]);
+        &["--count"],
+    ));
     assert_eq!(n.trim(), "6");
-    let ask = ok(&[
-        "sparql",
-        "--quiet",
+    let ask = ok(&sparql(
         "--data",
         &d,
-        "-e",
         "PREFIX ex: <http://ex/> ASK { ex:alice ex:knows ex:bob }",
-    ]);
+        &[],
+    ));
     assert_eq!(ask.trim(), "yes");
-    let graph = ok(&[
-        "sparql",
-        "--quiet",
+    let graph = ok(&sparql(
         "--data",
         &d,
-        "-e",
         "PREFIX ex: <http://ex/> CONSTRUCT { ?b ex:knownBy ?a } WHERE { ?a ex:knows ?b }",
-    ]);
+        &[],
+    ));
     assert_eq!(
         graph.trim(),
         "<http://ex/bob> <http://ex/knownBy> <http://ex/alice> ."
@@ -131,16 +105,12 @@ fn a_query_answers_in_every_format() {
 #[test]
 fn explain_prints_the_plan_with_rows() {
     let d = data_file();
-    let out = nearflow(&[
-        "sparql",
-        "--quiet",
+    let out = nearflow(&sparql(
         "--data",
         &d,
-        "--explain",
-        "--count",
-        "-e",
         "PREFIX ex: <http://ex/> SELECT ?n WHERE { ?p ex:knows ?q . ?q ex:name ?n }",
-    ]);
+        &["--explain", "--count"],
+    ));
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -157,22 +127,15 @@ fn a_snapshot_answers_as_the_files_do() {
     ok(&["load", "--quiet", &d, "--save", snap]);
     let q = "SELECT ?s ?o WHERE { ?s <http://ex/name> ?o } ORDER BY ?o";
     assert_eq!(
-        ok(&["sparql", "--quiet", "--store", snap, "-e", q, "--format", "tsv"]),
-        ok(&["sparql", "--quiet", "--data", &d, "-e", q, "--format", "tsv"])
+        ok(&sparql("--store", snap, q, &["--format", "tsv"])),
+        ok(&sparql("--data", &d, q, &["--format", "tsv"]))
     );
     // Truncated, then damaged.
     let bytes = std::fs::read(snap).unwrap();
     let cut = scratch("cut.store");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--store",
-            cut.to_str().unwrap(),
-            "-e",
-            q,
-        ],
+        &sparql("--store", cut.to_str().unwrap(), q, &[]),
         "truncated",
     );
     let mut bad = bytes.clone();
@@ -181,14 +144,7 @@ fn a_snapshot_answers_as_the_files_do() {
     let bad_f = scratch("bad.store");
     std::fs::write(&bad_f, &bad).unwrap();
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--store",
-            bad_f.to_str().unwrap(),
-            "-e",
-            q,
-        ],
+        &sparql("--store", bad_f.to_str().unwrap(), q, &[]),
         "not a valid nearflow store snapshot",
     );
 }
@@ -204,91 +160,50 @@ fn bad_input_is_one_line_and_a_failure() {
     .unwrap();
     let broken = broken.to_str().unwrap();
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            broken,
-            "-e",
-            "SELECT * { ?s ?p ?o }",
-        ],
+        &sparql("--data", broken, "SELECT * { ?s ?p ?o }", &[]),
         "broken.ttl:2:",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            &d,
-            "-e",
-            "SELECT * WHERE { ?s ?p }",
-        ],
+        &sparql("--data", &d, "SELECT * WHERE { ?s ?p }", &[]),
         "SPARQL syntax error",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            &d,
-            "-e",
-            "SELECT * WHERE { ?s nope:p ?o }",
-        ],
+        &sparql("--data", &d, "SELECT * WHERE { ?s nope:p ?o }", &[]),
         "undeclared prefix 'nope:'",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            "/no/such/file.ttl",
-            "-e",
-            "SELECT * { ?s ?p ?o }",
-        ],
+        &sparql("--data", "/no/such/file.ttl", "SELECT * { ?s ?p ?o }", &[]),
         "no such file",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            "/etc/hostname",
-            "-e",
-            "SELECT * { ?s ?p ?o }",
-        ],
+        &sparql("--data", "/etc/hostname", "SELECT * { ?s ?p ?o }", &[]),
         "cannot tell the format",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
+        &sparql(
             "--data",
             &d,
-            "-e",
             "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
-        ],
+            &[],
+        ),
         "not supported: GROUP BY and aggregates",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
+        &sparql(
             "--data",
             &d,
-            "-e",
             "SELECT * WHERE { ?s <http://ex/knows>+ ?o }",
-        ],
+            &[],
+        ),
         "not supported: property paths",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
+        &sparql(
             "--data",
             &d,
-            "-e",
             "SELECT * WHERE { ?s ?p ?o FILTER regex(?o, \"(\") }",
-        ],
+            &[],
+        ),
         "bad regular expression",
     );
     fails_with(
@@ -296,16 +211,145 @@ fn bad_input_is_one_line_and_a_failure() {
         "/no/such.rq",
     );
     fails_with(
-        &[
-            "sparql",
-            "--quiet",
-            "--data",
-            &d,
-            "-e",
-            "SELECT * { ?s ?p ?o }",
-            "--format",
-            "yaml",
-        ],
+        &sparql("--data", &d, "SELECT * { ?s ?p ?o }", &["--format", "yaml"]),
         "unknown format",
+    );
+}
+
+/// `nearflow gen sp2bench`: the same seed gives the same file (plain and gzip), another seed
+/// another; the output loads and answers the benchmark's first query; bad flags fail cleanly
+/// and leave no partial file.
+#[test]
+fn gen_sp2bench_is_deterministic_and_loads() {
+    let a = scratch("gen-a.n3");
+    let b = scratch("gen-b.n3");
+    let c = scratch("gen-c.n3");
+    let gz = scratch("gen-a.n3.gz");
+    for (path, seed) in [(&a, "5"), (&b, "5"), (&c, "6"), (&gz, "5")] {
+        ok(&[
+            "gen",
+            "sp2bench",
+            "--triples",
+            "5000",
+            "--seed",
+            seed,
+            "--quiet",
+            "--out",
+            path.to_str().unwrap(),
+        ]);
+    }
+    let read = |p: &PathBuf| std::fs::read(p).unwrap();
+    assert_eq!(read(&a), read(&b));
+    assert_ne!(read(&a), read(&c));
+    let mut unzipped = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&read(&gz)[..]),
+        &mut unzipped,
+    )
+    .unwrap();
+    assert_eq!(unzipped, read(&a), "gzip holds the same document");
+    let out = ok(&sparql(
+        "--data",
+        gz.to_str().unwrap(),
+        "PREFIX dc: <http://purl.org/dc/elements/1.1/>
+         PREFIX dcterms: <http://purl.org/dc/terms/>
+         SELECT ?yr WHERE { ?j dc:title \"Journal 1 (1940)\" ; dcterms:issued ?yr }",
+        &["--format", "csv"],
+    ));
+    assert_eq!(out.trim_end(), "yr\r\n1940", "{out}");
+    fails_with(
+        &[
+            "gen",
+            "sp2bench",
+            "--triples",
+            "0",
+            "--out",
+            a.to_str().unwrap(),
+        ],
+        "--triples",
+    );
+    fails_with(
+        &[
+            "gen",
+            "sp2bench",
+            "--triples",
+            "x",
+            "--out",
+            a.to_str().unwrap(),
+        ],
+        "--triples",
+    );
+    let blocked = scratch("gen-a.n3").join("sub").join("x.n3");
+    let out = nearflow(&[
+        "gen",
+        "sp2bench",
+        "--triples",
+        "10",
+        "--out",
+        blocked.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// `nearflow bench sp2bench` on generated data: every engine (policy × packet size) and
+/// concurrency is a cell of the CSV with the same row count per query; bad sizes fail.
+#[test]
+fn bench_sp2bench_runs_every_cell_at_every_packet_size() {
+    let data = scratch("bench-gen.n3");
+    let csv = scratch("bench.csv");
+    ok(&[
+        "gen",
+        "sp2bench",
+        "--triples",
+        "3000",
+        "--quiet",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    ok(&[
+        "bench",
+        "sp2bench",
+        "--data",
+        data.to_str().unwrap(),
+        "--queries",
+        "q1,q3c,q9",
+        "--policies",
+        "las,nls",
+        "--packet-bytes",
+        "4096,65536",
+        "--concurrent",
+        "1,2",
+        "--reps",
+        "1",
+        "--quiet",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 3 * 4 * 2, "{text}");
+    for engine in ["las/4 KiB", "nls/4 KiB", "las/64 KiB", "nls/64 KiB"] {
+        assert_eq!(rows.iter().filter(|r| r[1] == engine).count(), 6, "{text}");
+    }
+    for q in ["q1", "q3c", "q9"] {
+        let counts: std::collections::BTreeSet<&str> =
+            rows.iter().filter(|r| r[0] == q).map(|r| r[4]).collect();
+        assert_eq!(counts.len(), 1, "{q}: {text}");
+    }
+    fails_with(
+        &[
+            "bench",
+            "sp2bench",
+            "--data",
+            data.to_str().unwrap(),
+            "--packet-bytes",
+            "4096,0",
+        ],
+        "--packet-bytes",
     );
 }

@@ -49,6 +49,7 @@
 //! - `error.rs` — [`FlowError`] and [`PlanError`].
 //! - `parallel.rs` — parallel operators from serial ones by partitioning.
 //! - `trace.rs` — operator timelines from a runtime trace.
+//! - `sync.rs` — the loom shim every synchronisation primitive comes through.
 //! - `ops/` — the operator library. (The applications, VWAP and the generated plan, are in
 //!   `nearflow-apps`, with the examples.)
 

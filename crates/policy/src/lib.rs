@@ -33,6 +33,9 @@
 //! - `home.rs` — data homes ([`Home`]) and where each policy puts a homed task ([`Policy::place_at`]).
 //! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
 //! - `simple.rs` — NLS, FIFO+RR and the three queue designs of load-balancing-queues.txt.
+//!
+//! Length: the last 70 lines are unit tests of the policy interface; the rest is the one trait
+//! every policy implements and its shared types.
 
 mod bobox;
 mod home;

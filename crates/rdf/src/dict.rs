@@ -13,12 +13,12 @@ use crate::term::{Id, TermRef};
 
 /// Terms ↔ ids.
 pub struct Dict {
-    bytes: Vec<u8>,
+    bytes: String,
     /// `ends[i]`: end of term `i + 1`'s key in `bytes` (its start is the previous end).
     ends: Vec<u64>,
     table: HashTable<Id>,
     hasher: hashbrown::DefaultHashBuilder,
-    scratch: Vec<u8>,
+    scratch: String,
 }
 
 impl Default for Dict {
@@ -45,11 +45,11 @@ impl Dict {
     /// An empty dictionary.
     pub fn new() -> Self {
         Dict {
-            bytes: Vec::new(),
+            bytes: String::new(),
             ends: Vec::new(),
             table: HashTable::new(),
             hasher: hashbrown::DefaultHashBuilder::default(),
-            scratch: Vec::new(),
+            scratch: String::new(),
         }
     }
 
@@ -68,7 +68,7 @@ impl Dict {
         self.bytes.capacity() + self.ends.capacity() * 8 + self.table.capacity() * 5
     }
 
-    fn key(&self, id: Id) -> &[u8] {
+    fn key(&self, id: Id) -> &str {
         let i = id as usize - 1;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.bytes[start..self.ends[i] as usize]
@@ -84,12 +84,12 @@ impl Dict {
 
     /// The id of `term`, if the dictionary holds it.
     pub fn lookup(&self, term: TermRef<'_>) -> Option<Id> {
-        let mut key = Vec::new();
+        let mut key = String::new();
         term.encode(&mut key);
         self.lookup_key(&key)
     }
 
-    fn lookup_key(&self, key: &[u8]) -> Option<Id> {
+    fn lookup_key(&self, key: &str) -> Option<Id> {
         let h = self.hasher.hash_one(key);
         self.table.find(h, |&id| self.key(id) == key).copied()
     }
@@ -104,7 +104,7 @@ impl Dict {
         r
     }
 
-    fn intern_key(&mut self, key: &[u8]) -> Result<Id, DictFull> {
+    fn intern_key(&mut self, key: &str) -> Result<Id, DictFull> {
         let h = self.hasher.hash_one(key);
         let Dict {
             bytes,
@@ -113,7 +113,7 @@ impl Dict {
             hasher,
             ..
         } = self;
-        let key_of = |id: Id| -> &[u8] {
+        let key_of = |id: Id| -> &str {
             let i = id as usize - 1;
             let start = if i == 0 { 0 } else { ends[i - 1] as usize };
             &bytes[start..ends[i] as usize]
@@ -124,7 +124,7 @@ impl Dict {
         if ends.len() >= (Id::MAX - 1) as usize {
             return Err(DictFull);
         }
-        bytes.extend_from_slice(key);
+        bytes.push_str(key);
         ends.push(bytes.len() as u64);
         let id = ends.len() as Id;
         let (b, e) = (&*bytes, &*ends);
@@ -138,19 +138,25 @@ impl Dict {
 
     /// The raw parts, for the snapshot.
     pub(crate) fn parts(&self) -> (&[u8], &[u64]) {
-        (&self.bytes, &self.ends)
+        (self.bytes.as_bytes(), &self.ends)
     }
 
     /// Rebuilds a dictionary from a snapshot's parts, checking them (a corrupt snapshot is an
     /// error, never a panic later).
     pub(crate) fn from_parts(bytes: Vec<u8>, ends: Vec<u64>) -> Result<Self, String> {
+        let bytes = String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "the term arena is not UTF-8 (at byte {})",
+                e.utf8_error().valid_up_to()
+            )
+        })?;
         let mut prev = 0u64;
         for (i, &e) in ends.iter().enumerate() {
-            if e <= prev || e as usize > bytes.len() {
+            if e <= prev || e as usize > bytes.len() || !bytes.is_char_boundary(e as usize) {
                 return Err(format!("term {} has a bad extent", i + 1));
             }
-            let key = &bytes[prev as usize..e as usize];
-            if key[0] > crate::term::TAG_TYPED || std::str::from_utf8(&key[1..]).is_err() {
+            let tag = bytes.as_bytes()[prev as usize];
+            if tag > crate::term::TAG_TYPED {
                 return Err(format!("term {} is not a valid term key", i + 1));
             }
             prev = e;
@@ -163,7 +169,7 @@ impl Dict {
             ends,
             table: HashTable::new(),
             hasher: hashbrown::DefaultHashBuilder::default(),
-            scratch: Vec::new(),
+            scratch: String::new(),
         };
         d.table.reserve(d.ends.len(), |_| 0);
         for id in 1..=d.ends.len() as Id {
@@ -226,5 +232,15 @@ mod tests {
         ]
         .concat();
         assert!(Dict::from_parts(twice, vec![ends[0], 2 * ends[0]]).is_err());
+        // Not UTF-8, and a key that ends inside a character.
+        let mut latin1 = bytes.to_vec();
+        latin1[1] = 0xe9;
+        assert!(Dict::from_parts(latin1, ends.to_vec()).is_err());
+        let mut d = Dict::new();
+        d.intern(TermRef::Iri("é")).unwrap();
+        let (bytes, ends) = d.parts();
+        assert_eq!(ends, [3]);
+        assert!(Dict::from_parts(bytes.to_vec(), vec![2, 3]).is_err());
+        assert!(Dict::from_parts(bytes.to_vec(), vec![3]).is_ok());
     }
 }

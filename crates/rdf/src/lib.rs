@@ -14,9 +14,19 @@
 //! - [`sparql`]: SPARQL 1.1 queries parsed by `spargebra`, planned by cost, run as one flow plan
 //!   (one runtime request) each, results streamed out through `sparesults`.
 //!
-//! Files: `term.rs`, `dict.rs`, `load.rs`, `store.rs`, `snapshot.rs`, `sparql/` (`algebra.rs`
-//! translation, `expr.rs` FILTER semantics, `plan.rs` the planner, `exec.rs` the flow operators,
-//! `results.rs` output formats).
+//! ## Files
+//!
+//! - `term.rs` — [`Term`] and [`TermRef`], their key encoding and N-Triples display.
+//! - `dict.rs` — the dictionary: terms to dense ids and back.
+//! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
+//! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
+//! - `snapshot.rs` — the binary snapshot: save, open, validation.
+//! - `sparql/mod.rs` — preparing, running, streaming and explaining a query.
+//! - `sparql/algebra.rs` — `spargebra`'s algebra to ours; unsupported features refused by name.
+//! - `sparql/expr.rs` — FILTER semantics: values, comparison, promotion, functions.
+//! - `sparql/plan.rs` — the cost-based planner and its rewrites.
+//! - `sparql/exec.rs` — the flow operators a query plan is built from.
+//! - `sparql/results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
 
 pub mod dict;
 pub mod load;

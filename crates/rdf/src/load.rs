@@ -5,6 +5,9 @@
 //! nothing; it names the file, line and column. Blank node labels are scoped per file (two files
 //! that both say `_:a` mean two nodes, RDF 1.1 §3.4), by a `f<i>_` prefix when more than one file
 //! is loaded.
+//!
+//! Length: just over 400 with its unit tests (the last 60 lines); parsing, progress and error
+//! reporting are one concept.
 
 use std::fs::File;
 use std::io::{BufReader, Read};

@@ -6,6 +6,9 @@
 //! pools: see `nearflow-split`). A scan of a key range binary-searches every partition (a few
 //! comparisons each) and reads only those that hold part of the range; the query engine runs each
 //! partition's scan as a source operator homed on the partition's node (`PlanBuilder::home`).
+//!
+//! Length: the last 50 lines are unit tests; the rest is the store's one concept (permutations,
+//! scans, statistics).
 
 use std::sync::Arc;
 
@@ -186,21 +189,24 @@ impl Store {
     ) -> Result<Self, StoreError> {
         triples.sort_unstable();
         triples.dedup();
-        let stats = compute_stats(&triples);
+        let mut stats = StatsBuilder::default();
+        stats.spo(triples.len(), |i| triples[i]);
         let spo = split(machine, &triples, Order::Spo)?;
         let mut t = triples;
         let pos = {
             t.sort_unstable_by_key(|x| [x[1], x[2], x[0]]);
+            stats.pos(t.len(), |i| [t[i][1], t[i][2], t[i][0]]);
             split(machine, &t, Order::Pos)?
         };
         let osp = {
             t.sort_unstable_by_key(|x| [x[2], x[0], x[1]]);
+            stats.osp(t.len(), |i| [t[i][2], t[i][0], t[i][1]]);
             split(machine, &t, Order::Osp)?
         };
         Ok(Store {
             dict,
             perms: [spo, pos, osp],
-            stats,
+            stats: stats.finish(),
             machine: machine.clone(),
         })
     }
@@ -213,10 +219,11 @@ impl Store {
         perms: [[Vec<Id>; 3]; 3],
     ) -> Result<Self, StoreError> {
         let [spo, pos, osp] = perms;
-        let n = spo[0].len();
-        let triples: Vec<[Id; 3]> = (0..n).map(|i| [spo[0][i], spo[1][i], spo[2][i]]).collect();
-        let stats = compute_stats(&triples);
-        drop(triples);
+        let mut stats = StatsBuilder::default();
+        stats.spo(spo[0].len(), |i| [spo[0][i], spo[1][i], spo[2][i]]);
+        stats.pos(pos[0].len(), |i| [pos[0][i], pos[1][i], pos[2][i]]);
+        stats.osp(osp[0].len(), |i| [osp[0][i], osp[1][i], osp[2][i]]);
+        let stats = stats.finish();
         let cut = |cols: &[Vec<Id>; 3]| {
             SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
                 let parts = nearflow_split::layout(machine, SplitBy::Node).len();
@@ -357,41 +364,66 @@ fn split(
     )?)
 }
 
-fn compute_stats(spo_sorted: &[[Id; 3]]) -> Stats {
-    let mut st = Stats {
-        triples: spo_sorted.len() as u64,
-        ..Stats::default()
-    };
-    let mut last_s = None;
-    for t in spo_sorted {
-        if last_s != Some(t[0]) {
-            st.subjects += 1;
-            last_s = Some(t[0]);
+/// Statistics by linear passes over the permutations, each read in its own key order through
+/// `key(i)` (no sorting: the permutations already are).
+#[derive(Default)]
+struct StatsBuilder(Stats);
+
+impl StatsBuilder {
+    /// SPO keys `[s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
+    /// distinct `(s, p)` pairs).
+    fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+        let st = &mut self.0;
+        st.triples = n as u64;
+        let mut prev: Option<[Id; 3]> = None;
+        for i in 0..n {
+            let k = key(i);
+            if prev.is_none_or(|q| q[0] != k[0]) {
+                st.subjects += 1;
+            }
+            if prev.is_none_or(|q| q[..2] != k[..2]) {
+                st.per_predicate.entry(k[1]).or_default().subjects += 1;
+            }
+            prev = Some(k);
         }
     }
-    // (p, s) pairs are distinct per subject run in SPO order; count distinct subjects per p.
-    let mut ps: Vec<(Id, Id)> = spo_sorted.iter().map(|t| (t[1], t[0])).collect();
-    ps.sort_unstable();
-    ps.dedup();
-    for (p, _) in &ps {
-        st.per_predicate.entry(*p).or_default().subjects += 1;
-    }
-    let mut po: Vec<(Id, Id)> = spo_sorted.iter().map(|t| (t[1], t[2])).collect();
-    po.sort_unstable();
-    let mut objects: Vec<Id> = Vec::new();
-    for (i, (p, o)) in po.iter().enumerate() {
-        let e = st.per_predicate.entry(*p).or_default();
-        e.triples += 1;
-        if i == 0 || po[i - 1] != (*p, *o) {
-            e.objects += 1;
+
+    /// POS keys `[p, o, s]`: each predicate's triples and distinct objects.
+    fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+        let mut i = 0;
+        while i < n {
+            let p = key(i)[0];
+            let (mut triples, mut objects) = (0u64, 0u64);
+            let mut last_o = None;
+            while i < n {
+                let k = key(i);
+                if k[0] != p {
+                    break;
+                }
+                triples += 1;
+                if last_o != Some(k[1]) {
+                    objects += 1;
+                    last_o = Some(k[1]);
+                }
+                i += 1;
+            }
+            let e = self.0.per_predicate.entry(p).or_default();
+            e.triples += triples;
+            e.objects += objects;
         }
-        objects.push(*o);
     }
-    objects.sort_unstable();
-    objects.dedup();
-    st.objects = objects.len() as u64;
-    st.predicates = st.per_predicate.len() as u64;
-    st
+
+    /// OSP keys `[o, s, p]`: distinct objects.
+    fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+        self.0.objects = (0..n)
+            .filter(|&i| i == 0 || key(i)[0] != key(i - 1)[0])
+            .count() as u64;
+    }
+
+    fn finish(mut self) -> Stats {
+        self.0.predicates = self.0.per_predicate.len() as u64;
+        self.0
+    }
 }
 
 #[cfg(test)]
@@ -440,5 +472,67 @@ mod tests {
             }
         );
         assert_eq!(s.stats().subjects, 2);
+    }
+
+    /// The statistics of linear passes equal brute-force counts, built from triples and from
+    /// sorted columns (the snapshot's path).
+    #[test]
+    fn statistics_equal_brute_force_counts() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let dict = || {
+            let mut d = Dict::new();
+            let ids: Vec<Id> = (0..12)
+                .map(|i| d.intern(TermRef::Iri(&format!("t{i}"))).unwrap())
+                .collect();
+            (d, ids)
+        };
+        let (d, ids) = dict();
+        let mut x = 7u64;
+        let mut next = |n: usize| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ids[(x >> 33) as usize % n]
+        };
+        let triples: Vec<[Id; 3]> = (0..400).map(|_| [next(12), next(4), next(12)]).collect();
+        let set: BTreeSet<[Id; 3]> = triples.iter().copied().collect();
+        let m = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+        let mut per: BTreeMap<Id, (BTreeSet<Id>, BTreeSet<Id>, u64)> = BTreeMap::new();
+        for t in &set {
+            let e = per.entry(t[1]).or_default();
+            e.0.insert(t[0]);
+            e.1.insert(t[2]);
+            e.2 += 1;
+        }
+        let check = |st: &Stats| {
+            assert_eq!(st.triples, set.len() as u64);
+            let distinct =
+                |c: usize| set.iter().map(|t| t[c]).collect::<BTreeSet<_>>().len() as u64;
+            assert_eq!(st.subjects, distinct(0));
+            assert_eq!(st.predicates, distinct(1));
+            assert_eq!(st.objects, distinct(2));
+            for (p, (subjects, objects, n)) in &per {
+                let want = PredStats {
+                    triples: *n,
+                    subjects: subjects.len() as u64,
+                    objects: objects.len() as u64,
+                };
+                assert_eq!(st.per_predicate[p], want, "predicate {p}");
+            }
+        };
+        let built = Store::build(&m, d, triples).unwrap();
+        check(built.stats());
+        let mut sorted: Vec<[Id; 3]> = set.iter().copied().collect();
+        let mut cols = |key: fn(&[Id; 3]) -> [Id; 3]| {
+            sorted.sort_unstable_by_key(key);
+            let k: Vec<[Id; 3]> = sorted.iter().map(key).collect();
+            [0, 1, 2].map(|c| k.iter().map(|r| r[c]).collect::<Vec<Id>>())
+        };
+        let perms = [
+            cols(|t| *t),
+            cols(|t| [t[1], t[2], t[0]]),
+            cols(|t| [t[2], t[0], t[1]]),
+        ];
+        check(Store::from_sorted(&m, dict().0, perms).unwrap().stats());
     }
 }

@@ -51,9 +51,13 @@
 //! assert_eq!(sum, (0..1000u64).filter(|x| x % 2 == 0).sum::<u64>());
 //! ```
 //!
-//! Files: `lib.rs` (this map, [`SplittableData`]), `build.rs` (building partitions on their
-//! nodes), `dispatch.rs` (dispatch and merge), `buffer.rs` ([`NodeBuffer`]), `placement.rs`
-//! (the checks of `nearflow check placement`).
+//! ## Files
+//!
+//! - `lib.rs` — this map and [`SplittableData`].
+//! - `build.rs` — building partitions on their nodes.
+//! - `dispatch.rs` — dispatch to partitions and the ordered merge.
+//! - `buffer.rs` — [`NodeBuffer`].
+//! - `placement.rs` — the checks of `nearflow check placement`.
 
 mod buffer;
 mod build;

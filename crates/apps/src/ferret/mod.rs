@@ -32,34 +32,8 @@ use nearflow_rt::TaskCx;
 use nearflow_split::{Route, SplitBy, SplitError, SplittableData};
 use nearflow_topo::Machine;
 
+pub use crate::rng::Rng;
 pub use lsh::{Hashes, Hit, LshIndex, LshParams};
-
-/// A small seeded generator (splitmix64), with uniform and normal draws.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f32 {
-        let u1 = 1.0 - self.unit();
-        let u2 = self.unit();
-        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
-    }
-}
 
 /// The generated database.
 #[derive(Clone, Copy, Debug, PartialEq)]

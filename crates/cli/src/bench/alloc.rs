@@ -13,7 +13,7 @@ use clap::Args;
 pub use nearflow_allocbench::Measurement;
 use nearflow_allocbench::MT_PATTERNS;
 
-use super::progress;
+use super::{progress, size_label};
 
 /// The allocators, in table order.
 pub const ALLOCATORS: [&str; 4] = ["glibc", "mimalloc", "jemalloc", "nearflow"];
@@ -143,16 +143,6 @@ pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
     }
     print_tables(&all, &allocators, &label, cmd.threads);
     Ok(all)
-}
-
-fn size_label(n: usize) -> String {
-    if n >= 1 << 20 {
-        format!("{} MiB", n >> 20)
-    } else if n >= 1024 {
-        format!("{} KiB", n >> 10)
-    } else {
-        format!("{n} B")
-    }
 }
 
 fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: usize) {

@@ -1,6 +1,7 @@
 //! `nearflow bench …`: benchmarks. They print figures; they never assert on time.
 
 pub mod alloc;
+pub mod chart;
 pub mod numa_factor;
 pub mod overhead;
 pub mod packet_size;
@@ -87,6 +88,17 @@ impl Csv {
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         std::fs::write(path, &self.text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// `n` bytes as "N MiB", "N KiB" or "N B", whichever is exact.
+pub fn size_label(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1024 && n % 1024 == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
     }
 }
 

@@ -2,7 +2,11 @@
 //! time and 16 concurrent copies of each (the multi-query test), per policy and allocator, every
 //! answer's row count checked; Oxigraph (in this process, single-threaded as it ships) as the
 //! peer column, with a per-query time limit.
+//!
+//! Length: one benchmark — its flags, the timed loop with its count checks, the peer with its
+//! time limit, and the table, CSV and chart of the same cells.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +19,7 @@ use nearflow_rt::{Allocator, Pinning};
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::{host_cpu, in_a_vm, median, Csv};
+use crate::bench::{host_cpu, in_a_vm, median, size_label, Csv};
 use crate::sparql_cmd::{source_store, Source};
 
 #[derive(Args, Debug, Clone)]
@@ -25,9 +29,11 @@ pub struct Sp2benchCmd {
     /// Queries (file names without `.sparql` in `--queries-dir`), comma-separated.
     #[arg(long, default_value = "q2,q4,q5a,q6,q7,q8,q9,q11")]
     pub queries: String,
-    /// Where the query files are.
-    #[arg(long, default_value = "../shared/data/sp2bench/queries")]
-    pub queries_dir: PathBuf,
+    /// Where the query files are (`NAME.sparql`). Default: the original benchmark's files in
+    /// `../shared/data/sp2bench/queries` when present, else our own wording of the 17 queries
+    /// (`nearflow_apps::sp2bench::queries`).
+    #[arg(long)]
+    pub queries_dir: Option<PathBuf>,
     /// Policies (comma-separated).
     #[arg(long, default_value = "las,nls")]
     pub policies: String,
@@ -37,6 +43,10 @@ pub struct Sp2benchCmd {
     /// Allocators of the runtime (comma-separated: nearflow, system).
     #[arg(long, default_value = "nearflow")]
     pub allocators: String,
+    /// Packet sizes in bytes (comma-separated); the default is the plan's (half the L2 cache
+    /// of the topology). With more than one, each is a column of its own.
+    #[arg(long, value_name = "BYTES[,BYTES…]")]
+    pub packet_bytes: Option<String>,
     /// Timed repetitions per cell (median reported).
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
@@ -54,6 +64,9 @@ pub struct Sp2benchCmd {
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Also draw the table as an SVG bar chart (log time axis, one group per query).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// No progress output.
     #[arg(long)]
     pub quiet: bool,
@@ -131,6 +144,13 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
     let concurrent: Vec<usize> = parse_list(&cmd.concurrent)?;
     let allocators: Vec<Allocator> = parse_list(&cmd.allocators)?;
     let names: Vec<String> = parse_list(&cmd.queries)?;
+    let packets: Vec<Option<usize>> = match &cmd.packet_bytes {
+        None => vec![None],
+        Some(list) => parse_list::<usize>(list)?.into_iter().map(Some).collect(),
+    };
+    if packets.is_empty() || packets.contains(&Some(0)) {
+        bail!("--packet-bytes must list sizes of at least 1 byte");
+    }
     if policies.is_empty() || concurrent.is_empty() || names.is_empty() || allocators.is_empty() {
         bail!("give at least one query, policy, allocator and concurrency");
     }
@@ -145,92 +165,129 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
     if !(cmd.peer_timeout > 0.0 && cmd.peer_timeout.is_finite()) {
         bail!("--peer-timeout must be a positive number of seconds");
     }
-    let mut texts = Vec::new();
-    for q in &names {
-        let f = cmd.queries_dir.join(format!("{q}.sparql"));
-        let t = std::fs::read_to_string(&f).with_context(|| {
-            format!(
-                "{} (set --queries-dir to the SP²Bench queries)",
-                f.display()
-            )
-        })?;
-        texts.push(t);
-    }
+    let texts = query_texts(cmd.queries_dir.as_deref(), &names)?;
     let machine = cmd.topo.load()?;
     let load_started = Instant::now();
     let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
     let our_load = load_started.elapsed();
+    let sizes: Vec<String> = packets
+        .iter()
+        .map(|p| size_label(p.unwrap_or_else(|| nearflow_flow::default_packet_bytes(&machine))))
+        .collect();
     println!(
-        "SP²Bench: {} triples; machine {}; host CPU {}{}; {} reps, median",
+        "SP²Bench: {} triples; machine {}; host CPU {}{}; packets {}; {} reps, median",
         store.len(),
         machine_label(&machine),
         host_cpu(),
         if in_a_vm() { " (a VM)" } else { "" },
+        sizes.join(", "),
         cmd.reps
     );
-    let prepared: Vec<sparql::Prepared> = texts
-        .iter()
-        .zip(&names)
-        .map(|(t, n)| sparql::prepare(&store, t, &Options::default()).with_context(|| n.clone()))
-        .collect::<Result<_>>()?;
-    let mut cells = Vec::new();
-    let mut reference: Vec<Option<u64>> = vec![None; names.len()];
+    // Every engine (packet size × allocator × policy) is built first, and the repetitions of a
+    // cell go round the engines in turn, so that a drift of the machine (another guest, the
+    // page cache) falls on all of them alike; each engine runs each query once untimed first.
+    let mut prepared: Vec<Vec<sparql::Prepared>> = Vec::new();
+    for &packet in &packets {
+        let options = Options {
+            packet_bytes: packet,
+            ..Options::default()
+        };
+        prepared.push(
+            texts
+                .iter()
+                .zip(&names)
+                .map(|(t, n)| sparql::prepare(&store, t, &options).with_context(|| n.clone()))
+                .collect::<Result<_>>()?,
+        );
+    }
+    let mut runtimes = Vec::new();
     for &alloc in &allocators {
         for &policy in &policies {
             let rt = build_runtime(machine.clone(), policy, cmd.pinning, false, alloc)?;
-            let engine = if allocators.len() > 1 {
+            runtimes.push((alloc, policy, rt));
+        }
+    }
+    let mut engines = Vec::new();
+    for (pi, &packet) in packets.iter().enumerate() {
+        for (ri, (alloc, policy, _)) in runtimes.iter().enumerate() {
+            let mut name = if allocators.len() > 1 {
                 format!("{policy}/{alloc}")
             } else {
                 policy.name().to_string()
             };
-            for (qi, q) in prepared.iter().enumerate() {
-                for &c in &concurrent {
-                    let mut times = Vec::new();
-                    let mut rows = 0;
-                    for _ in 0..cmd.reps {
-                        let t = Instant::now();
-                        let running: Vec<_> =
-                            (0..c).map(|_| q.start(&rt)).collect::<Result<_, _>>()?;
-                        let mut counts = Vec::new();
-                        for mut r in running {
-                            let mut n = 0u64;
-                            while let Some(b) = r.next_batch() {
-                                n += b.len() as u64;
-                            }
-                            r.finish()?;
-                            counts.push(n);
-                        }
-                        times.push(t.elapsed());
-                        rows = counts[0];
-                        if counts.iter().any(|&n| n != rows) {
-                            bail!(
-                                "{}: concurrent copies gave different row counts {counts:?}",
-                                names[qi]
-                            );
-                        }
-                        match reference[qi] {
-                            None => reference[qi] = Some(rows),
-                            Some(r) if r != rows => {
-                                bail!("{}: {engine} gave {rows} rows, earlier {r}", names[qi])
-                            }
-                            _ => {}
-                        }
-                    }
-                    if !cmd.quiet {
-                        eprintln!(
-                            "{} {engine} ×{c}: {:.3} s",
+            if let (true, Some(p)) = (packets.len() > 1, packet) {
+                write!(name, "/{}", size_label(p)).expect("a String");
+            }
+            engines.push((name, pi, ri));
+        }
+    }
+    let run_batch = |qi: usize, pi: usize, ri: usize, c: usize| -> Result<u64> {
+        let q = &prepared[pi][qi];
+        let rt = &runtimes[ri].2;
+        let running: Vec<_> = (0..c).map(|_| q.start(rt)).collect::<Result<_, _>>()?;
+        let mut counts = Vec::new();
+        for mut r in running {
+            let mut n = 0u64;
+            while let Some(b) = r.next_batch() {
+                n += b.len() as u64;
+            }
+            r.finish()?;
+            counts.push(n);
+        }
+        if counts.iter().any(|&n| n != counts[0]) {
+            bail!(
+                "{}: concurrent copies gave different row counts {counts:?}",
+                names[qi]
+            );
+        }
+        Ok(counts[0])
+    };
+    let mut cells = Vec::new();
+    let mut reference: Vec<Option<u64>> = vec![None; names.len()];
+    for qi in 0..names.len() {
+        for (engine, pi, ri) in &engines {
+            let rows = run_batch(qi, *pi, *ri, 1)?;
+            if *reference[qi].get_or_insert(rows) != rows {
+                bail!(
+                    "{}: {engine} gave {rows} rows, another engine {:?}",
+                    names[qi],
+                    reference[qi]
+                );
+            }
+        }
+        for &c in &concurrent {
+            let mut times = vec![Vec::new(); engines.len()];
+            let mut rows = 0;
+            for _ in 0..cmd.reps {
+                for (e, (engine, pi, ri)) in engines.iter().enumerate() {
+                    let t = Instant::now();
+                    rows = run_batch(qi, *pi, *ri, c)?;
+                    times[e].push(t.elapsed());
+                    if Some(rows) != reference[qi] {
+                        bail!(
+                            "{}: {engine} gave {rows} rows, earlier {:?}",
                             names[qi],
-                            median(times.clone()).as_secs_f64()
+                            reference[qi]
                         );
                     }
-                    cells.push(Cell {
-                        query: names[qi].clone(),
-                        engine: engine.clone(),
-                        concurrent: c,
-                        seconds: Some(median(times).as_secs_f64()),
-                        rows,
-                    });
                 }
+            }
+            for ((engine, _, _), times) in engines.iter().zip(times) {
+                let secs = median(times).as_secs_f64();
+                if !cmd.quiet {
+                    eprintln!(
+                        "{} {engine} ×{c}: {}",
+                        names[qi],
+                        super::sp2bench::secs(secs)
+                    );
+                }
+                cells.push(Cell {
+                    query: names[qi].clone(),
+                    engine: engine.clone(),
+                    concurrent: c,
+                    seconds: Some(secs),
+                    rows,
+                });
             }
         }
     }
@@ -290,7 +347,93 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
         csv.write(path)?;
         println!("wrote {}", path.display());
     }
+    if let Some(path) = &cmd.svg {
+        draw(cmd, path, &names, &cells, store.len())?;
+        println!("wrote {}", path.display());
+    }
     Ok(cells)
+}
+
+/// The original benchmark's query files, when there.
+pub const ORIGINAL_QUERIES: &str = "../shared/data/sp2bench/queries";
+
+/// The texts of `names`: from `dir`, else from [`ORIGINAL_QUERIES`] when present, else our own
+/// wording. Says on stderr which it used.
+pub fn query_texts(dir: Option<&std::path::Path>, names: &[String]) -> Result<Vec<String>> {
+    let original = std::path::Path::new(ORIGINAL_QUERIES);
+    let dir = dir.or_else(|| original.is_dir().then_some(original));
+    let mut texts = Vec::new();
+    match dir {
+        Some(d) => {
+            eprintln!("queries from {}", d.display());
+            for q in names {
+                let f = d.join(format!("{q}.sparql"));
+                texts.push(
+                    std::fs::read_to_string(&f)
+                        .with_context(|| format!("{} (the query '{q}')", f.display()))?,
+                );
+            }
+        }
+        None => {
+            eprintln!("queries: our own wording of SP²Bench's ({ORIGINAL_QUERIES} is absent)");
+            for q in names {
+                let known: Vec<&str> = nearflow_apps::sp2bench::queries::QUERIES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect();
+                texts.push(nearflow_apps::sp2bench::queries::text(q).with_context(|| {
+                    format!("no query '{q}' (SP²Bench has {})", known.join(", "))
+                })?);
+            }
+        }
+    }
+    Ok(texts)
+}
+
+/// The table as a chart: one group per query, one bar per engine and concurrency.
+fn draw(
+    cmd: &Sp2benchCmd,
+    path: &std::path::Path,
+    names: &[String],
+    cells: &[Cell],
+    triples: u64,
+) -> Result<()> {
+    use super::chart::{log_bars, Bar};
+    let cols = columns(cells);
+    let bars: Vec<Vec<Bar>> = names
+        .iter()
+        .map(|q| {
+            cols.iter()
+                .map(|(e, n)| {
+                    cells
+                        .iter()
+                        .find(|c| &c.query == q && &c.engine == e && c.concurrent == *n)
+                        .map_or(Bar::Missing, |c| match c.seconds {
+                            Some(s) => Bar::Secs(s),
+                            None => Bar::Over(cmd.peer_timeout),
+                        })
+                })
+                .collect()
+        })
+        .collect();
+    let series: Vec<String> = cols.iter().map(|(e, c)| format!("{e} ×{c}")).collect();
+    let title = format!(
+        "SP²Bench, {triples} triples; median of {} reps; {}",
+        cmd.reps,
+        host_cpu()
+    );
+    log_bars(path, &title, names, &series, &bars)
+}
+
+/// The table's columns: (engine, copies), in the order first measured.
+fn columns(cells: &[Cell]) -> Vec<(String, usize)> {
+    let mut cols: Vec<(String, usize)> = Vec::new();
+    for c in cells {
+        if !cols.contains(&(c.engine.clone(), c.concurrent)) {
+            cols.push((c.engine.clone(), c.concurrent));
+        }
+    }
+    cols
 }
 
 /// A time for the table: milliseconds below 0.1 s (so that small queries are not all "0.000 s").
@@ -309,12 +452,7 @@ fn print_table(
     ours: Duration,
     peer: Option<Duration>,
 ) {
-    let mut cols: Vec<(String, usize)> = Vec::new();
-    for c in cells {
-        if !cols.contains(&(c.engine.clone(), c.concurrent)) {
-            cols.push((c.engine.clone(), c.concurrent));
-        }
-    }
+    let cols = columns(cells);
     let head: Vec<String> = cols.iter().map(|(e, c)| format!("{e} ×{c}")).collect();
     println!("| query | rows | {} |", head.join(" | "));
     println!("|---|---:|{}|", vec!["---:"; cols.len()].join("|"));

@@ -8,8 +8,12 @@
 //! accesses and Fig. 3's categorisation. On a machine that is not this host (a preset, a
 //! synthetic or XML topology) the nodes are simulated: the shares are those of the simulated
 //! placement, and the timings are this host's.
+//!
+//! Length: the last 60 lines are unit tests; the rest is one benchmark (its contenders, checks and
+//! table).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,8 +80,10 @@ pub struct Row {
     pub version: &'static str,
     pub queries_per_s: f64,
     pub ms: f64,
-    /// Homed tasks run away from their node (split only), in the run that gave `accesses`.
-    pub task_remote_share: Option<f64>,
+    /// Tasks run away from the node of the data they read, in the run that gave `accesses`:
+    /// homed partition tasks run off their node (split), or queries run off the plain
+    /// database's node (plain).
+    pub task_remote_share: f64,
     pub accesses: AccessSummary,
 }
 
@@ -101,7 +107,8 @@ enum Version {
     Split,
 }
 
-/// Runs every query as a request; returns the answers in query order and the time taken.
+/// Runs every query as a request; returns the answers in query order, the time taken and how
+/// many plain queries ran off the plain database's node.
 fn run_queries(
     rt: &Runtime,
     version: Version,
@@ -110,7 +117,8 @@ fn run_queries(
     qs: &Arc<Vec<Arc<Vec<f32>>>>,
     k: usize,
     log: Option<Arc<AccessLog>>,
-) -> Result<(Vec<Vec<Hit>>, Duration)> {
+) -> Result<(Vec<Vec<Hit>>, Duration, usize)> {
+    let off_node = Arc::new(AtomicUsize::new(0));
     let out: Arc<Mutex<Vec<Option<Vec<Hit>>>>> = Arc::new(Mutex::new(vec![None; qs.len()]));
     let start = Instant::now();
     let handles: Vec<_> = (0..qs.len())
@@ -119,7 +127,11 @@ fn run_queries(
             match version {
                 Version::Plain => {
                     let db = plain.clone();
+                    let off_node = off_node.clone();
                     rt.submit(move |cx| {
+                        if cx.node() != db.node {
+                            off_node.fetch_add(1, Ordering::Relaxed);
+                        }
                         let hits = db.query(&q, k, log.as_deref().map(|l| (l, cx.node())));
                         out.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(hits);
                     })
@@ -148,7 +160,7 @@ fn run_queries(
         .enumerate()
         .map(|(i, a)| a.ok_or_else(|| anyhow::anyhow!("query {i} got no answer")))
         .collect::<Result<_>>()?;
-    Ok((answers, took))
+    Ok((answers, took, off_node.load(Ordering::Relaxed)))
 }
 
 pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
@@ -219,7 +231,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                     Version::Split
                 };
                 bar.set_message(format!("{policy}: round {}", round + 1));
-                let (answers, took) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, None)?;
+                let (answers, took, _) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, None)?;
                 if answers != reference {
                     bail!("{policy}: an answer differs from the sequential plain search");
                 }
@@ -232,7 +244,8 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
             // The task counts of the same run as the access counts, so the two shares match.
             let log = Arc::new(AccessLog::new(machine.node_count()));
             let before = rt.counters().homed();
-            let (answers, _) = run_queries(&rt, v, &plain, &split, &qs, cmd.k, Some(log.clone()))?;
+            let (answers, _, off_node) =
+                run_queries(&rt, v, &plain, &split, &qs, cmd.k, Some(log.clone()))?;
             if answers != reference {
                 bail!("{policy}: an answer differs from the sequential plain search");
             }
@@ -248,7 +261,10 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                 },
                 queries_per_s: cmd.queries as f64 / d.as_secs_f64(),
                 ms: d.as_secs_f64() * 1e3,
-                task_remote_share: (v == Version::Split).then(|| r as f64 / (l + r).max(1) as f64),
+                task_remote_share: match v {
+                    Version::Split => r as f64 / (l + r).max(1) as f64,
+                    Version::Plain => off_node as f64 / qs.len() as f64,
+                },
                 accesses: log.summary(),
             });
         }
@@ -310,8 +326,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                 r.version,
                 r.queries_per_s,
                 r.ms,
-                r.task_remote_share
-                    .map_or("-".into(), |s| format!("{:.1}%", 100.0 * s)),
+                format!("{:.1}%", 100.0 * r.task_remote_share),
                 100.0 * a.remote_share(),
                 100.0 * a.shared_share(),
                 a.by_dominance
@@ -339,8 +354,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
                 r.version.to_string(),
                 format!("{:.1}", r.queries_per_s),
                 format!("{:.2}", r.ms),
-                r.task_remote_share
-                    .map_or(String::new(), |s| format!("{s:.4}")),
+                format!("{:.4}", r.task_remote_share),
                 format!("{:.4}", r.accesses.remote_share()),
                 format!("{:.4}", r.accesses.shared_share()),
             ]);
@@ -368,8 +382,9 @@ mod tests {
     }
 
     /// On the paper's 2-node Nehalem (simulated): both versions answer alike (the command checks
-    /// every answer); a split query reads another node's pages only in a partition task that
-    /// was stolen away from its node, while the plain database on node 0 is read from both.
+    /// every answer); a database is read from another node exactly when a task ran away from
+    /// the data it reads — a stolen partition task (split) or a query run on node 1 (plain; with
+    /// 8 simulated PUs on a small host, all of them may happen to run on node 0).
     #[test]
     fn split_accesses_are_remote_only_for_stolen_tasks() {
         let rows = run(&cmd(&[
@@ -395,13 +410,7 @@ mod tests {
             let a = &r.accesses;
             assert!(a.accesses > 0, "{r:?}");
             assert_eq!(a.by_dominance.iter().sum::<u64>(), a.accesses, "{r:?}");
-            match r.version {
-                "split" => {
-                    let stolen = r.task_remote_share.unwrap();
-                    assert_eq!(a.remote == 0, stolen == 0.0, "{r:?}");
-                }
-                _ => assert!(a.remote > 0 && a.shared_share() > 0.0, "{r:?}"),
-            }
+            assert_eq!(a.remote == 0, r.task_remote_share == 0.0, "{r:?}");
         }
     }
 

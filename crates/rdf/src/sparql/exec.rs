@@ -1,18 +1,30 @@
 //! The physical plan as a flow plan: every operator of [`Phys`] becomes one or more operators
-//! of `nearflow-flow`, rows are boxed id slices of the query's width (0 = unbound).
+//! of `nearflow-flow`. A row is an inline array `[Id; N]` (0 = unbound), `N` the query's width
+//! rounded up to a power of two ([`width_class`]), so a packet of rows is one allocation and a
+//! row moves by copy: boxed rows cost one `malloc`/`free` pair each, and with two workers on
+//! one request (LAS rule 3) most of those frees were remote, 26 % of Q4's time.
 //!
 //! - a scan is one source per store partition (split further into chunks when the plan's
 //!   degree of parallelism is larger than the partition count), each **homed** on its
 //!   partition's NUMA node, so its deferred tasks queue there (LAS §4, `PlanBuilder::home`);
 //! - hash joins and index joins run in parallel: both inputs of a hash join are partitioned by
-//!   the join key, an index join's input is dealt round robin, then the parts are united;
+//!   the join key, an index join's input is dealt round robin, then the parts are united; a
+//!   merge join reads its two index ranges itself, one source per range of the join values;
 //! - the result leaves through a sink that hands each packet to the caller as it arrives
 //!   (results are streamed, not collected and copied).
+//!
+//! Length: every flow operator a plan is built from (scans, index, hash and merge joins,
+//! sorts, sinks), each short, and the `Rows` batches they hand out; they share the row layout
+//! and the width classes defined here, so splitting them would make those public.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+
+// hashbrown's default hasher (foldhash), not std's SipHash: the join tables are keyed by an
+// already mixed u64 and DISTINCT hashes whole rows; SipHash took 7 % of Q4's samples.
+use hashbrown::{HashMap, HashSet};
 use std::time::Instant;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
@@ -23,8 +35,94 @@ use super::plan::{bound_of, JoinMode, Op, OpStat, Phys};
 use crate::store::{key_prefix, Order, Store};
 use crate::term::{Id, UNBOUND};
 
-/// A solution: one id per query column, [`UNBOUND`] where unbound.
-pub type Row = Box<[Id]>;
+/// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
+/// columns past the query's width.
+type Row<const N: usize> = [Id; N];
+
+/// The widest query a plan can run: 128 variables.
+pub const MAX_WIDTH: usize = 128;
+
+/// The row array's length for a query of `width` variables: the next power of two, at least
+/// 4; `None` past [`MAX_WIDTH`].
+pub fn width_class(width: usize) -> Option<usize> {
+    (width <= MAX_WIDTH).then(|| width.next_power_of_two().max(4))
+}
+
+/// Solution rows as they leave a plan: `len` rows of `width` ids each, end to end in one
+/// vector (one allocation per batch, not per row).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rows {
+    width: usize,
+    len: usize,
+    ids: Vec<Id>,
+}
+
+impl Rows {
+    /// No rows of `width` ids.
+    pub fn new(width: usize) -> Self {
+        Rows {
+            width,
+            len: 0,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Ids per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Row `i`.
+    pub fn get(&self, i: usize) -> Option<&[Id]> {
+        (i < self.len).then(|| &self.ids[i * self.width..(i + 1) * self.width])
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> RowsIter<'_> {
+        RowsIter {
+            rows: self,
+            next: 0,
+        }
+    }
+
+    /// Adds a row; its first `width` ids are kept.
+    ///
+    /// # Panics
+    /// If `row` is shorter than the width.
+    pub fn push(&mut self, row: &[Id]) {
+        self.ids.extend_from_slice(&row[..self.width]);
+        self.len += 1;
+    }
+
+    /// Moves `other`'s rows after these.
+    ///
+    /// # Panics
+    /// If the widths differ.
+    pub fn append(&mut self, mut other: Rows) {
+        assert_eq!(self.width, other.width, "rows of different widths");
+        if self.ids.is_empty() {
+            std::mem::swap(&mut self.ids, &mut other.ids);
+        } else {
+            self.ids.append(&mut other.ids);
+        }
+        self.len += other.len;
+    }
+}
+
+/// `n` ports of rows.
+fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
+    vec![PortType::of::<Row<N>>(); n]
+}
 
 /// Rows below which an operator is not worth parallelising.
 const PAR_MIN_ROWS: f64 = 20_000.0;
@@ -33,7 +131,7 @@ const PAR_MIN_ROWS: f64 = 20_000.0;
 pub struct Ctx {
     /// The store.
     pub store: Arc<Store>,
-    /// Row width.
+    /// Row width (the query's variables).
     pub width: usize,
     /// Degree of parallelism.
     pub dop: usize,
@@ -85,25 +183,24 @@ fn bind(pat: &Pat, t: [Id; 3], row: &mut [Id]) -> bool {
     true
 }
 
-struct ScanOp {
+struct ScanOp<const N: usize> {
     store: Arc<Store>,
     order: Order,
     part: usize,
     range: std::ops::Range<usize>,
     pat: Pat,
-    width: usize,
-    out: Emitter<Row>,
+    out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
 }
 
-impl Operator for ScanOp {
+impl<const N: usize> Operator for ScanOp<N> {
     fn inputs(&self) -> Vec<PortType> {
-        Vec::new()
+        row_ports::<N>(0)
     }
 
     fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>()]
+        row_ports::<N>(1)
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
@@ -111,7 +208,7 @@ impl Operator for ScanOp {
         let _t = Timer::new(self.timing, &stat);
         let cols = &self.store.perm(self.order).partitions()[self.part].data;
         let pos = self.order.positions();
-        let budget = io.capacity_of::<Row>() * 2;
+        let budget = io.capacity_of::<Row<N>>() * 2;
         let mut n = 0;
         while self.range.start < self.range.end && n < budget && !io.blocked() {
             let key = cols.row(self.range.start);
@@ -120,7 +217,7 @@ impl Operator for ScanOp {
             for c in 0..3 {
                 t[pos[c]] = key[c];
             }
-            let mut row = vec![UNBOUND; self.width].into_boxed_slice();
+            let mut row = [UNBOUND; N];
             if bind(&self.pat, t, &mut row) {
                 self.out.push(io, row);
                 n += 1;
@@ -136,7 +233,12 @@ impl Operator for ScanOp {
 }
 
 /// Looks `pat` up for one input row: the row extended by each match.
-fn index_lookup(store: &Store, pat: &Pat, row: &[Id], out: &mut Vec<Row>) {
+fn index_lookup<const N: usize>(
+    store: &Store,
+    pat: &Pat,
+    row: &Row<N>,
+    mut out: impl FnMut(Row<N>),
+) {
     let mut bound = bound_of(pat);
     for i in 0..3 {
         if let Slot::Var(c) = pat[i] {
@@ -156,11 +258,256 @@ fn index_lookup(store: &Store, pat: &Pat, row: &[Id], out: &mut Vec<Row>) {
             for c in 0..3 {
                 t[pos[c]] = key[c];
             }
-            let mut r: Row = row.into();
+            let mut r = *row;
             if bind(pat, t, &mut r) {
-                out.push(r);
+                out(r);
             }
         }
+    }
+}
+
+/// The loop of an operator that takes its input row by row: hands queued rows to `each` while
+/// `ready` and the output is not blocked, refilling the queue from input `port`. True when the
+/// input is finished and every row handed over; false when it must wait (input or output).
+fn pump<const N: usize>(
+    io: &mut Io<'_>,
+    queue: &mut VecDeque<Row<N>>,
+    port: usize,
+    ready: bool,
+    mut each: impl FnMut(&mut Io<'_>, Row<N>),
+) -> bool {
+    loop {
+        if io.blocked() {
+            return false;
+        }
+        if ready {
+            if let Some(row) = queue.pop_front() {
+                each(io, row);
+                continue;
+            }
+        }
+        match io.recv::<Row<N>>(port) {
+            Some(p) => queue.extend(p),
+            // When ready, every queued row was handed over above.
+            None => return ready && io.finished::<Row<N>>(port),
+        }
+    }
+}
+
+/// An index join: each input row looked up in the store's indexes, its matches pushed straight
+/// into the output packet (a flat-map that returned a vector per row spent 15 % of Q7's time
+/// allocating and copying them).
+struct IndexJoinOp<const N: usize> {
+    store: Arc<Store>,
+    pat: Pat,
+    queue: VecDeque<Row<N>>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for IndexJoinOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let mut n = 0;
+        let (store, pat, out) = (&self.store, &self.pat, &mut self.out);
+        let done = pump(io, &mut self.queue, 0, true, |io, row| {
+            index_lookup(store, pat, &row, |r| {
+                out.push(io, r);
+                n += 1;
+            });
+        });
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        if done {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        Ok(Status::Idle)
+    }
+}
+
+/// A key range of one permutation across its partitions, read as one sorted sequence (the
+/// partitions are consecutive slices of one sorted permutation): `(partition, range)` pieces.
+#[derive(Clone, Debug)]
+struct Run {
+    order: Order,
+    pieces: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+impl Run {
+    /// The matches of `pat`'s bound prefix in `order`.
+    fn of(store: &Store, pat: &Pat, order: Order) -> Run {
+        let bound = bound_of(pat);
+        let k = bound.iter().filter(|x| x.is_some()).count();
+        let prefix = key_prefix(order, bound, k);
+        let pieces = store
+            .perm(order)
+            .partitions()
+            .iter()
+            .enumerate()
+            .map(|(i, part)| (i, part.data.range(&prefix)))
+            .filter(|(_, r)| !r.is_empty())
+            .collect();
+        Run { order, pieces }
+    }
+
+    fn len(&self) -> usize {
+        self.pieces.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    /// The key (in the order's column order) at position `i` of the run.
+    fn key(&self, store: &Store, mut i: usize) -> [Id; 3] {
+        for (part, r) in &self.pieces {
+            if i < r.len() {
+                return store.perm(self.order).partitions()[*part]
+                    .data
+                    .row(r.start + i);
+            }
+            i -= r.len();
+        }
+        unreachable!("a position past the run")
+    }
+
+    /// The key at `i` as a triple (s, p, o).
+    fn triple(&self, store: &Store, i: usize) -> [Id; 3] {
+        let key = self.key(store, i);
+        let pos = self.order.positions();
+        let mut t = [0; 3];
+        for c in 0..3 {
+            t[pos[c]] = key[c];
+        }
+        t
+    }
+
+    /// The first position in `from..len` whose key column `col` is not below `v` (or, with
+    /// `above`, is above `v`).
+    fn seek(&self, store: &Store, from: usize, col: usize, v: Id, above: bool) -> usize {
+        let (mut lo, mut hi) = (from, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let x = self.key(store, mid)[col];
+            if x < v || (above && x == v) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Positions `lo..hi` as a run of their own.
+    fn slice(&self, lo: usize, hi: usize) -> Run {
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for (part, r) in &self.pieces {
+            let (a, b) = (lo.max(at), hi.min(at + r.len()));
+            if a < b {
+                pieces.push((*part, r.start + a - at..r.start + b - at));
+            }
+            at += r.len();
+        }
+        Run {
+            order: self.order,
+            pieces,
+        }
+    }
+}
+
+/// One side of a merge join: its pattern, its run, the key column it is sorted on.
+#[derive(Clone, Debug)]
+struct Side {
+    pat: Pat,
+    run: Run,
+    col: usize,
+}
+
+/// A merge join of two index ranges sorted on the same column, over one range of that column's
+/// values: equal-valued groups of the two sides are paired row by row; between groups each side
+/// skips ahead by binary search. A source: it reads the store itself.
+struct MergeJoinOp<const N: usize> {
+    store: Arc<Store>,
+    sides: [Side; 2],
+    /// Next unread position of each side.
+    at: [usize; 2],
+    /// The group being paired: each side's `lo..hi`, and the first side's next row.
+    group: Option<([std::ops::Range<usize>; 2], usize)>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for MergeJoinOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(0)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let store = self.store.clone();
+        let [a, b] = &self.sides;
+        // As a scan: about two packets of rows per task, then the worker may take another.
+        let budget = io.capacity_of::<Row<N>>() as u64 * 2;
+        let mut n = 0u64;
+        let status = loop {
+            if io.blocked() || n >= budget {
+                break Status::More;
+            }
+            if let Some((g, i)) = &mut self.group {
+                if *i < g[0].end {
+                    let mut left = [UNBOUND; N];
+                    if bind(&a.pat, a.run.triple(&store, *i), &mut left) {
+                        for j in g[1].clone() {
+                            let mut row = left;
+                            if bind(&b.pat, b.run.triple(&store, j), &mut row) {
+                                self.out.push(io, row);
+                                n += 1;
+                            }
+                        }
+                    }
+                    *i += 1;
+                    continue;
+                }
+                self.group = None;
+            }
+            let (la, lb) = (a.run.len(), b.run.len());
+            if self.at[0] >= la || self.at[1] >= lb {
+                self.out.flush(io);
+                break Status::Done;
+            }
+            let va = a.run.key(&store, self.at[0])[a.col];
+            let vb = b.run.key(&store, self.at[1])[b.col];
+            match va.cmp(&vb) {
+                std::cmp::Ordering::Less => {
+                    self.at[0] = a.run.seek(&store, self.at[0], a.col, vb, false);
+                }
+                std::cmp::Ordering::Greater => {
+                    self.at[1] = b.run.seek(&store, self.at[1], b.col, va, false);
+                }
+                std::cmp::Ordering::Equal => {
+                    let ea = a.run.seek(&store, self.at[0], a.col, va, true);
+                    let eb = b.run.seek(&store, self.at[1], b.col, va, true);
+                    let g = [self.at[0]..ea, self.at[1]..eb];
+                    self.group = Some((g, self.at[0]));
+                    self.at = [ea, eb];
+                }
+            }
+        };
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        Ok(status)
     }
 }
 
@@ -194,7 +541,47 @@ impl KeyFn {
     }
 }
 
-struct JoinOp {
+/// A hash join's build side: the rows end to end, and per key hash the last row with it, each
+/// row linking to the one before it with the same hash. Three vectors in all, where a vector
+/// per key cost one allocation per distinct key to build and as many frees to drop (23 % of
+/// Q6's time).
+struct Table<const N: usize> {
+    heads: HashMap<u64, usize>,
+    next: Vec<usize>,
+    rows: Vec<Row<N>>,
+}
+
+/// The end of a chain.
+const NONE: usize = usize::MAX;
+
+impl<const N: usize> Table<N> {
+    fn new() -> Self {
+        Table {
+            heads: HashMap::new(),
+            next: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, key: u64, row: Row<N>) {
+        let head = self.heads.entry(key).or_insert(NONE);
+        self.next.push(*head);
+        *head = self.rows.len();
+        self.rows.push(row);
+    }
+
+    /// The rows whose key hash is `key`, last inserted first.
+    fn matches(&self, key: u64) -> impl Iterator<Item = &Row<N>> + '_ {
+        let mut at = self.heads.get(&key).copied().unwrap_or(NONE);
+        std::iter::from_fn(move || {
+            let row = self.rows.get(at)?;
+            at = self.next[at];
+            Some(row)
+        })
+    }
+}
+
+struct JoinOp<const N: usize> {
     mode: JoinMode,
     keys: Arc<Vec<usize>>,
     check: Vec<usize>,
@@ -202,63 +589,62 @@ struct JoinOp {
     store: Arc<Store>,
     probe_key: KeyFn,
     build_key: KeyFn,
-    table: HashMap<u64, Vec<Row>>,
+    table: Table<N>,
     built: bool,
-    queue: VecDeque<Row>,
-    out: Emitter<Row>,
+    queue: VecDeque<Row<N>>,
+    out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
 }
 
-impl JoinOp {
-    fn probe_one(&mut self, io: &mut Io<'_>, p: Row) -> u64 {
+impl<const N: usize> JoinOp<N> {
+    fn probe_one(&mut self, io: &mut Io<'_>, p: Row<N>) -> u64 {
         let cx = Cx { store: &self.store };
         let mut emitted = 0;
         let mut matched = false;
-        if let Some(bucket) = self.table.get(&self.probe_key.key(&p)) {
-            for b in bucket {
-                if self.keys.iter().any(|&c| p[c] != b[c]) {
-                    continue;
-                }
-                let mut overlap = !self.keys.is_empty();
-                let mut ok = true;
-                for &c in &self.check {
-                    let (x, y) = (p[c], b[c]);
-                    if x != UNBOUND && y != UNBOUND {
-                        if x != y {
-                            ok = false;
-                            break;
-                        }
-                        overlap = true;
-                    }
-                }
-                if !ok {
-                    continue;
-                }
-                if self.mode == JoinMode::Minus {
-                    if overlap {
-                        matched = true;
+        for b in self.table.matches(self.probe_key.key(&p)) {
+            if self.keys.iter().any(|&c| p[c] != b[c]) {
+                continue;
+            }
+            let mut overlap = !self.keys.is_empty();
+            let mut ok = true;
+            for &c in &self.check {
+                let (x, y) = (p[c], b[c]);
+                if x != UNBOUND && y != UNBOUND {
+                    if x != y {
+                        ok = false;
                         break;
                     }
+                    overlap = true;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            if self.mode == JoinMode::Minus {
+                if overlap {
+                    matched = true;
+                    break;
+                }
+                continue;
+            }
+            let mut merged = p;
+            for (m, &y) in merged.iter_mut().zip(b.iter()) {
+                if *m == UNBOUND {
+                    *m = y;
+                }
+            }
+            if let Some(e) = &self.residual {
+                if !e.holds(cx, &merged) {
                     continue;
                 }
-                let merged: Row = p
-                    .iter()
-                    .zip(b.iter())
-                    .map(|(&x, &y)| if x != UNBOUND { x } else { y })
-                    .collect();
-                if let Some(e) = &self.residual {
-                    if !e.holds(cx, &merged) {
-                        continue;
-                    }
-                }
-                matched = true;
-                match self.mode {
-                    JoinMode::Anti => break,
-                    _ => {
-                        self.out.push(io, merged);
-                        emitted += 1;
-                    }
+            }
+            matched = true;
+            match self.mode {
+                JoinMode::Anti => break,
+                _ => {
+                    self.out.push(io, merged);
+                    emitted += 1;
                 }
             }
         }
@@ -270,86 +656,73 @@ impl JoinOp {
     }
 }
 
-impl Operator for JoinOp {
+impl<const N: usize> Operator for JoinOp<N> {
     fn inputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>(), PortType::of::<Row>()]
+        row_ports::<N>(2)
     }
 
     fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>()]
+        row_ports::<N>(1)
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if !self.built {
-            while let Some(p) = io.recv::<Row>(1) {
+            while let Some(p) = io.recv::<Row<N>>(1) {
                 for b in p {
-                    self.table
-                        .entry(self.build_key.key(&b))
-                        .or_default()
-                        .push(b);
+                    self.table.insert(self.build_key.key(&b), b);
                 }
             }
-            self.built = io.finished::<Row>(1);
+            self.built = io.finished::<Row<N>>(1);
         }
         let mut n = 0;
-        let status = loop {
-            if io.blocked() {
-                break Status::Idle;
-            }
-            if self.built {
-                if let Some(p) = self.queue.pop_front() {
-                    n += self.probe_one(io, p);
-                    continue;
-                }
-            }
-            match io.recv::<Row>(0) {
-                Some(p) => self.queue.extend(p),
-                None if self.built && io.finished::<Row>(0) => {
-                    self.out.flush(io);
-                    break Status::Done;
-                }
-                None => break Status::Idle,
-            }
-        };
+        let mut queue = std::mem::take(&mut self.queue);
+        let done = pump(io, &mut queue, 0, self.built, |io, p| {
+            n += self.probe_one(io, p)
+        });
+        self.queue = queue;
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
-        Ok(status)
+        if done {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        Ok(Status::Idle)
     }
 }
 
-struct SortOp {
+struct SortOp<const N: usize> {
     keys: Arc<Vec<(Expr, bool)>>,
     store: Arc<Store>,
-    rows: Vec<Row>,
-    sorted: Option<VecDeque<Row>>,
-    out: Emitter<Row>,
+    rows: Vec<Row<N>>,
+    sorted: Option<VecDeque<Row<N>>>,
+    out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
 }
 
-impl Operator for SortOp {
+impl<const N: usize> Operator for SortOp<N> {
     fn inputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>()]
+        row_ports::<N>(1)
     }
 
     fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>()]
+        row_ports::<N>(1)
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if self.sorted.is_none() {
-            while let Some(p) = io.recv::<Row>(0) {
+            while let Some(p) = io.recv::<Row<N>>(0) {
                 self.rows.extend(p);
             }
-            if !io.finished::<Row>(0) {
+            if !io.finished::<Row<N>>(0) {
                 return Ok(Status::Idle);
             }
             let store = self.store.clone();
             let cx = Cx { store: &store };
-            let mut keyed: Vec<(Vec<Option<super::expr::Val<'_>>>, Row)> =
+            let mut keyed: Vec<(Vec<Option<super::expr::Val<'_>>>, Row<N>)> =
                 std::mem::take(&mut self.rows)
                     .into_iter()
                     .map(|r| {
@@ -392,29 +765,34 @@ impl Operator for SortOp {
 }
 
 /// Hands every packet to the caller.
-struct ChannelSink {
+struct ChannelSink<const N: usize> {
     /// Dropped at the end of the stream, which tells the caller there is no more.
-    tx: Option<Sender<Vec<Row>>>,
+    tx: Option<Sender<Rows>>,
+    width: usize,
 }
 
-impl Operator for ChannelSink {
+impl<const N: usize> Operator for ChannelSink<N> {
     fn inputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<Row>()]
+        row_ports::<N>(1)
     }
 
     fn outputs(&self) -> Vec<PortType> {
-        Vec::new()
+        row_ports::<N>(0)
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        while let Some(p) = io.recv::<Row>(0) {
-            let rows: Vec<Row> = p.into_iter().collect();
+        while let Some(p) = io.recv::<Row<N>>(0) {
+            let mut rows = Rows::new(self.width);
+            rows.ids.reserve_exact(p.len() * self.width);
+            for r in p {
+                rows.push(&r);
+            }
             // A caller that stopped reading has what it wanted: drop the rest.
             if let Some(tx) = &self.tx {
                 let _ = tx.send(rows);
             }
         }
-        Ok(if io.finished::<Row>(0) {
+        Ok(if io.finished::<Row<N>>(0) {
             self.tx = None;
             Status::Done
         } else {
@@ -424,7 +802,7 @@ impl Operator for ChannelSink {
 }
 
 /// Adds `p` to the flow plan; its output stream.
-pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
+fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<N>> {
     let stat = p.stat.clone();
     let timing = cx.timing;
     let count = move |stat: &Arc<OpStat>, n: u64| {
@@ -433,9 +811,9 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
     match &p.op {
         Op::Unit => {
             stat.rows.store(1, Ordering::Relaxed);
-            b.source(vec![vec![UNBOUND; cx.width].into_boxed_slice()])
+            b.source(vec![[UNBOUND; N]])
         }
-        Op::Empty => b.source(Vec::<Row>::new()),
+        Op::Empty => b.source(Vec::<Row<N>>::new()),
         Op::Scan { pat, order } => {
             let bound = bound_of(pat);
             let k = bound.iter().filter(|x| x.is_some()).count();
@@ -458,30 +836,29 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
                     let hi = range.start + range.len() * (c + 1) / chunks;
                     let op = b.add(
                         format!("scan {} part {i}.{c}", order.name()),
-                        ScanOp {
+                        ScanOp::<N> {
                             store: cx.store.clone(),
                             order: *order,
                             part: i,
                             range: lo..hi,
                             pat: *pat,
-                            width: cx.width,
                             out: Emitter::new(0),
                             stat: stat.clone(),
                             timing,
                         },
                     );
                     b.home(op, part.info.home);
-                    streams.push(b.stream::<Row>(op, 0).expect("a scan outputs rows"));
+                    streams.push(b.stream::<Row<N>>(op, 0).expect("a scan outputs rows"));
                 }
             }
             match streams.len() {
-                0 => b.source(Vec::<Row>::new()),
+                0 => b.source(Vec::<Row<N>>::new()),
                 1 => streams.pop().expect("one"),
                 _ => b.union(streams),
             }
         }
         Op::IndexJoin { pat } => {
-            let input = build(cx, b, &p.inputs[0]);
+            let input = build::<N>(cx, b, &p.inputs[0]);
             let d = if p.inputs[0].est >= PAR_MIN_ROWS {
                 cx.dop
             } else {
@@ -492,19 +869,23 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
             } else {
                 vec![input]
             };
-            let outs: Vec<Stream<Row>> = parts
+            let outs: Vec<Stream<Row<N>>> = parts
                 .into_iter()
                 .map(|s| {
-                    let store = cx.store.clone();
-                    let pat = *pat;
-                    let stat = stat.clone();
-                    b.flat_map(s, move |row: Row| {
-                        let _t = Timer::new(timing, &stat);
-                        let mut out = Vec::new();
-                        index_lookup(&store, &pat, &row, &mut out);
-                        count(&stat, out.len() as u64);
-                        out
-                    })
+                    let op = b.add(
+                        "index join",
+                        IndexJoinOp::<N> {
+                            store: cx.store.clone(),
+                            pat: *pat,
+                            queue: VecDeque::new(),
+                            out: Emitter::new(0),
+                            stat: stat.clone(),
+                            timing,
+                        },
+                    );
+                    b.feed(s, op, 0);
+                    b.stream::<Row<N>>(op, 0)
+                        .expect("an index join outputs rows")
                 })
                 .collect();
             unite(b, outs)
@@ -535,8 +916,8 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
             let (ps, bs) = if d > 1 {
                 let (pk, bk) = (probe_key.clone(), build_key.clone());
                 (
-                    b.partition_by(probe, d, move |r: &Row| (pk.key(r) % d as u64) as usize),
-                    b.partition_by(bld, d, move |r: &Row| (bk.key(r) % d as u64) as usize),
+                    b.partition_by(probe, d, move |r: &Row<N>| (pk.key(r) % d as u64) as usize),
+                    b.partition_by(bld, d, move |r: &Row<N>| (bk.key(r) % d as u64) as usize),
                 )
             } else {
                 (vec![probe], vec![bld])
@@ -547,7 +928,7 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
                 .map(|(ps, bs)| {
                     let op = b.add(
                         format!("{mode:?} hash join"),
-                        JoinOp {
+                        JoinOp::<N> {
                             mode: *mode,
                             keys: keys.clone(),
                             check: check.clone(),
@@ -555,7 +936,7 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
                             store: cx.store.clone(),
                             probe_key: probe_key.clone(),
                             build_key: build_key.clone(),
-                            table: HashMap::new(),
+                            table: Table::new(),
                             built: false,
                             queue: VecDeque::new(),
                             out: Emitter::new(0),
@@ -565,15 +946,84 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
                     );
                     b.feed(ps, op, 0);
                     b.feed(bs, op, 1);
-                    b.stream::<Row>(op, 0).expect("a join outputs rows")
+                    b.stream::<Row<N>>(op, 0).expect("a join outputs rows")
+                })
+                .collect();
+            unite(b, outs)
+        }
+        Op::MergeJoin { .. } => {
+            let side = |i: usize| -> Side {
+                let Op::Scan { pat, order } = &p.inputs[i].op else {
+                    unreachable!("a merge join joins two scans")
+                };
+                let (_, k) = Order::for_bound(bound_of(pat).map(|x| x.is_some()));
+                Side {
+                    pat: *pat,
+                    run: Run::of(&cx.store, pat, *order),
+                    col: k,
+                }
+            };
+            let sides = [side(0), side(1)];
+            for (s, input) in sides.iter().zip(&p.inputs) {
+                count(&input.stat, s.run.len() as u64);
+            }
+            // Parallel over ranges of the join column's values, cut at the first side's
+            // quantiles (a value's rows all fall in one range).
+            let (la, lb) = (sides[0].run.len(), sides[1].run.len());
+            let d = if (la.max(lb) as f64) < PAR_MIN_ROWS {
+                1
+            } else {
+                cx.dop.max(1)
+            };
+            let mut cuts: Vec<[usize; 2]> = vec![[0, 0]];
+            for c in 1..d {
+                let v = sides[0].run.key(&cx.store, la * c / d)[sides[0].col];
+                let cut = [0, 1].map(|s| {
+                    let side = &sides[s];
+                    side.run.seek(&cx.store, 0, side.col, v, false)
+                });
+                if cut != *cuts.last().expect("one at least") {
+                    cuts.push(cut);
+                }
+            }
+            cuts.push([la, lb]);
+            let outs: Vec<Stream<Row<N>>> = cuts
+                .windows(2)
+                .map(|w| {
+                    let sides = [0, 1].map(|s| Side {
+                        run: sides[s].run.slice(w[0][s], w[1][s]),
+                        ..sides[s].clone()
+                    });
+                    let home = sides[0].run.pieces.first().map(|(part, _)| {
+                        cx.store.perm(sides[0].run.order).partitions()[*part]
+                            .info
+                            .home
+                    });
+                    let op = b.add(
+                        "merge join",
+                        MergeJoinOp::<N> {
+                            store: cx.store.clone(),
+                            sides,
+                            at: [0, 0],
+                            group: None,
+                            out: Emitter::new(0),
+                            stat: stat.clone(),
+                            timing,
+                        },
+                    );
+                    if let Some(h) = home {
+                        b.home(op, h);
+                    }
+                    b.stream::<Row<N>>(op, 0)
+                        .expect("a merge join outputs rows")
                 })
                 .collect();
             unite(b, outs)
         }
         Op::Filter(e) => {
-            let input = build(cx, b, &p.inputs[0]);
+            let input = build::<N>(cx, b, &p.inputs[0]);
             let (store, e) = (cx.store.clone(), e.clone());
-            b.filter(input, move |r: &Row| {
+            b.filter(input, move |r: &Row<N>| {
                 let _t = Timer::new(timing, &stat);
                 let keep = e.holds(Cx { store: &store }, r);
                 count(&stat, u64::from(keep));
@@ -581,25 +1031,25 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
             })
         }
         Op::Union => {
-            let ins: Vec<Stream<Row>> = p.inputs.iter().map(|i| build(cx, b, i)).collect();
+            let ins: Vec<Stream<Row<N>>> = p.inputs.iter().map(|i| build(cx, b, i)).collect();
             let s = b.union(ins);
             counted(b, s, stat)
         }
         Op::Distinct => {
-            let input = build(cx, b, &p.inputs[0]);
-            let mut seen: HashSet<Row> = HashSet::new();
-            b.filter(input, move |r: &Row| {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            let mut seen: HashSet<Row<N>> = HashSet::new();
+            b.filter(input, move |r: &Row<N>| {
                 let _t = Timer::new(timing, &stat);
-                let new = !seen.contains(r) && seen.insert(r.clone());
+                let new = !seen.contains(r) && seen.insert(*r);
                 count(&stat, u64::from(new));
                 new
             })
         }
         Op::Sort(keys) => {
-            let input = build(cx, b, &p.inputs[0]);
+            let input = build::<N>(cx, b, &p.inputs[0]);
             let op = b.add(
                 "order by",
-                SortOp {
+                SortOp::<N> {
                     keys: keys.clone(),
                     store: cx.store.clone(),
                     rows: Vec::new(),
@@ -610,20 +1060,20 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
                 },
             );
             b.feed(input, op, 0);
-            b.stream::<Row>(op, 0).expect("a sort outputs rows")
+            b.stream::<Row<N>>(op, 0).expect("a sort outputs rows")
         }
         Op::Slice(start, len) => {
-            let input = build(cx, b, &p.inputs[0]);
+            let input = build::<N>(cx, b, &p.inputs[0]);
             let s = b.limit(input, *start as u64, len.map_or(u64::MAX, |l| l as u64));
             counted(b, s, stat)
         }
         Op::Project(cols) => {
-            let input = build(cx, b, &p.inputs[0]);
+            let input = build::<N>(cx, b, &p.inputs[0]);
             let mut keep = vec![false; cx.width];
             for &c in cols {
                 keep[c] = true;
             }
-            b.map(input, move |mut r: Row| {
+            b.map(input, move |mut r: Row<N>| {
                 for (v, k) in r.iter_mut().zip(&keep) {
                     if !k {
                         *v = UNBOUND;
@@ -636,7 +1086,7 @@ pub fn build(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row> {
     }
 }
 
-fn unite(b: &mut PlanBuilder, mut outs: Vec<Stream<Row>>) -> Stream<Row> {
+fn unite<const N: usize>(b: &mut PlanBuilder, mut outs: Vec<Stream<Row<N>>>) -> Stream<Row<N>> {
     if outs.len() == 1 {
         outs.pop().expect("one")
     } else {
@@ -644,15 +1094,106 @@ fn unite(b: &mut PlanBuilder, mut outs: Vec<Stream<Row>>) -> Stream<Row> {
     }
 }
 
-fn counted(b: &mut PlanBuilder, s: Stream<Row>, stat: Arc<OpStat>) -> Stream<Row> {
-    b.map(s, move |r: Row| {
+fn counted<const N: usize>(
+    b: &mut PlanBuilder,
+    s: Stream<Row<N>>,
+    stat: Arc<OpStat>,
+) -> Stream<Row<N>> {
+    b.map(s, move |r: Row<N>| {
         stat.rows.fetch_add(1, Ordering::Relaxed);
         r
     })
 }
 
-/// Adds the sink that sends every packet to `tx`.
-pub fn sink(b: &mut PlanBuilder, s: Stream<Row>, tx: Sender<Vec<Row>>) {
-    let op = b.add("results", ChannelSink { tx: Some(tx) });
-    b.feed(s, op, 0);
+/// The rows of a [`Rows`] in order.
+pub struct RowsIter<'a> {
+    rows: &'a Rows,
+    next: usize,
+}
+
+impl<'a> Iterator for RowsIter<'a> {
+    type Item = &'a [Id];
+
+    fn next(&mut self) -> Option<&'a [Id]> {
+        let row = self.rows.get(self.next)?;
+        self.next += 1;
+        Some(row)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.rows.len - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RowsIter<'_> {}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = &'a [Id];
+    type IntoIter = RowsIter<'a>;
+
+    fn into_iter(self) -> RowsIter<'a> {
+        self.iter()
+    }
+}
+
+/// Adds `p` to the flow plan, and the sink that sends every packet of its rows to `tx`.
+///
+/// # Panics
+/// If the width is past [`MAX_WIDTH`] (`prepare` refuses such queries).
+pub fn build_into(cx: &Ctx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+    fn with<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+        let s = build::<N>(cx, b, p);
+        let sink = ChannelSink::<N> {
+            tx: Some(tx),
+            width: cx.width,
+        };
+        let op = b.add("results", sink);
+        b.feed(s, op, 0);
+    }
+    match width_class(cx.width) {
+        Some(4) => with::<4>(cx, b, p, tx),
+        Some(8) => with::<8>(cx, b, p, tx),
+        Some(16) => with::<16>(cx, b, p, tx),
+        Some(32) => with::<32>(cx, b, p, tx),
+        Some(64) => with::<64>(cx, b, p, tx),
+        Some(128) => with::<128>(cx, b, p, tx),
+        _ => panic!("a query of {} variables (at most {MAX_WIDTH})", cx.width),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn width_classes_are_powers_of_two_from_four_to_the_limit() {
+        assert_eq!(width_class(0), Some(4));
+        assert_eq!(width_class(4), Some(4));
+        assert_eq!(width_class(5), Some(8));
+        assert_eq!(width_class(17), Some(32));
+        assert_eq!(width_class(MAX_WIDTH), Some(MAX_WIDTH));
+        assert_eq!(width_class(MAX_WIDTH + 1), None);
+    }
+
+    #[test]
+    fn rows_keep_their_width_and_order() {
+        let mut a = Rows::new(2);
+        a.push(&[1, 2, 0, 0]);
+        let mut b = Rows::new(2);
+        b.push(&[3, 4, 0, 0]);
+        b.push(&[5, 0, 0, 0]);
+        a.append(b);
+        assert_eq!(a.len(), 3);
+        let all: Vec<&[Id]> = a.iter().collect();
+        assert_eq!(all, [&[1, 2][..], &[3, 4], &[5, 0]]);
+        assert_eq!(a.get(3), None);
+        assert_eq!(a.iter().len(), 3);
+        // No columns (an ASK of constants): rows are counted all the same.
+        let mut z = Rows::new(0);
+        z.push(&[0; 4]);
+        z.push(&[]);
+        assert_eq!((z.len(), z.iter().count()), (2, 2));
+        assert_eq!(z.get(1), Some(&[][..]));
+    }
 }

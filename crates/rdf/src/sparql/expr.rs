@@ -8,6 +8,9 @@
 //! when an operator needs its value. A literal of a numeric, boolean or dateTime datatype whose
 //! lexical form is not valid for it is ill-typed: it stays a term (it compares only by
 //! `sameTerm`, its EBV is false).
+//!
+//! Length: SPARQL 1.1's operator and function semantics (§17.2–17.4) in one place, a ninth of it
+//! unit tests; splitting comparison from evaluation would separate rules that refer to each other.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;

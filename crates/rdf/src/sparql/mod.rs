@@ -18,6 +18,9 @@
 //! let names: Vec<String> = out.rows.iter().map(|r| out.term(r, 0).unwrap().to_string()).collect();
 //! assert_eq!(names, ["<http://b>", "<http://c>"]);
 //! ```
+//!
+//! Length: the public face of the engine (prepare, run, stream, explain) and its error type; the
+//! pieces it drives live in the files beside it.
 
 pub mod algebra;
 pub mod exec;
@@ -36,7 +39,7 @@ use nearflow_rt::Runtime;
 use spargebra::term::{NamedNodePattern, TermPattern};
 
 use self::algebra::{literal_term, Node, Translator};
-use self::exec::Row;
+pub use self::exec::Rows;
 use self::plan::{Op, Phys, Planner};
 use crate::store::Store;
 use crate::term::{Id, Term, TermRef, UNBOUND};
@@ -182,6 +185,13 @@ pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prep
             Form::Construct(out)
         }
     };
+    if tr.vars.len() > exec::MAX_WIDTH {
+        return Err(QueryError::Unsupported(format!(
+            "a query of {} variables (at most {})",
+            tr.vars.len(),
+            exec::MAX_WIDTH
+        )));
+    }
     let dop = options
         .dop
         .unwrap_or_else(|| store.machine().pu_count().max(1))
@@ -252,13 +262,13 @@ fn outer_projection(n: &Node) -> Option<Vec<usize>> {
 
 /// A running query: batches of rows as they come, then the plan's counters.
 pub struct Running {
-    rx: Receiver<Vec<Row>>,
+    rx: Receiver<Rows>,
     handle: PlanHandle,
 }
 
 impl Running {
     /// The next batch of solution rows; `None` at the end.
-    pub fn next_batch(&mut self) -> Option<Vec<Row>> {
+    pub fn next_batch(&mut self) -> Option<Rows> {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
             match self.rx.recv_timeout(std::time::Duration::from_millis(20)) {
@@ -285,7 +295,7 @@ impl Running {
 /// All the results of a query, collected.
 pub struct Collected {
     /// Solution rows (all columns; see [`Form`] for which are output).
-    pub rows: Vec<Row>,
+    pub rows: Rows,
     /// The plan's counters.
     pub stats: PlanStats,
     store: Arc<Store>,
@@ -329,9 +339,8 @@ impl Prepared {
             dop: self.options.dop.unwrap_or(1),
             timing: self.options.timing,
         };
-        let out = exec::build(&cx, &mut b, &self.phys);
         let (tx, rx) = std::sync::mpsc::channel();
-        exec::sink(&mut b, out, tx);
+        exec::build_into(&cx, &mut b, &self.phys, tx);
         let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
         Ok(Running {
             rx,
@@ -342,9 +351,9 @@ impl Prepared {
     /// Runs and collects every row.
     pub fn run_collect(&self, rt: &Runtime) -> Result<Collected, QueryError> {
         let mut r = self.start(rt)?;
-        let mut rows = Vec::new();
+        let mut rows = Rows::new(self.width);
         while let Some(batch) = r.next_batch() {
-            rows.extend(batch);
+            rows.append(batch);
         }
         let stats = r.finish()?;
         Ok(Collected {
@@ -356,13 +365,13 @@ impl Prepared {
     }
 
     /// The triples a CONSTRUCT makes from solution rows (a set: each once).
-    pub fn construct(&self, rows: &[Row]) -> Vec<[Term; 3]> {
+    pub fn construct<'r>(&self, rows: impl IntoIterator<Item = &'r [Id]>) -> Vec<[Term; 3]> {
         let Form::Construct(template) = &self.form else {
             return Vec::new();
         };
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        for (n, row) in rows.iter().enumerate() {
+        for (n, row) in rows.into_iter().enumerate() {
             for t in template {
                 let term = |s: &TemplateSlot| -> Option<Term> {
                     match s {
@@ -451,6 +460,7 @@ impl Prepared {
                 }
                 w
             }
+            Op::MergeJoin { on } => format!("merge join on [{}]", name(*on)),
             Op::Filter(_) => "filter".to_string(),
             Op::Union => "union".to_string(),
             Op::Distinct => "distinct".to_string(),

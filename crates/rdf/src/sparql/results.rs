@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use oxrdf::{BlankNodeRef, LiteralRef, NamedNodeRef, VariableRef};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
-use super::exec::Row;
+use super::exec::Rows;
 use crate::store::Store;
 use crate::term::{Term, TermRef, UNBOUND};
 
@@ -70,13 +70,13 @@ pub fn write_solutions(
     format: Format,
     store: &Store,
     vars: &[(String, usize)],
-    batches: impl Iterator<Item = Vec<Row>>,
+    batches: impl Iterator<Item = Rows>,
 ) -> io::Result<u64> {
     let mut n = 0u64;
     if format == Format::Table {
         let mut cells: Vec<Vec<String>> = Vec::new();
         for batch in batches {
-            for row in batch {
+            for row in batch.iter() {
                 cells.push(
                     vars.iter()
                         .map(|(_, c)| match row[*c] {
@@ -99,7 +99,7 @@ pub fn write_solutions(
     let mut w = QueryResultsSerializer::from_format(sparesults_format(format))
         .serialize_solutions_to_writer(out, variables.clone())?;
     for batch in batches {
-        for row in batch {
+        for row in batch.iter() {
             w.serialize(
                 vars.iter()
                     .zip(&variables)

@@ -239,3 +239,26 @@ pub fn compare(got: &Answer, want: &Answer, what: &str, expected: Expected) {
         (g, w) => assert_eq!(g, w, "{what}"),
     }
 }
+
+/// Runs `text` in Oxigraph and in ours under each policy; asserts every answer equals
+/// Oxigraph's ([`compare`]); returns Oxigraph's.
+pub fn matches_oxigraph(
+    store: &Arc<Store>,
+    oxi: &oxigraph::store::Store,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    text: &str,
+    what: &str,
+) -> Answer {
+    let want = reference(oxi, text);
+    for &policy in policies {
+        let got = ours(store, machine, policy, text);
+        compare(
+            &got,
+            &want,
+            &format!("{what} under {policy}"),
+            Expected::from_query(text),
+        );
+    }
+    want
+}
