@@ -8,6 +8,8 @@
 //! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store snapshot;
 //! - `nearflow gen sp2bench` — a document of SP²Bench's shape from our own generator;
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
+//! - `nearflow sim` — a workload on a model of a machine, every policy, in the discrete-event
+//!   simulator (SIMULATED figures);
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
 //!   250k triples beside Oxigraph (the original document, or a generated one), a small VWAP
 //!   run, the concurrent-plans comparison with both allocators, the placement checks, a short
@@ -23,6 +25,7 @@
 //! - `check_cmd.rs` — `check placement`.
 //! - `sparql_cmd.rs` — `sparql`, `load`.
 //! - `gen_cmd.rs` — `gen sp2bench`.
+//! - `sim_cmd.rs` — `sim`.
 //! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
 //!   `bench/chart.rs`.
 
@@ -35,6 +38,7 @@ mod bench;
 mod check_cmd;
 mod gen_cmd;
 mod run_cmd;
+mod sim_cmd;
 mod sparql_cmd;
 mod stress_cmd;
 mod topo_cmd;
@@ -83,6 +87,8 @@ enum Command {
     /// Generate benchmark data.
     #[command(subcommand)]
     Gen(gen_cmd::GenCmd),
+    /// Simulate a workload on a model of a machine under several policies (SIMULATED).
+    Sim(sim_cmd::SimCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
     /// (generated when ../shared does not have it), a small VWAP run, the concurrent-plans
     /// comparison (both allocators), the placement checks, the allocator latency table and the
@@ -140,6 +146,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sparql(c) => sparql_cmd::run(&c),
         Command::Load(c) => sparql_cmd::load(&c),
         Command::Gen(c) => gen_cmd::run(&c),
+        Command::Sim(c) => sim_cmd::run(&c),
         Command::Demo { csv } => demo(&csv),
     }
 }

@@ -449,3 +449,50 @@ fn bench_alloc_runs_every_allocator_and_refuses_bad_flags() {
         assert_eq!(m["peak_rss_bytes"].is_u64(), multi, "{m}");
     }
 }
+
+/// `nearflow sim` prints SIMULATED tables for every policy, and refuses what it cannot model.
+#[test]
+fn sim_prints_simulated_tables_and_refuses_bad_input() {
+    let out = common::ok(&[
+        "sim",
+        "--preset",
+        "e7-4820",
+        "--workload",
+        "fib",
+        "--size",
+        "14",
+        "--grid",
+        "1x1,2x2",
+        "--policies",
+        "las,nls,bobox2011,fifo-rr",
+    ]);
+    assert!(
+        out.contains("SIMULATED on a model of preset e7-4820"),
+        "{out}"
+    );
+    for p in ["las", "nls", "bobox2011", "fifo-rr"] {
+        assert!(out.contains(&format!("2x2    {p}")), "{out}");
+    }
+    let v = json(&[
+        "sim",
+        "--preset",
+        "nehalem-2x4",
+        "--workload",
+        "matmul",
+        "--size",
+        "32",
+        "--json",
+    ]);
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["simulated"], true);
+        assert_eq!(r["tasks"], 1 + 32 * 32);
+    }
+    fails_with(&["sim", "--workload", "plans"], "not supported yet");
+    fails_with(&["sim", "--grid", "2"], "not NxM");
+    fails_with(&["sim", "--model", "nope=1"], "unknown model key");
+    fails_with(&["sim", "--allocators", "tcmalloc"], "unknown allocator");
+    fails_with(
+        &["sim", "--workload", "matmul", "--size", "0"],
+        "matrix size 0",
+    );
+}

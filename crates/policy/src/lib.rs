@@ -326,6 +326,16 @@ impl Policy {
     pub fn services(&self) -> Services {
         self.services
     }
+    /// Whether worker `w` taking a task from `q` counts as a steal: another worker's deque, or
+    /// another worker's list where there is one shared list per worker (per-thread, FIFO+RR).
+    #[inline]
+    pub fn is_steal(&self, w: WorkerId, q: QueueRef) -> bool {
+        match q {
+            QueueRef::Local(v) => v != w,
+            QueueRef::Shared(i) => self.shared_queues == self.workers && i != w,
+            QueueRef::Deferred(_) => false,
+        }
+    }
 }
 
 /// Does search order `search` reach `q` at all? Used by tests to check the wake-order invariant.

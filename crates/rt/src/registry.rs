@@ -129,11 +129,7 @@ impl Shared {
 
     /// Whether taking from `q` is a steal for worker `w`.
     pub(crate) fn is_steal(&self, w: usize, q: QueueRef) -> bool {
-        match q {
-            QueueRef::Local(v) => v != w,
-            QueueRef::Shared(i) => self.shared_queues.len() == self.policy.workers() && i != w,
-            QueueRef::Deferred(_) => false,
-        }
+        self.policy.is_steal(w, q)
     }
 
     /// Ends a request whose last task has ended: out of the registry, its handle released, then

@@ -3,7 +3,12 @@
 //! Three workloads, each with heap-allocated tasks on every side:
 //! - `chain`: each task spawns the next one (immediate), N tasks;
 //! - `fanout`: one task spawns N−1 deferred tasks;
-//! - `fib`: fork-join Fibonacci, each call a task spawning two immediate children.
+//! - `fib`: fork-join Fibonacci, each call a task spawning two immediate children;
+//! - `request`: a request of one empty task submitted from outside the pool and waited for,
+//!   `--requests` times back to back (the round trip of a tiny query: submit, a worker finds
+//!   the task, completion, the waiter wakes);
+//! - `wake`: the same, but each request is submitted after the pool has fallen asleep (5 ms of
+//!   idleness, not timed): the latency of waking a sleeping pool for a request's first task.
 //!
 //! Measured side by side in one run: every nearflow policy, rayon's `scope.spawn` (the reference:
 //! ratios are to it), rayon's `join` (fib only, for information: it does not heap-allocate), and a
@@ -50,6 +55,12 @@ pub struct OverheadCmd {
     /// n of `fib` (fib(25) is 242,785 tasks).
     #[arg(long, default_value_t = 25)]
     pub fib: u32,
+    /// Workloads (comma-separated): chain, fanout, fib, request, wake.
+    #[arg(long, default_value = "chain,fanout,fib,request,wake")]
+    pub workloads: String,
+    /// Requests in `request` (`wake` runs a tenth as many, each after 5 ms of idleness).
+    #[arg(long, default_value_t = 2000)]
+    pub requests: u64,
     /// Interleaved rounds (each runs every cell once; medians over rounds are reported), after
     /// one warm-up round.
     #[arg(long, default_value_t = 11)]
@@ -67,16 +78,31 @@ enum Workload {
     Chain,
     Fanout,
     Fib,
+    Request,
+    Wake,
 }
 
 impl Workload {
-    const ALL: [Workload; 3] = [Workload::Chain, Workload::Fanout, Workload::Fib];
+    const ALL: [Workload; 5] = [
+        Workload::Chain,
+        Workload::Fanout,
+        Workload::Fib,
+        Workload::Request,
+        Workload::Wake,
+    ];
     fn name(self) -> &'static str {
         match self {
             Workload::Chain => "chain",
             Workload::Fanout => "fanout",
             Workload::Fib => "fib",
+            Workload::Request => "request",
+            Workload::Wake => "wake",
         }
+    }
+
+    /// A round trip from outside the pool (no crossbeam contender).
+    fn is_request(self) -> bool {
+        matches!(self, Workload::Request | Workload::Wake)
     }
 }
 
@@ -122,7 +148,27 @@ fn tasks_of(w: Workload, cmd: &OverheadCmd) -> u64 {
     match w {
         Workload::Chain | Workload::Fanout => cmd.tasks,
         Workload::Fib => fib_calls(cmd.fib),
+        Workload::Request => cmd.requests,
+        Workload::Wake => (cmd.requests / 10).max(1),
     }
+}
+
+/// Idleness before each `wake` request: every contender's workers have searched, yielded and
+/// gone to sleep by then.
+const WAKE_IDLE: Duration = Duration::from_millis(5);
+
+/// Runs `one` (a round trip) `n` times; returns the time spent in the round trips only.
+fn round_trips(n: u64, wake: bool, mut one: impl FnMut() -> Result<()>) -> Result<Duration> {
+    let mut total = Duration::ZERO;
+    for _ in 0..n {
+        if wake {
+            std::thread::sleep(WAKE_IDLE);
+        }
+        let t = Instant::now();
+        one()?;
+        total += t.elapsed();
+    }
+    Ok(total)
 }
 
 // ---- nearflow ----
@@ -142,6 +188,11 @@ fn nf_fib(cx: &TaskCx<'_>, n: u32) {
 
 fn nf_once(rt: &Runtime, w: Workload, cmd: &OverheadCmd) -> Result<Duration> {
     let (n, fib) = (cmd.tasks, cmd.fib);
+    if w.is_request() {
+        return round_trips(tasks_of(w, cmd), w == Workload::Wake, || {
+            Ok(rt.submit(|_| {}).wait()?)
+        });
+    }
     let t = Instant::now();
     let h = match w {
         Workload::Chain => rt.submit(move |cx| nf_chain(cx, n - 1)),
@@ -151,6 +202,7 @@ fn nf_once(rt: &Runtime, w: Workload, cmd: &OverheadCmd) -> Result<Duration> {
             }
         }),
         Workload::Fib => rt.submit(move |cx| nf_fib(cx, fib)),
+        Workload::Request | Workload::Wake => unreachable!("handled above"),
     };
     h.wait()?;
     Ok(t.elapsed())
@@ -181,6 +233,14 @@ fn ry_join_fib(n: u32) -> u64 {
 
 fn rayon_scope_once(pool: &rayon::ThreadPool, w: Workload, cmd: &OverheadCmd) -> Duration {
     let (n, fib) = (cmd.tasks, cmd.fib);
+    if w.is_request() {
+        // `install` from outside the pool: inject the job, block on a latch until it ran.
+        let r = round_trips(tasks_of(w, cmd), w == Workload::Wake, || {
+            pool.install(|| ());
+            Ok(())
+        });
+        return r.unwrap_or_default();
+    }
     let t = Instant::now();
     pool.install(|| match w {
         Workload::Chain => rayon::scope(|s| s.spawn(move |s| ry_chain(s, n - 1))),
@@ -192,6 +252,7 @@ fn rayon_scope_once(pool: &rayon::ThreadPool, w: Workload, cmd: &OverheadCmd) ->
             })
         }),
         Workload::Fib => rayon::scope(|s| s.spawn(move |s| ry_fib(s, fib))),
+        Workload::Request | Workload::Wake => unreachable!("handled above"),
     });
     t.elapsed()
 }
@@ -227,6 +288,7 @@ fn crossbeam_once(wl: Workload, cmd: &OverheadCmd) -> Duration {
             }
         }),
         Workload::Fib => Box::new(move |w| cb_fib(w, fib)),
+        Workload::Request | Workload::Wake => unreachable!("no crossbeam request contender"),
     });
     w.push(root);
     while let Some(j) = w.pop() {
@@ -241,6 +303,9 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
     if cmd.tasks < 2 {
         anyhow::bail!("--tasks must be at least 2");
+    }
+    if cmd.requests == 0 {
+        anyhow::bail!("--requests must be positive");
     }
     if cmd.fib > 40 {
         anyhow::bail!(
@@ -273,10 +338,22 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         "crossbeam-deque".into(),
     ];
     names.extend(policies.iter().map(|p| p.name().to_string()));
-    let cells: Vec<(Workload, usize)> = Workload::ALL
+    let workloads: Vec<Workload> = cmd
+        .workloads
+        .split(',')
+        .map(|s| {
+            Workload::ALL
+                .into_iter()
+                .find(|w| w.name() == s.trim())
+                .with_context(|| {
+                    format!("unknown workload `{s}`; known: chain, fanout, fib, request, wake")
+                })
+        })
+        .collect::<Result<_>>()?;
+    let cells: Vec<(Workload, usize)> = workloads
         .iter()
         .flat_map(|&w| (0..names.len()).map(move |c| (w, c)))
-        .filter(|&(w, c)| c != 1 || w == Workload::Fib)
+        .filter(|&(w, c)| (c != 1 || w == Workload::Fib) && (c != 2 || !w.is_request()))
         .collect();
     let once = |w: Workload, c: usize| -> Result<Duration> {
         Ok(match c {
@@ -346,10 +423,14 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
          [10th–90th percentile], and the median of per-round ratios to rayon scope.spawn [10th–90th]",
         crate::bench::host_cpu()
     );
-    println!("{:<16} {:>36} {:>36} {:>36}", "", "chain", "fanout", "fib");
+    print!("{:<16}", "");
+    for &w in &workloads {
+        print!(" {:>36}", w.name());
+    }
+    println!();
     for name in &names {
         print!("{name:<16}");
-        for w in Workload::ALL {
+        for &w in &workloads {
             match rows
                 .iter()
                 .find(|r| &r.policy == name && r.workload == w.name())
@@ -374,6 +455,13 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         cmd.tasks,
         cmd.fib,
         fib_calls(cmd.fib)
+    );
+    println!(
+        "request: {} one-task requests back to back, ns per round trip (rayon: install); wake: {}, \
+         each after {} ms idle",
+        tasks_of(Workload::Request, cmd),
+        tasks_of(Workload::Wake, cmd),
+        WAKE_IDLE.as_millis()
     );
     if let Some(rt) = runtimes.first() {
         println!(

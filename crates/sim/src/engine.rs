@@ -1,0 +1,756 @@
+//! The event loop: virtual workers, the runtime's queues and sleep protocol, and the costs of
+//! the machine model.
+//!
+//! ## What is the runtime's, unchanged
+//!
+//! Every decision is a call into `nearflow-policy`, as in `nearflow-rt`: where a spawned task
+//! goes ([`Policy::place`], [`Policy::place_at`]), where a request's root goes
+//! ([`Policy::place_root`], Bobox's [`choose_node`]), which queues an idle worker probes in
+//! which order ([`walk`] over [`Policy::search`], deferred takes by [`resolve_deferred`]), whom a
+//! push wakes ([`Policy::wake_order`]), what counts as a steal ([`Policy::is_steal`]), and what
+//! Bobox's load balancer does ([`balance`]). The queues have the runtime's semantics: a `Local`
+//! deque per worker (owner takes the youngest, thieves the oldest), `Shared` deques, `Deferred`
+//! queues ordered by request with a deque per request.
+//!
+//! ## The sleep protocol (rt/src/sleep/README.md), as events
+//!
+//! - A worker that finds nothing *searches* for `spin_ns` (the runtime's search rounds), counted
+//!   in its domain's searchers; a task pushed where it looks is noticed `poll_ns` later.
+//! - A push walks the wake order: it stops at the first domain with a searcher, or wakes that
+//!   domain's most recent sleeper (LIFO, as the runtime's waiting list), who runs `wake_ns`
+//!   later and counts as searching.
+//! - A searcher that finds a task stops searching; if it was its domain's last searcher it wakes
+//!   for the queue it took from (the wake chain).
+//! - The counting-semaphore scheme (FIFO+RR): a permit per queued task; a worker without one
+//!   sleeps; a push hands its permit to a sleeper if there is one.
+//!
+//! A push after which no worker will ever look is a lost wake-up: the run then ends with tasks
+//! left and [`SimError::Stalled`], so the simulator also checks the protocol on every run.
+//!
+//! ## Costs
+//!
+//! A task's time is the runtime's per-task cost, its probes (empty ones and one locked pop if it
+//! came from a locked queue), its work (slowed while its hyper-thread sibling is busy when it
+//! starts), and its memory: each block read from the nearest cache of its PU that holds it, or
+//! from its home node's memory at the bandwidth left by the readers already streaming from that
+//! node (and, when remote, over that link), times the NUMA factor of the two nodes. Blocks read
+//! or written enter every cache of the PU (LRU). Bandwidth shares are fixed when a task starts
+//! (a later reader does not slow an earlier one): an approximation, documented in `lib.rs`.
+//!
+//! Length: the loop, the queues, the protocol and the costs share the simulation state; they are
+//! read together as one state machine (as `rt/src/worker.rs`).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+use nearflow_policy::{
+    balance, choose_node, resolve_deferred, search_reaches, walk, Balance, Cursors, End, Home,
+    NodeLoad, Place, Policy, PolicyKind, QueueRef, RequestId, RequestNodes, Rng, RootPlace,
+    SleepScheme, Take, BALANCER_PERIOD,
+};
+use nearflow_topo::Machine;
+
+use crate::cache::Cache;
+use crate::model::Model;
+use crate::report::{PuStats, Report};
+use crate::workload::{BlockId, Graph, TaskId};
+use crate::{Allocator, SimError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The task of this worker ends.
+    End(usize),
+    /// A woken worker runs.
+    Wake(usize),
+    /// A searching worker looks again.
+    Probe(usize),
+    /// A searching worker's search rounds are over (if its epoch still matches).
+    SpinEnd(usize, u64),
+    /// Bobox's load balancer runs.
+    Balance,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Busy,
+    Searching,
+    Sleeping,
+    /// Woken, not running yet (counts as searching).
+    Waking,
+}
+
+struct Worker {
+    state: State,
+    cursors: Cursors,
+    rng: Rng,
+    last_request: Option<RequestId>,
+    found_in: QueueRef,
+    epoch: u64,
+    probe_pending: bool,
+    /// Nodes (and remote node pairs) whose bandwidth the running task holds a share of.
+    streams: Vec<(usize, usize)>,
+    running: Option<TaskId>,
+    node: usize,
+    domain: usize,
+    core: usize,
+    stats: PuStats,
+}
+
+#[derive(Default)]
+struct Domain {
+    searching: usize,
+    waiting: Vec<usize>,
+}
+
+pub(crate) struct Sim<'a> {
+    machine: &'a Machine,
+    policy: Policy,
+    model: &'a Model,
+    graph: &'a Graph,
+    alloc: Allocator,
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    locals: Vec<VecDeque<TaskId>>,
+    shared: Vec<VecDeque<TaskId>>,
+    deferred: Vec<BTreeMap<RequestId, VecDeque<TaskId>>>,
+    /// Workers whose search reaches each queue (`Local`, then `Shared`, then `Deferred`).
+    reach: Vec<Vec<usize>>,
+    workers: Vec<Worker>,
+    domains: Vec<Domain>,
+    permits: usize,
+    sem_waiting: Vec<usize>,
+    caches: Vec<Cache>,
+    pu_caches: Vec<Vec<usize>>,
+    block_home: Vec<Option<usize>>,
+    node_streams: Vec<u32>,
+    link_streams: Vec<Vec<u32>>,
+    numa_factor: Vec<Vec<f64>>,
+    pending: Vec<u64>,
+    done_at: Vec<Option<u64>>,
+    req_nodes: Vec<Option<RequestNodes>>,
+    ticket: usize,
+    left: usize,
+    report: Report,
+}
+
+impl<'a> Sim<'a> {
+    pub(crate) fn new(
+        machine: &'a Machine,
+        kind: PolicyKind,
+        model: &'a Model,
+        graph: &'a Graph,
+        alloc: Allocator,
+        seed: u64,
+    ) -> Self {
+        let policy = Policy::new(kind, machine);
+        let n = policy.workers();
+        let nodes = machine.node_count();
+        let mut queues: Vec<QueueRef> = (0..policy.local_queues).map(QueueRef::Local).collect();
+        queues.extend((0..policy.shared_queues).map(QueueRef::Shared));
+        queues.extend((0..policy.deferred_queues).map(QueueRef::Deferred));
+        let reach = queues
+            .iter()
+            .map(|&q| {
+                (0..n)
+                    .filter(|&w| search_reaches(policy.search(w), q))
+                    .collect()
+            })
+            .collect();
+        let sleep = policy.sleep().clone();
+        let workers = (0..n)
+            .map(|w| Worker {
+                state: State::Sleeping,
+                cursors: Cursors::new(policy.search(w)),
+                rng: Rng::new(seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                last_request: None,
+                found_in: QueueRef::Local(w),
+                epoch: 0,
+                probe_pending: false,
+                streams: Vec::new(),
+                running: None,
+                node: machine.node_of(w),
+                domain: sleep.domain_of[w],
+                core: machine.pus()[w].core,
+                stats: PuStats::default(),
+            })
+            .collect();
+        let mut domains: Vec<Domain> = sleep.domains.iter().map(|_| Domain::default()).collect();
+        let mut sem_waiting = Vec::new();
+        // Every worker starts asleep; the lowest-numbered is woken first.
+        match sleep.scheme {
+            SleepScheme::Domains => {
+                for (d, ws) in sleep.domains.iter().enumerate() {
+                    domains[d].waiting = ws.iter().rev().copied().collect();
+                }
+            }
+            SleepScheme::CountingSemaphore => sem_waiting = (0..n).rev().collect(),
+        }
+        let caches: Vec<Cache> = machine
+            .caches()
+            .iter()
+            .filter_map(|c| c.size.map(|s| Cache::new(c.level, s)))
+            .collect();
+        let sized: Vec<&nearflow_topo::Cache> = machine
+            .caches()
+            .iter()
+            .filter(|c| c.size.is_some())
+            .collect();
+        let pu_caches = (0..n)
+            .map(|p| {
+                let mut v: Vec<usize> = (0..sized.len())
+                    .filter(|&i| sized[i].pus.binary_search(&p).is_ok())
+                    .collect();
+                v.sort_by_key(|&i| sized[i].level);
+                v
+            })
+            .collect();
+        let numa_factor = (0..nodes)
+            .map(|a| {
+                (0..nodes)
+                    .map(|b| match machine.numa_raw() {
+                        Some(m) if m[a][a] > 0 => m[a][b] as f64 / m[a][a] as f64,
+                        _ => 1.0 + f64::from(machine.node_distance(a, b)),
+                    })
+                    .collect()
+            })
+            .collect();
+        let levels: Vec<u8> = {
+            let mut l: Vec<u8> = caches.iter().map(|c| c.level).collect();
+            l.sort_unstable();
+            l.dedup();
+            l
+        };
+        let requests = graph.requests();
+        Sim {
+            machine,
+            model,
+            graph,
+            alloc,
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            locals: vec![VecDeque::new(); policy.local_queues],
+            shared: vec![VecDeque::new(); policy.shared_queues],
+            deferred: vec![BTreeMap::new(); policy.deferred_queues],
+            reach,
+            workers,
+            domains,
+            permits: 0,
+            sem_waiting,
+            caches,
+            pu_caches,
+            block_home: graph.blocks.iter().map(|b| b.home).collect(),
+            node_streams: vec![0; nodes],
+            link_streams: vec![vec![0; nodes]; nodes],
+            numa_factor,
+            pending: vec![0; requests],
+            done_at: vec![None; requests],
+            req_nodes: vec![None; requests],
+            ticket: 0,
+            left: graph.tasks.len(),
+            report: Report::new(machine, kind, graph, model, alloc, &levels),
+            policy,
+        }
+    }
+
+    fn at(&mut self, t: u64, e: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    fn next_ticket(&mut self) -> usize {
+        self.ticket += 1;
+        self.ticket - 1
+    }
+
+    fn queue_index(&self, q: QueueRef) -> usize {
+        match q {
+            QueueRef::Local(v) => v,
+            QueueRef::Shared(i) => self.policy.local_queues + i,
+            QueueRef::Deferred(i) => self.policy.local_queues + self.policy.shared_queues + i,
+        }
+    }
+
+    /// Runs to the end; the report, or why the run could not end.
+    pub(crate) fn run(mut self) -> Result<Report, SimError> {
+        for r in 0..self.graph.requests() {
+            self.submit(r);
+        }
+        if self.policy.services().balancer {
+            self.at(BALANCER_PERIOD.as_nanos() as u64, Event::Balance);
+        }
+        while let Some(Reverse((t, _, e))) = self.events.pop() {
+            self.now = t;
+            self.report.events += 1;
+            match e {
+                Event::End(w) => self.end(w),
+                Event::Wake(w) => self.woken(w),
+                Event::Probe(w) => self.probe(w),
+                Event::SpinEnd(w, epoch) => self.spin_end(w, epoch),
+                Event::Balance => {
+                    if self.left > 0 {
+                        self.balance_tick();
+                        self.at(t + BALANCER_PERIOD.as_nanos() as u64, Event::Balance);
+                    }
+                }
+            }
+        }
+        if self.left > 0 {
+            return Err(SimError::Stalled {
+                left: self.left,
+                at_ns: self.now,
+            });
+        }
+        let mut report = self.report;
+        report.finish(
+            self.workers.into_iter().map(|w| w.stats).collect(),
+            self.done_at.into_iter().map(|d| d.unwrap_or(0)).collect(),
+        );
+        Ok(report)
+    }
+
+    // ---- requests and spawns (rt/src/runtime.rs `submit_inner`, worker.rs `spawn_task`) ----
+
+    fn submit(&mut self, r: usize) {
+        let (root, home) = self.graph.roots[r];
+        let homed = home.and_then(|h| {
+            let home = Home::node(self.machine, h).ok()?;
+            let t = self.next_ticket();
+            self.policy.place_at(home, t).map(|q| (h, q))
+        });
+        let q = match (self.policy.place_root(), homed) {
+            (RootPlace::LeastLoadedNode, Some((h, q))) => {
+                self.req_nodes[r] = Some(RequestNodes::new(h));
+                q
+            }
+            (_, Some((_, q))) => q,
+            (RootPlace::Queue(q), None) => q,
+            (RootPlace::DeferredByRequest { groups }, None) => QueueRef::Deferred(r % groups),
+            (RootPlace::RoundRobinShared { count }, None) => {
+                QueueRef::Shared(self.next_ticket() % count)
+            }
+            (RootPlace::LeastLoadedNode, None) => {
+                let node = choose_node(&self.node_loads());
+                self.req_nodes[r] = Some(RequestNodes::new(node));
+                QueueRef::Deferred(node)
+            }
+        };
+        self.push(q, root);
+        self.notify(q);
+    }
+
+    fn spawn(&mut self, w: usize, s: crate::workload::Spawn) {
+        let r = self.graph.tasks[s.task as usize].request as usize;
+        let homed = s.home.and_then(|h| {
+            let home = Home::node(self.machine, h).ok()?;
+            let t = self.next_ticket();
+            self.policy.place_at(home, t)
+        });
+        let q = match homed {
+            Some(q) => q,
+            None => match self.policy.place(s.kind, w) {
+                Place::Queue(q) => q,
+                Place::RoundRobinShared { count } => QueueRef::Shared(self.next_ticket() % count),
+                Place::RequestNode => {
+                    let n = self.req_nodes[r].as_mut().map_or(0, |n| n.next_node());
+                    QueueRef::Deferred(n)
+                }
+            },
+        };
+        self.push(q, s.task);
+        self.notify(q);
+    }
+
+    fn push(&mut self, q: QueueRef, t: TaskId) {
+        let r = self.graph.tasks[t as usize].request;
+        self.pending[r as usize] += 1;
+        match q {
+            QueueRef::Local(v) => self.locals[v].push_back(t),
+            QueueRef::Shared(i) => self.shared[i].push_back(t),
+            QueueRef::Deferred(i) => self.deferred[i]
+                .entry(RequestId::from(r))
+                .or_default()
+                .push_back(t),
+        }
+    }
+
+    // ---- the sleep protocol ----
+
+    /// After a push to `q` (rt/src/sleep/mod.rs `wake`, `post_task`).
+    fn notify(&mut self, q: QueueRef) {
+        // Searching workers poll: whoever looks where the task is notices it soon.
+        let qi = self.queue_index(q);
+        for i in 0..self.reach[qi].len() {
+            let w = self.reach[qi][i];
+            if self.workers[w].state == State::Searching && !self.workers[w].probe_pending {
+                self.workers[w].probe_pending = true;
+                let t = self.now + self.model.poll_ns as u64;
+                self.at(t, Event::Probe(w));
+            }
+        }
+        match self.policy.sleep().scheme {
+            SleepScheme::Domains => {
+                let order = self.policy.wake_order(q).to_vec();
+                self.wake(&order);
+            }
+            SleepScheme::CountingSemaphore => match self.sem_waiting.pop() {
+                Some(w) => self.wake_worker(w),
+                None => self.permits += 1,
+            },
+        }
+    }
+
+    fn wake(&mut self, order: &[usize]) -> bool {
+        for &d in order {
+            if self.domains[d].searching > 0 {
+                return false;
+            }
+            if let Some(w) = self.domains[d].waiting.pop() {
+                self.domains[d].searching += 1;
+                self.wake_worker(w);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn wake_worker(&mut self, w: usize) {
+        self.workers[w].state = State::Waking;
+        self.report.wakes += 1;
+        let t = self.now + self.model.wake_ns as u64;
+        self.at(t, Event::Wake(w));
+    }
+
+    fn woken(&mut self, w: usize) {
+        debug_assert_eq!(self.workers[w].state, State::Waking);
+        self.workers[w].stats.sleeps += 1;
+        match self.policy.sleep().scheme {
+            SleepScheme::Domains => {
+                self.workers[w].state = State::Searching;
+                if !self.try_start_searching(w) {
+                    self.start_spin(w);
+                }
+            }
+            SleepScheme::CountingSemaphore => {
+                // It holds the permit of the push that woke it.
+                self.workers[w].state = State::Searching;
+                let found = self.find_and_start(w);
+                debug_assert!(found, "a permit without a task");
+            }
+        }
+    }
+
+    fn start_spin(&mut self, w: usize) {
+        let wk = &mut self.workers[w];
+        wk.epoch += 1;
+        let (epoch, t) = (wk.epoch, self.now + self.model.spin_ns as u64);
+        self.at(t, Event::SpinEnd(w, epoch));
+    }
+
+    fn probe(&mut self, w: usize) {
+        self.workers[w].probe_pending = false;
+        if self.workers[w].state == State::Searching {
+            self.try_start_searching(w);
+        }
+    }
+
+    fn spin_end(&mut self, w: usize, epoch: u64) {
+        let wk = &self.workers[w];
+        if wk.state != State::Searching || wk.epoch != epoch {
+            return;
+        }
+        // The re-check after registering to sleep.
+        if self.try_start_searching(w) {
+            return;
+        }
+        let d = self.workers[w].domain;
+        self.domains[d].searching -= 1;
+        self.domains[d].waiting.push(w);
+        self.workers[w].state = State::Sleeping;
+    }
+
+    /// A searching worker (Domains scheme) looks once; on success it stops searching and, as
+    /// its domain's last searcher, passes the wake on (the wake chain).
+    fn try_start_searching(&mut self, w: usize) -> bool {
+        if !self.find_and_start(w) {
+            return false;
+        }
+        let d = self.workers[w].domain;
+        self.domains[d].searching -= 1;
+        if self.domains[d].searching == 0 {
+            let q = self.workers[w].found_in;
+            let order = self.policy.wake_order(q).to_vec();
+            self.wake(&order);
+        }
+        true
+    }
+
+    // ---- finding and running tasks ----
+
+    /// Walks the worker's search (rt/src/worker.rs `find`); starts the task found.
+    fn find_and_start(&mut self, w: usize) -> bool {
+        let search = self.policy.search(w);
+        let last = self.workers[w].last_request;
+        let mut probes = 0u32;
+        let (locals, shared, deferred) = (&mut self.locals, &mut self.shared, &mut self.deferred);
+        let wk = &mut self.workers[w];
+        let found = walk(search, &mut wk.cursors, &mut wk.rng, |p| {
+            probes += 1;
+            take(locals, shared, deferred, w, p.queue, p.take, last)
+        });
+        let Some((t, probe)) = found else {
+            self.report.failed_probes += u64::from(probes);
+            return false;
+        };
+        let steal = self.policy.is_steal(w, probe.queue);
+        let wk = &mut self.workers[w];
+        wk.last_request = Some(RequestId::from(self.graph.tasks[t as usize].request));
+        wk.found_in = probe.queue;
+        let rule = usize::from(probe.rule).saturating_sub(1);
+        if wk.stats.by_rule.len() <= rule {
+            wk.stats.by_rule.resize(rule + 1, 0);
+        }
+        wk.stats.by_rule[rule] += 1;
+        wk.stats.steals += u64::from(steal);
+        let locked = !matches!(probe.queue, QueueRef::Local(_));
+        let overhead = self.model.task_ns
+            + f64::from(probes.saturating_sub(1)) * self.model.probe_ns
+            + if locked {
+                self.model.locked_pop_ns
+            } else {
+                0.0
+            };
+        self.start(w, t, overhead);
+        true
+    }
+
+    fn start(&mut self, w: usize, t: TaskId, overhead: f64) {
+        let task = &self.graph.tasks[t as usize];
+        let core = self.workers[w].core;
+        let sibling_busy = self
+            .workers
+            .iter()
+            .enumerate()
+            .any(|(v, o)| v != w && o.core == core && o.state == State::Busy);
+        let work = task.work_ns
+            * if sibling_busy {
+                self.model.ht_slowdown
+            } else {
+                1.0
+            };
+        let mut mem = 0.0;
+        for i in 0..task.reads.len() {
+            mem += self.read(w, task.reads[i]);
+        }
+        for i in 0..task.writes.len() {
+            mem += self.write(w, task.writes[i]);
+        }
+        let d = (overhead + work + mem).ceil() as u64;
+        let wk = &mut self.workers[w];
+        wk.state = State::Busy;
+        wk.running = Some(t);
+        wk.stats.busy_ns += d;
+        wk.stats.tasks += 1;
+        wk.stats.work_ns += work;
+        wk.stats.memory_ns += mem;
+        let end = self.now + d;
+        self.at(end, Event::End(w));
+    }
+
+    /// The time to read block `b` on PU `w`; moves it into `w`'s caches.
+    fn read(&mut self, w: usize, b: BlockId) -> f64 {
+        let bytes = self.graph.blocks[b as usize].bytes;
+        let mine = &self.pu_caches[w];
+        for (k, &ci) in mine.iter().enumerate() {
+            if self.caches[ci].touch(b) {
+                let level = self.caches[ci].level;
+                self.report.hit(level, bytes);
+                for &lower in &mine[..k] {
+                    self.caches[lower].insert(b, bytes);
+                }
+                return bytes as f64 / self.model.cache_bw(level);
+            }
+        }
+        let from = self.workers[w].node;
+        let home = self.block_home[b as usize].unwrap_or(from);
+        let mut bw = self
+            .model
+            .core_dram_bw
+            .min(self.model.node_bw / f64::from(self.node_streams[home] + 1));
+        if home != from {
+            bw = bw.min(self.model.link_bw / f64::from(self.link_streams[from][home] + 1));
+            self.link_streams[from][home] += 1;
+            self.report.dram_remote_bytes += bytes;
+        } else {
+            self.report.dram_local_bytes += bytes;
+        }
+        self.node_streams[home] += 1;
+        self.workers[w].streams.push((from, home));
+        for &ci in &self.pu_caches[w] {
+            self.caches[ci].insert(b, bytes);
+        }
+        bytes as f64 / bw * self.numa_factor[from][home]
+    }
+
+    /// The time to write block `b` (fresh) on PU `w`; its home is decided now.
+    fn write(&mut self, w: usize, b: BlockId) -> f64 {
+        let bytes = self.graph.blocks[b as usize].bytes;
+        let nodes = self.machine.node_count();
+        self.block_home[b as usize] = Some(match self.alloc {
+            // First touch by the writer's per-thread allocator on its node (LAS §5).
+            Allocator::Nearflow => self.workers[w].node,
+            // A recycled block may come from any node's memory (glibc's arenas keep no node).
+            Allocator::System => (b as usize).wrapping_mul(0x9E37_79B1) % nodes,
+        });
+        for &ci in &self.pu_caches[w] {
+            self.caches[ci].insert(b, bytes);
+        }
+        bytes as f64 / self.model.cache_write_bw
+    }
+
+    fn end(&mut self, w: usize) {
+        let t = self.workers[w]
+            .running
+            .take()
+            .expect("an End without a task");
+        for (from, home) in std::mem::take(&mut self.workers[w].streams) {
+            self.node_streams[home] -= 1;
+            if from != home {
+                self.link_streams[from][home] -= 1;
+            }
+        }
+        let task = &self.graph.tasks[t as usize];
+        for &b in &task.frees {
+            for c in &mut self.caches {
+                c.forget(b);
+            }
+        }
+        for i in 0..task.spawns.len() {
+            let s = self.graph.tasks[t as usize].spawns[i];
+            self.spawn(w, s);
+        }
+        let r = task.request as usize;
+        self.pending[r] -= 1;
+        self.left -= 1;
+        if self.pending[r] == 0 {
+            self.done_at[r] = Some(self.now);
+            self.req_nodes[r] = None;
+        }
+        self.workers[w].state = State::Searching;
+        match self.policy.sleep().scheme {
+            SleepScheme::Domains => {
+                if !self.find_and_start(w) {
+                    let d = self.workers[w].domain;
+                    self.domains[d].searching += 1;
+                    self.start_spin(w);
+                }
+            }
+            SleepScheme::CountingSemaphore => {
+                if self.permits > 0 {
+                    self.permits -= 1;
+                    let found = self.find_and_start(w);
+                    debug_assert!(found, "a permit without a task");
+                } else {
+                    self.workers[w].state = State::Sleeping;
+                    self.sem_waiting.push(w);
+                }
+            }
+        }
+    }
+
+    // ---- Bobox-2011's load balancer (rt/src/balancer.rs `tick`) ----
+
+    fn node_loads(&self) -> Vec<NodeLoad> {
+        let nodes = self.policy.deferred_queues;
+        let mut loads: Vec<NodeLoad> = (0..nodes)
+            .map(|n| NodeLoad {
+                node: n,
+                idle_threads: self.domains.get(n).map_or(0, |d| d.waiting.len()),
+                queued: self.deferred[n].values().map(VecDeque::len).sum(),
+                requests: Vec::new(),
+                free_memory: None,
+            })
+            .collect();
+        for w in 0..self.policy.workers() {
+            if let Some(q) = self.locals.get(w) {
+                loads[self.policy.node_of_worker(w)].queued += q.len();
+            }
+        }
+        for (r, nodes) in self.req_nodes.iter().enumerate() {
+            if let Some(nodes) = nodes {
+                let shared = nodes.nodes().len() > 1;
+                for &n in nodes.nodes() {
+                    loads[n].requests.push((r as RequestId, shared));
+                }
+            }
+        }
+        loads
+    }
+
+    fn balance_tick(&mut self) {
+        if self.domains.iter().all(|d| d.waiting.is_empty()) {
+            return;
+        }
+        match balance(&self.node_loads()) {
+            Some(Balance::Move { request, from, to }) => {
+                let Some(nodes) = self.req_nodes[request as usize].as_mut() else {
+                    return;
+                };
+                nodes.move_to(from, to);
+                let tasks = self.deferred[from].remove(&request).unwrap_or_default();
+                let n = tasks.len();
+                self.deferred[to].entry(request).or_default().extend(tasks);
+                for _ in 0..n.min(self.policy.sleep().domains[to].len()) {
+                    if !self.wake(&[to]) {
+                        break;
+                    }
+                }
+                self.report.balancer_moves += 1;
+            }
+            Some(Balance::Share { request, to, .. }) => {
+                if let Some(nodes) = self.req_nodes[request as usize].as_mut() {
+                    nodes.share_with(to);
+                    self.report.balancer_shares += 1;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// One pop as a probe prescribes (rt/src/worker.rs `try_take`, queue.rs `take`).
+fn take(
+    locals: &mut [VecDeque<TaskId>],
+    shared: &mut [VecDeque<TaskId>],
+    deferred: &mut [BTreeMap<RequestId, VecDeque<TaskId>>],
+    w: usize,
+    q: QueueRef,
+    how: Take,
+    last: Option<RequestId>,
+) -> Option<TaskId> {
+    let pop = |d: &mut VecDeque<TaskId>, end: End| match end {
+        End::Youngest => d.pop_back(),
+        End::Oldest => d.pop_front(),
+    };
+    match (q, how) {
+        (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == w => locals[v].pop_back(),
+        (QueueRef::Local(v), _) => locals[v].pop_front(),
+        (QueueRef::Shared(i), Take::Plain(end)) => pop(&mut shared[i], end),
+        (QueueRef::Shared(i), _) => shared[i].pop_front(),
+        (QueueRef::Deferred(i), how) => {
+            let queue = &mut deferred[i];
+            let ids: Vec<RequestId> = match how {
+                Take::LastRequestOldest => queue.keys().copied().collect(),
+                _ => queue.keys().take(2).copied().collect(),
+            };
+            let (r, end) = resolve_deferred(how, &ids, last)?;
+            let d = queue.get_mut(&r)?;
+            let t = pop(d, end);
+            if d.is_empty() {
+                queue.remove(&r);
+            }
+            t
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! # nearflow-sim — a discrete-event simulator of the papers' machines
+//!
+//! The papers' central results are about machines this project does not have: LAS against NLS
+//! on a 4-node E7-4820 (`las-scheduler-and-numa-allocator.txt` §6.3) and a 2×E5310 SMP (§6.2),
+//! Bobox-2011 on a 4-node E7540 (`task-scheduling-in-data-stream-processing.txt` §6). This crate
+//! runs a workload on a *model* of such a machine, under the **same policy code** as the
+//! threaded runtime: every placement, probe order, wake-up order and balancer decision is a
+//! call into `nearflow-policy` (see `engine.rs`), so a policy change shows in both at once.
+//! Every figure it produces is SIMULATED and says so ([`Report::simulated`]).
+//!
+//! ## The model
+//!
+//! - **Machine**: any [`Machine`] (preset, synthetic, XML): one virtual worker per PU, grouped
+//!   and put to sleep as the policy says; hyper-threads of one core slow each other; every cache
+//!   of the topology with its size and its PUs, an LRU of whole data blocks; one memory per NUMA
+//!   node with a bandwidth shared by its readers, a link bandwidth per node pair, and the NUMA
+//!   factor of the machine's distance matrix (e7540: the Bobox paper's Table 1). The constants
+//!   and their sources are in `model.rs`, each settable from the command line.
+//! - **Workload**: requests of tasks that read and write blocks and spawn immediate or deferred
+//!   tasks ([`workload`]); a written block lives where it was written (nearflow's allocator) or
+//!   anywhere (the system allocator).
+//! - **Execution**: events — a task ends, a woken worker runs, a searcher looks again, a search
+//!   gives up and sleeps, the Bobox balancer runs — processed in time order; ties in submission
+//!   order, so a run is deterministic for a seed (the seed feeds random stealing).
+//!
+//! ## Approximations (each one a choice, stated)
+//!
+//! - Blocks, not cache lines: a block is in a cache or not; no prefetching, no write-back.
+//! - A task's memory bandwidth share is fixed when it starts (readers that start later do not
+//!   slow it down); the hyper-thread slowdown too.
+//! - Spawns happen when the spawning task ends, not during it.
+//! - The runtime's held credits, its allocator's own costs and the OS scheduler are not modelled.
+//!
+//! ## Invariants (tested in `tests/sim.rs`)
+//!
+//! - Every task of a workload runs exactly once, under every policy, on every machine.
+//! - With one PU and [`Model::free`], the makespan equals the sum of the tasks' work.
+//! - A run that stops with tasks left is reported as [`SimError::Stalled`] (a lost wake-up).
+//!
+//! ## Files
+//!
+//! - `lib.rs` — this overview, [`simulate`], [`Allocator`], [`SimError`].
+//! - `model.rs` — [`Model`]: every cost constant with its source.
+//! - `cache.rs` — one cache: an LRU of blocks bounded by bytes.
+//! - `workload.rs` — [`Graph`] and the generators.
+//! - `engine.rs` — the event loop: queues, sleep protocol, costs.
+//! - `report.rs` — [`Report`].
+
+mod cache;
+mod engine;
+mod model;
+mod report;
+pub mod workload;
+
+use std::fmt;
+use std::str::FromStr;
+
+use nearflow_policy::PolicyKind;
+use nearflow_topo::Machine;
+
+pub use model::{Model, ModelError};
+pub use report::{machine_name, LevelStats, PuStats, Report};
+pub use workload::{Graph, WorkloadError};
+
+/// Whose memory a written block is: where it goes when a task writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocator {
+    /// nearflow's NUMA allocator (LAS §5): on the writer's node.
+    Nearflow,
+    /// The system allocator: any node (a recycled block keeps no node).
+    System,
+}
+
+impl Allocator {
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Allocator::Nearflow => "nearflow",
+            Allocator::System => "system",
+        }
+    }
+}
+
+impl fmt::Display for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Allocator {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        match s {
+            "nearflow" => Ok(Allocator::Nearflow),
+            "system" => Ok(Allocator::System),
+            _ => Err(SimError::UnknownAllocator(s.to_string())),
+        }
+    }
+}
+
+/// Why a simulation did not produce a report.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("bad workload: {0}")]
+    Workload(#[from] WorkloadError),
+    #[error("the workload names NUMA node {node}, but the machine has {nodes}")]
+    NoSuchNode { node: usize, nodes: usize },
+    #[error("the simulation stalled at {at_ns} ns with {left} tasks left: no worker will look for them (a lost wake-up)")]
+    Stalled { left: usize, at_ns: u64 },
+    #[error("unknown allocator `{0}`; known: nearflow, system")]
+    UnknownAllocator(String),
+}
+
+/// Runs `graph` on a model of `machine` under `policy`; deterministic for a `seed`.
+pub fn simulate(
+    machine: &Machine,
+    policy: PolicyKind,
+    model: &Model,
+    graph: &Graph,
+    alloc: Allocator,
+    seed: u64,
+) -> Result<Report, SimError> {
+    graph.validate()?;
+    let nodes = machine.node_count();
+    let homes = graph
+        .blocks
+        .iter()
+        .filter_map(|b| b.home)
+        .chain(graph.roots.iter().filter_map(|r| r.1))
+        .chain(
+            graph
+                .tasks
+                .iter()
+                .flat_map(|t| t.spawns.iter().filter_map(|s| s.home)),
+        );
+    for node in homes {
+        if node >= nodes {
+            return Err(SimError::NoSuchNode { node, nodes });
+        }
+    }
+    engine::Sim::new(machine, policy, model, graph, alloc, seed).run()
+}

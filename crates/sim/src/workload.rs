@@ -1,0 +1,420 @@
+//! What the simulated machine runs: requests made of tasks that read and write data blocks and
+//! spawn more tasks, as the runtime's requests do.
+//!
+//! A [`Graph`] lists every task up front, but not when or where it runs: a task becomes ready
+//! when its parent spawns it (at the parent's end, into the queue the policy names for the
+//! spawning worker and the task's kind), so a different policy gives a different schedule. A
+//! written block gets its home node when it is written (first touch), so where a producer ran
+//! decides whether its consumer reads locally.
+//!
+//! The generators here are the synthetic workloads of the runtime's own benchmarks:
+//! - [`fib`] and [`fanout`]: `nearflow bench overhead`'s fork-join and fan-out;
+//! - [`matmul`]: the queue study's element tasks (`load-balancing-queues.txt` §III);
+//! - [`pipeline`]: requests whose packets flow through a chain of operators, each packet's next
+//!   step an immediate task of the task that produced it, the packets of a source spawned as
+//!   deferred tasks (the Bobox paper's §3.1 task kinds), with a packet size;
+//! - [`stress`]: random spawn trees of both kinds, as `nearflow stress`.
+
+use nearflow_policy::TaskKind;
+use serde::Serialize;
+
+/// Index of a task in [`Graph::tasks`].
+pub type TaskId = u32;
+/// Index of a block in [`Graph::blocks`].
+pub type BlockId = u32;
+
+/// One data block.
+#[derive(Clone, Debug, Serialize)]
+pub struct Block {
+    pub bytes: u64,
+    /// The node it lives on before the run (input data); `None` for a block some task writes.
+    pub home: Option<usize>,
+}
+
+/// A spawn a task makes when it ends.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spawn {
+    pub task: TaskId,
+    pub kind: TaskKind,
+    /// The NUMA node of the child's data (`spawn_deferred_at`), if it has one.
+    pub home: Option<usize>,
+}
+
+/// One task.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Task {
+    /// The request it belongs to (`0..Graph::requests`).
+    pub request: u32,
+    /// Its own work, in ns on an otherwise idle core, with its data in L1.
+    pub work_ns: f64,
+    pub reads: Vec<BlockId>,
+    pub writes: Vec<BlockId>,
+    /// Blocks no task reads after this one (their memory is freed: dropped from every cache).
+    pub frees: Vec<BlockId>,
+    pub spawns: Vec<Spawn>,
+}
+
+/// Requests, their tasks and their data.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Graph {
+    /// What it is, for tables.
+    pub name: String,
+    pub tasks: Vec<Task>,
+    pub blocks: Vec<Block>,
+    /// The root task of each request, and its data home if it has one; all are submitted at
+    /// time 0, in this order (request `r` has id `r`).
+    pub roots: Vec<(TaskId, Option<usize>)>,
+}
+
+/// A workload that cannot be built as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Graph {
+    fn new(name: impl Into<String>) -> Self {
+        Graph {
+            name: name.into(),
+            ..Graph::default()
+        }
+    }
+
+    fn task(&mut self, t: Task) -> TaskId {
+        self.tasks.push(t);
+        (self.tasks.len() - 1) as TaskId
+    }
+
+    fn block(&mut self, bytes: u64, home: Option<usize>) -> BlockId {
+        self.blocks.push(Block { bytes, home });
+        (self.blocks.len() - 1) as BlockId
+    }
+
+    fn spawn(&mut self, parent: TaskId, child: TaskId, kind: TaskKind, home: Option<usize>) {
+        self.tasks[parent as usize].spawns.push(Spawn {
+            task: child,
+            kind,
+            home,
+        });
+    }
+
+    /// Number of requests.
+    pub fn requests(&self) -> usize {
+        self.roots.len()
+    }
+
+    /// Σ of the tasks' own work.
+    pub fn total_work_ns(&self) -> f64 {
+        self.tasks.iter().map(|t| t.work_ns).sum()
+    }
+
+    /// Checks that every task is the root of one request or spawned exactly once, by a task of
+    /// its own request, and that every block index is in range.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let bad = |m: String| Err(WorkloadError::Invalid(m));
+        let mut parents = vec![0u32; self.tasks.len()];
+        for (r, &(t, _)) in self.roots.iter().enumerate() {
+            let Some(task) = self.tasks.get(t as usize) else {
+                return bad(format!("root {t} of request {r} is not a task"));
+            };
+            if task.request as usize != r {
+                return bad(format!(
+                    "root {t} belongs to request {}, not {r}",
+                    task.request
+                ));
+            }
+            parents[t as usize] += 1;
+        }
+        for (i, t) in self.tasks.iter().enumerate() {
+            for s in &t.spawns {
+                let Some(c) = self.tasks.get(s.task as usize) else {
+                    return bad(format!("task {i} spawns {}, which is not a task", s.task));
+                };
+                if c.request != t.request {
+                    return bad(format!("task {i} spawns {} of another request", s.task));
+                }
+                parents[s.task as usize] += 1;
+            }
+            for &b in t.reads.iter().chain(&t.writes).chain(&t.frees) {
+                if b as usize >= self.blocks.len() {
+                    return bad(format!("task {i} names block {b}, which does not exist"));
+                }
+            }
+            if !t.work_ns.is_finite() || t.work_ns < 0.0 {
+                return bad(format!("task {i} has work {} ns", t.work_ns));
+            }
+        }
+        if let Some(i) = parents.iter().position(|&p| p != 1) {
+            return bad(format!(
+                "task {i} is started {} times, not once",
+                parents[i]
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Fork-join Fibonacci: each call a task that spawns two immediate children (`bench overhead`'s
+/// fib); `requests` copies.
+pub fn fib(n: u32, work_ns: f64, requests: u32) -> Result<Graph, WorkloadError> {
+    if n > 30 {
+        return Err(WorkloadError::Invalid(format!(
+            "fib({n}) has too many tasks; use at most 30"
+        )));
+    }
+    let mut g = Graph::new(format!("fib({n}) x{requests}"));
+    for r in 0..requests {
+        let root = g.task(Task {
+            request: r,
+            work_ns,
+            ..Task::default()
+        });
+        g.roots.push((root, None));
+        let mut stack = vec![(root, n)];
+        while let Some((t, k)) = stack.pop() {
+            if k >= 2 {
+                for c in [k - 1, k - 2] {
+                    let child = g.task(Task {
+                        request: r,
+                        work_ns,
+                        ..Task::default()
+                    });
+                    g.spawn(t, child, TaskKind::Immediate, None);
+                    stack.push((child, c));
+                }
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// One task spawning `n - 1` deferred tasks (`bench overhead`'s fan-out); `requests` copies.
+pub fn fanout(n: u32, work_ns: f64, requests: u32) -> Result<Graph, WorkloadError> {
+    if n == 0 {
+        return Err(WorkloadError::Invalid("fan-out of 0 tasks".into()));
+    }
+    let mut g = Graph::new(format!("fanout({n}) x{requests}"));
+    for r in 0..requests {
+        let root = g.task(Task {
+            request: r,
+            work_ns,
+            ..Task::default()
+        });
+        g.roots.push((root, None));
+        for _ in 1..n {
+            let c = g.task(Task {
+                request: r,
+                work_ns,
+                ..Task::default()
+            });
+            g.spawn(root, c, TaskKind::Deferred, None);
+        }
+    }
+    Ok(g)
+}
+
+/// The queue study (`load-balancing-queues.txt` §III): C = A·B for n×n matrices of f64, one
+/// deferred task per element of C reading row i of A and column j of B (both on node 0, where
+/// one thread built them), `ns_per_madd` per multiply-add.
+pub fn matmul(n: u32, ns_per_madd: f64) -> Result<Graph, WorkloadError> {
+    if n == 0 || n > 2048 {
+        return Err(WorkloadError::Invalid(format!(
+            "matrix size {n}: use 1 to 2048"
+        )));
+    }
+    let mut g = Graph::new(format!("matmul {n}x{n}"));
+    let row_bytes = u64::from(n) * 8;
+    let rows: Vec<BlockId> = (0..n).map(|_| g.block(row_bytes, Some(0))).collect();
+    let cols: Vec<BlockId> = (0..n).map(|_| g.block(row_bytes, Some(0))).collect();
+    let root = g.task(Task::default());
+    g.roots.push((root, None));
+    for &row in &rows {
+        for &col in &cols {
+            let t = g.task(Task {
+                request: 0,
+                work_ns: f64::from(n) * ns_per_madd,
+                reads: vec![row, col],
+                ..Task::default()
+            });
+            g.spawn(root, t, TaskKind::Deferred, None);
+        }
+    }
+    Ok(g)
+}
+
+/// Shape of [`pipeline`] requests.
+#[derive(Clone, Debug, Serialize)]
+pub struct PipelineSpec {
+    /// Concurrent requests.
+    pub requests: u32,
+    /// Packets each request's source produces.
+    pub packets: u32,
+    /// Operators after the source, each one step of every packet.
+    pub operators: u32,
+    pub packet_bytes: u64,
+    /// Work per byte of a packet in one operator (ns/B).
+    pub ns_per_byte: f64,
+    /// Whether a request's input lives on one node (node `r % nodes`, then its packets are
+    /// spawned homed there) or was built by one thread on node 0.
+    pub homed_input: bool,
+    pub nodes: usize,
+}
+
+/// Requests of `packets` packets, each read from the request's input, then passed through
+/// `operators` steps; a step reads the packet its predecessor wrote, writes its own, frees the
+/// one it read, and spawns the next step as an immediate task (the consumer runs near the
+/// producer's data). The source spawns the packets' first steps as deferred tasks.
+pub fn pipeline(spec: &PipelineSpec) -> Result<Graph, WorkloadError> {
+    if spec.packets == 0 || spec.packet_bytes == 0 || spec.nodes == 0 {
+        return Err(WorkloadError::Invalid(
+            "a pipeline needs packets, a packet size and a node".into(),
+        ));
+    }
+    let mut g = Graph::new(format!(
+        "pipeline {} req x {} packets x {} ops, {} B packets",
+        spec.requests, spec.packets, spec.operators, spec.packet_bytes
+    ));
+    let work = spec.packet_bytes as f64 * spec.ns_per_byte;
+    for r in 0..spec.requests {
+        let node = if spec.homed_input {
+            r as usize % spec.nodes
+        } else {
+            0
+        };
+        let root = g.task(Task {
+            request: r,
+            ..Task::default()
+        });
+        g.roots.push((root, spec.homed_input.then_some(node)));
+        for _ in 0..spec.packets {
+            let input = g.block(spec.packet_bytes, Some(node));
+            let mut prev = g.block(spec.packet_bytes, None);
+            let first = g.task(Task {
+                request: r,
+                work_ns: work,
+                reads: vec![input],
+                writes: vec![prev],
+                ..Task::default()
+            });
+            g.spawn(
+                root,
+                first,
+                TaskKind::Deferred,
+                spec.homed_input.then_some(node),
+            );
+            let mut parent = first;
+            for _ in 0..spec.operators {
+                let out = g.block(spec.packet_bytes, None);
+                let t = g.task(Task {
+                    request: r,
+                    work_ns: work,
+                    reads: vec![prev],
+                    writes: vec![out],
+                    frees: vec![prev],
+                    ..Task::default()
+                });
+                g.spawn(parent, t, TaskKind::Immediate, None);
+                parent = t;
+                prev = out;
+            }
+            g.tasks[parent as usize].frees.push(prev);
+        }
+    }
+    Ok(g)
+}
+
+/// Random spawn trees (`nearflow stress`): `requests` trees of `tasks` tasks each, every task
+/// spawning up to 3 children, immediate or deferred at random, work uniform in
+/// `[0, 2 · work_ns]`; deterministic for a seed.
+pub fn stress(requests: u32, tasks: u32, work_ns: f64, seed: u64) -> Result<Graph, WorkloadError> {
+    if tasks == 0 {
+        return Err(WorkloadError::Invalid("a stress tree needs a task".into()));
+    }
+    let mut rng = nearflow_policy::Rng::new(seed);
+    let mut g = Graph::new(format!("stress {requests} x {tasks} tasks"));
+    for r in 0..requests {
+        let work = |rng: &mut nearflow_policy::Rng| {
+            work_ns * 2.0 * (rng.next_u64() % 1024) as f64 / 1023.0
+        };
+        let root = g.task(Task {
+            request: r,
+            work_ns: work(&mut rng),
+            ..Task::default()
+        });
+        g.roots.push((root, None));
+        let mut open = std::collections::VecDeque::from([root]);
+        let mut made = 1;
+        while made < tasks {
+            let Some(parent) = open.pop_front() else {
+                break;
+            };
+            let kids = 1 + rng.below(3);
+            for _ in 0..kids {
+                if made == tasks {
+                    break;
+                }
+                let kind = if rng.below(2) == 0 {
+                    TaskKind::Immediate
+                } else {
+                    TaskKind::Deferred
+                };
+                let c = g.task(Task {
+                    request: r,
+                    work_ns: work(&mut rng),
+                    ..Task::default()
+                });
+                g.spawn(parent, c, kind, None);
+                open.push_back(c);
+                made += 1;
+            }
+        }
+    }
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generators_make_valid_graphs() {
+        let fib = fib(10, 10.0, 2).unwrap();
+        fib.validate().unwrap();
+        assert_eq!(fib.tasks.len(), 2 * 177);
+        let f = fanout(100, 10.0, 3).unwrap();
+        f.validate().unwrap();
+        assert_eq!(f.tasks.len(), 300);
+        let m = matmul(16, 1.0).unwrap();
+        m.validate().unwrap();
+        assert_eq!(m.tasks.len(), 1 + 256);
+        let p = pipeline(&PipelineSpec {
+            requests: 4,
+            packets: 8,
+            operators: 5,
+            packet_bytes: 1 << 16,
+            ns_per_byte: 0.5,
+            homed_input: true,
+            nodes: 2,
+        })
+        .unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.tasks.len(), 4 * (1 + 8 * 6));
+        let s = stress(3, 500, 100.0, 7).unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.tasks.len(), 1500);
+    }
+
+    #[test]
+    fn validate_refuses_a_task_started_twice() {
+        let mut g = fanout(3, 1.0, 1).unwrap();
+        let s = g.tasks[0].spawns[0];
+        g.tasks[0].spawns.push(s);
+        assert!(g
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("started 2 times"));
+        assert!(matmul(0, 1.0).is_err() && fib(31, 1.0, 1).is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! The simulator's invariants: every task runs once under every policy on every machine; one
+//! PU with free memory gives makespan = Σ work; determinism per seed; remote reads follow homes.
+
+use nearflow_policy::PolicyKind;
+use nearflow_sim::workload::{self, PipelineSpec};
+use nearflow_sim::{simulate, Allocator, Graph, Model, Report};
+use nearflow_topo::{from_synthetic, presets, Machine};
+use proptest::prelude::*;
+
+const PRESETS: [&str; 5] = ["e5310-smp", "e7-4820", "e7540", "nehalem-2x4", "i7-2600"];
+
+fn run(m: &Machine, p: PolicyKind, g: &Graph) -> Report {
+    simulate(m, p, &Model::default(), g, Allocator::Nearflow, 1)
+        .unwrap_or_else(|e| panic!("{p} on {}: {e}", nearflow_sim::machine_name(m)))
+}
+
+fn check_complete(r: &Report, g: &Graph) {
+    assert_eq!(
+        r.tasks_run(),
+        g.tasks.len() as u64,
+        "{} {}",
+        r.policy,
+        r.machine
+    );
+    assert_eq!(
+        r.rules.iter().map(|x| x.1).sum::<u64>(),
+        g.tasks.len() as u64,
+        "every task is found by exactly one rule: {} {}",
+        r.policy,
+        r.machine
+    );
+    assert!(r
+        .request_done_ns
+        .iter()
+        .all(|&t| t > 0 && t <= r.makespan_ns));
+    // Nobody can finish before the work divided over every PU.
+    assert!(
+        r.makespan_ns as f64 >= g.total_work_ns() / r.pus as f64 - 1.0,
+        "{} {}: makespan {} < work {} / {} PUs",
+        r.policy,
+        r.machine,
+        r.makespan_ns,
+        g.total_work_ns(),
+        r.pus
+    );
+}
+
+#[test]
+fn every_task_runs_once_under_every_policy_and_preset() {
+    let graphs = [
+        workload::fib(12, 200.0, 3).unwrap(),
+        workload::fanout(500, 300.0, 4).unwrap(),
+        workload::matmul(24, 1.0).unwrap(),
+        workload::stress(5, 400, 500.0, 3).unwrap(),
+    ];
+    for name in PRESETS {
+        let m = presets::build(name).unwrap();
+        let pipe = workload::pipeline(&PipelineSpec {
+            requests: 6,
+            packets: 10,
+            operators: 4,
+            packet_bytes: 256 << 10,
+            ns_per_byte: 0.2,
+            homed_input: true,
+            nodes: m.node_count(),
+        })
+        .unwrap();
+        for p in PolicyKind::ALL {
+            for g in graphs.iter().chain([&pipe]) {
+                check_complete(&run(&m, p, g), g);
+            }
+        }
+    }
+}
+
+#[test]
+fn one_pu_and_free_memory_give_the_sum_of_the_work() {
+    let m = from_synthetic("pack:1 l2:1(size=1MiB) core:1 pu:1").unwrap();
+    let g = workload::stress(3, 300, 1000.0, 9).unwrap();
+    for p in PolicyKind::ALL {
+        let r = simulate(&m, p, &Model::free(), &g, Allocator::Nearflow, 1).unwrap();
+        let sum: f64 = g.tasks.iter().map(|t| t.work_ns.ceil()).sum();
+        assert_eq!(r.makespan_ns as f64, sum, "{p}");
+        assert_eq!(r.per_pu[0].utilisation, 1.0, "{p}");
+    }
+}
+
+#[test]
+fn runs_are_deterministic_per_seed() {
+    let m = presets::build("e7-4820").unwrap();
+    let g = workload::stress(8, 2000, 300.0, 5).unwrap();
+    for p in [
+        PolicyKind::Las,
+        PolicyKind::RandomSteal,
+        PolicyKind::Bobox2011,
+    ] {
+        let a = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, 42).unwrap();
+        let b = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, 42).unwrap();
+        assert_eq!(a.makespan_ns, b.makespan_ns, "{p}");
+        assert_eq!(a.events, b.events, "{p}");
+        assert_eq!(a.rules, b.rules, "{p}");
+    }
+}
+
+/// On one node nothing is remote; with the input on node 0 of a 4-node machine and the
+/// system allocator, a share of the reads is remote; the matrices of the queue study, on node 0
+/// and read by all four nodes, are mostly remote.
+#[test]
+fn remote_reads_follow_homes() {
+    let one = presets::build("e5310-smp").unwrap();
+    let four = presets::build("e7-4820").unwrap();
+    let g = workload::matmul(192, 1.0).unwrap();
+    assert_eq!(run(&one, PolicyKind::Las, &g).remote_share, 0.0);
+    let r = run(&four, PolicyKind::Nls, &g);
+    // Waking 64 workers one after another takes a while; once they run, 3 nodes of 4 read
+    // from node 0.
+    assert!(r.utilisation() > 0.3, "{}", r.utilisation());
+    assert!(r.remote_share > 0.3, "{}", r.remote_share);
+    let pipe = workload::pipeline(&PipelineSpec {
+        requests: 8,
+        packets: 16,
+        operators: 3,
+        packet_bytes: 1 << 20,
+        ns_per_byte: 0.1,
+        homed_input: false,
+        nodes: 4,
+    })
+    .unwrap();
+    let sys = simulate(
+        &four,
+        PolicyKind::Las,
+        &Model::default(),
+        &pipe,
+        Allocator::System,
+        1,
+    )
+    .unwrap();
+    assert!(sys.dram_remote_bytes > 0);
+}
+
+/// A missing node or a bad graph is an error, not a panic.
+#[test]
+fn bad_workloads_are_errors() {
+    let m = presets::build("nehalem-2x4").unwrap();
+    let g = workload::pipeline(&PipelineSpec {
+        requests: 4,
+        packets: 2,
+        operators: 1,
+        packet_bytes: 1024,
+        ns_per_byte: 1.0,
+        homed_input: true,
+        nodes: 4,
+    })
+    .unwrap();
+    let e = simulate(
+        &m,
+        PolicyKind::Las,
+        &Model::default(),
+        &g,
+        Allocator::Nearflow,
+        1,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("node 2"), "{e}");
+    let mut g = workload::fanout(3, 1.0, 1).unwrap();
+    g.roots.clear();
+    assert!(simulate(
+        &m,
+        PolicyKind::Las,
+        &Model::default(),
+        &g,
+        Allocator::Nearflow,
+        1
+    )
+    .is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Random trees on random synthetic machines: every task runs once, under every policy.
+    #[test]
+    fn random_trees_complete(
+        packs in 1usize..3, cores in 1usize..5, pus in 1usize..3, numa in any::<bool>(),
+        requests in 1u32..6, tasks in 1u32..300, seed in any::<u64>(), policy in 0usize..7,
+    ) {
+        let desc = if numa {
+            format!("pack:{packs} [numa] l3:1(size=4MiB) l2:{cores}(size=256KiB) core:1 pu:{pus}")
+        } else {
+            format!("pack:{packs} l3:1(size=4MiB) l2:{cores}(size=256KiB) core:1 pu:{pus}")
+        };
+        let m = from_synthetic(&desc).unwrap();
+        let g = workload::stress(requests, tasks, 400.0, seed).unwrap();
+        let p = PolicyKind::ALL[policy];
+        let r = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, seed).unwrap();
+        check_complete(&r, &g);
+    }
+}
