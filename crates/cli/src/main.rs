@@ -25,7 +25,7 @@
 //! - `check_cmd.rs` — `check placement`.
 //! - `sparql_cmd.rs` — `sparql`, `load`.
 //! - `gen_cmd.rs` — `gen sp2bench`.
-//! - `sim_cmd.rs` — `sim`.
+//! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime).
 //! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
 //!   `bench/chart.rs`.
 
@@ -39,6 +39,7 @@ mod check_cmd;
 mod gen_cmd;
 mod run_cmd;
 mod sim_cmd;
+mod sim_validate;
 mod sparql_cmd;
 mod stress_cmd;
 mod topo_cmd;

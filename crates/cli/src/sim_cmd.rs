@@ -1,5 +1,10 @@
 //! `nearflow sim`: a workload on a model of a machine, under several policies, in the
 //! discrete-event simulator (`nearflow-sim`). Every figure it prints is SIMULATED.
+//!
+//! `--validate` (on this host's topology only) also runs the very same task graph on the real
+//! runtime — each task spins for its work, touches the bytes of its blocks, then spawns what the
+//! graph says, as the simulator assumes — and prints measured against simulated makespans, per
+//! policy and grid entry (median of `--reps` interleaved rounds).
 
 use std::path::PathBuf;
 
@@ -79,6 +84,12 @@ pub struct SimCmd {
     /// Print every report as one JSON document.
     #[arg(long)]
     pub json: bool,
+    /// Also run each graph on the real runtime of this host and compare (host topology only).
+    #[arg(long)]
+    pub validate: bool,
+    /// Rounds of the real runs of --validate (median reported).
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
 }
 
 fn parse_grid(s: &str) -> Result<Vec<(u32, u32)>> {
@@ -166,7 +177,11 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         "sim",
         cmd.json,
     );
+    if cmd.validate && !machine.source().is_host() {
+        bail!("--validate compares with real runs, so it needs this host's topology (no --preset, --synthetic or --xml)");
+    }
     let mut reports: Vec<(String, Report)> = Vec::new();
+    let mut graphs = Vec::new();
     for &(n, m) in &grid {
         let g = graph(cmd, &machine, n * m)?;
         for &alloc in &allocators {
@@ -177,8 +192,12 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
                 bar.inc(1);
             }
         }
+        graphs.push((format!("{n}x{m}"), std::sync::Arc::new(g)));
     }
     bar.finish_and_clear();
+    if cmd.validate {
+        return crate::sim_validate::validate(cmd, &machine, &policies, &graphs, &reports);
+    }
     if cmd.json {
         let all: Vec<&Report> = reports.iter().map(|(_, r)| r).collect();
         println!("{}", serde_json::to_string_pretty(&all)?);

@@ -495,4 +495,28 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
         &["sim", "--workload", "matmul", "--size", "0"],
         "matrix size 0",
     );
+    fails_with(
+        &["sim", "--preset", "e7-4820", "--validate"],
+        "needs this host's topology",
+    );
+    // A real run of the same graphs beside the simulated one (figures not asserted: a
+    // benchmark's, on a noisy machine).
+    let out = common::ok(&[
+        "sim",
+        "--workload",
+        "pipeline",
+        "--size",
+        "4",
+        "--packet-bytes",
+        "65536",
+        "--grid",
+        "1x1,2x1",
+        "--policies",
+        "las,fifo-rr",
+        "--validate",
+        "--reps",
+        "1",
+    ]);
+    assert!(out.contains("validation on this host"), "{out}");
+    assert_eq!(out.matches("pipeline ").count(), 4, "{out}");
 }

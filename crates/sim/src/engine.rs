@@ -29,12 +29,15 @@
 //!
 //! ## Costs
 //!
-//! A task's time is the runtime's per-task cost, its probes (empty ones and one locked pop if it
-//! came from a locked queue), its work (slowed while its hyper-thread sibling is busy when it
+//! A task's time is the runtime's per-task cost, its probes (empty ones, and a pop under the
+//! queue's lock if it came from a shared or deferred queue), the locks its spawner's pushes held
+//! (and, for the counting semaphore, its posts and claims), its work (slowed while its hyper-thread sibling is busy when it
 //! starts), and its memory: each block read from the nearest cache of its PU that holds it, or
 //! from its home node's memory at the bandwidth left by the readers already streaming from that
 //! node (and, when remote, over that link), times the NUMA factor of the two nodes. Blocks read
-//! or written enter every cache of the PU (LRU). Bandwidth shares are fixed when a task starts
+//! or written enter every cache of the PU (LRU). Each shared or deferred queue, and the counting
+//! semaphore, has one lock: operations on it serialise (an operation waits until the lock is
+//! free, then holds it `locked_pop_ns`), which is what makes a central queue slow under load. Bandwidth shares are fixed when a task starts
 //! (a later reader does not slow an earlier one): an approximation, documented in `lib.rs`.
 //!
 //! Length: the loop, the queues, the protocol and the costs share the simulation state; they are
@@ -90,6 +93,8 @@ struct Worker {
     /// Nodes (and remote node pairs) whose bandwidth the running task holds a share of.
     streams: Vec<(usize, usize)>,
     running: Option<TaskId>,
+    /// Time spent on locks while spawning, charged to its next task.
+    debt: f64,
     node: usize,
     domain: usize,
     core: usize,
@@ -120,6 +125,10 @@ pub(crate) struct Sim<'a> {
     domains: Vec<Domain>,
     permits: usize,
     sem_waiting: Vec<usize>,
+    /// When the lock of each queue (by `queue_index`; locals have none) and of the counting
+    /// semaphore is next free: operations on one lock serialise.
+    lock_free_at: Vec<u64>,
+    sem_free_at: u64,
     caches: Vec<Cache>,
     pu_caches: Vec<Vec<usize>>,
     block_home: Vec<Option<usize>>,
@@ -169,6 +178,7 @@ impl<'a> Sim<'a> {
                 probe_pending: false,
                 streams: Vec::new(),
                 running: None,
+                debt: 0.0,
                 node: machine.node_of(w),
                 domain: sleep.domain_of[w],
                 core: machine.pus()[w].core,
@@ -238,6 +248,11 @@ impl<'a> Sim<'a> {
             domains,
             permits: 0,
             sem_waiting,
+            lock_free_at: vec![
+                0;
+                policy.local_queues + policy.shared_queues + policy.deferred_queues
+            ],
+            sem_free_at: 0,
             caches,
             pu_caches,
             block_home: graph.blocks.iter().map(|b| b.home).collect(),
@@ -257,6 +272,31 @@ impl<'a> Sim<'a> {
     fn at(&mut self, t: u64, e: Event) {
         self.seq += 1;
         self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    /// Takes a lock free at `*free_at` for `hold` ns from time `at`; returns the time spent
+    /// (waiting and holding).
+    fn occupy(at: u64, free_at: &mut u64, hold: f64) -> f64 {
+        let start = at.max(*free_at);
+        *free_at = start + hold.ceil() as u64;
+        (*free_at - at) as f64
+    }
+
+    /// A locked operation on queue `q` (none for a worker's own deque), `after` ns from now
+    /// (a spawner's earlier pushes of the same task end).
+    fn lock_queue(&mut self, q: QueueRef, after: f64) -> f64 {
+        if let QueueRef::Local(_) = q {
+            return 0.0;
+        }
+        let i = self.queue_index(q);
+        let at = self.now + after as u64;
+        Self::occupy(at, &mut self.lock_free_at[i], self.model.locked_pop_ns)
+    }
+
+    /// One operation on the counting semaphore's lock, `after` ns from now.
+    fn lock_semaphore(&mut self, after: f64) -> f64 {
+        let at = self.now + after as u64;
+        Self::occupy(at, &mut self.sem_free_at, self.model.locked_pop_ns)
     }
 
     fn next_ticket(&mut self) -> usize {
@@ -336,6 +376,7 @@ impl<'a> Sim<'a> {
                 QueueRef::Deferred(node)
             }
         };
+        self.lock_queue(q, 0.0);
         self.push(q, root);
         self.notify(q);
     }
@@ -358,8 +399,14 @@ impl<'a> Sim<'a> {
                 }
             },
         };
+        let debt = self.workers[w].debt;
+        let mut cost = self.lock_queue(q, debt);
         self.push(q, s.task);
+        if self.policy.sleep().scheme == SleepScheme::CountingSemaphore {
+            cost += self.lock_semaphore(debt + cost);
+        }
         self.notify(q);
+        self.workers[w].debt += cost;
     }
 
     fn push(&mut self, q: QueueRef, t: TaskId) {
@@ -433,8 +480,10 @@ impl<'a> Sim<'a> {
                 }
             }
             SleepScheme::CountingSemaphore => {
-                // It holds the permit of the push that woke it.
+                // It holds the permit of the push that woke it; taking it locks the semaphore.
                 self.workers[w].state = State::Searching;
+                let debt = self.workers[w].debt;
+                self.workers[w].debt += self.lock_semaphore(debt);
                 let found = self.find_and_start(w);
                 debug_assert!(found, "a permit without a task");
             }
@@ -513,14 +562,11 @@ impl<'a> Sim<'a> {
         }
         wk.stats.by_rule[rule] += 1;
         wk.stats.steals += u64::from(steal);
-        let locked = !matches!(probe.queue, QueueRef::Local(_));
+        let debt = std::mem::take(&mut wk.debt);
         let overhead = self.model.task_ns
             + f64::from(probes.saturating_sub(1)) * self.model.probe_ns
-            + if locked {
-                self.model.locked_pop_ns
-            } else {
-                0.0
-            };
+            + debt
+            + self.lock_queue(probe.queue, debt);
         self.start(w, t, overhead);
         true
     }
@@ -649,6 +695,8 @@ impl<'a> Sim<'a> {
             SleepScheme::CountingSemaphore => {
                 if self.permits > 0 {
                     self.permits -= 1;
+                    let debt = self.workers[w].debt;
+                    self.workers[w].debt += self.lock_semaphore(debt);
                     let found = self.find_and_start(w);
                     debug_assert!(found, "a permit without a task");
                 } else {

@@ -1,0 +1,187 @@
+//! `nearflow sim --validate`: the simulated graph on the real runtime of this host.
+//!
+//! Each task spins for its work (a counted loop, calibrated once), touches one byte per cache
+//! line of each block it reads, writes its blocks, frees what it frees, then spawns what the
+//! graph says — the simulator's assumptions. Every policy runs every graph in interleaved
+//! rounds after a warm-up; the median is compared with the simulated makespan.
+
+use anyhow::Result;
+use nearflow_policy::PolicyKind;
+use nearflow_sim::workload;
+use nearflow_sim::{Graph, Report};
+
+use crate::bench::progress;
+use crate::sim_cmd::SimCmd;
+
+/// A graph and its blocks for real runs. Leaked (`&'static`) for the command's life, so that
+/// tasks share it without a reference count: two cores bumping one `Arc` per task would add a
+/// cache-line transfer per task that the simulator rightly does not charge.
+struct RealRun {
+    graph: Graph,
+    /// Input blocks are made up front and kept; written ones live from their write to their
+    /// free.
+    blocks: Vec<std::sync::Mutex<Option<Box<[u8]>>>>,
+}
+
+fn touch(b: &[u8]) -> u64 {
+    b.iter().step_by(64).map(|&x| u64::from(x)).sum()
+}
+
+/// Busy loop iterations per ns on this host, measured once: a task's work is a counted loop,
+/// not a clock-polling one (two clock reads cost ≈ 60 ns here, more than some tasks' work).
+fn iters_per_ns() -> f64 {
+    static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| {
+        let n = 20_000_000u64;
+        let t = std::time::Instant::now();
+        busy(n);
+        n as f64 / t.elapsed().as_nanos().max(1) as f64
+    })
+}
+
+fn busy(iters: u64) {
+    let mut x = 0u64;
+    for i in 0..iters {
+        x = std::hint::black_box(x.wrapping_add(i));
+    }
+    std::hint::black_box(x);
+}
+
+fn run_real_task(cx: &nearflow_rt::TaskCx<'_>, run: &'static RealRun, t: workload::TaskId) {
+    let g = &run.graph;
+    let task = &g.tasks[t as usize];
+    busy((task.work_ns * iters_per_ns()) as u64);
+    let lock = |b: workload::BlockId| {
+        run.blocks[b as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    };
+    let mut sum = 0;
+    for &b in &task.reads {
+        if let Some(d) = lock(b).as_deref() {
+            sum += touch(d);
+        }
+    }
+    for &b in &task.writes {
+        let bytes = g.blocks[b as usize].bytes as usize;
+        *lock(b) = Some(vec![sum as u8; bytes].into_boxed_slice());
+    }
+    for &b in &task.frees {
+        lock(b).take();
+    }
+    std::hint::black_box(sum);
+    for s in &task.spawns {
+        let child = s.task;
+        let f = move |cx: &nearflow_rt::TaskCx<'_>| run_real_task(cx, run, child);
+        match (s.kind, s.home.and_then(|h| cx.home_on_node(h).ok())) {
+            (nearflow_policy::TaskKind::Deferred, Some(home)) => cx.spawn_deferred_at(home, f),
+            (kind, _) => cx.spawn(kind, f),
+        }
+    }
+}
+
+fn real_run(g: &Graph) -> &'static RealRun {
+    Box::leak(Box::new(RealRun {
+        graph: g.clone(),
+        blocks: g
+            .blocks
+            .iter()
+            .map(|b| {
+                std::sync::Mutex::new(
+                    b.home
+                        .map(|_| vec![1u8; b.bytes as usize].into_boxed_slice()),
+                )
+            })
+            .collect(),
+    }))
+}
+
+fn real_once(rt: &nearflow_rt::Runtime, run: &'static RealRun) -> Result<f64> {
+    let start = std::time::Instant::now();
+    let handles: Vec<_> = run
+        .graph
+        .roots
+        .iter()
+        .map(|&(root, _)| rt.submit(move |cx| run_real_task(cx, run, root)))
+        .collect();
+    for h in handles {
+        h.wait()?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
+pub(crate) fn validate(
+    cmd: &SimCmd,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    graphs: &[(String, std::sync::Arc<Graph>)],
+    reports: &[(String, Report)],
+) -> Result<()> {
+    let runtimes = policies
+        .iter()
+        .map(|&p| {
+            crate::args::build_runtime(
+                machine.clone(),
+                p,
+                nearflow_rt::Pinning::Group,
+                false,
+                nearflow_rt::Allocator::Nearflow,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rounds = cmd.reps.max(1);
+    iters_per_ns();
+    let runs: Vec<&'static RealRun> = graphs.iter().map(|(_, g)| real_run(g)).collect();
+    let bar = progress(
+        (graphs.len() * policies.len() * (rounds + 1)) as u64,
+        "validate",
+        cmd.json,
+    );
+    // measured[graph][policy] over rounds; round 0 is a warm-up.
+    let mut measured = vec![vec![Vec::new(); policies.len()]; graphs.len()];
+    for round in 0..=rounds {
+        for gi in 0..graphs.len() {
+            for k in 0..policies.len() {
+                let pi = (k + round) % policies.len();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let ms = real_once(&runtimes[pi], runs[gi])?;
+                if round > 0 {
+                    measured[gi][pi].push(ms);
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    println!(
+        "validation on this host ({}): measured (real runtime, median of {rounds} interleaved rounds) \
+         against SIMULATED (model of this host's topology)",
+        crate::bench::host_cpu()
+    );
+    println!(
+        "{:<6} {:<10} {:>12} {:>14} {:>10}   workload",
+        "grid", "policy", "measured ms", "simulated ms", "sim/meas"
+    );
+    for (gi, (grid, g)) in graphs.iter().enumerate() {
+        for (pi, p) in policies.iter().enumerate() {
+            let mut v = measured[gi][pi].clone();
+            v.sort_by(f64::total_cmp);
+            let meas = v[v.len() / 2];
+            let sim = reports
+                .iter()
+                .find(|(gr, r)| gr == grid && r.policy == p.name() && r.allocator == "nearflow")
+                .map(|(_, r)| r.makespan_ns as f64 / 1e6);
+            let Some(sim) = sim else { continue };
+            println!(
+                "{:<6} {:<10} {:>12.3} {:>14.3} {:>9.2}x   {}",
+                grid,
+                p.name(),
+                meas,
+                sim,
+                sim / meas,
+                g.name
+            );
+        }
+    }
+    Ok(())
+}
