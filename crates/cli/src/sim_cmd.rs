@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload::{self, PipelineSpec};
-use nearflow_sim::{simulate, Allocator, Graph, Model, Report};
+use nearflow_sim::{simulate_traced, Allocator, Graph, Model, Report, TaskSpan};
 
 use crate::args::{parse_list, TopoArgs};
 use crate::bench::{progress, Csv};
@@ -81,6 +81,10 @@ pub struct SimCmd {
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Write a per-PU timeline (SVG, as `run --trace`) of each simulated run: FILE itself for
+    /// one run, else FILE's stem followed by -GRID-POLICY[-ALLOCATOR].svg.
+    #[arg(long, value_name = "FILE.svg")]
+    pub trace: Option<PathBuf>,
     /// Print every report as one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -187,7 +191,13 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         for &alloc in &allocators {
             for &p in &policies {
                 bar.set_message(format!("{n}x{m} {p} {alloc}"));
-                let r = simulate(&machine, p, &model, &g, alloc, cmd.seed)?;
+                let (r, spans) = simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?;
+                if let Some(path) = &cmd.trace {
+                    let runs = grid.len() * policies.len() * allocators.len();
+                    let file =
+                        trace_file(path, runs, &format!("{n}x{m}"), p, alloc, allocators.len());
+                    write_trace(&file, &spans, &r, &format!("{n}x{m}"))?;
+                }
                 reports.push((format!("{n}x{m}"), r));
                 bar.inc(1);
             }
@@ -235,6 +245,49 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         }
         csv.write(path)?;
     }
+    Ok(())
+}
+
+fn trace_file(
+    path: &std::path::Path,
+    runs: usize,
+    grid: &str,
+    p: PolicyKind,
+    alloc: Allocator,
+    allocators: usize,
+) -> PathBuf {
+    if runs == 1 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("sim");
+    let alloc = if allocators > 1 {
+        format!("-{alloc}")
+    } else {
+        String::new()
+    };
+    path.with_file_name(format!("{stem}-{grid}-{p}{alloc}.svg"))
+}
+
+/// The timeline of one simulated run, drawn as the runtime's `--trace` draws a real one.
+fn write_trace(path: &std::path::Path, spans: &[TaskSpan], r: &Report, grid: &str) -> Result<()> {
+    let events: Vec<nearflow_rt::TraceEvent> = spans
+        .iter()
+        .map(|s| nearflow_rt::TraceEvent {
+            worker: s.pu,
+            request: u64::from(s.request),
+            label: s.task,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        })
+        .collect();
+    let title = format!(
+        "SIMULATED — model of {}: {} {}, {}, {}",
+        r.machine, grid, r.workload, r.policy, r.allocator
+    );
+    let svg =
+        nearflow_flow::trace::svg(&events, r.pus, &nearflow_flow::trace::Names::new(), &title);
+    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("timeline written to {}", path.display());
     Ok(())
 }
 

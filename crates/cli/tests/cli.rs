@@ -518,5 +518,30 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
         "1",
     ]);
     assert!(out.contains("validation on this host"), "{out}");
+    // A timeline per run, titled SIMULATED.
+    let dir = std::env::temp_dir().join(format!("nearflow-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.svg");
+    common::ok(&[
+        "sim",
+        "--preset",
+        "nehalem-2x4",
+        "--workload",
+        "fib",
+        "--size",
+        "10",
+        "--grid",
+        "1x1",
+        "--policies",
+        "las,nls",
+        "--trace",
+        file.to_str().unwrap(),
+    ]);
+    for p in ["las", "nls"] {
+        let svg = std::fs::read_to_string(dir.join(format!("t-1x1-{p}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("SIMULATED"), "{p}");
+        assert!(svg.matches("<rect").count() >= 177, "{p}: one box per task");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(out.matches("pipeline ").count(), 4, "{out}");
 }

@@ -57,7 +57,7 @@ use crate::cache::Cache;
 use crate::model::Model;
 use crate::report::{PuStats, Report};
 use crate::workload::{BlockId, Graph, TaskId};
-use crate::{Allocator, SimError};
+use crate::{Allocator, SimError, TaskSpan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -141,6 +141,8 @@ pub(crate) struct Sim<'a> {
     ticket: usize,
     left: usize,
     report: Report,
+    /// Every task run, when asked for (`simulate_traced`).
+    timeline: Option<Vec<TaskSpan>>,
 }
 
 impl<'a> Sim<'a> {
@@ -266,7 +268,14 @@ impl<'a> Sim<'a> {
             left: graph.tasks.len(),
             report: Report::new(machine, kind, graph, model, alloc, &levels),
             policy,
+            timeline: None,
         }
+    }
+
+    /// Records every task run (for a timeline).
+    pub(crate) fn traced(mut self) -> Self {
+        self.timeline = Some(Vec::new());
+        self
     }
 
     fn at(&mut self, t: u64, e: Event) {
@@ -313,7 +322,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Runs to the end; the report, or why the run could not end.
-    pub(crate) fn run(mut self) -> Result<Report, SimError> {
+    pub(crate) fn run(mut self) -> Result<(Report, Vec<TaskSpan>), SimError> {
         for r in 0..self.graph.requests() {
             self.submit(r);
         }
@@ -347,7 +356,7 @@ impl<'a> Sim<'a> {
             self.workers.into_iter().map(|w| w.stats).collect(),
             self.done_at.into_iter().map(|d| d.unwrap_or(0)).collect(),
         );
-        Ok(report)
+        Ok((report, self.timeline.unwrap_or_default()))
     }
 
     // ---- requests and spawns (rt/src/runtime.rs `submit_inner`, worker.rs `spawn_task`) ----
@@ -601,6 +610,15 @@ impl<'a> Sim<'a> {
         wk.stats.work_ns += work;
         wk.stats.memory_ns += mem;
         let end = self.now + d;
+        if let Some(tl) = &mut self.timeline {
+            tl.push(TaskSpan {
+                pu: w,
+                request: task.request,
+                task: t,
+                start_ns: self.now,
+                end_ns: end,
+            });
+        }
         self.at(end, Event::End(w));
     }
 

@@ -39,7 +39,7 @@
 //!
 //! ## Files
 //!
-//! - `lib.rs` — this overview, [`simulate`], [`Allocator`], [`SimError`].
+//! - `lib.rs` — this overview, [`simulate`], [`simulate_traced`], [`Allocator`], [`SimError`].
 //! - `model.rs` — [`Model`]: every cost constant with its source.
 //! - `cache.rs` — one cache: an LRU of blocks bounded by bytes.
 //! - `workload.rs` — [`Graph`] and the generators.
@@ -112,6 +112,16 @@ pub enum SimError {
     UnknownAllocator(String),
 }
 
+/// One task as the simulated machine ran it (for a timeline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TaskSpan {
+    pub pu: usize,
+    pub request: u32,
+    pub task: workload::TaskId,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
 /// Runs `graph` on a model of `machine` under `policy`; deterministic for a `seed`.
 pub fn simulate(
     machine: &Machine,
@@ -121,6 +131,28 @@ pub fn simulate(
     alloc: Allocator,
     seed: u64,
 ) -> Result<Report, SimError> {
+    check(machine, graph)?;
+    engine::Sim::new(machine, policy, model, graph, alloc, seed)
+        .run()
+        .map(|r| r.0)
+}
+
+/// As [`simulate`], and every task run, in start order per PU.
+pub fn simulate_traced(
+    machine: &Machine,
+    policy: PolicyKind,
+    model: &Model,
+    graph: &Graph,
+    alloc: Allocator,
+    seed: u64,
+) -> Result<(Report, Vec<TaskSpan>), SimError> {
+    check(machine, graph)?;
+    engine::Sim::new(machine, policy, model, graph, alloc, seed)
+        .traced()
+        .run()
+}
+
+fn check(machine: &Machine, graph: &Graph) -> Result<(), SimError> {
     graph.validate()?;
     let nodes = machine.node_count();
     let homes = graph
@@ -139,5 +171,5 @@ pub fn simulate(
             return Err(SimError::NoSuchNode { node, nodes });
         }
     }
-    engine::Sim::new(machine, policy, model, graph, alloc, seed).run()
+    Ok(())
 }

@@ -86,6 +86,15 @@ impl Graph {
         (self.tasks.len() - 1) as TaskId
     }
 
+    /// A task of request `r` that only works.
+    fn plain(&mut self, r: u32, work_ns: f64) -> TaskId {
+        self.task(Task {
+            request: r,
+            work_ns,
+            ..Task::default()
+        })
+    }
+
     fn block(&mut self, bytes: u64, home: Option<usize>) -> BlockId {
         self.blocks.push(Block { bytes, home });
         (self.blocks.len() - 1) as BlockId
@@ -165,21 +174,13 @@ pub fn fib(n: u32, work_ns: f64, requests: u32) -> Result<Graph, WorkloadError> 
     }
     let mut g = Graph::new(format!("fib({n}) x{requests}"));
     for r in 0..requests {
-        let root = g.task(Task {
-            request: r,
-            work_ns,
-            ..Task::default()
-        });
+        let root = g.plain(r, work_ns);
         g.roots.push((root, None));
         let mut stack = vec![(root, n)];
         while let Some((t, k)) = stack.pop() {
             if k >= 2 {
                 for c in [k - 1, k - 2] {
-                    let child = g.task(Task {
-                        request: r,
-                        work_ns,
-                        ..Task::default()
-                    });
+                    let child = g.plain(r, work_ns);
                     g.spawn(t, child, TaskKind::Immediate, None);
                     stack.push((child, c));
                 }
@@ -196,18 +197,10 @@ pub fn fanout(n: u32, work_ns: f64, requests: u32) -> Result<Graph, WorkloadErro
     }
     let mut g = Graph::new(format!("fanout({n}) x{requests}"));
     for r in 0..requests {
-        let root = g.task(Task {
-            request: r,
-            work_ns,
-            ..Task::default()
-        });
+        let root = g.plain(r, work_ns);
         g.roots.push((root, None));
         for _ in 1..n {
-            let c = g.task(Task {
-                request: r,
-                work_ns,
-                ..Task::default()
-            });
+            let c = g.plain(r, work_ns);
             g.spawn(root, c, TaskKind::Deferred, None);
         }
     }
