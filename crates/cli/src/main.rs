@@ -25,7 +25,8 @@
 //! - `check_cmd.rs` — `check placement`.
 //! - `sparql_cmd.rs` — `sparql`, `load`.
 //! - `gen_cmd.rs` — `gen sp2bench`.
-//! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime).
+//! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime);
+//!   `sim_calibrate.rs` — the plan model from a traced run.
 //! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
 //!   `bench/chart.rs`.
 
@@ -38,6 +39,7 @@ mod bench;
 mod check_cmd;
 mod gen_cmd;
 mod run_cmd;
+mod sim_calibrate;
 mod sim_cmd;
 mod sim_validate;
 mod sparql_cmd;

@@ -12,7 +12,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload::{self, PipelineSpec};
-use nearflow_sim::{simulate_traced, Allocator, Graph, Model, Report, TaskSpan};
+use nearflow_sim::{
+    simulate_plan, simulate_traced, Allocator, Graph, Model, Report, RunOptions, TaskSpan,
+};
 
 use crate::args::{parse_list, TopoArgs};
 use crate::bench::{progress, Csv};
@@ -29,7 +31,8 @@ pub enum SimWorkload {
     Matmul,
     /// Random spawn trees of `--size` tasks (nearflow stress), per request.
     Stress,
-    /// The generated 172-operator plan of `bench plans` (not modelled yet: refused).
+    /// The generated plan of `bench plans` (`--rows` per source), its operators' costs
+    /// calibrated from a traced run on this host; `--grid NxM`: N·M plans at once.
     Plans,
     /// SP²Bench query plans (not modelled yet: refused).
     Sp2bench,
@@ -69,6 +72,9 @@ pub struct SimCmd {
     /// Pipeline: each request's input on its own node (spawned homed) instead of on node 0.
     #[arg(long)]
     pub homed_input: bool,
+    /// Plans: rows per source of the generated plan.
+    #[arg(long, default_value_t = 20_000)]
+    pub rows: u64,
     /// Task work in ns (fib, fanout, stress).
     #[arg(long, default_value_t = 200.0)]
     pub work_ns: f64,
@@ -145,14 +151,11 @@ fn graph(cmd: &SimCmd, machine: &nearflow_topo::Machine, requests: u32) -> Resul
         SimWorkload::Stress => {
             workload::stress(requests, size.unwrap_or(20_000), cmd.work_ns, cmd.seed)?
         }
-        SimWorkload::Plans | SimWorkload::Sp2bench => bail!(
-            "not supported yet: the `{}` workload needs the engine's operator model with costs \
-             calibrated from a traced run (issue 13); available: pipeline, fib, fanout, matmul, stress",
-            if cmd.workload == SimWorkload::Plans {
-                "plans"
-            } else {
-                "sp2bench"
-            }
+        SimWorkload::Plans => unreachable!("plans are not a task graph"),
+        SimWorkload::Sp2bench => bail!(
+            "not supported yet: the `sp2bench` workload needs the SPARQL engine's plans exported \
+             with their calibrated costs (issue 13); available: plans, pipeline, fib, fanout, \
+             matmul, stress"
         ),
     })
 }
@@ -186,12 +189,56 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
     }
     let mut reports: Vec<(String, Report)> = Vec::new();
     let mut graphs = Vec::new();
+    let plan = if cmd.workload == SimWorkload::Plans {
+        let packet_bytes = match cmd.packet_bytes {
+            Some(0) => bail!("--packet-bytes must be positive"),
+            Some(b) => b,
+            None => nearflow_flow::default_packet_bytes(&machine) as u64,
+        };
+        bar.set_message("calibrating: the generated plan, traced, on this host");
+        let c = crate::sim_calibrate::genplan(cmd.rows, packet_bytes)?;
+        if !cmd.json {
+            bar.suspend(|| {
+                println!(
+                    "calibrated on this host ({}): the generated plan, {} operators, {} rows per \
+                     source, 4 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated \
+                     at {} B packets",
+                    crate::bench::host_cpu(),
+                    c.model.operators.len(),
+                    cmd.rows,
+                    c.traced_ms,
+                    c.host_packet_bytes,
+                    packet_bytes
+                )
+            });
+        }
+        Some(c.model)
+    } else {
+        None
+    };
     for &(n, m) in &grid {
-        let g = graph(cmd, &machine, n * m)?;
+        let g = match &plan {
+            Some(_) => Graph::default(),
+            None => graph(cmd, &machine, n * m)?,
+        };
         for &alloc in &allocators {
             for &p in &policies {
                 bar.set_message(format!("{n}x{m} {p} {alloc}"));
-                let (r, spans) = simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?;
+                let (r, spans) = match &plan {
+                    Some(plan) => simulate_plan(
+                        &machine,
+                        p,
+                        &model,
+                        plan,
+                        (n * m) as usize,
+                        RunOptions {
+                            alloc,
+                            seed: cmd.seed,
+                            traced: cmd.trace.is_some(),
+                        },
+                    )?,
+                    None => simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?,
+                };
                 if let Some(path) = &cmd.trace {
                     let runs = grid.len() * policies.len() * allocators.len();
                     let file =
@@ -206,6 +253,9 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
     }
     bar.finish_and_clear();
     if cmd.validate {
+        if plan.is_some() {
+            return crate::sim_validate::validate_plans(cmd, &machine, &policies, &grid, &reports);
+        }
         return crate::sim_validate::validate(cmd, &machine, &policies, &graphs, &reports);
     }
     if cmd.json {

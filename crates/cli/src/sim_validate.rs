@@ -185,3 +185,106 @@ pub(crate) fn validate(
     }
     Ok(())
 }
+
+/// The generated plan, N·M copies at once, on the real runtime per policy (as `bench plans`),
+/// against the simulated makespans.
+pub(crate) fn validate_plans(
+    cmd: &SimCmd,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    grid: &[(u32, u32)],
+    reports: &[(String, Report)],
+) -> Result<()> {
+    use nearflow_apps::genplan;
+    let runtimes = policies
+        .iter()
+        .map(|&p| {
+            crate::args::build_runtime(
+                machine.clone(),
+                p,
+                nearflow_rt::Pinning::Group,
+                false,
+                nearflow_rt::Allocator::Nearflow,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rounds = cmd.reps.max(1);
+    let bar = progress(
+        (grid.len() * policies.len() * (rounds + 1)) as u64,
+        "validate",
+        cmd.json,
+    );
+    let expect = genplan::reference(cmd.rows);
+    let once = |rt: &nearflow_rt::Runtime, plans: u32| -> Result<f64> {
+        let mut built = Vec::new();
+        for _ in 0..plans {
+            let mut b = nearflow_flow::PlanBuilder::for_runtime(rt);
+            if let Some(bytes) = cmd.packet_bytes {
+                b.packet_bytes(bytes as usize);
+            }
+            let sinks = genplan::build(&mut b, cmd.rows);
+            built.push((b.build()?, sinks));
+        }
+        let start = std::time::Instant::now();
+        let handles: Vec<_> = built
+            .into_iter()
+            .map(|(plan, sinks)| (plan.submit(rt), sinks))
+            .collect();
+        for (h, sinks) in handles {
+            let out = h.wait()?;
+            anyhow::ensure!(
+                genplan::result(&out, &sinks) == expect,
+                "a plan's result differs from its reference"
+            );
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e3)
+    };
+    let mut measured = vec![vec![Vec::new(); policies.len()]; grid.len()];
+    for round in 0..=rounds {
+        for (gi, &(n, m)) in grid.iter().enumerate() {
+            for k in 0..policies.len() {
+                let pi = (k + round) % policies.len();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let ms = once(&runtimes[pi], n * m)?;
+                if round > 0 {
+                    measured[gi][pi].push(ms);
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    println!(
+        "validation on this host ({}): the generated plan, measured (real engine, median of \
+         {rounds} interleaved rounds) against SIMULATED (calibrated model, this host's topology)",
+        crate::bench::host_cpu()
+    );
+    println!(
+        "{:<6} {:<10} {:>12} {:>14} {:>10}",
+        "grid", "policy", "measured ms", "simulated ms", "sim/meas"
+    );
+    for (gi, &(n, m)) in grid.iter().enumerate() {
+        let g = format!("{n}x{m}");
+        for (pi, p) in policies.iter().enumerate() {
+            let mut v = measured[gi][pi].clone();
+            v.sort_by(f64::total_cmp);
+            let meas = v[v.len() / 2];
+            let Some(sim) = reports
+                .iter()
+                .find(|(gr, r)| *gr == g && r.policy == p.name() && r.allocator == "nearflow")
+                .map(|(_, r)| r.makespan_ns as f64 / 1e6)
+            else {
+                continue;
+            };
+            println!(
+                "{:<6} {:<10} {:>12.3} {:>14.3} {:>9.2}x",
+                g,
+                p.name(),
+                meas,
+                sim,
+                sim / meas
+            );
+        }
+    }
+    Ok(())
+}

@@ -487,7 +487,27 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
         assert_eq!(r["simulated"], true);
         assert_eq!(r["tasks"], 1 + 32 * 32);
     }
-    fails_with(&["sim", "--workload", "plans"], "not supported yet");
+    fails_with(&["sim", "--workload", "sp2bench"], "not supported yet");
+    // The generated plan: calibrated from a traced run here, simulated on a preset.
+    let out = common::ok(&[
+        "sim",
+        "--preset",
+        "e7-4820",
+        "--workload",
+        "plans",
+        "--rows",
+        "2000",
+        "--grid",
+        "1x1,2x2",
+        "--policies",
+        "las,nls,bobox2011",
+    ]);
+    assert!(out.contains("calibrated on this host"), "{out}");
+    assert!(
+        out.contains("2x2: generated plan x4 (172 operators"),
+        "{out}"
+    );
+    assert!(out.contains("2x2    bobox2011"), "{out}");
     fails_with(&["sim", "--grid", "2"], "not NxM");
     fails_with(&["sim", "--model", "nope=1"], "unknown model key");
     fails_with(&["sim", "--allocators", "tcmalloc"], "unknown allocator");

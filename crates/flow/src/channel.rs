@@ -166,9 +166,15 @@ pub(crate) trait Chan: Send + Sync {
     fn stats(&self) -> ChanStats;
     /// Whether the consumer has finished (everything sent is dropped).
     fn discarding(&self) -> bool;
+    /// Whether end of stream has arrived (packets may still wait).
+    fn closed(&self) -> bool;
 }
 
 impl<T: Send + 'static> Chan for Channel<T> {
+    fn closed(&self) -> bool {
+        lock(&self.st).closed
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -11,7 +11,7 @@
 //! queued where the sender runs; an operator that returns [`Status::More`], and a producer woken
 //! because its refused packet now fits, are scheduled as **deferred** tasks.
 
-use crate::sync::os::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
+use crate::sync::os::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -48,6 +48,13 @@ pub(crate) struct OperatorRt {
     pub(crate) outs: Vec<(usize, usize, Arc<dyn Chan>)>,
     /// (buffer, producer operator) per input.
     pub(crate) ins: Vec<InEdge>,
+    /// Every input has seen end of stream (once true, stays true).
+    pub(crate) inputs_closed: AtomicBool,
+    /// Packets produced while some input was open, and after all had closed: zero of the
+    /// first marks an operator that emits only at the end (sort, aggregate), which the
+    /// simulator's calibration needs (`PlanStats::sends`).
+    pub(crate) sent_open: AtomicU64,
+    pub(crate) sent_closed: AtomicU64,
 }
 
 /// An input's buffer and the operator feeding it.
@@ -107,6 +114,9 @@ impl Exec {
                 }),
                 outs,
                 ins,
+                inputs_closed: AtomicBool::new(false),
+                sent_open: AtomicU64::new(0),
+                sent_closed: AtomicU64::new(0),
             });
         }
         Exec {
@@ -277,6 +287,10 @@ impl Exec {
             ..PlanStats::default()
         };
         for n in &self.ops {
+            st.sends.push(crate::stats::OperatorSends {
+                while_inputs_open: n.sent_open.load(Ordering::Relaxed),
+                after_inputs_closed: n.sent_closed.load(Ordering::Relaxed),
+            });
             let high = n.state.lock().unwrap_or_else(|p| p.into_inner()).held_high;
             st.max_pending_packets = st.max_pending_packets.max(high);
             st.held_packets += n.outs.iter().map(|(_, _, c)| c.held() as u64).sum::<u64>();

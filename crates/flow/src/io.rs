@@ -1,6 +1,6 @@
 //! [`Io`]: what an operator sees while it runs, its inputs and outputs.
 
-use crate::sync::os::Arc;
+use crate::sync::os::{Arc, Ordering};
 use std::collections::VecDeque;
 
 use nearflow_policy::TaskKind;
@@ -76,7 +76,21 @@ impl Io<'_> {
         if packet.is_empty() {
             return;
         }
-        let (consumer, _, chan) = &self.exec.ops[self.node].outs[port];
+        let me = &self.exec.ops[self.node];
+        // Relaxed (these three): statistics, read after the plan ended; `closed` is read under
+        // each buffer's lock.
+        if !me.ins.is_empty()
+            && !me.inputs_closed.load(Ordering::Relaxed)
+            && me.ins.iter().all(|(c, _)| c.closed())
+        {
+            me.inputs_closed.store(true, Ordering::Relaxed);
+        }
+        if me.inputs_closed.load(Ordering::Relaxed) {
+            me.sent_closed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            me.sent_open.fetch_add(1, Ordering::Relaxed);
+        }
+        let (consumer, _, chan) = &me.outs[port];
         match self
             .typed::<T>(&**chan, "sent on output", port)
             .send(packet)

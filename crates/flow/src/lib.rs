@@ -73,5 +73,8 @@ pub use handle::{PlanHandle, PlanOutput};
 pub use io::Io;
 pub use ops::Emitter;
 pub use packet::{default_packet_bytes, packet_capacity, Packet, FALLBACK_PACKET_BYTES};
-pub use plan::{Operator, OperatorId, Plan, PlanBuilder, PortType, Sink, Status, Stream};
-pub use stats::PlanStats;
+pub use plan::{
+    Operator, OperatorId, OperatorShape, Plan, PlanBuilder, PlanShape, PortType, Sink, Status,
+    Stream,
+};
+pub use stats::{OperatorSends, PlanStats};

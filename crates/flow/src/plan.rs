@@ -32,6 +32,8 @@ pub enum Status {
 pub struct PortType {
     pub(crate) id: TypeId,
     pub(crate) name: &'static str,
+    /// `size_of` the tuple type.
+    pub(crate) size: usize,
     pub(crate) make: fn(usize) -> Arc<dyn Chan>,
 }
 
@@ -41,6 +43,7 @@ impl PortType {
         PortType {
             id: TypeId::of::<T>(),
             name: std::any::type_name::<T>(),
+            size: std::mem::size_of::<T>(),
             make: |cap| Arc::new(Channel::<T>::new(cap)),
         }
     }
@@ -506,4 +509,50 @@ impl Plan {
     pub fn names(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
+
+    /// Its operators and connections, without the operators themselves (for the simulator,
+    /// `crates/sim`, and for tools that draw plans).
+    pub fn shape(&self) -> PlanShape {
+        PlanShape {
+            operators: self
+                .nodes
+                .iter()
+                .map(|n| OperatorShape {
+                    name: n.name.clone(),
+                    fed_by: n.fed_by.iter().map(|f| f.expect("validated")).collect(),
+                    feeds: n.feeds.iter().map(|f| f.expect("validated")).collect(),
+                    input_tuple_bytes: n.inputs.iter().map(|p| p.size).collect(),
+                    output_tuple_bytes: n.outputs.iter().map(|p| p.size).collect(),
+                    home_node: n.home.map(|h| h.node_index()),
+                })
+                .collect(),
+            buffer_packets: self.buffer_packets,
+            packet_bytes: self.packet_bytes,
+        }
+    }
+}
+
+/// A plan's operators and connections ([`Plan::shape`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PlanShape {
+    pub operators: Vec<OperatorShape>,
+    /// Packets an input buffer holds.
+    pub buffer_packets: usize,
+    /// The plan's own packet size, if it set one.
+    pub packet_bytes: Option<usize>,
+}
+
+/// One operator of a [`PlanShape`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OperatorShape {
+    pub name: String,
+    /// For each input port: the producing (operator, output port).
+    pub fed_by: Vec<(usize, usize)>,
+    /// For each output port: the consuming (operator, input port).
+    pub feeds: Vec<(usize, usize)>,
+    /// Bytes of a tuple on each input and output port.
+    pub input_tuple_bytes: Vec<usize>,
+    pub output_tuple_bytes: Vec<usize>,
+    /// The node its deferred tasks go to, if it has a home.
+    pub home_node: Option<usize>,
 }

@@ -22,9 +22,19 @@ pub struct PlanStats {
     pub held_packets: u64,
     /// Every input buffer's counters, operator by operator.
     pub channels: Vec<ChanStats>,
+    /// Packets each operator produced, before and after its inputs ended, by operator.
+    pub sends: Vec<OperatorSends>,
     /// Wall time from submission to completion.
     #[serde(serialize_with = "ser_secs")]
     pub elapsed: Duration,
+}
+
+/// When an operator produced its packets (see [`PlanStats::sends`]). A source has no inputs, so
+/// all its packets count as produced while its inputs are open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OperatorSends {
+    pub while_inputs_open: u64,
+    pub after_inputs_closed: u64,
 }
 
 fn ser_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

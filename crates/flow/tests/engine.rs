@@ -407,3 +407,41 @@ fn a_homed_source_runs_its_deferred_tasks_as_homed() {
     // 1000 u64s in 64-byte packets: the source reschedules itself many times, all homed.
     assert!(run(Some(1)) > 10);
 }
+
+/// `Plan::shape` lists the operators and their connections, and `PlanStats::sends` tells an
+/// operator that produces while its input is open (map) from one that produces only after it
+/// ended (sort): what the simulator's calibration reads.
+#[test]
+fn shape_and_sends_describe_the_plan() {
+    let rt = runtime(PolicyKind::Las, "e5310-smp");
+    let mut b = PlanBuilder::new();
+    b.packet_bytes(256);
+    let s = b.source(0u64..5000);
+    let m = b.map(s, |x: u64| x ^ 1);
+    let sorted = b.sort_by_key(m, |x: &u64| *x);
+    b.collect(sorted);
+    let plan = b.build().unwrap();
+    let shape = plan.shape();
+    assert_eq!(shape.operators.len(), 4);
+    let (src, map, sort) = (
+        &shape.operators[0],
+        &shape.operators[1],
+        &shape.operators[2],
+    );
+    assert!(src.fed_by.is_empty() && src.feeds == vec![(1, 0)]);
+    assert_eq!(
+        (map.fed_by.clone(), map.feeds.clone()),
+        (vec![(0, 0)], vec![(2, 0)])
+    );
+    assert_eq!(sort.output_tuple_bytes, vec![8]);
+    let out = plan.run(&rt).unwrap();
+    let sends = &out.stats.sends;
+    assert!(
+        sends[0].while_inputs_open > 1,
+        "a source counts as open: {sends:?}"
+    );
+    assert!(sends[1].while_inputs_open > 1, "map: {sends:?}");
+    assert_eq!(sends[2].while_inputs_open, 0, "sort: {sends:?}");
+    assert!(sends[2].after_inputs_closed > 1, "sort: {sends:?}");
+    assert_eq!(sends[3], Default::default(), "collect sends nothing");
+}

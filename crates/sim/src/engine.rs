@@ -54,9 +54,10 @@ use nearflow_policy::{
 use nearflow_topo::Machine;
 
 use crate::cache::Cache;
+use crate::driver::Driver;
 use crate::model::Model;
 use crate::report::{PuStats, Report};
-use crate::workload::{BlockId, Graph, TaskId};
+use crate::workload::{BlockId, TaskId};
 use crate::{Allocator, SimError, TaskSpan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -107,11 +108,11 @@ struct Domain {
     waiting: Vec<usize>,
 }
 
-pub(crate) struct Sim<'a> {
+pub(crate) struct Sim<'a, D: Driver> {
     machine: &'a Machine,
     policy: Policy,
     model: &'a Model,
-    graph: &'a Graph,
+    driver: D,
     alloc: Allocator,
     now: u64,
     seq: u64,
@@ -131,6 +132,7 @@ pub(crate) struct Sim<'a> {
     sem_free_at: u64,
     caches: Vec<Cache>,
     pu_caches: Vec<Vec<usize>>,
+    /// Homes of written blocks (input blocks: the driver's).
     block_home: Vec<Option<usize>>,
     node_streams: Vec<u32>,
     link_streams: Vec<Vec<u32>>,
@@ -139,18 +141,19 @@ pub(crate) struct Sim<'a> {
     done_at: Vec<Option<u64>>,
     req_nodes: Vec<Option<RequestNodes>>,
     ticket: usize,
+    /// Requests not completed.
     left: usize,
     report: Report,
     /// Every task run, when asked for (`simulate_traced`).
     timeline: Option<Vec<TaskSpan>>,
 }
 
-impl<'a> Sim<'a> {
+impl<'a, D: Driver> Sim<'a, D> {
     pub(crate) fn new(
         machine: &'a Machine,
         kind: PolicyKind,
         model: &'a Model,
-        graph: &'a Graph,
+        driver: D,
         alloc: Allocator,
         seed: u64,
     ) -> Self {
@@ -233,11 +236,20 @@ impl<'a> Sim<'a> {
             l.dedup();
             l
         };
-        let requests = graph.requests();
+        let requests = driver.requests();
+        let report = Report::new(
+            machine,
+            kind,
+            driver.name(),
+            requests,
+            model,
+            alloc,
+            &levels,
+        );
         Sim {
             machine,
             model,
-            graph,
+            driver,
             alloc,
             now: 0,
             seq: 0,
@@ -257,7 +269,7 @@ impl<'a> Sim<'a> {
             sem_free_at: 0,
             caches,
             pu_caches,
-            block_home: graph.blocks.iter().map(|b| b.home).collect(),
+            block_home: Vec::new(),
             node_streams: vec![0; nodes],
             link_streams: vec![vec![0; nodes]; nodes],
             numa_factor,
@@ -265,8 +277,8 @@ impl<'a> Sim<'a> {
             done_at: vec![None; requests],
             req_nodes: vec![None; requests],
             ticket: 0,
-            left: graph.tasks.len(),
-            report: Report::new(machine, kind, graph, model, alloc, &levels),
+            left: requests,
+            report,
             policy,
             timeline: None,
         }
@@ -323,7 +335,7 @@ impl<'a> Sim<'a> {
 
     /// Runs to the end; the report, or why the run could not end.
     pub(crate) fn run(mut self) -> Result<(Report, Vec<TaskSpan>), SimError> {
-        for r in 0..self.graph.requests() {
+        for r in 0..self.driver.requests() {
             self.submit(r);
         }
         if self.policy.services().balancer {
@@ -351,6 +363,7 @@ impl<'a> Sim<'a> {
                 at_ns: self.now,
             });
         }
+        self.driver.check().map_err(SimError::Model)?;
         let mut report = self.report;
         report.finish(
             self.workers.into_iter().map(|w| w.stats).collect(),
@@ -362,7 +375,7 @@ impl<'a> Sim<'a> {
     // ---- requests and spawns (rt/src/runtime.rs `submit_inner`, worker.rs `spawn_task`) ----
 
     fn submit(&mut self, r: usize) {
-        let (root, home) = self.graph.roots[r];
+        let (root, home) = self.driver.root(r);
         let homed = home.and_then(|h| {
             let home = Home::node(self.machine, h).ok()?;
             let t = self.next_ticket();
@@ -391,7 +404,7 @@ impl<'a> Sim<'a> {
     }
 
     fn spawn(&mut self, w: usize, s: crate::workload::Spawn) {
-        let r = self.graph.tasks[s.task as usize].request as usize;
+        let r = self.driver.request_of(s.task) as usize;
         let homed = s.home.and_then(|h| {
             let home = Home::node(self.machine, h).ok()?;
             let t = self.next_ticket();
@@ -419,7 +432,7 @@ impl<'a> Sim<'a> {
     }
 
     fn push(&mut self, q: QueueRef, t: TaskId) {
-        let r = self.graph.tasks[t as usize].request;
+        let r = self.driver.request_of(t);
         self.pending[r as usize] += 1;
         match q {
             QueueRef::Local(v) => self.locals[v].push_back(t),
@@ -563,7 +576,7 @@ impl<'a> Sim<'a> {
         };
         let steal = self.policy.is_steal(w, probe.queue);
         let wk = &mut self.workers[w];
-        wk.last_request = Some(RequestId::from(self.graph.tasks[t as usize].request));
+        wk.last_request = Some(RequestId::from(self.driver.request_of(t)));
         wk.found_in = probe.queue;
         let rule = usize::from(probe.rule).saturating_sub(1);
         if wk.stats.by_rule.len() <= rule {
@@ -581,7 +594,8 @@ impl<'a> Sim<'a> {
     }
 
     fn start(&mut self, w: usize, t: TaskId, overhead: f64) {
-        let task = &self.graph.tasks[t as usize];
+        let task = self.driver.begin(t);
+        self.report.total_work_ns += task.work_ns;
         let core = self.workers[w].core;
         let sibling_busy = self
             .workers
@@ -613,7 +627,7 @@ impl<'a> Sim<'a> {
         if let Some(tl) = &mut self.timeline {
             tl.push(TaskSpan {
                 pu: w,
-                request: task.request,
+                request: self.driver.request_of(t),
                 task: t,
                 start_ns: self.now,
                 end_ns: end,
@@ -624,7 +638,7 @@ impl<'a> Sim<'a> {
 
     /// The time to read block `b` on PU `w`; moves it into `w`'s caches.
     fn read(&mut self, w: usize, b: BlockId) -> f64 {
-        let bytes = self.graph.blocks[b as usize].bytes;
+        let bytes = self.driver.block_bytes(b);
         let mine = &self.pu_caches[w];
         for (k, &ci) in mine.iter().enumerate() {
             if self.caches[ci].touch(b) {
@@ -637,7 +651,13 @@ impl<'a> Sim<'a> {
             }
         }
         let from = self.workers[w].node;
-        let home = self.block_home[b as usize].unwrap_or(from);
+        let home = self
+            .block_home
+            .get(b as usize)
+            .copied()
+            .flatten()
+            .or_else(|| self.driver.input_home(b))
+            .unwrap_or(from);
         let mut bw = self
             .model
             .core_dram_bw
@@ -659,8 +679,11 @@ impl<'a> Sim<'a> {
 
     /// The time to write block `b` (fresh) on PU `w`; its home is decided now.
     fn write(&mut self, w: usize, b: BlockId) -> f64 {
-        let bytes = self.graph.blocks[b as usize].bytes;
+        let bytes = self.driver.block_bytes(b);
         let nodes = self.machine.node_count();
+        if self.block_home.len() <= b as usize {
+            self.block_home.resize(b as usize + 1, None);
+        }
         self.block_home[b as usize] = Some(match self.alloc {
             // First touch by the writer's per-thread allocator on its node (LAS §5).
             Allocator::Nearflow => self.workers[w].node,
@@ -684,20 +707,22 @@ impl<'a> Sim<'a> {
                 self.link_streams[from][home] -= 1;
             }
         }
-        let task = &self.graph.tasks[t as usize];
-        for &b in &task.frees {
+        let ended = self.driver.end(t);
+        for &b in &ended.frees {
             for c in &mut self.caches {
                 c.forget(b);
             }
+            if let Some(h) = self.block_home.get_mut(b as usize) {
+                *h = None;
+            }
         }
-        for i in 0..task.spawns.len() {
-            let s = self.graph.tasks[t as usize].spawns[i];
+        for s in ended.spawns {
             self.spawn(w, s);
         }
-        let r = task.request as usize;
+        let r = self.driver.request_of(t) as usize;
         self.pending[r] -= 1;
-        self.left -= 1;
         if self.pending[r] == 0 {
+            self.left -= 1;
             self.done_at[r] = Some(self.now);
             self.req_nodes[r] = None;
         }

@@ -43,12 +43,16 @@
 //! - `model.rs` — [`Model`]: every cost constant with its source.
 //! - `cache.rs` — one cache: an LRU of blocks bounded by bytes.
 //! - `workload.rs` — [`Graph`] and the generators.
+//! - `driver.rs` — what the event loop asks of a workload (a graph's tables, or a plan).
+//! - `plan.rs` — [`PlanModel`]: dataflow plans as the engine runs them, calibrated costs.
 //! - `engine.rs` — the event loop: queues, sleep protocol, costs.
 //! - `report.rs` — [`Report`].
 
 mod cache;
+mod driver;
 mod engine;
 mod model;
+mod plan;
 mod report;
 pub mod workload;
 
@@ -59,6 +63,8 @@ use nearflow_policy::PolicyKind;
 use nearflow_topo::Machine;
 
 pub use model::{Model, ModelError};
+pub use plan::{OpKind, OpModel, PlanModel};
+
 pub use report::{machine_name, LevelStats, PuStats, Report};
 pub use workload::{Graph, WorkloadError};
 
@@ -106,10 +112,12 @@ pub enum SimError {
     Workload(#[from] WorkloadError),
     #[error("the workload names NUMA node {node}, but the machine has {nodes}")]
     NoSuchNode { node: usize, nodes: usize },
-    #[error("the simulation stalled at {at_ns} ns with {left} tasks left: no worker will look for them (a lost wake-up)")]
+    #[error("the simulation stalled at {at_ns} ns with {left} requests unfinished: no worker will look for their tasks (a lost wake-up)")]
     Stalled { left: usize, at_ns: u64 },
     #[error("unknown allocator `{0}`; known: nearflow, system")]
     UnknownAllocator(String),
+    #[error("{0}")]
+    Model(String),
 }
 
 /// One task as the simulated machine ran it (for a timeline).
@@ -150,6 +158,56 @@ pub fn simulate_traced(
     engine::Sim::new(machine, policy, model, graph, alloc, seed)
         .traced()
         .run()
+}
+
+/// How to run: the allocator rule, the seed, and whether to record every task.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    pub alloc: Allocator,
+    pub seed: u64,
+    pub traced: bool,
+}
+
+/// Runs `requests` instances of a dataflow plan at once on a model of `machine` (see
+/// [`PlanModel`]).
+pub fn simulate_plan(
+    machine: &Machine,
+    policy: PolicyKind,
+    model: &Model,
+    plan: &PlanModel,
+    requests: usize,
+    opts: RunOptions,
+) -> Result<(Report, Vec<TaskSpan>), SimError> {
+    let RunOptions {
+        alloc,
+        seed,
+        traced,
+    } = opts;
+    plan.validate()?;
+    if let Some(node) = plan
+        .operators
+        .iter()
+        .filter_map(|o| o.home)
+        .find(|&n| n >= machine.node_count())
+    {
+        return Err(SimError::NoSuchNode {
+            node,
+            nodes: machine.node_count(),
+        });
+    }
+    let sim = engine::Sim::new(
+        machine,
+        policy,
+        model,
+        plan::PlanDriver::new(plan, requests),
+        alloc,
+        seed,
+    );
+    if traced {
+        sim.traced().run()
+    } else {
+        sim.run()
+    }
 }
 
 fn check(machine: &Machine, graph: &Graph) -> Result<(), SimError> {

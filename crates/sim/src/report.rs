@@ -6,7 +6,6 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 use crate::model::Model;
-use crate::workload::Graph;
 use crate::Allocator;
 
 /// One PU's figures.
@@ -48,11 +47,12 @@ pub struct Report {
     pub allocator: String,
     pub workload: String,
     pub model: Model,
+    /// Tasks run.
     pub tasks: usize,
     pub requests: usize,
     /// Time from submitting every request to the end of the last task.
     pub makespan_ns: u64,
-    /// Σ of the tasks' own work (no memory, no runtime cost, no slowdown).
+    /// Σ of the tasks' own work (no memory, no runtime cost, no slowdown), over the tasks run.
     pub total_work_ns: f64,
     /// Completion time of each request.
     pub request_done_ns: Vec<u64>,
@@ -77,7 +77,8 @@ impl Report {
     pub(crate) fn new(
         machine: &Machine,
         kind: PolicyKind,
-        graph: &Graph,
+        workload: String,
+        requests: usize,
         model: &Model,
         alloc: Allocator,
         levels: &[u8],
@@ -89,12 +90,12 @@ impl Report {
             nodes: machine.node_count(),
             policy: kind.name().into(),
             allocator: alloc.name().into(),
-            workload: graph.name.clone(),
+            workload,
             model: model.clone(),
-            tasks: graph.tasks.len(),
-            requests: graph.requests(),
+            tasks: 0,
+            requests,
             makespan_ns: 0,
-            total_work_ns: graph.total_work_ns(),
+            total_work_ns: 0.0,
             request_done_ns: Vec::new(),
             per_pu: Vec::new(),
             rules: kind
@@ -141,6 +142,7 @@ impl Report {
             }
             self.steals += p.steals;
         }
+        self.tasks = per_pu.iter().map(|p| p.tasks as usize).sum();
         self.per_pu = per_pu;
         let dram = self.dram_local_bytes + self.dram_remote_bytes;
         self.remote_share = self.dram_remote_bytes as f64 / dram.max(1) as f64;

@@ -3,7 +3,10 @@
 
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload::{self, PipelineSpec};
-use nearflow_sim::{simulate, Allocator, Graph, Model, Report};
+use nearflow_sim::{
+    simulate, simulate_plan, Allocator, Graph, Model, OpKind, OpModel, PlanModel, Report,
+    RunOptions,
+};
 use nearflow_topo::{from_synthetic, presets, Machine};
 use proptest::prelude::*;
 
@@ -195,4 +198,92 @@ proptest! {
         let r = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, seed).unwrap();
         check_complete(&r, &g);
     }
+}
+
+/// source (100 packets, 2 per run) → filter (keeps half) → sort (blocking) → sink.
+fn small_plan(buffer_packets: usize) -> PlanModel {
+    let op = |name: &str,
+              fed_by: Vec<(usize, usize)>,
+              feeds: Vec<(usize, usize)>,
+              kind,
+              ns,
+              out: Vec<f64>| OpModel {
+        name: name.into(),
+        tuple_bytes_out: vec![16; feeds.len()],
+        fed_by,
+        feeds,
+        kind,
+        ns_per_tuple: ns,
+        out_per_in: out,
+        home: None,
+    };
+    PlanModel {
+        name: "small".into(),
+        operators: vec![
+            op(
+                "source",
+                vec![],
+                vec![(1, 0)],
+                OpKind::Source {
+                    packets: 100,
+                    per_run: 2,
+                },
+                2.0,
+                vec![4096.0],
+            ),
+            op(
+                "filter",
+                vec![(0, 0)],
+                vec![(2, 0)],
+                OpKind::Stream,
+                1.0,
+                vec![0.5],
+            ),
+            op(
+                "sort",
+                vec![(1, 0)],
+                vec![(3, 0)],
+                OpKind::Blocking,
+                10.0,
+                vec![1.0],
+            ),
+            op("sink", vec![(2, 0)], vec![], OpKind::Stream, 0.5, vec![]),
+        ],
+        buffer_packets,
+        packet_bytes: 64 << 10,
+    }
+}
+
+/// Every plan instance finishes under every policy and preset, with bounded buffers of one
+/// packet too, and the work done is exactly the plan's: 409,600 tuples through the filter,
+/// half of them through the sort and the sink.
+#[test]
+fn plans_finish_with_all_their_work() {
+    let opts = RunOptions {
+        alloc: Allocator::Nearflow,
+        seed: 1,
+        traced: false,
+    };
+    let tuples = 100.0 * 4096.0;
+    let per_request = tuples * 2.0 + tuples * 1.0 + tuples / 2.0 * 10.0 + tuples / 2.0 * 0.5;
+    for name in PRESETS {
+        let m = presets::build(name).unwrap();
+        for buffers in [1, 4] {
+            let plan = small_plan(buffers);
+            for p in PolicyKind::ALL {
+                let (r, _) = simulate_plan(&m, p, &Model::default(), &plan, 3, opts)
+                    .unwrap_or_else(|e| panic!("{p} on {name}: {e}"));
+                assert!(r.request_done_ns.iter().all(|&t| t > 0), "{p} on {name}");
+                assert!(
+                    (r.total_work_ns - 3.0 * per_request).abs() < 1.0,
+                    "{p} on {name}: {}",
+                    r.total_work_ns
+                );
+            }
+        }
+    }
+    let mut bad = small_plan(4);
+    bad.operators[1].fed_by = vec![(2, 0)];
+    let m = presets::build("e5310-smp").unwrap();
+    assert!(simulate_plan(&m, PolicyKind::Las, &Model::default(), &bad, 1, opts).is_err());
 }

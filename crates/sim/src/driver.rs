@@ -1,0 +1,77 @@
+//! What the event loop asks of a workload: the requests' roots, and for each task, when it
+//! starts, its work and blocks, and when it ends, what it spawns and frees.
+//!
+//! A static [`Graph`] answers from its tables; a dataflow plan (`plan.rs`) decides as it goes,
+//! from its operators' states and buffers, so that the schedule the policy makes changes what
+//! runs next, as in the engine.
+
+use crate::workload::{BlockId, Graph, Spawn, TaskId};
+
+/// What a task does, decided when it starts.
+#[derive(Debug, Default)]
+pub(crate) struct Begun {
+    pub(crate) work_ns: f64,
+    pub(crate) reads: Vec<BlockId>,
+    pub(crate) writes: Vec<BlockId>,
+}
+
+/// What a task leaves when it ends.
+#[derive(Debug, Default)]
+pub(crate) struct Ended {
+    pub(crate) spawns: Vec<Spawn>,
+    pub(crate) frees: Vec<BlockId>,
+}
+
+pub(crate) trait Driver {
+    /// What it is, for tables.
+    fn name(&self) -> String;
+    fn requests(&self) -> usize;
+    /// Request `r`'s first task and its data home.
+    fn root(&mut self, r: usize) -> (TaskId, Option<usize>);
+    fn request_of(&self, t: TaskId) -> u32;
+    fn begin(&mut self, t: TaskId) -> Begun;
+    fn end(&mut self, t: TaskId) -> Ended;
+    fn block_bytes(&self, b: BlockId) -> u64;
+    /// The node of a block that exists before the run (input data).
+    fn input_home(&self, b: BlockId) -> Option<usize>;
+    /// After the run: whether the workload ended as it should (every operator finished).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Driver for &Graph {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn requests(&self) -> usize {
+        self.roots.len()
+    }
+    fn root(&mut self, r: usize) -> (TaskId, Option<usize>) {
+        self.roots[r]
+    }
+    fn request_of(&self, t: TaskId) -> u32 {
+        self.tasks[t as usize].request
+    }
+    fn begin(&mut self, t: TaskId) -> Begun {
+        let task = &self.tasks[t as usize];
+        Begun {
+            work_ns: task.work_ns,
+            reads: task.reads.clone(),
+            writes: task.writes.clone(),
+        }
+    }
+    fn end(&mut self, t: TaskId) -> Ended {
+        let task = &self.tasks[t as usize];
+        Ended {
+            spawns: task.spawns.clone(),
+            frees: task.frees.clone(),
+        }
+    }
+    fn block_bytes(&self, b: BlockId) -> u64 {
+        self.blocks[b as usize].bytes
+    }
+    fn input_home(&self, b: BlockId) -> Option<usize> {
+        self.blocks[b as usize].home
+    }
+}

@@ -1,0 +1,470 @@
+//! Dataflow plans as the engine runs them (`task-scheduling-in-data-stream-processing.txt`
+//! §3.1, `crates/flow/src/exec.rs`), with per-operator costs calibrated from a traced run.
+//!
+//! Each request is one instance of the plan. Per operator: the four states (a `schedule` of an
+//! idle operator spawns its task, of a running one marks it to run again, and collapses
+//! otherwise), bounded input buffers of `buffer_packets` packets (a packet that does not fit is
+//! held by its producer, which stops until the consumer makes room and schedules it again as a
+//! deferred task), a sent packet schedules its consumer as an **immediate** task, a source that
+//! has more to produce schedules itself as a **deferred** task, and end of stream closes the
+//! consumers' inputs and schedules them. The plan's root schedules every source (deferred).
+//!
+//! What an operator does in one run is the model's ([`OpModel`]): a source produces its next
+//! packets; a streaming operator takes every packet waiting on its inputs and produces
+//! `out_per_in` tuples per tuple taken, in full packets (the remainder when its inputs end); a
+//! blocking one (sort, aggregate: it sent nothing before its inputs ended, in the traced run)
+//! produces everything when its inputs have ended. A run costs `ns_per_tuple` per tuple taken
+//! (a source: per tuple produced); the packets taken are read and freed, the packets made are
+//! written, so the machine model charges where they are. Not modelled: operator state as data
+//! (a sort's buffer is not a block), consumers that finish early (`limit`), and the cost of
+//! a run that takes nothing.
+
+use std::collections::VecDeque;
+
+use nearflow_policy::TaskKind;
+use serde::Serialize;
+
+use crate::driver::{Begun, Driver, Ended};
+use crate::workload::{BlockId, Spawn, TaskId, WorkloadError};
+
+/// What kind of operator, as the traced run showed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OpKind {
+    /// No inputs: produces `packets` packets in all, `per_run` per run.
+    Source { packets: u64, per_run: u64 },
+    /// Produces while its inputs are open.
+    Stream,
+    /// Produces only once its inputs have ended.
+    Blocking,
+}
+
+/// One operator of a [`PlanModel`].
+#[derive(Clone, Debug, Serialize)]
+pub struct OpModel {
+    pub name: String,
+    /// For each input port: the producing (operator, output port).
+    pub fed_by: Vec<(usize, usize)>,
+    /// For each output port: the consuming (operator, input port).
+    pub feeds: Vec<(usize, usize)>,
+    pub kind: OpKind,
+    /// Work per tuple taken (a source: per tuple produced), ns.
+    pub ns_per_tuple: f64,
+    /// Tuples produced on each output per tuple taken (a source: per packet produced).
+    pub out_per_in: Vec<f64>,
+    pub tuple_bytes_out: Vec<u64>,
+    /// The node its deferred tasks go to.
+    pub home: Option<usize>,
+}
+
+/// A plan's operators with their calibrated costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanModel {
+    pub name: String,
+    pub operators: Vec<OpModel>,
+    pub buffer_packets: usize,
+    /// The packet size the simulated engine uses.
+    pub packet_bytes: u64,
+}
+
+impl PlanModel {
+    /// Checks that connections point at existing ports and match each other.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let bad = |m: String| Err(WorkloadError::Invalid(m));
+        let ops = &self.operators;
+        for (i, o) in ops.iter().enumerate() {
+            for (p, &(from, port)) in o.fed_by.iter().enumerate() {
+                if ops.get(from).and_then(|f| f.feeds.get(port)) != Some(&(i, p)) {
+                    return bad(format!("input {p} of {} is not connected back", o.name));
+                }
+            }
+            if o.out_per_in.len() != o.feeds.len() || o.tuple_bytes_out.len() != o.feeds.len() {
+                return bad(format!("{}: one cost per output expected", o.name));
+            }
+            if matches!(o.kind, OpKind::Source { .. }) != o.fed_by.is_empty() {
+                return bad(format!(
+                    "{}: a source has no inputs, and only a source",
+                    o.name
+                ));
+            }
+            if !(o.ns_per_tuple.is_finite() && o.ns_per_tuple >= 0.0)
+                || o.out_per_in.iter().any(|x| !(x.is_finite() && *x >= 0.0))
+            {
+                return bad(format!("{}: costs must be numbers ≥ 0", o.name));
+            }
+        }
+        if self.buffer_packets == 0 || self.packet_bytes == 0 {
+            return bad("buffers and packets must hold something".into());
+        }
+        Ok(())
+    }
+}
+
+const NOTHING: u8 = 0;
+const SCHEDULED: u8 = 1;
+const RUNNING: u8 = 2;
+const RUNNING_SCHEDULED: u8 = 3;
+
+#[derive(Clone, Copy, Debug)]
+struct Packet {
+    tuples: u64,
+    block: BlockId,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Input {
+    q: VecDeque<Packet>,
+    closed: bool,
+    producer_blocked: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct OpState {
+    sched: u8,
+    want_immediate: bool,
+    inputs: Vec<Input>,
+    /// Per output: packets refused by the consumer, oldest first.
+    held: Vec<VecDeque<Packet>>,
+    /// Per output: tuples made but not yet a full packet.
+    carry: Vec<f64>,
+    /// A blocking operator's tuples taken so far.
+    taken: f64,
+    produced: u64,
+    /// It has made its last output; it ends once that has gone out (`OperatorState::finishing`).
+    finishing: bool,
+    done: bool,
+}
+
+/// What a run decided at its start, applied at its end.
+#[derive(Debug, Default)]
+struct Run {
+    /// Per output: packets made.
+    made: Vec<Vec<Packet>>,
+    /// Outputs on which held packets went out at the start of the run.
+    resent: Vec<usize>,
+    taken: Vec<BlockId>,
+    /// Producers to schedule (their refused packets now fit).
+    wake: Vec<usize>,
+    more: bool,
+    finish: bool,
+}
+
+/// Instances of a plan, one per request.
+pub(crate) struct PlanDriver<'m> {
+    model: &'m PlanModel,
+    requests: usize,
+    ops: Vec<Vec<OpState>>,
+    /// (request, operator) of each task; the root of request r is `(r, NO_OP)`.
+    tasks: Vec<(u32, u32)>,
+    runs: Vec<Option<Run>>,
+    blocks: Vec<u64>,
+    done_ops: usize,
+}
+
+const NO_OP: u32 = u32::MAX;
+
+impl<'m> PlanDriver<'m> {
+    pub(crate) fn new(model: &'m PlanModel, requests: usize) -> Self {
+        let fresh: Vec<OpState> = model
+            .operators
+            .iter()
+            .map(|o| OpState {
+                inputs: vec![Input::default(); o.fed_by.len()],
+                held: vec![VecDeque::new(); o.feeds.len()],
+                carry: vec![0.0; o.feeds.len()],
+                ..OpState::default()
+            })
+            .collect();
+        PlanDriver {
+            model,
+            requests,
+            ops: vec![fresh; requests],
+            tasks: Vec::new(),
+            runs: Vec::new(),
+            blocks: Vec::new(),
+            done_ops: 0,
+        }
+    }
+
+    fn new_task(&mut self, r: usize, op: u32) -> TaskId {
+        self.tasks.push((r as u32, op));
+        self.runs.push(None);
+        (self.tasks.len() - 1) as TaskId
+    }
+
+    fn capacity(&self, o: usize, port: usize) -> u64 {
+        (self.model.packet_bytes / self.model.operators[o].tuple_bytes_out[port].max(1)).max(1)
+    }
+
+    fn packet(&mut self, tuples: u64, tuple_bytes: u64) -> Packet {
+        self.blocks.push((tuples * tuple_bytes).max(1));
+        Packet {
+            tuples,
+            block: (self.blocks.len() - 1) as BlockId,
+        }
+    }
+
+    /// `schedule` of the engine's state machine (flow/src/state.rs); the task to spawn, if any.
+    fn schedule(&mut self, r: usize, o: usize, kind: TaskKind, out: &mut Vec<Spawn>) {
+        let st = &mut self.ops[r][o];
+        if kind == TaskKind::Immediate {
+            st.want_immediate = true;
+        }
+        match st.sched {
+            NOTHING => {
+                st.sched = SCHEDULED;
+                self.spawn(r, o, kind, out);
+            }
+            RUNNING => st.sched = RUNNING_SCHEDULED,
+            _ => {}
+        }
+    }
+
+    fn spawn(&mut self, r: usize, o: usize, kind: TaskKind, out: &mut Vec<Spawn>) {
+        let home = match kind {
+            TaskKind::Deferred => self.model.operators[o].home,
+            TaskKind::Immediate => None,
+        };
+        let task = self.new_task(r, o as u32);
+        out.push(Spawn { task, kind, home });
+    }
+
+    /// Offers `p` to the consumer of output `port` of `o`; whether it was taken.
+    fn offer(&mut self, r: usize, o: usize, port: usize, p: Packet) -> bool {
+        let (c, cp) = self.model.operators[o].feeds[port];
+        let cap = self.model.buffer_packets;
+        let input = &mut self.ops[r][c].inputs[cp];
+        if input.q.len() >= cap {
+            input.producer_blocked = true;
+            return false;
+        }
+        input.q.push_back(p);
+        true
+    }
+
+    fn inputs_ended(&self, r: usize, o: usize) -> bool {
+        self.ops[r][o]
+            .inputs
+            .iter()
+            .all(|i| i.closed && i.q.is_empty())
+    }
+
+    /// Makes `tuples` more tuples on output `port` into packets; `all` flushes the remainder.
+    fn make(&mut self, r: usize, o: usize, port: usize, tuples: f64, all: bool, run: &mut Run) {
+        let cap = self.capacity(o, port);
+        let bytes = self.model.operators[o].tuple_bytes_out[port];
+        let mut have = self.ops[r][o].carry[port] + tuples;
+        while have >= cap as f64 {
+            let p = self.packet(cap, bytes);
+            run.made[port].push(p);
+            have -= cap as f64;
+        }
+        if all && have >= 0.5 {
+            let p = self.packet(have.round() as u64, bytes);
+            run.made[port].push(p);
+            have = 0.0;
+        }
+        self.ops[r][o].carry[port] = have;
+    }
+}
+
+impl Driver for PlanDriver<'_> {
+    fn name(&self) -> String {
+        format!(
+            "{} x{} ({} operators, {} B packets)",
+            self.model.name,
+            self.requests,
+            self.model.operators.len(),
+            self.model.packet_bytes
+        )
+    }
+    fn requests(&self) -> usize {
+        self.requests
+    }
+    fn root(&mut self, r: usize) -> (TaskId, Option<usize>) {
+        (self.new_task(r, NO_OP), None)
+    }
+    fn request_of(&self, t: TaskId) -> u32 {
+        self.tasks[t as usize].0
+    }
+
+    fn begin(&mut self, t: TaskId) -> Begun {
+        let (r, o) = self.tasks[t as usize];
+        let (r, o32) = (r as usize, o);
+        if o32 == NO_OP {
+            return Begun::default();
+        }
+        let o = o32 as usize;
+        let m = &self.model.operators[o];
+        let outs = m.feeds.len();
+        let mut run = Run {
+            made: vec![Vec::new(); outs],
+            ..Run::default()
+        };
+        let st = &mut self.ops[r][o];
+        debug_assert_eq!(st.sched, SCHEDULED, "a task runs only a scheduled operator");
+        st.sched = RUNNING;
+        st.want_immediate = false;
+        let mut begun = Begun::default();
+        if st.done {
+            self.runs[t as usize] = Some(run);
+            return begun;
+        }
+        // Held packets first (`Exec::flush`); a producer still blocked makes nothing new.
+        let mut clear = true;
+        for port in 0..outs {
+            while let Some(&p) = self.ops[r][o].held[port].front() {
+                if !self.offer(r, o, port, p) {
+                    clear = false;
+                    break;
+                }
+                self.ops[r][o].held[port].pop_front();
+                if !run.resent.contains(&port) {
+                    run.resent.push(port);
+                }
+            }
+        }
+        if clear && self.ops[r][o].finishing {
+            run.finish = true;
+        } else if clear {
+            let m = &self.model.operators[o];
+            match m.kind {
+                OpKind::Source { packets, per_run } => {
+                    let st = &self.ops[r][o];
+                    let n = per_run.max(1).min(packets.saturating_sub(st.produced));
+                    for port in 0..outs {
+                        let cap = self.capacity(o, port);
+                        let per = (m.out_per_in[port].round() as u64).clamp(1, cap);
+                        let bytes = m.tuple_bytes_out[port];
+                        for _ in 0..n {
+                            let p = self.packet(per, bytes);
+                            begun.work_ns += m.ns_per_tuple * per as f64;
+                            run.made[port].push(p);
+                        }
+                    }
+                    let st = &mut self.ops[r][o];
+                    st.produced += n;
+                    run.more = st.produced < packets;
+                    run.finish = !run.more;
+                }
+                OpKind::Stream | OpKind::Blocking => {
+                    let mut taken = 0u64;
+                    for port in 0..m.fed_by.len() {
+                        let input = &mut self.ops[r][o].inputs[port];
+                        while let Some(p) = input.q.pop_front() {
+                            taken += p.tuples;
+                            run.taken.push(p.block);
+                        }
+                        if input.producer_blocked {
+                            input.producer_blocked = false;
+                            run.wake.push(m.fed_by[port].0);
+                        }
+                    }
+                    begun.work_ns += m.ns_per_tuple * taken as f64;
+                    let ended = self.inputs_ended(r, o);
+                    let blocking = m.kind == OpKind::Blocking;
+                    if blocking {
+                        self.ops[r][o].taken += taken as f64;
+                    }
+                    for port in 0..outs {
+                        let ratio = self.model.operators[o].out_per_in[port];
+                        if !blocking {
+                            self.make(r, o, port, ratio * taken as f64, ended, &mut run);
+                        } else if ended {
+                            let all = ratio * self.ops[r][o].taken;
+                            self.make(r, o, port, all, true, &mut run);
+                        }
+                    }
+                    run.finish = ended;
+                }
+            }
+        }
+        if run.finish {
+            self.ops[r][o].finishing = true;
+        }
+        begun.writes = run.made.iter().flatten().map(|p| p.block).collect();
+        begun.reads = run.taken.clone();
+        self.runs[t as usize] = Some(run);
+        begun
+    }
+
+    fn end(&mut self, t: TaskId) -> Ended {
+        let (r, o32) = self.tasks[t as usize];
+        let r = r as usize;
+        let mut out = Ended::default();
+        if o32 == NO_OP {
+            for o in 0..self.model.operators.len() {
+                if self.model.operators[o].fed_by.is_empty() {
+                    self.schedule(r, o, TaskKind::Deferred, &mut out.spawns);
+                }
+            }
+            return out;
+        }
+        let o = o32 as usize;
+        let run = self.runs[t as usize].take().unwrap_or_default();
+        out.frees = run.taken;
+        // Deliver what was made: a packet that fits schedules its consumer (immediate), one
+        // that does not is held.
+        for (port, made) in run.made.into_iter().enumerate() {
+            let consumer = self.model.operators[o].feeds[port].0;
+            let mut sent = run.resent.contains(&port);
+            for p in made {
+                if !self.ops[r][o].held[port].is_empty() || !self.offer(r, o, port, p) {
+                    self.ops[r][o].held[port].push_back(p);
+                } else {
+                    sent = true;
+                }
+            }
+            if sent {
+                self.schedule(r, consumer, TaskKind::Immediate, &mut out.spawns);
+            }
+        }
+        for p in run.wake {
+            self.schedule(r, p, TaskKind::Deferred, &mut out.spawns);
+        }
+        let blocked = self.ops[r][o].held.iter().any(|h| !h.is_empty());
+        if run.more && !blocked {
+            self.schedule(r, o, TaskKind::Deferred, &mut out.spawns);
+        }
+        if run.finish && !blocked && !self.ops[r][o].done {
+            self.ops[r][o].done = true;
+            self.done_ops += 1;
+            for port in 0..self.model.operators[o].feeds.len() {
+                let (c, cp) = self.model.operators[o].feeds[port];
+                self.ops[r][c].inputs[cp].closed = true;
+                self.schedule(r, c, TaskKind::Immediate, &mut out.spawns);
+            }
+        }
+        // `end` of the state machine: run again if scheduled meanwhile.
+        let st = &mut self.ops[r][o];
+        if st.sched == RUNNING_SCHEDULED {
+            st.sched = SCHEDULED;
+            let kind = if st.want_immediate {
+                TaskKind::Immediate
+            } else {
+                TaskKind::Deferred
+            };
+            self.spawn(r, o, kind, &mut out.spawns);
+        } else {
+            st.sched = NOTHING;
+        }
+        out
+    }
+
+    fn block_bytes(&self, b: BlockId) -> u64 {
+        self.blocks[b as usize]
+    }
+    fn input_home(&self, _: BlockId) -> Option<usize> {
+        None
+    }
+    fn check(&self) -> Result<(), String> {
+        let all = self.requests * self.model.operators.len();
+        if self.done_ops == all {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} of {all} operator instances never finished (the plan model stalled)",
+                all - self.done_ops
+            ))
+        }
+    }
+}
