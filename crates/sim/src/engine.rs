@@ -314,10 +314,12 @@ impl<'a, D: Driver> Sim<'a, D> {
         Self::occupy(at, &mut self.lock_free_at[i], self.model.locked_pop_ns)
     }
 
-    /// One operation on the counting semaphore's lock, `after` ns from now.
-    fn lock_semaphore(&mut self, after: f64) -> f64 {
+    /// One operation on the counting semaphore's lock, `after` ns from now: a claim, or a post
+    /// (which also notifies its condition variable under the lock, `post_task`).
+    fn lock_semaphore(&mut self, after: f64, post: bool) -> f64 {
         let at = self.now + after as u64;
-        Self::occupy(at, &mut self.sem_free_at, self.model.locked_pop_ns)
+        let hold = self.model.locked_pop_ns + if post { self.model.notify_ns } else { 0.0 };
+        Self::occupy(at, &mut self.sem_free_at, hold)
     }
 
     fn next_ticket(&mut self) -> usize {
@@ -400,7 +402,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         };
         self.lock_queue(q, 0.0);
         self.push(q, root);
-        self.notify(q);
+        self.notify(q, None);
     }
 
     fn spawn(&mut self, w: usize, s: crate::workload::Spawn) {
@@ -425,9 +427,9 @@ impl<'a, D: Driver> Sim<'a, D> {
         let mut cost = self.lock_queue(q, debt);
         self.push(q, s.task);
         if self.policy.sleep().scheme == SleepScheme::CountingSemaphore {
-            cost += self.lock_semaphore(debt + cost);
+            cost += self.lock_semaphore(debt + cost, true);
         }
-        self.notify(q);
+        self.notify(q, Some(w));
         self.workers[w].debt += cost;
     }
 
@@ -446,8 +448,9 @@ impl<'a, D: Driver> Sim<'a, D> {
 
     // ---- the sleep protocol ----
 
-    /// After a push to `q` (rt/src/sleep/mod.rs `wake`, `post_task`).
-    fn notify(&mut self, q: QueueRef) {
+    /// After a push to `q` by worker `by` (or from outside) (rt/src/sleep/mod.rs `wake`,
+    /// `post_task`).
+    fn notify(&mut self, q: QueueRef, by: Option<usize>) {
         // Searching workers poll: whoever looks where the task is notices it soon.
         let qi = self.queue_index(q);
         for i in 0..self.reach[qi].len() {
@@ -461,30 +464,34 @@ impl<'a, D: Driver> Sim<'a, D> {
         match self.policy.sleep().scheme {
             SleepScheme::Domains => {
                 let order = self.policy.wake_order(q).to_vec();
-                self.wake(&order);
+                self.wake(&order, by);
             }
             SleepScheme::CountingSemaphore => match self.sem_waiting.pop() {
-                Some(w) => self.wake_worker(w),
+                Some(w) => self.wake_worker(w, by),
                 None => self.permits += 1,
             },
         }
     }
 
-    fn wake(&mut self, order: &[usize]) -> bool {
+    fn wake(&mut self, order: &[usize], by: Option<usize>) -> bool {
         for &d in order {
             if self.domains[d].searching > 0 {
                 return false;
             }
             if let Some(w) = self.domains[d].waiting.pop() {
                 self.domains[d].searching += 1;
-                self.wake_worker(w);
+                self.wake_worker(w, by);
                 return true;
             }
         }
         false
     }
 
-    fn wake_worker(&mut self, w: usize) {
+    /// Wakes `w`; a waker that is a worker pays the system call (charged to its next task).
+    fn wake_worker(&mut self, w: usize, by: Option<usize>) {
+        if let Some(b) = by {
+            self.workers[b].debt += self.model.wake_call_ns;
+        }
         self.workers[w].state = State::Waking;
         self.report.wakes += 1;
         let t = self.now + self.model.wake_ns as u64;
@@ -505,7 +512,7 @@ impl<'a, D: Driver> Sim<'a, D> {
                 // It holds the permit of the push that woke it; taking it locks the semaphore.
                 self.workers[w].state = State::Searching;
                 let debt = self.workers[w].debt;
-                self.workers[w].debt += self.lock_semaphore(debt);
+                self.workers[w].debt += self.lock_semaphore(debt, false);
                 let found = self.find_and_start(w);
                 debug_assert!(found, "a permit without a task");
             }
@@ -552,7 +559,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         if self.domains[d].searching == 0 {
             let q = self.workers[w].found_in;
             let order = self.policy.wake_order(q).to_vec();
-            self.wake(&order);
+            self.wake(&order, Some(w));
         }
         true
     }
@@ -739,7 +746,7 @@ impl<'a, D: Driver> Sim<'a, D> {
                 if self.permits > 0 {
                     self.permits -= 1;
                     let debt = self.workers[w].debt;
-                    self.workers[w].debt += self.lock_semaphore(debt);
+                    self.workers[w].debt += self.lock_semaphore(debt, false);
                     let found = self.find_and_start(w);
                     debug_assert!(found, "a permit without a task");
                 } else {
@@ -793,7 +800,7 @@ impl<'a, D: Driver> Sim<'a, D> {
                 let n = tasks.len();
                 self.deferred[to].entry(request).or_default().extend(tasks);
                 for _ in 0..n.min(self.policy.sleep().domains[to].len()) {
-                    if !self.wake(&[to]) {
+                    if !self.wake(&[to], None) {
                         break;
                     }
                 }

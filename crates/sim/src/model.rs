@@ -50,6 +50,15 @@ pub struct Model {
     /// From a wake-up (a semaphore post) to the woken thread running. Source: futex wake-up
     /// latency on an idle Linux core, 5–20 µs; the middle.
     pub wake_ns: f64,
+    /// What the waker spends on that wake-up (the futex system call). Ours: `unpark` of a
+    /// blocked thread, 5.0 µs mean on the development machine (a KVM guest, where waking a
+    /// halted vCPU exits to the host; bare metal is nearer 1–2 µs).
+    pub wake_call_ns: f64,
+    /// A condition variable's notify with nobody waiting: std's futex-based `Condvar` makes a
+    /// system call on every notify. Ours: `Mutex` lock + `notify_one` 192 ns against 11 ns for
+    /// the lock alone, on the development machine. The counting semaphore (FIFO+RR) pays it on
+    /// every post, under its lock.
+    pub notify_ns: f64,
     /// How long an idle worker keeps searching before it sleeps (the runtime's 16 search
     /// rounds, each a `yield_now` and one walk): ≈ 1 µs per round.
     pub spin_ns: f64,
@@ -70,6 +79,8 @@ impl Default for Model {
             probe_ns: 5.0,
             locked_pop_ns: 100.0,
             wake_ns: 10_000.0,
+            wake_call_ns: 5_000.0,
+            notify_ns: 180.0,
             spin_ns: 16_000.0,
             poll_ns: 500.0,
         }
@@ -79,7 +90,7 @@ impl Default for Model {
 /// A model key that is not a field, or a value that is not a non-negative number.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unknown model key `{0}`; known: cache_read_bw_l1, cache_read_bw_l2, cache_read_bw_l3, cache_write_bw, node_bw, core_dram_bw, link_bw, ht_slowdown, task_ns, probe_ns, locked_pop_ns, wake_ns, spin_ns, poll_ns")]
+    #[error("unknown model key `{0}`; known: cache_read_bw_l1, cache_read_bw_l2, cache_read_bw_l3, cache_write_bw, node_bw, core_dram_bw, link_bw, ht_slowdown, task_ns, probe_ns, locked_pop_ns, wake_ns, wake_call_ns, notify_ns, spin_ns, poll_ns")]
     UnknownKey(String),
     #[error("model value `{0}` for `{1}` is not a number ≥ 0 (and > 0 for a bandwidth, ≥ 1 for ht_slowdown)")]
     BadValue(String, String),
@@ -115,6 +126,8 @@ impl Model {
             "probe_ns" => self.probe_ns = x,
             "locked_pop_ns" => self.locked_pop_ns = x,
             "wake_ns" => self.wake_ns = x,
+            "wake_call_ns" => self.wake_call_ns = x,
+            "notify_ns" => self.notify_ns = x,
             "spin_ns" => self.spin_ns = x,
             "poll_ns" => self.poll_ns = x,
             _ => return Err(ModelError::UnknownKey(k.to_string())),
@@ -136,6 +149,8 @@ impl Model {
             probe_ns: 0.0,
             locked_pop_ns: 0.0,
             wake_ns: 0.0,
+            wake_call_ns: 0.0,
+            notify_ns: 0.0,
             spin_ns: 0.0,
             poll_ns: 0.0,
         }
