@@ -1,10 +1,14 @@
 //! `nearflow sim`: a workload on a model of a machine, under several policies, in the
 //! discrete-event simulator (`nearflow-sim`). Every figure it prints is SIMULATED.
 //!
-//! `--validate` (on this host's topology only) also runs the very same task graph on the real
-//! runtime — each task spins for its work, touches the bytes of its blocks, then spawns what the
-//! graph says, as the simulator assumes — and prints measured against simulated makespans, per
-//! policy and grid entry (median of `--reps` interleaved rounds).
+//! `--validate` (on this host's topology only) also runs the very same work on the real runtime
+//! — a task graph task by task, or the generated plans on the engine — and prints measured
+//! against simulated makespans, per policy and grid entry (median of `--reps` interleaved
+//! rounds).
+//!
+//! Length: the command's flags, the workloads it builds, its table, CSV and timelines; the real
+//! runs of `--validate` and the calibration of plans are in `sim_validate.rs` and
+//! `sim_calibrate.rs`.
 
 use std::path::PathBuf;
 

@@ -1,9 +1,10 @@
-//! `nearflow sim --validate`: the simulated graph on the real runtime of this host.
+//! `nearflow sim --validate`: the simulated work on the real runtime of this host.
 //!
-//! Each task spins for its work (a counted loop, calibrated once), touches one byte per cache
-//! line of each block it reads, writes its blocks, frees what it frees, then spawns what the
-//! graph says — the simulator's assumptions. Every policy runs every graph in interleaved
-//! rounds after a warm-up; the median is compared with the simulated makespan.
+//! A task graph runs task by task: each task spins for its work (a counted loop, calibrated
+//! once), touches one byte per cache line of each block it reads, writes its blocks, frees what
+//! it frees, then spawns what the graph says — the simulator's assumptions. Plans run as
+//! `bench plans` runs them, every result checked. Every policy runs every grid entry in
+//! interleaved rounds after a warm-up; the median is compared with the simulated makespan.
 
 use anyhow::Result;
 use nearflow_policy::PolicyKind;

@@ -18,6 +18,9 @@
 //! written, so the machine model charges where they are. Not modelled: operator state as data
 //! (a sort's buffer is not a block), consumers that finish early (`limit`), and the cost of
 //! a run that takes nothing.
+//!
+//! Length: the model's types and the driver's state machine (begin, end, buffers) are one
+//! mechanism, read together as `flow/src/exec.rs` is.
 
 use std::collections::VecDeque;
 

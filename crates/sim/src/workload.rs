@@ -14,6 +14,8 @@
 //!   step an immediate task of the task that produced it, the packets of a source spawned as
 //!   deferred tasks (the Bobox paper's §3.1 task kinds), with a packet size;
 //! - [`stress`]: random spawn trees of both kinds, as `nearflow stress`.
+//!
+//! Length: the graph type and its five generators (each short), with their tests.
 
 use nearflow_policy::TaskKind;
 use serde::Serialize;
