@@ -30,12 +30,14 @@
 //! ## Costs
 //!
 //! A task's time is the runtime's per-task cost, its probes (empty ones, and a pop under the
-//! queue's lock if it came from a shared or deferred queue), the locks its spawner's pushes held
-//! (and, for the counting semaphore, its posts and claims), its work (slowed while its hyper-thread sibling is busy when it
-//! starts), and its memory: each block read from the nearest cache of its PU that holds it, or
+//! queue's lock if it came from a shared or deferred queue), what its worker owes (semaphore
+//! claims, and 5 µs per wake-up it made as a waker), its work (slowed while its hyper-thread
+//! sibling is busy when it starts), and its memory: each block read from the nearest cache of its PU that holds it, or
 //! from its home node's memory at the bandwidth left by the readers already streaming from that
 //! node (and, when remote, over that link), times the NUMA factor of the two nodes. Blocks read
-//! or written enter every cache of the PU (LRU). Each shared or deferred queue, and the counting
+//! or written enter every cache of the PU (LRU). When a task ends, its worker pushes its spawns
+//! one after another, each taking its queue's lock (and, for FIFO+RR, posting the semaphore
+//! under its lock), so other workers start on the first while the rest are pushed. Each shared or deferred queue, and the counting
 //! semaphore, has one lock: operations on it serialise (an operation waits until the lock is
 //! free, then holds it `locked_pop_ns`), which is what makes a central queue slow under load. Bandwidth shares are fixed when a task starts
 //! (a later reader does not slow an earlier one): an approximation, documented in `lib.rs`.
@@ -70,6 +72,8 @@ enum Event {
     Probe(usize),
     /// A searching worker's search rounds are over (if its epoch still matches).
     SpinEnd(usize, u64),
+    /// A worker whose task ended has pushed one of its spawns; it pushes the next.
+    Spawned(usize),
     /// Bobox's load balancer runs.
     Balance,
 }
@@ -94,7 +98,10 @@ struct Worker {
     /// Nodes (and remote node pairs) whose bandwidth the running task holds a share of.
     streams: Vec<(usize, usize)>,
     running: Option<TaskId>,
-    /// Time spent on locks while spawning, charged to its next task.
+    /// The task that ended and whose spawns it is still pushing, one after another.
+    ending: Option<TaskId>,
+    spawning: VecDeque<crate::workload::Spawn>,
+    /// Time owed to the next task: semaphore claims, and the wake-ups it made as a waker.
     debt: f64,
     node: usize,
     domain: usize,
@@ -183,6 +190,8 @@ impl<'a, D: Driver> Sim<'a, D> {
                 probe_pending: false,
                 streams: Vec::new(),
                 running: None,
+                ending: None,
+                spawning: VecDeque::new(),
                 debt: 0.0,
                 node: machine.node_of(w),
                 domain: sleep.domain_of[w],
@@ -351,6 +360,7 @@ impl<'a, D: Driver> Sim<'a, D> {
                 Event::Wake(w) => self.woken(w),
                 Event::Probe(w) => self.probe(w),
                 Event::SpinEnd(w, epoch) => self.spin_end(w, epoch),
+                Event::Spawned(w) => self.spawn_next(w),
                 Event::Balance => {
                     if self.left > 0 {
                         self.balance_tick();
@@ -405,7 +415,9 @@ impl<'a, D: Driver> Sim<'a, D> {
         self.notify(q, None);
     }
 
-    fn spawn(&mut self, w: usize, s: crate::workload::Spawn) {
+    /// Pushes one spawn of worker `w`; returns the time the push took (its queue's lock, and
+    /// the semaphore's for FIFO+RR).
+    fn spawn(&mut self, w: usize, s: crate::workload::Spawn) -> f64 {
         let r = self.driver.request_of(s.task) as usize;
         let homed = s.home.and_then(|h| {
             let home = Home::node(self.machine, h).ok()?;
@@ -423,14 +435,13 @@ impl<'a, D: Driver> Sim<'a, D> {
                 }
             },
         };
-        let debt = self.workers[w].debt;
-        let mut cost = self.lock_queue(q, debt);
+        let mut cost = self.lock_queue(q, 0.0);
         self.push(q, s.task);
         if self.policy.sleep().scheme == SleepScheme::CountingSemaphore {
-            cost += self.lock_semaphore(debt + cost, true);
+            cost += self.lock_semaphore(cost, true);
         }
         self.notify(q, Some(w));
-        self.workers[w].debt += cost;
+        cost
     }
 
     fn push(&mut self, q: QueueRef, t: TaskId) {
@@ -723,9 +734,29 @@ impl<'a, D: Driver> Sim<'a, D> {
                 *h = None;
             }
         }
-        for s in ended.spawns {
-            self.spawn(w, s);
+        let wk = &mut self.workers[w];
+        wk.spawning = ended.spawns.into();
+        wk.ending = Some(t);
+        self.spawn_next(w);
+    }
+
+    /// Pushes the ended task's spawns one after another, each after the previous push's time
+    /// (so a worker that starts meanwhile takes the first ones while the rest are pushed, as
+    /// in the runtime); then the task is over and the worker looks for the next.
+    fn spawn_next(&mut self, w: usize) {
+        while let Some(s) = self.workers[w].spawning.pop_front() {
+            let cost = self.spawn(w, s).ceil() as u64;
+            if cost > 0 {
+                self.workers[w].stats.busy_ns += cost;
+                let t = self.now + cost;
+                self.at(t, Event::Spawned(w));
+                return;
+            }
         }
+        let t = self.workers[w]
+            .ending
+            .take()
+            .expect("spawns without a task");
         let r = self.driver.request_of(t) as usize;
         self.pending[r] -= 1;
         if self.pending[r] == 0 {

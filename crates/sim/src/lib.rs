@@ -28,7 +28,7 @@
 //! - Blocks, not cache lines: a block is in a cache or not; no prefetching, no write-back.
 //! - A task's memory bandwidth share is fixed when it starts (readers that start later do not
 //!   slow it down); the hyper-thread slowdown too.
-//! - Spawns happen when the spawning task ends, not during it.
+//! - A task's spawns are pushed when it ends (one after another), not while it runs.
 //! - The runtime's held credits, its allocator's own costs and the OS scheduler are not modelled.
 //!
 //! ## Invariants (tested in `tests/sim.rs`)

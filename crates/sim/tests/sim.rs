@@ -105,35 +105,38 @@ fn runs_are_deterministic_per_seed() {
     }
 }
 
-/// On one node nothing is remote; with the input on node 0 of a 4-node machine and the
-/// system allocator, a share of the reads is remote; the matrices of the queue study, on node 0
-/// and read by all four nodes, are mostly remote.
+/// On one node nothing is remote. On a 4-node machine, 16 requests whose input is on node 0 are
+/// run by all four nodes, so most first reads are remote; with each request's input on its own
+/// node and LAS, none are (its packets are spawned homed, and consumers run where the producer
+/// wrote); the system allocator puts written packets anywhere.
 #[test]
 fn remote_reads_follow_homes() {
     let one = presets::build("e5310-smp").unwrap();
     let four = presets::build("e7-4820").unwrap();
-    let g = workload::matmul(192, 1.0).unwrap();
+    let g = workload::matmul(64, 1.0).unwrap();
     assert_eq!(run(&one, PolicyKind::Las, &g).remote_share, 0.0);
-    let r = run(&four, PolicyKind::Nls, &g);
-    // Waking 64 workers one after another takes a while; once they run, 3 nodes of 4 read
-    // from node 0.
-    assert!(r.utilisation() > 0.3, "{}", r.utilisation());
-    assert!(r.remote_share > 0.3, "{}", r.remote_share);
-    let pipe = workload::pipeline(&PipelineSpec {
-        requests: 8,
-        packets: 16,
+    let spec = |homed_input| PipelineSpec {
+        requests: 16,
+        packets: 64,
         operators: 3,
-        packet_bytes: 1 << 20,
-        ns_per_byte: 0.1,
-        homed_input: false,
+        packet_bytes: 128 << 10,
+        ns_per_byte: 0.5,
+        homed_input,
         nodes: 4,
-    })
-    .unwrap();
+    };
+    let on_node_0 = workload::pipeline(&spec(false)).unwrap();
+    for p in [PolicyKind::Las, PolicyKind::Nls] {
+        let r = run(&four, p, &on_node_0);
+        assert!(r.utilisation() > 0.5, "{p}: {}", r.utilisation());
+        assert!(r.remote_share > 0.3, "{p}: {}", r.remote_share);
+    }
+    let homed = workload::pipeline(&spec(true)).unwrap();
+    assert_eq!(run(&four, PolicyKind::Las, &homed).remote_share, 0.0);
     let sys = simulate(
         &four,
-        PolicyKind::Las,
+        PolicyKind::FifoRr,
         &Model::default(),
-        &pipe,
+        &homed,
         Allocator::System,
         1,
     )
