@@ -111,12 +111,16 @@ fn real_once(rt: &nearflow_rt::Runtime, run: &'static RealRun) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64() * 1e3)
 }
 
-pub(crate) fn validate(
+/// Runs `once(runtime, entry)` for every entry and policy in interleaved rounds (round 0 a
+/// warm-up) and prints the medians against the simulated makespans of `reports`.
+fn compare(
     cmd: &SimCmd,
     machine: &nearflow_topo::Machine,
     policies: &[PolicyKind],
-    graphs: &[(String, std::sync::Arc<Graph>)],
+    entries: &[(String, String)],
     reports: &[(String, Report)],
+    what: &str,
+    once: impl Fn(&nearflow_rt::Runtime, usize) -> Result<f64>,
 ) -> Result<()> {
     let runtimes = policies
         .iter()
@@ -131,23 +135,22 @@ pub(crate) fn validate(
         })
         .collect::<Result<Vec<_>>>()?;
     let rounds = cmd.reps.max(1);
-    iters_per_ns();
-    let runs: Vec<&'static RealRun> = graphs.iter().map(|(_, g)| real_run(g)).collect();
     let bar = progress(
-        (graphs.len() * policies.len() * (rounds + 1)) as u64,
+        (entries.len() * policies.len() * (rounds + 1)) as u64,
         "validate",
         cmd.json,
     );
-    // measured[graph][policy] over rounds; round 0 is a warm-up.
-    let mut measured = vec![vec![Vec::new(); policies.len()]; graphs.len()];
+    // measured[entry][policy] over rounds.
+    let mut measured = vec![vec![Vec::new(); policies.len()]; entries.len()];
     for round in 0..=rounds {
-        for gi in 0..graphs.len() {
+        for (ei, row) in measured.iter_mut().enumerate() {
             for k in 0..policies.len() {
                 let pi = (k + round) % policies.len();
+                // Let the previous pool's idle workers fall asleep first.
                 std::thread::sleep(std::time::Duration::from_millis(5));
-                let ms = real_once(&runtimes[pi], runs[gi])?;
+                let ms = once(&runtimes[pi], ei)?;
                 if round > 0 {
-                    measured[gi][pi].push(ms);
+                    row[pi].push(ms);
                 }
                 bar.inc(1);
             }
@@ -155,7 +158,7 @@ pub(crate) fn validate(
     }
     bar.finish_and_clear();
     println!(
-        "validation on this host ({}): measured (real runtime, median of {rounds} interleaved rounds) \
+        "validation on this host ({}): {what}, measured (median of {rounds} interleaved rounds) \
          against SIMULATED (model of this host's topology)",
         crate::bench::host_cpu()
     );
@@ -163,16 +166,18 @@ pub(crate) fn validate(
         "{:<6} {:<10} {:>12} {:>14} {:>10}   workload",
         "grid", "policy", "measured ms", "simulated ms", "sim/meas"
     );
-    for (gi, (grid, g)) in graphs.iter().enumerate() {
+    for (ei, (grid, name)) in entries.iter().enumerate() {
         for (pi, p) in policies.iter().enumerate() {
-            let mut v = measured[gi][pi].clone();
+            let mut v = measured[ei][pi].clone();
             v.sort_by(f64::total_cmp);
             let meas = v[v.len() / 2];
-            let sim = reports
+            let Some(sim) = reports
                 .iter()
                 .find(|(gr, r)| gr == grid && r.policy == p.name() && r.allocator == "nearflow")
-                .map(|(_, r)| r.makespan_ns as f64 / 1e6);
-            let Some(sim) = sim else { continue };
+                .map(|(_, r)| r.makespan_ns as f64 / 1e6)
+            else {
+                continue;
+            };
             println!(
                 "{:<6} {:<10} {:>12.3} {:>14.3} {:>9.2}x   {}",
                 grid,
@@ -180,15 +185,40 @@ pub(crate) fn validate(
                 meas,
                 sim,
                 sim / meas,
-                g.name
+                name
             );
         }
     }
     Ok(())
 }
 
-/// The generated plan, N·M copies at once, on the real runtime per policy (as `bench plans`),
-/// against the simulated makespans.
+/// Task graphs, task by task on the real runtime.
+pub(crate) fn validate(
+    cmd: &SimCmd,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    graphs: &[(String, std::sync::Arc<Graph>)],
+    reports: &[(String, Report)],
+) -> Result<()> {
+    iters_per_ns();
+    let runs: Vec<&'static RealRun> = graphs.iter().map(|(_, g)| real_run(g)).collect();
+    let entries: Vec<(String, String)> = graphs
+        .iter()
+        .map(|(grid, g)| (grid.clone(), g.name.clone()))
+        .collect();
+    compare(
+        cmd,
+        machine,
+        policies,
+        &entries,
+        reports,
+        "task graphs on the real runtime",
+        |rt, ei| real_once(rt, runs[ei]),
+    )
+}
+
+/// The generated plan, N·M copies at once, on the real engine per policy (as `bench plans`),
+/// every result checked.
 pub(crate) fn validate_plans(
     cmd: &SimCmd,
     machine: &nearflow_topo::Machine,
@@ -197,28 +227,11 @@ pub(crate) fn validate_plans(
     reports: &[(String, Report)],
 ) -> Result<()> {
     use nearflow_apps::genplan;
-    let runtimes = policies
-        .iter()
-        .map(|&p| {
-            crate::args::build_runtime(
-                machine.clone(),
-                p,
-                nearflow_rt::Pinning::Group,
-                false,
-                nearflow_rt::Allocator::Nearflow,
-            )
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let rounds = cmd.reps.max(1);
-    let bar = progress(
-        (grid.len() * policies.len() * (rounds + 1)) as u64,
-        "validate",
-        cmd.json,
-    );
     let expect = genplan::reference(cmd.rows);
-    let once = |rt: &nearflow_rt::Runtime, plans: u32| -> Result<f64> {
+    let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {
+        let (n, m) = grid[ei];
         let mut built = Vec::new();
-        for _ in 0..plans {
+        for _ in 0..n * m {
             let mut b = nearflow_flow::PlanBuilder::for_runtime(rt);
             if let Some(bytes) = cmd.packet_bytes {
                 b.packet_bytes(bytes as usize);
@@ -240,52 +253,17 @@ pub(crate) fn validate_plans(
         }
         Ok(start.elapsed().as_secs_f64() * 1e3)
     };
-    let mut measured = vec![vec![Vec::new(); policies.len()]; grid.len()];
-    for round in 0..=rounds {
-        for (gi, &(n, m)) in grid.iter().enumerate() {
-            for k in 0..policies.len() {
-                let pi = (k + round) % policies.len();
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                let ms = once(&runtimes[pi], n * m)?;
-                if round > 0 {
-                    measured[gi][pi].push(ms);
-                }
-                bar.inc(1);
-            }
-        }
-    }
-    bar.finish_and_clear();
-    println!(
-        "validation on this host ({}): the generated plan, measured (real engine, median of \
-         {rounds} interleaved rounds) against SIMULATED (calibrated model, this host's topology)",
-        crate::bench::host_cpu()
-    );
-    println!(
-        "{:<6} {:<10} {:>12} {:>14} {:>10}",
-        "grid", "policy", "measured ms", "simulated ms", "sim/meas"
-    );
-    for (gi, &(n, m)) in grid.iter().enumerate() {
-        let g = format!("{n}x{m}");
-        for (pi, p) in policies.iter().enumerate() {
-            let mut v = measured[gi][pi].clone();
-            v.sort_by(f64::total_cmp);
-            let meas = v[v.len() / 2];
-            let Some(sim) = reports
-                .iter()
-                .find(|(gr, r)| *gr == g && r.policy == p.name() && r.allocator == "nearflow")
-                .map(|(_, r)| r.makespan_ns as f64 / 1e6)
-            else {
-                continue;
-            };
-            println!(
-                "{:<6} {:<10} {:>12.3} {:>14.3} {:>9.2}x",
-                g,
-                p.name(),
-                meas,
-                sim,
-                sim / meas
-            );
-        }
-    }
-    Ok(())
+    let entries: Vec<(String, String)> = grid
+        .iter()
+        .map(|&(n, m)| (format!("{n}x{m}"), format!("generated plan x{}", n * m)))
+        .collect();
+    compare(
+        cmd,
+        machine,
+        policies,
+        &entries,
+        reports,
+        "the generated plan on the real engine",
+        once,
+    )
 }
