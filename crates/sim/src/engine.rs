@@ -293,9 +293,9 @@ impl<'a, D: Driver> Sim<'a, D> {
         }
     }
 
-    /// Records every task run (for a timeline).
-    pub(crate) fn traced(mut self) -> Self {
-        self.timeline = Some(Vec::new());
+    /// Records every task run (for a timeline) when `on`.
+    pub(crate) fn traced(mut self, on: bool) -> Self {
+        self.timeline = on.then(Vec::new);
         self
     }
 

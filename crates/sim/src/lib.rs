@@ -139,10 +139,7 @@ pub fn simulate(
     alloc: Allocator,
     seed: u64,
 ) -> Result<Report, SimError> {
-    check(machine, graph)?;
-    engine::Sim::new(machine, policy, model, graph, alloc, seed)
-        .run()
-        .map(|r| r.0)
+    run_graph(machine, policy, model, graph, alloc, seed, false).map(|r| r.0)
 }
 
 /// As [`simulate`], and every task run, in start order per PU.
@@ -154,9 +151,21 @@ pub fn simulate_traced(
     alloc: Allocator,
     seed: u64,
 ) -> Result<(Report, Vec<TaskSpan>), SimError> {
+    run_graph(machine, policy, model, graph, alloc, seed, true)
+}
+
+fn run_graph(
+    machine: &Machine,
+    policy: PolicyKind,
+    model: &Model,
+    graph: &Graph,
+    alloc: Allocator,
+    seed: u64,
+    traced: bool,
+) -> Result<(Report, Vec<TaskSpan>), SimError> {
     check(machine, graph)?;
     engine::Sim::new(machine, policy, model, graph, alloc, seed)
-        .traced()
+        .traced(traced)
         .run()
 }
 
@@ -203,11 +212,7 @@ pub fn simulate_plan(
         alloc,
         seed,
     );
-    if traced {
-        sim.traced().run()
-    } else {
-        sim.run()
-    }
+    sim.traced(traced).run()
 }
 
 fn check(machine: &Machine, graph: &Graph) -> Result<(), SimError> {
