@@ -26,7 +26,8 @@
 //! - `sparql_cmd.rs` — `sparql`, `load`.
 //! - `gen_cmd.rs` — `gen sp2bench`.
 //! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime);
-//!   `sim_calibrate.rs` — the plan model from a traced run.
+//!   `sim_calibrate.rs` — the plan models from traced runs (generated plan, VWAP, SPARQL);
+//!   `sim_report.rs` — its table and timelines.
 //! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
 //!   `bench/chart.rs`.
 
@@ -41,6 +42,7 @@ mod gen_cmd;
 mod run_cmd;
 mod sim_calibrate;
 mod sim_cmd;
+mod sim_report;
 mod sim_validate;
 mod sparql_cmd;
 mod stress_cmd;

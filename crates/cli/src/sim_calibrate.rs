@@ -1,5 +1,5 @@
 //! Calibrating the simulator's plan model from a traced run of the real engine on this host
-//! (`nearflow sim --workload plans`).
+//! (`nearflow sim --workload plans` and `--workload sp2bench`).
 //!
 //! The generated plan of `bench plans` runs untimed, then `CONCURRENT` copies at once with the
 //! runtime's trace on (one plan alone on an otherwise idle pool pays cold caches and idle
@@ -9,10 +9,25 @@
 //! and whether it sent anything before its inputs ended (`PlanStats::sends`: an operator that
 //! did not is blocking). Costs are per tuple, so the model can run at another packet size: the
 //! simulated machine's own (half its L2, as the engine's default) unless `--packet-bytes` says.
+//!
+//! A SPARQL query ([`sparql`]) is calibrated on a runtime of the **simulated** machine, over a
+//! store built for it, so that its plan is the one the engine makes there: one scan per
+//! partition of each node, homed on it, and as many parallel branches as that machine has PUs.
+//! On this 2-core host such a runtime is oversubscribed (64 workers for `e7-4820`), so a task's
+//! wall time includes the time its thread waited for a CPU; its cost is taken from its thread's
+//! CPU time instead (`TraceEvent::cpu_ns`). Scans read their partition: 12 bytes (three ids)
+//! per triple produced, from the partition's node.
+//!
+//! Length: the three calibrations share one derivation and one averaging; the last 60 lines
+//! are their test.
 
-use anyhow::{bail, Result};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
 use nearflow_apps::genplan;
 use nearflow_flow::{PlanBuilder, PlanShape, PlanStats};
+use nearflow_rdf::sparql::{self, Options};
+use nearflow_rdf::Store;
 use nearflow_rt::TraceEvent;
 use nearflow_sim::{OpKind, OpModel, PlanModel};
 
@@ -22,6 +37,8 @@ pub(crate) struct Calibration {
     /// Wall time of the traced run, ms.
     pub(crate) traced_ms: f64,
     pub(crate) host_packet_bytes: usize,
+    /// Result rows of one run (SPARQL), or 0.
+    pub(crate) rows: u64,
 }
 
 /// Plans run at once for the calibration; their per-tuple costs are averaged.
@@ -33,6 +50,44 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
     if rows == 0 {
         bail!("--rows must be at least 1");
     }
+    let expect = genplan::reference(rows);
+    flow_app(
+        "generated plan",
+        packet_bytes,
+        |b| genplan::build(b, rows),
+        |out, sinks| genplan::result(out, sinks) == expect,
+    )
+}
+
+/// Runs the VWAP plan (`ticks` generated ticks, `branches` branches, a window of 5 trades) on
+/// this host under LAS and derives its model at `packet_bytes`.
+pub(crate) fn vwap(ticks: u64, branches: usize, packet_bytes: u64) -> Result<Calibration> {
+    use nearflow_apps::vwap;
+    if ticks == 0 || branches == 0 {
+        bail!("--ticks and --branches must be at least 1");
+    }
+    const WINDOW: usize = 5;
+    let data = vwap::generate(ticks, 0x5eed);
+    let expect = vwap::checksum(&vwap::reference(&data, WINDOW));
+    flow_app(
+        "vwap",
+        packet_bytes,
+        |b| {
+            let src = b.source(data.clone());
+            vwap::build(b, src, branches, WINDOW)
+        },
+        |out, sink| vwap::checksum(&out.take(sink)) == expect,
+    )
+}
+
+/// Runs a flow plan of this host (`build` makes one copy, `check` its result) untimed, then
+/// `CONCURRENT` copies at once, traced, under LAS, and derives its model.
+fn flow_app<S>(
+    name: &str,
+    packet_bytes: u64,
+    build: impl Fn(&mut PlanBuilder) -> S,
+    check: impl Fn(&nearflow_flow::PlanOutput, &S) -> bool,
+) -> Result<Calibration> {
     let host = nearflow_topo::detect_host()?;
     let rt = crate::args::build_runtime(
         host,
@@ -41,12 +96,11 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
         true,
         nearflow_rt::Allocator::Nearflow,
     )?;
-    let expect = genplan::reference(rows);
     let run = |rt: &nearflow_rt::Runtime| -> Result<Vec<(PlanShape, PlanStats, u64)>> {
         let mut handles = Vec::new();
         for _ in 0..CONCURRENT {
             let mut b = PlanBuilder::for_runtime(rt);
-            let sinks = genplan::build(&mut b, rows);
+            let sinks = build(&mut b);
             let plan = b.build()?;
             let shape = plan.shape();
             handles.push((shape, plan.submit(rt), sinks));
@@ -55,8 +109,8 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
         for (shape, handle, sinks) in handles {
             let req = handle.request_id();
             let out = handle.wait()?;
-            if genplan::result(&out, &sinks) != expect {
-                bail!("the generated plan's result differs from its reference");
+            if !check(&out, &sinks) {
+                bail!("the {name}'s result differs from its reference");
             }
             runs.push((shape, out.stats, req));
         }
@@ -66,20 +120,12 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
     rt.take_trace();
     let runs = run(&rt)?;
     let events = rt.take_trace();
-    let mut models = Vec::new();
-    for (shape, stats, req) in &runs {
-        let mine: Vec<TraceEvent> = events
-            .iter()
-            .filter(|e| e.request == *req)
-            .copied()
-            .collect();
-        models.push(derive(shape, stats, &mine, packet_bytes, "generated plan")?);
-    }
-    let mut model = models.swap_remove(0);
-    for (i, op) in model.operators.iter_mut().enumerate() {
-        let sum: f64 = models.iter().map(|m| m.operators[i].ns_per_tuple).sum();
-        op.ns_per_tuple = (op.ns_per_tuple + sum) / (models.len() + 1) as f64;
-    }
+    let how = Derive {
+        packet_bytes,
+        clock: Clock::Wall,
+        source_input_bytes: 0.0,
+    };
+    let model = average(&runs, &events, &how, name)?;
     let (_, stats, _) = &runs[0];
     Ok(Calibration {
         model,
@@ -88,17 +134,122 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
             .map(|r| r.1.elapsed.as_secs_f64() * 1e3)
             .fold(0.0, f64::max),
         host_packet_bytes: stats.packet_bytes,
+        rows: 0,
     })
 }
 
+/// Runs `name` (SPARQL `text`) on a runtime of the store's machine under LAS: once to warm up
+/// and count its rows, then `CONCURRENT` copies at once, traced; its model at `packet_bytes`
+/// (default: the plan's own).
+pub(crate) fn sparql(
+    store: &Arc<Store>,
+    name: &str,
+    text: &str,
+    packet_bytes: Option<u64>,
+) -> Result<Calibration> {
+    let machine = store.machine().clone();
+    let pinning = if machine.source().is_host() {
+        nearflow_rt::Pinning::Group
+    } else {
+        nearflow_rt::Pinning::None
+    };
+    let rt = crate::args::build_runtime(
+        machine,
+        nearflow_policy::PolicyKind::Las,
+        pinning,
+        true,
+        nearflow_rt::Allocator::Nearflow,
+    )?;
+    let q = sparql::prepare(store, text, &Options::default())
+        .with_context(|| format!("query {name}"))?;
+    let rows = q.run_collect(&rt)?.rows.len();
+    rt.take_trace();
+    let started = std::time::Instant::now();
+    let running = (0..CONCURRENT)
+        .map(|_| q.start(&rt))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::new();
+    for mut r in running {
+        let (shape, req) = (r.shape().clone(), r.request_id());
+        let mut n = 0;
+        while let Some(b) = r.next_batch() {
+            n += b.len();
+        }
+        let stats = r.finish()?;
+        if n != rows {
+            bail!("{name}: a traced copy returned {n} rows, the first run {rows}");
+        }
+        runs.push((shape, stats, req));
+    }
+    let traced_ms = started.elapsed().as_secs_f64() * 1e3;
+    let events = rt.take_trace();
+    let host_packet_bytes = runs[0].1.packet_bytes;
+    let how = Derive {
+        packet_bytes: packet_bytes.unwrap_or(host_packet_bytes as u64),
+        clock: Clock::ThreadCpu,
+        source_input_bytes: 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64,
+    };
+    Ok(Calibration {
+        model: average(&runs, &events, &how, name)?,
+        traced_ms,
+        host_packet_bytes,
+        rows: rows as u64,
+    })
+}
+
+/// Which clock measures a task's cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// Its wall time (a pool with a CPU per worker).
+    Wall,
+    /// Its thread's CPU time (an oversubscribed pool).
+    ThreadCpu,
+}
+
+/// How a model is derived from a run.
+pub(crate) struct Derive {
+    /// The packet size of the model.
+    pub(crate) packet_bytes: u64,
+    pub(crate) clock: Clock,
+    /// Bytes of stored data a homed source reads per tuple it produces (0: none).
+    pub(crate) source_input_bytes: f64,
+}
+
+/// The model of copies of one plan run at once: the first copy's, with each operator's cost
+/// per tuple averaged over the copies.
+fn average(
+    runs: &[(PlanShape, PlanStats, u64)],
+    events: &[TraceEvent],
+    how: &Derive,
+    name: &str,
+) -> Result<PlanModel> {
+    let mut models = Vec::new();
+    for (shape, stats, req) in runs {
+        let mine: Vec<TraceEvent> = events
+            .iter()
+            .filter(|e| e.request == *req)
+            .copied()
+            .collect();
+        models.push(derive(shape, stats, &mine, how, name)?);
+    }
+    let n = models.len() as f64;
+    let mut model = models.swap_remove(0);
+    for (i, op) in model.operators.iter_mut().enumerate() {
+        let sum: f64 = models.iter().map(|m| m.operators[i].ns_per_tuple).sum();
+        op.ns_per_tuple = (op.ns_per_tuple + sum) / n;
+    }
+    Ok(model)
+}
+
 /// The model of one traced run.
-pub(crate) fn derive(
+fn derive(
     shape: &PlanShape,
     stats: &PlanStats,
     events: &[TraceEvent],
-    packet_bytes: u64,
+    how: &Derive,
     name: &str,
 ) -> Result<PlanModel> {
+    let packet_bytes = how.packet_bytes;
     let ops = &shape.operators;
     // Input buffers are listed operator by operator, port by port.
     let mut first_chan = Vec::with_capacity(ops.len());
@@ -115,7 +266,10 @@ pub(crate) fn derive(
     let mut runs = vec![0u64; ops.len()];
     for e in events {
         if let Some(b) = busy.get_mut(e.label as usize) {
-            *b += (e.end_ns - e.start_ns) as f64;
+            *b += match how.clock {
+                Clock::Wall => (e.end_ns - e.start_ns) as f64,
+                Clock::ThreadCpu => e.cpu_ns as f64,
+            };
             runs[e.label as usize] += 1;
         }
     }
@@ -175,6 +329,11 @@ pub(crate) fn derive(
                 name: o.name.clone(),
                 fed_by: o.fed_by.clone(),
                 feeds: o.feeds.clone(),
+                input_bytes_per_tuple: if o.fed_by.is_empty() && o.home_node.is_some() {
+                    how.source_input_bytes
+                } else {
+                    0.0
+                },
                 kind,
                 ns_per_tuple,
                 out_per_in,
@@ -189,4 +348,186 @@ pub(crate) fn derive(
         buffer_packets: shape.buffer_packets,
         packet_bytes,
     })
+}
+
+/// The plans of `--workload plans` (the generated plan) and `--workload sp2bench` (one per
+/// query), calibrated on this host; none for the task-graph workloads.
+pub(crate) fn calibrated_plans(
+    cmd: &crate::sim_cmd::SimCmd,
+    machine: &nearflow_topo::Machine,
+) -> Result<Vec<(String, nearflow_sim::PlanModel)>> {
+    let say = |line: String| {
+        if !cmd.json {
+            println!("{line}");
+        }
+    };
+    match cmd.workload {
+        crate::sim_cmd::SimWorkload::Plans => {
+            let packet_bytes = cmd
+                .packet_bytes
+                .unwrap_or_else(|| nearflow_flow::default_packet_bytes(machine) as u64);
+            eprintln!("calibrating: the generated plan, traced, on this host");
+            let c = crate::sim_calibrate::genplan(cmd.rows, packet_bytes)?;
+            say(format!(
+                "calibrated on this host ({}): the generated plan, {} operators, {} rows per \
+                 source, 4 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated at \
+                 {} B packets",
+                crate::bench::host_cpu(),
+                c.model.operators.len(),
+                cmd.rows,
+                c.traced_ms,
+                c.host_packet_bytes,
+                packet_bytes
+            ));
+            Ok(vec![("plan".into(), c.model)])
+        }
+        crate::sim_cmd::SimWorkload::Vwap => {
+            let packet_bytes = cmd
+                .packet_bytes
+                .unwrap_or_else(|| nearflow_flow::default_packet_bytes(machine) as u64);
+            eprintln!("calibrating: VWAP, traced, on this host");
+            let c = crate::sim_calibrate::vwap(cmd.ticks, cmd.branches, packet_bytes)?;
+            say(format!(
+                "calibrated on this host ({}): VWAP, {} operators, {} ticks, {} branches, 4 \
+                 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated at {} B \
+                 packets",
+                crate::bench::host_cpu(),
+                c.model.operators.len(),
+                cmd.ticks,
+                cmd.branches,
+                c.traced_ms,
+                c.host_packet_bytes,
+                packet_bytes
+            ));
+            Ok(vec![("vwap".into(), c.model)])
+        }
+        crate::sim_cmd::SimWorkload::Sp2bench => {
+            let names: Vec<String> = crate::args::parse_list(&cmd.queries)?;
+            if names.is_empty() {
+                bail!("--queries: no query given");
+            }
+            let texts = crate::bench::sp2bench::query_texts(cmd.queries_dir.as_deref(), &names)?;
+            let (store, data) = sp2bench_store(cmd, machine)?;
+            let store = std::sync::Arc::new(store);
+            let mut out = Vec::new();
+            for (name, text) in names.iter().zip(&texts) {
+                eprintln!(
+                    "calibrating: {name}, traced, on a runtime of {} on this host",
+                    crate::args::machine_label(machine)
+                );
+                let c = crate::sim_calibrate::sparql(&store, name, text, cmd.packet_bytes)?;
+                say(format!(
+                    "calibrated on this host ({}): {name} on {data} ({} rows), {} operators, 4 \
+                     copies at once on {} workers, traced (thread CPU time), {:.1} ms at {} B \
+                     packets (LAS); simulated at {} B packets",
+                    crate::bench::host_cpu(),
+                    c.rows,
+                    c.model.operators.len(),
+                    machine.pu_count(),
+                    c.traced_ms,
+                    c.host_packet_bytes,
+                    c.model.packet_bytes
+                ));
+                out.push((name.clone(), c.model));
+            }
+            Ok(out)
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The store of `--workload sp2bench`, built for `machine`, and what it holds.
+fn sp2bench_store(
+    cmd: &crate::sim_cmd::SimCmd,
+    machine: &nearflow_topo::Machine,
+) -> Result<(nearflow_rdf::Store, String)> {
+    if cmd.store.is_some() || !cmd.data.is_empty() {
+        let src = crate::sparql_cmd::Source {
+            data: cmd.data.clone(),
+            store: cmd.store.clone(),
+        };
+        let store = crate::sparql_cmd::source_store(machine, &src, cmd.json)?;
+        let n = store.len();
+        return Ok((store, format!("{n} triples")));
+    }
+    if cmd.triples == 0 {
+        bail!("--triples must be at least 1");
+    }
+    eprintln!("generating {} SP²Bench triples", cmd.triples);
+    let mut doc = Vec::new();
+    nearflow_apps::sp2bench::generate(cmd.triples, 1, &mut doc)?;
+    let mut loaded = nearflow_rdf::load::Loaded::default();
+    nearflow_rdf::load::load_reader(
+        &mut loaded,
+        std::path::Path::new("generated.n3"),
+        nearflow_rdf::load::Format::Turtle,
+        doc.as_slice(),
+        "",
+    )?;
+    let store = loaded.into_store(machine)?;
+    let n = store.len();
+    Ok((store, format!("{n} generated triples")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A calibrated SPARQL plan, on a runtime of a 2-node synthetic machine: its model's ratios
+    /// carry the scans' tuples to the query's result size at the sink, its reading scans are
+    /// homed on both nodes, and it simulates to the end.
+    #[test]
+    fn sparql_models_reproduce_the_result_size() {
+        let machine = nearflow_topo::TopologySpec::Synthetic(
+            "pack:2 [numa] l3:1(size=4MiB) core:2 pu:1".into(),
+        )
+        .load()
+        .unwrap();
+        let mut doc = Vec::new();
+        nearflow_apps::sp2bench::generate(5000, 1, &mut doc).unwrap();
+        let mut loaded = nearflow_rdf::load::Loaded::default();
+        nearflow_rdf::load::load_reader(
+            &mut loaded,
+            std::path::Path::new("t.n3"),
+            nearflow_rdf::load::Format::Turtle,
+            doc.as_slice(),
+            "",
+        )
+        .unwrap();
+        let store = Arc::new(loaded.into_store(&machine).unwrap());
+        for q in ["q2", "q4"] {
+            let text = nearflow_apps::sp2bench::queries::text(q).unwrap();
+            let c = sparql(&store, q, &text, None).unwrap();
+            assert!(c.rows > 0, "{q}");
+            let m = &c.model;
+            let sink = m.operators.iter().position(|o| o.feeds.is_empty()).unwrap();
+            let got = m.tuples_in()[sink];
+            let want = c.rows as f64;
+            assert!(
+                (got - want).abs() <= 0.01 * want + 1.0,
+                "{q}: {got} vs {want}"
+            );
+            let homes: std::collections::BTreeSet<_> = m
+                .operators
+                .iter()
+                .filter(|o| o.input_bytes_per_tuple > 0.0)
+                .filter_map(|o| o.home)
+                .collect();
+            assert_eq!(homes.len(), 2, "{q}: scans on both nodes");
+            let (r, _) = nearflow_sim::simulate_plan(
+                &machine,
+                nearflow_policy::PolicyKind::Las,
+                &nearflow_sim::Model::default(),
+                m,
+                2,
+                nearflow_sim::RunOptions {
+                    alloc: nearflow_sim::Allocator::Nearflow,
+                    seed: 1,
+                    traced: false,
+                },
+            )
+            .unwrap();
+            assert!(r.request_done_ns.iter().all(|&t| t > 0), "{q}");
+        }
+    }
 }

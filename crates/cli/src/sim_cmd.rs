@@ -6,9 +6,8 @@
 //! against simulated makespans, per policy and grid entry (median of `--reps` interleaved
 //! rounds).
 //!
-//! Length: the command's flags, the workloads it builds, its table, CSV and timelines; the real
-//! runs of `--validate` and the calibration of plans are in `sim_validate.rs` and
-//! `sim_calibrate.rs`.
+//! The real runs of `--validate` are in `sim_validate.rs`, the calibration of plans in
+//! `sim_calibrate.rs`, the table and timelines in `sim_report.rs`.
 
 use std::path::PathBuf;
 
@@ -16,9 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload::{self, PipelineSpec};
-use nearflow_sim::{
-    simulate_plan, simulate_traced, Allocator, Graph, Model, Report, RunOptions, TaskSpan,
-};
+use nearflow_sim::{simulate_plan, simulate_traced, Allocator, Graph, Model, Report, RunOptions};
 
 use crate::args::{parse_list, TopoArgs};
 use crate::bench::{progress, Csv};
@@ -35,10 +32,22 @@ pub enum SimWorkload {
     Matmul,
     /// Random spawn trees of `--size` tasks (nearflow stress), per request.
     Stress,
+    /// `bench split`'s similarity search, plain: `--size` queries per request over a
+    /// `--db-bytes` database built on node 0 (256 chunks, 16 ranked per query, 0.25 ns/B).
+    FerretPlain,
+    /// The same queries over the database split per node (SplittableData), one homed task per
+    /// partition a query reads.
+    FerretSplit,
     /// The generated plan of `bench plans` (`--rows` per source), its operators' costs
     /// calibrated from a traced run on this host; `--grid NxM`: N·M plans at once.
     Plans,
-    /// SP²Bench query plans (not modelled yet: refused).
+    /// The VWAP plan of `run vwap` (`--ticks`, `--branches`), calibrated from a traced run on
+    /// this host as `plans` is; `--grid NxM`: N·M plans at once.
+    Vwap,
+    /// SP²Bench query plans (`--queries`, `--concurrent` copies at once), each calibrated from
+    /// a traced run of the SPARQL engine on a runtime of the simulated machine (on this host,
+    /// oversubscribed where that machine is larger), over `--data`, `--store` or `--triples`
+    /// generated ones.
     Sp2bench,
 }
 
@@ -79,6 +88,39 @@ pub struct SimCmd {
     /// Plans: rows per source of the generated plan.
     #[arg(long, default_value_t = 20_000)]
     pub rows: u64,
+    /// VWAP: ticks generated (as `run vwap`).
+    #[arg(long, default_value_t = 200_000)]
+    pub ticks: u64,
+    /// VWAP: branches the stream is split into.
+    #[arg(long, default_value_t = 4)]
+    pub branches: usize,
+    /// SP²Bench: queries (file names without `.sparql`, see `bench sp2bench --queries-dir`).
+    #[arg(long, default_value = "q2,q4")]
+    pub queries: String,
+    /// SP²Bench: where the query files are (default: as `bench sp2bench`).
+    #[arg(long, value_name = "DIR")]
+    pub queries_dir: Option<PathBuf>,
+    /// SP²Bench: copies of each query at once (comma-separated); replaces `--grid`.
+    #[arg(long, default_value = "1,16")]
+    pub concurrent: String,
+    /// SP²Bench: RDF files to load (as `sparql --data`), instead of generated data.
+    #[arg(
+        long,
+        value_name = "FILE[,FILE…]",
+        value_delimiter = ',',
+        conflicts_with = "store"
+    )]
+    pub data: Vec<PathBuf>,
+    /// SP²Bench: a store snapshot (`nearflow load … --save`), instead of generated data.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<PathBuf>,
+    /// SP²Bench: triples to generate (`gen sp2bench`, seed 1) when no `--data` or `--store`.
+    #[arg(long, default_value_t = 50_000)]
+    pub triples: u64,
+    /// Ferret: the database's size in bytes (default: `bench split`'s 50,000 vectors of 64
+    /// floats).
+    #[arg(long, default_value_t = 12_800_000)]
+    pub db_bytes: u64,
     /// Task work in ns (fib, fanout, stress).
     #[arg(long, default_value_t = 200.0)]
     pub work_ns: f64,
@@ -155,12 +197,23 @@ fn graph(cmd: &SimCmd, machine: &nearflow_topo::Machine, requests: u32) -> Resul
         SimWorkload::Stress => {
             workload::stress(requests, size.unwrap_or(20_000), cmd.work_ns, cmd.seed)?
         }
-        SimWorkload::Plans => unreachable!("plans are not a task graph"),
-        SimWorkload::Sp2bench => bail!(
-            "not supported yet: the `sp2bench` workload needs the SPARQL engine's plans exported \
-             with their calibrated costs (issue 13); available: plans, pipeline, fib, fanout, \
-             matmul, stress"
-        ),
+        SimWorkload::FerretPlain | SimWorkload::FerretSplit => {
+            workload::similarity(&workload::SimilaritySpec {
+                requests,
+                queries: size.unwrap_or(500),
+                nodes: machine.node_count(),
+                db_bytes: cmd.db_bytes,
+                chunks: 256,
+                probes: 16,
+                ns_per_byte: 0.25,
+                key_ns: 2_000.0,
+                split: cmd.workload == SimWorkload::FerretSplit,
+                seed: cmd.seed,
+            })?
+        }
+        SimWorkload::Plans | SimWorkload::Vwap | SimWorkload::Sp2bench => {
+            unreachable!("plans are not task graphs")
+        }
     })
 }
 
@@ -178,86 +231,106 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
     for kv in &cmd.model {
         model.set(kv)?;
     }
-    let grid = if cmd.workload == SimWorkload::Matmul {
-        vec![(1, 1)]
-    } else {
-        parse_grid(&cmd.grid)?
+    let grid: Vec<(String, usize)> = match cmd.workload {
+        SimWorkload::Matmul => vec![("1x1".into(), 1)],
+        SimWorkload::Sp2bench => parse_list::<usize>(&cmd.concurrent)?
+            .into_iter()
+            .map(|c| {
+                if c == 0 || c > 4096 {
+                    bail!("--concurrent: copies must be between 1 and 4096");
+                }
+                Ok((format!("x{c}"), c))
+            })
+            .collect::<Result<_>>()?,
+        _ => parse_grid(&cmd.grid)?
+            .into_iter()
+            .map(|(n, m)| (format!("{n}x{m}"), (n * m) as usize))
+            .collect(),
     };
-    let bar = progress(
-        (grid.len() * policies.len() * allocators.len()) as u64,
-        "sim",
-        cmd.json,
-    );
+    if grid.is_empty() {
+        bail!("nothing to run: no grid entry or concurrency given");
+    }
     if cmd.validate && !machine.source().is_host() {
         bail!("--validate compares with real runs, so it needs this host's topology (no --preset, --synthetic or --xml)");
     }
+    if cmd.validate && matches!(cmd.workload, SimWorkload::Sp2bench | SimWorkload::Vwap) {
+        bail!(
+            "--validate does not cover {} yet: validate the engine's model with --workload plans",
+            if cmd.workload == SimWorkload::Vwap {
+                "vwap"
+            } else {
+                "sp2bench"
+            }
+        );
+    }
+    if matches!(cmd.packet_bytes, Some(0)) {
+        bail!("--packet-bytes must be positive");
+    }
+    let plans = crate::sim_calibrate::calibrated_plans(cmd, &machine)?;
+    let bar = progress(
+        (grid.len() * policies.len() * allocators.len() * plans.len().max(1)) as u64,
+        "sim",
+        cmd.json,
+    );
     let mut reports: Vec<(String, Report)> = Vec::new();
     let mut graphs = Vec::new();
-    let plan = if cmd.workload == SimWorkload::Plans {
-        let packet_bytes = match cmd.packet_bytes {
-            Some(0) => bail!("--packet-bytes must be positive"),
-            Some(b) => b,
-            None => nearflow_flow::default_packet_bytes(&machine) as u64,
-        };
-        bar.set_message("calibrating: the generated plan, traced, on this host");
-        let c = crate::sim_calibrate::genplan(cmd.rows, packet_bytes)?;
-        if !cmd.json {
-            bar.suspend(|| {
-                println!(
-                    "calibrated on this host ({}): the generated plan, {} operators, {} rows per \
-                     source, 4 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated \
-                     at {} B packets",
-                    crate::bench::host_cpu(),
-                    c.model.operators.len(),
-                    cmd.rows,
-                    c.traced_ms,
-                    c.host_packet_bytes,
-                    packet_bytes
-                )
-            });
-        }
-        Some(c.model)
+    let models: Vec<Option<&(String, nearflow_sim::PlanModel)>> = if plans.is_empty() {
+        vec![None]
     } else {
-        None
+        plans.iter().map(Some).collect()
     };
-    for &(n, m) in &grid {
-        let g = match &plan {
-            Some(_) => Graph::default(),
-            None => graph(cmd, &machine, n * m)?,
-        };
-        for &alloc in &allocators {
-            for &p in &policies {
-                bar.set_message(format!("{n}x{m} {p} {alloc}"));
-                let (r, spans) = match &plan {
-                    Some(plan) => simulate_plan(
-                        &machine,
-                        p,
-                        &model,
-                        plan,
-                        (n * m) as usize,
-                        RunOptions {
+    for plan in models {
+        for (label, requests) in &grid {
+            let label = match plan {
+                Some((q, _)) if cmd.workload == SimWorkload::Sp2bench => format!("{q} {label}"),
+                _ => label.clone(),
+            };
+            let g = match plan {
+                Some(_) => Graph::default(),
+                None => graph(cmd, &machine, *requests as u32)?,
+            };
+            for &alloc in &allocators {
+                for &p in &policies {
+                    bar.set_message(format!("{label} {p} {alloc}"));
+                    let (r, spans) = match plan {
+                        Some((_, plan)) => simulate_plan(
+                            &machine,
+                            p,
+                            &model,
+                            plan,
+                            *requests,
+                            RunOptions {
+                                alloc,
+                                seed: cmd.seed,
+                                traced: cmd.trace.is_some(),
+                            },
+                        )?,
+                        None => simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?,
+                    };
+                    if let Some(path) = &cmd.trace {
+                        let runs =
+                            grid.len() * policies.len() * allocators.len() * plans.len().max(1);
+                        let file = crate::sim_report::trace_file(
+                            path,
+                            runs,
+                            &label,
+                            p,
                             alloc,
-                            seed: cmd.seed,
-                            traced: cmd.trace.is_some(),
-                        },
-                    )?,
-                    None => simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?,
-                };
-                if let Some(path) = &cmd.trace {
-                    let runs = grid.len() * policies.len() * allocators.len();
-                    let file =
-                        trace_file(path, runs, &format!("{n}x{m}"), p, alloc, allocators.len());
-                    write_trace(&file, &spans, &r, &format!("{n}x{m}"))?;
+                            allocators.len(),
+                        );
+                        crate::sim_report::write_trace(&file, &spans, &r, &label)?;
+                    }
+                    reports.push((label.clone(), r));
+                    bar.inc(1);
                 }
-                reports.push((format!("{n}x{m}"), r));
-                bar.inc(1);
             }
+            graphs.push((label, std::sync::Arc::new(g)));
         }
-        graphs.push((format!("{n}x{m}"), std::sync::Arc::new(g)));
     }
     bar.finish_and_clear();
     if cmd.validate {
-        if plan.is_some() {
+        if !plans.is_empty() {
+            let grid: Vec<(u32, u32)> = parse_grid(&cmd.grid)?;
             return crate::sim_validate::validate_plans(cmd, &machine, &policies, &grid, &reports);
         }
         return crate::sim_validate::validate(cmd, &machine, &policies, &graphs, &reports);
@@ -266,7 +339,7 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         let all: Vec<&Report> = reports.iter().map(|(_, r)| r).collect();
         println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
-        print_table(&reports);
+        crate::sim_report::print_table(&reports);
     }
     if let Some(path) = &cmd.csv {
         let mut csv = Csv::new(&[
@@ -300,114 +373,6 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         csv.write(path)?;
     }
     Ok(())
-}
-
-fn trace_file(
-    path: &std::path::Path,
-    runs: usize,
-    grid: &str,
-    p: PolicyKind,
-    alloc: Allocator,
-    allocators: usize,
-) -> PathBuf {
-    if runs == 1 {
-        return path.to_path_buf();
-    }
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("sim");
-    let alloc = if allocators > 1 {
-        format!("-{alloc}")
-    } else {
-        String::new()
-    };
-    path.with_file_name(format!("{stem}-{grid}-{p}{alloc}.svg"))
-}
-
-/// The timeline of one simulated run, drawn as the runtime's `--trace` draws a real one.
-fn write_trace(path: &std::path::Path, spans: &[TaskSpan], r: &Report, grid: &str) -> Result<()> {
-    let events: Vec<nearflow_rt::TraceEvent> = spans
-        .iter()
-        .map(|s| nearflow_rt::TraceEvent {
-            worker: s.pu,
-            request: u64::from(s.request),
-            label: s.task,
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-        })
-        .collect();
-    let title = format!(
-        "SIMULATED — model of {}: {} {}, {}, {}",
-        r.machine, grid, r.workload, r.policy, r.allocator
-    );
-    let svg =
-        nearflow_flow::trace::svg(&events, r.pus, &nearflow_flow::trace::Names::new(), &title);
-    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("timeline written to {}", path.display());
-    Ok(())
-}
-
-fn print_table(reports: &[(String, Report)]) {
-    let Some((_, first)) = reports.first() else {
-        return;
-    };
-    println!(
-        "SIMULATED on a model of {} — not measured; model constants: crates/sim/src/model.rs{}",
-        first.machine,
-        if first.model == Model::default() {
-            ""
-        } else {
-            " (changed with --model)"
-        }
-    );
-    let levels: Vec<u8> = first.levels.iter().map(|l| l.level).collect();
-    let mut seen: Vec<&str> = Vec::new();
-    for (grid, r) in reports {
-        if !seen.contains(&grid.as_str()) {
-            seen.push(grid);
-            println!("{grid}: {} ({} tasks)", r.workload, r.tasks);
-        }
-    }
-    print!(
-        "{:<6} {:<10} {:<9} {:>12} {:>8} {:>7} {:>8}",
-        "grid", "policy", "alloc", "makespan ms", "vs 1st", "util", "remote"
-    );
-    for l in &levels {
-        print!(" {:>7}", format!("L{l} hit"));
-    }
-    println!(" {:>8} {:>8}", "steals", "wakes");
-    for (grid, r) in reports {
-        let base = reports
-            .iter()
-            .find(|(g, x)| g == grid && x.allocator == r.allocator)
-            .map_or(r.makespan_ns, |(_, x)| x.makespan_ns);
-        print!(
-            "{:<6} {:<10} {:<9} {:>12.3} {:>7.2}x {:>6.1}% {:>7.1}%",
-            grid,
-            r.policy,
-            r.allocator,
-            r.makespan_ns as f64 / 1e6,
-            r.makespan_ns as f64 / base.max(1) as f64,
-            100.0 * r.utilisation(),
-            100.0 * r.remote_share
-        );
-        for l in &r.levels {
-            print!(" {:>6.1}%", 100.0 * l.hit_rate);
-        }
-        println!(" {:>8} {:>8}", r.steals, r.wakes);
-    }
-    println!("tasks found per rule (all PUs):");
-    for (grid, r) in reports {
-        let rules: Vec<String> = r
-            .rules
-            .iter()
-            .map(|(n, c)| format!("{}: {c}", n.split(' ').next().unwrap_or(n)))
-            .collect();
-        println!(
-            "  {grid} {} {}: {}",
-            r.policy,
-            r.allocator,
-            rules.join(", ")
-        );
-    }
 }
 
 #[cfg(test)]

@@ -487,7 +487,85 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
         assert_eq!(r["simulated"], true);
         assert_eq!(r["tasks"], 1 + 32 * 32);
     }
-    fails_with(&["sim", "--workload", "sp2bench"], "not supported yet");
+    // SP²Bench plans: calibrated on a runtime of the simulated machine (here, oversubscribed),
+    // over generated data.
+    let out = common::ok(&[
+        "sim",
+        "--preset",
+        "nehalem-2x4",
+        "--workload",
+        "sp2bench",
+        "--queries",
+        "q2,q4",
+        "--concurrent",
+        "1,3",
+        "--triples",
+        "4000",
+        "--policies",
+        "las,nls",
+    ]);
+    assert!(
+        out.contains("SIMULATED on a model of preset nehalem-2x4"),
+        "{out}"
+    );
+    for q in ["q2", "q4"] {
+        assert!(out.contains(&format!("{q} on ")), "{out}");
+        assert!(out.contains(&format!("{q} x3 (")), "{out}");
+        for p in ["las", "nls"] {
+            assert!(out.contains(&format!("{q} x3  {p}")), "{out}");
+        }
+    }
+    assert!(out.contains("on 8 workers"), "{out}");
+    let out = common::ok(&[
+        "sim",
+        "--preset",
+        "nehalem-2x4",
+        "--workload",
+        "vwap",
+        "--ticks",
+        "20000",
+        "--grid",
+        "1x1",
+        "--policies",
+        "las",
+    ]);
+    assert!(out.contains("1x1: vwap x1 ("), "{out}");
+    // The similarity search: both versions rank the same candidates, 2 requests of 10
+    // queries; the split one has a task per partition a query reads on top.
+    for (w, more) in [("ferret-plain", false), ("ferret-split", true)] {
+        let v = json(&[
+            "sim",
+            "--preset",
+            "e7540",
+            "--workload",
+            w,
+            "--size",
+            "10",
+            "--grid",
+            "2x1",
+            "--policies",
+            "las",
+            "--json",
+        ]);
+        let tasks = v[0]["tasks"].as_u64().unwrap();
+        assert_eq!(tasks > 2 + 20, more, "{w}: {tasks}");
+    }
+    fails_with(
+        &["sim", "--workload", "sp2bench", "--concurrent", "0"],
+        "between 1 and 4096",
+    );
+    fails_with(
+        &["sim", "--workload", "sp2bench", "--triples", "0"],
+        "--triples must be at least 1",
+    );
+    fails_with(
+        &["sim", "--workload", "sp2bench", "--queries", "q99"],
+        "q99",
+    );
+    fails_with(
+        &["sim", "--workload", "sp2bench", "--validate"],
+        "does not cover sp2bench",
+    );
     // The generated plan: calibrated from a traced run here, simulated on a preset.
     let out = common::ok(&[
         "sim",

@@ -390,18 +390,25 @@ impl<'a> WorkerLocal<'a> {
             let trace = self.shared.trace.as_ref();
             let start = trace.map(|t| {
                 self.label.set(crate::trace::NO_LABEL);
-                t.now_ns()
+                (t.now_ns(), crate::trace::thread_cpu_ns())
             });
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
                 req.fail(payload);
             }
-            if let (Some(t), Some(start_ns)) = (trace, start) {
+            if let (Some(t), Some((start_ns, cpu_start))) = (trace, start) {
+                let cpu_end = crate::trace::thread_cpu_ns();
+                let end_ns = t.now_ns();
+                let cpu_ns = match (cpu_start, cpu_end) {
+                    (Some(a), Some(b)) => b.saturating_sub(a),
+                    _ => end_ns.saturating_sub(start_ns),
+                };
                 t.record(crate::TraceEvent {
                     worker: self.w,
                     request: req.id,
                     label: self.label.get(),
                     start_ns,
-                    end_ns: t.now_ns(),
+                    end_ns,
+                    cpu_ns,
                 });
             }
             bump_owned(&self.cells.executed);

@@ -15,9 +15,12 @@
 //! blocking one (sort, aggregate: it sent nothing before its inputs ended, in the traced run)
 //! produces everything when its inputs have ended. A run costs `ns_per_tuple` per tuple taken
 //! (a source: per tuple produced); the packets taken are read and freed, the packets made are
-//! written, so the machine model charges where they are. Not modelled: operator state as data
-//! (a sort's buffer is not a block), consumers that finish early (`limit`), and the cost of
-//! a run that takes nothing.
+//! written, so the machine model charges where they are. A source that reads stored data (a
+//! SPARQL scan of a store partition) reads one input block per packet from its home node's
+//! memory; the blocks are the same for every request, as the partition is, so concurrent
+//! queries can find them in a cache. Not modelled: other operator state as data (a sort's
+//! buffer, a hash join's table, an index join's lookups into the store are compute only),
+//! consumers that finish early (`limit`), and the cost of a run that takes nothing.
 //!
 //! Length: the model's types and the driver's state machine (begin, end, buffers) are one
 //! mechanism, read together as `flow/src/exec.rs` is.
@@ -55,7 +58,11 @@ pub struct OpModel {
     /// Tuples produced on each output per tuple taken (a source: per packet produced).
     pub out_per_in: Vec<f64>,
     pub tuple_bytes_out: Vec<u64>,
-    /// The node its deferred tasks go to.
+    /// A source that reads data which exists before the run (a store's partition): bytes read
+    /// per tuple produced, from `home`'s memory. 0 for a source that makes its data.
+    #[serde(default)]
+    pub input_bytes_per_tuple: f64,
+    /// The node its deferred tasks go to (and a reading source's data lies on).
     pub home: Option<usize>,
 }
 
@@ -70,6 +77,37 @@ pub struct PlanModel {
 }
 
 impl PlanModel {
+    /// The tuples each operator takes in one instance, by the model's ratios (a source: the
+    /// tuples it produces). A check of a calibration: the sink's figure is the query's result.
+    pub fn tuples_in(&self) -> Vec<f64> {
+        let ops = &self.operators;
+        let mut t = vec![0.0; ops.len()];
+        // Plans are acyclic: as many passes as operators settle every path.
+        for _ in 0..ops.len() {
+            for (i, o) in ops.iter().enumerate() {
+                t[i] = match o.kind {
+                    OpKind::Source { packets, .. } => (0..o.feeds.len())
+                        .map(|p| o.out_per_in[p] * packets as f64)
+                        .fold(0.0, f64::max),
+                    _ => o
+                        .fed_by
+                        .iter()
+                        .map(|&(f, port)| {
+                            let from = &ops[f];
+                            match from.kind {
+                                OpKind::Source { packets, .. } => {
+                                    from.out_per_in[port] * packets as f64
+                                }
+                                _ => from.out_per_in[port] * t[f],
+                            }
+                        })
+                        .sum(),
+                };
+            }
+        }
+        t
+    }
+
     /// Checks that connections point at existing ports and match each other.
     pub fn validate(&self) -> Result<(), WorkloadError> {
         let bad = |m: String| Err(WorkloadError::Invalid(m));
@@ -89,8 +127,10 @@ impl PlanModel {
                     o.name
                 ));
             }
-            if !(o.ns_per_tuple.is_finite() && o.ns_per_tuple >= 0.0)
-                || o.out_per_in.iter().any(|x| !(x.is_finite() && *x >= 0.0))
+            let ok = |x: f64| x.is_finite() && x >= 0.0;
+            if !ok(o.ns_per_tuple)
+                || !ok(o.input_bytes_per_tuple)
+                || o.out_per_in.iter().any(|&x| !ok(x))
             {
                 return bad(format!("{}: costs must be numbers ≥ 0", o.name));
             }
@@ -145,6 +185,8 @@ struct Run {
     /// Outputs on which held packets went out at the start of the run.
     resent: Vec<usize>,
     taken: Vec<BlockId>,
+    /// Input data a source reads (not freed).
+    inputs: Vec<BlockId>,
     /// Producers to schedule (their refused packets now fit).
     wake: Vec<usize>,
     more: bool,
@@ -160,6 +202,11 @@ pub(crate) struct PlanDriver<'m> {
     tasks: Vec<(u32, u32)>,
     runs: Vec<Option<Run>>,
     blocks: Vec<u64>,
+    /// Input data: the first `input_homes.len()` blocks, one per packet of each reading
+    /// source, shared by every request (the same store partition), with their nodes.
+    input_homes: Vec<Option<usize>>,
+    /// Per operator: its first input block.
+    input_base: Vec<usize>,
     done_ops: usize,
 }
 
@@ -177,13 +224,32 @@ impl<'m> PlanDriver<'m> {
                 ..OpState::default()
             })
             .collect();
+        let mut blocks = Vec::new();
+        let mut input_homes = Vec::new();
+        let mut input_base = Vec::with_capacity(model.operators.len());
+        for (o, m) in model.operators.iter().enumerate() {
+            input_base.push(blocks.len());
+            if let (OpKind::Source { packets, .. }, true) = (m.kind, m.input_bytes_per_tuple > 0.0)
+            {
+                let per = (0..m.feeds.len())
+                    .map(|p| Self::source_tuples(model, o, p))
+                    .max()
+                    .unwrap_or(1);
+                for _ in 0..packets {
+                    blocks.push(((per as f64 * m.input_bytes_per_tuple).ceil() as u64).max(1));
+                    input_homes.push(m.home);
+                }
+            }
+        }
         PlanDriver {
             model,
             requests,
             ops: vec![fresh; requests],
             tasks: Vec::new(),
             runs: Vec::new(),
-            blocks: Vec::new(),
+            blocks,
+            input_homes,
+            input_base,
             done_ops: 0,
         }
     }
@@ -195,7 +261,17 @@ impl<'m> PlanDriver<'m> {
     }
 
     fn capacity(&self, o: usize, port: usize) -> u64 {
-        (self.model.packet_bytes / self.model.operators[o].tuple_bytes_out[port].max(1)).max(1)
+        Self::capacity_of(self.model, o, port)
+    }
+
+    fn capacity_of(model: &PlanModel, o: usize, port: usize) -> u64 {
+        (model.packet_bytes / model.operators[o].tuple_bytes_out[port].max(1)).max(1)
+    }
+
+    /// Tuples in each packet source `o` makes on output `port`.
+    fn source_tuples(model: &PlanModel, o: usize, port: usize) -> u64 {
+        let cap = Self::capacity_of(model, o, port);
+        (model.operators[o].out_per_in[port].round() as u64).clamp(1, cap)
     }
 
     fn packet(&mut self, tuples: u64, tuple_bytes: u64) -> Packet {
@@ -333,10 +409,14 @@ impl Driver for PlanDriver<'_> {
             match m.kind {
                 OpKind::Source { packets, per_run } => {
                     let st = &self.ops[r][o];
-                    let n = per_run.max(1).min(packets.saturating_sub(st.produced));
+                    let first = st.produced;
+                    let n = per_run.max(1).min(packets.saturating_sub(first));
+                    if m.input_bytes_per_tuple > 0.0 {
+                        let base = self.input_base[o] as u64 + first;
+                        run.inputs = (base..base + n).map(|b| b as BlockId).collect();
+                    }
                     for port in 0..outs {
-                        let cap = self.capacity(o, port);
-                        let per = (m.out_per_in[port].round() as u64).clamp(1, cap);
+                        let per = Self::source_tuples(self.model, o, port);
                         let bytes = m.tuple_bytes_out[port];
                         for _ in 0..n {
                             let p = self.packet(per, bytes);
@@ -386,6 +466,7 @@ impl Driver for PlanDriver<'_> {
         }
         begun.writes = run.made.iter().flatten().map(|p| p.block).collect();
         begun.reads = run.taken.clone();
+        begun.reads.append(&mut run.inputs);
         self.runs[t as usize] = Some(run);
         begun
     }
@@ -456,8 +537,8 @@ impl Driver for PlanDriver<'_> {
     fn block_bytes(&self, b: BlockId) -> u64 {
         self.blocks[b as usize]
     }
-    fn input_home(&self, _: BlockId) -> Option<usize> {
-        None
+    fn input_home(&self, b: BlockId) -> Option<usize> {
+        self.input_homes.get(b as usize).copied().flatten()
     }
     fn check(&self) -> Result<(), String> {
         let all = self.requests * self.model.operators.len();

@@ -13,9 +13,11 @@
 //! - [`pipeline`]: requests whose packets flow through a chain of operators, each packet's next
 //!   step an immediate task of the task that produced it, the packets of a source spawned as
 //!   deferred tasks (the Bobox paper's §3.1 task kinds), with a packet size;
-//! - [`stress`]: random spawn trees of both kinds, as `nearflow stress`.
+//! - [`stress`]: random spawn trees of both kinds, as `nearflow stress`;
+//! - [`similarity`]: `bench split`'s similarity search, plain (one database built on node 0)
+//!   or split (a partition per node, one homed task per partition a query reads).
 //!
-//! Length: the graph type and its five generators (each short), with their tests.
+//! Length: the graph type and its six generators (each short), with their tests.
 
 use nearflow_policy::TaskKind;
 use serde::Serialize;
@@ -319,6 +321,104 @@ pub fn pipeline(spec: &PipelineSpec) -> Result<Graph, WorkloadError> {
     Ok(g)
 }
 
+/// Shape of [`similarity`] requests.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimilaritySpec {
+    /// Concurrent requests, each a batch of queries.
+    pub requests: u32,
+    pub queries: u32,
+    pub nodes: usize,
+    /// The database's size, in `chunks` equal blocks (LSH buckets' vectors).
+    pub db_bytes: u64,
+    pub chunks: u32,
+    /// Chunks a query ranks (its candidates), drawn at random per query.
+    pub probes: u32,
+    /// Ranking work per candidate byte (ns/B); a query's probe keys cost `key_ns`.
+    pub ns_per_byte: f64,
+    pub key_ns: f64,
+    /// Split (Fig. 6) or plain (Fig. 4).
+    pub split: bool,
+    pub seed: u64,
+}
+
+/// `bench split`'s similarity search (`numa-template-library-splittable-data.txt` §2.3, §3):
+/// each request's root spawns its queries as deferred tasks. **Plain**: the database was built
+/// by one thread, so every chunk is on node 0, and a query task computes its keys and ranks its
+/// candidate chunks wherever it runs. **Split**: chunk `c` is on node `c · nodes / chunks`
+/// (one partition per node); a query task computes its keys and spawns one deferred task per
+/// node holding some of its candidates, homed there, which ranks those. The candidates are the
+/// same in both (same seed), so the work is too; only where the data is differs. The final
+/// merge of the partial top-k lists is left out (a few hundred bytes per query).
+pub fn similarity(spec: &SimilaritySpec) -> Result<Graph, WorkloadError> {
+    if spec.chunks == 0 || spec.nodes == 0 || spec.probes == 0 || spec.probes > spec.chunks {
+        return Err(WorkloadError::Invalid(
+            "a similarity search needs chunks, a node, and 1 to `chunks` probes".into(),
+        ));
+    }
+    let ok = |x: f64| x.is_finite() && x >= 0.0;
+    if !ok(spec.ns_per_byte) || !ok(spec.key_ns) {
+        return Err(WorkloadError::Invalid("costs must be numbers ≥ 0".into()));
+    }
+    let mut g = Graph::new(format!(
+        "similarity ({}) {} req x {} queries, {} B database",
+        if spec.split { "split" } else { "plain" },
+        spec.requests,
+        spec.queries,
+        spec.db_bytes
+    ));
+    let chunk_bytes = (spec.db_bytes / u64::from(spec.chunks)).max(1);
+    let node_of = |c: u32| (c as usize * spec.nodes) / spec.chunks as usize;
+    let chunks: Vec<BlockId> = (0..spec.chunks)
+        .map(|c| g.block(chunk_bytes, Some(if spec.split { node_of(c) } else { 0 })))
+        .collect();
+    let rank = chunk_bytes as f64 * spec.ns_per_byte;
+    let mut rng = nearflow_policy::Rng::new(spec.seed);
+    for r in 0..spec.requests {
+        let root = g.plain(r, 0.0);
+        g.roots.push((root, None));
+        for _ in 0..spec.queries {
+            let mut picked: Vec<u32> = Vec::with_capacity(spec.probes as usize);
+            while picked.len() < spec.probes as usize {
+                let c = (rng.next_u64() % u64::from(spec.chunks)) as u32;
+                if !picked.contains(&c) {
+                    picked.push(c);
+                }
+            }
+            picked.sort_unstable();
+            if !spec.split {
+                let q = g.task(Task {
+                    request: r,
+                    work_ns: spec.key_ns + rank * picked.len() as f64,
+                    reads: picked.iter().map(|&c| chunks[c as usize]).collect(),
+                    ..Task::default()
+                });
+                g.spawn(root, q, TaskKind::Deferred, None);
+                continue;
+            }
+            let q = g.plain(r, spec.key_ns);
+            g.spawn(root, q, TaskKind::Deferred, None);
+            for node in 0..spec.nodes {
+                let mine: Vec<BlockId> = picked
+                    .iter()
+                    .filter(|&&c| node_of(c) == node)
+                    .map(|&c| chunks[c as usize])
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let t = g.task(Task {
+                    request: r,
+                    work_ns: rank * mine.len() as f64,
+                    reads: mine,
+                    ..Task::default()
+                });
+                g.spawn(q, t, TaskKind::Deferred, Some(node));
+            }
+        }
+    }
+    Ok(g)
+}
+
 /// Random spawn trees (`nearflow stress`): `requests` trees of `tasks` tasks each, every task
 /// spawning up to 3 children, immediate or deferred at random, work uniform in
 /// `[0, 2 · work_ns]`; deterministic for a seed.
@@ -398,6 +498,58 @@ mod tests {
         let s = stress(3, 500, 100.0, 7).unwrap();
         s.validate().unwrap();
         assert_eq!(s.tasks.len(), 1500);
+    }
+
+    /// Plain and split similarity searches read the same candidates (same work, same bytes),
+    /// but only the split one spreads the database over the nodes and homes its pieces there.
+    #[test]
+    fn similarity_versions_differ_only_in_where_data_is() {
+        let spec = |split| SimilaritySpec {
+            requests: 2,
+            queries: 50,
+            nodes: 4,
+            db_bytes: 64 << 20,
+            chunks: 64,
+            probes: 8,
+            ns_per_byte: 0.25,
+            key_ns: 500.0,
+            split,
+            seed: 3,
+        };
+        let plain = similarity(&spec(false)).unwrap();
+        let split = similarity(&spec(true)).unwrap();
+        plain.validate().unwrap();
+        split.validate().unwrap();
+        assert!((plain.total_work_ns() - split.total_work_ns()).abs() < 1e-3);
+        let read = |g: &Graph| -> u64 {
+            g.tasks
+                .iter()
+                .flat_map(|t| &t.reads)
+                .map(|&b| g.blocks[b as usize].bytes)
+                .sum()
+        };
+        assert_eq!(read(&plain), read(&split));
+        assert_eq!(read(&plain), 2 * 50 * 8 * (1 << 20));
+        assert!(plain.blocks.iter().all(|b| b.home == Some(0)));
+        let homes: std::collections::BTreeSet<_> =
+            split.blocks.iter().filter_map(|b| b.home).collect();
+        assert_eq!(homes.len(), 4);
+        for t in &split.tasks {
+            for sp in &t.spawns {
+                let child = &split.tasks[sp.task as usize];
+                if let Some(h) = sp.home {
+                    assert!(child
+                        .reads
+                        .iter()
+                        .all(|&b| split.blocks[b as usize].home == Some(h)));
+                }
+            }
+        }
+        assert!(similarity(&SimilaritySpec {
+            probes: 65,
+            ..spec(true)
+        })
+        .is_err());
     }
 
     #[test]

@@ -218,6 +218,7 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
         kind,
         ns_per_tuple: ns,
         out_per_in: out,
+        input_bytes_per_tuple: 0.0,
         home: None,
     };
     PlanModel {
@@ -289,4 +290,37 @@ fn plans_finish_with_all_their_work() {
     bad.operators[1].fed_by = vec![(2, 0)];
     let m = presets::build("e5310-smp").unwrap();
     assert!(simulate_plan(&m, PolicyKind::Las, &Model::default(), &bad, 1, opts).is_err());
+}
+
+/// A source that reads a store partition moves that data from memory: every byte of it comes
+/// from DRAM once at least (no one wrote it, so no cache holds it), the work does not change,
+/// and on a one-node machine all of it is local.
+#[test]
+fn reading_sources_move_their_data_from_memory() {
+    let opts = RunOptions {
+        alloc: Allocator::Nearflow,
+        seed: 1,
+        traced: false,
+    };
+    let dram = |r: &nearflow_sim::Report| r.dram_local_bytes + r.dram_remote_bytes;
+    let data = 100 * 4096 * 8;
+    for (name, home) in [("e7540", Some(1)), ("e5310-smp", Some(0)), ("e7540", None)] {
+        let m = presets::build(name).unwrap();
+        let plain = small_plan(4);
+        let (base, _) =
+            simulate_plan(&m, PolicyKind::Las, &Model::default(), &plain, 1, opts).unwrap();
+        let mut reading = small_plan(4);
+        reading.operators[0].input_bytes_per_tuple = 8.0;
+        reading.operators[0].home = home;
+        let (r, _) =
+            simulate_plan(&m, PolicyKind::Las, &Model::default(), &reading, 1, opts).unwrap();
+        assert!(dram(&r) >= data, "{name}: {} B from DRAM", dram(&r));
+        assert!(
+            (r.total_work_ns - base.total_work_ns).abs() < 1.0,
+            "{name}: same work"
+        );
+        if m.node_count() == 1 {
+            assert_eq!(r.dram_remote_bytes, 0, "{name}");
+        }
+    }
 }

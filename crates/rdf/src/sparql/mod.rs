@@ -34,7 +34,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use nearflow_flow::{PlanBuilder, PlanHandle, PlanStats};
+use nearflow_flow::{PlanBuilder, PlanHandle, PlanShape, PlanStats};
 use nearflow_rt::Runtime;
 use spargebra::term::{NamedNodePattern, TermPattern};
 
@@ -264,9 +264,21 @@ fn outer_projection(n: &Node) -> Option<Vec<usize>> {
 pub struct Running {
     rx: Receiver<Rows>,
     handle: PlanHandle,
+    shape: PlanShape,
 }
 
 impl Running {
+    /// The flow plan's operators and connections (as `Plan::shape`), e.g. to model it in the
+    /// simulator.
+    pub fn shape(&self) -> &PlanShape {
+        &self.shape
+    }
+
+    /// The runtime request that runs it (trace events carry it).
+    pub fn request_id(&self) -> nearflow_policy::RequestId {
+        self.handle.request_id()
+    }
+
     /// The next batch of solution rows; `None` at the end.
     pub fn next_batch(&mut self) -> Option<Rows> {
         use std::sync::mpsc::RecvTimeoutError;
@@ -285,7 +297,7 @@ impl Running {
 
     /// Waits for the plan to end (after the last batch was read, or dropping the rest).
     pub fn finish(self) -> Result<PlanStats, QueryError> {
-        let Running { rx, handle } = self;
+        let Running { rx, handle, .. } = self;
         let out = handle.wait().map_err(|e| QueryError::Exec(e.to_string()));
         drop(rx);
         Ok(out?.stats)
@@ -342,9 +354,11 @@ impl Prepared {
         let (tx, rx) = std::sync::mpsc::channel();
         exec::build_into(&cx, &mut b, &self.phys, tx);
         let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
+        let shape = plan.shape();
         Ok(Running {
             rx,
             handle: plan.submit(rt),
+            shape,
         })
     }
 
