@@ -362,44 +362,38 @@ pub(crate) fn calibrated_plans(
         }
     };
     match cmd.workload {
-        crate::sim_cmd::SimWorkload::Plans => {
+        crate::sim_cmd::SimWorkload::Plans | crate::sim_cmd::SimWorkload::Vwap => {
             let packet_bytes = cmd
                 .packet_bytes
                 .unwrap_or_else(|| nearflow_flow::default_packet_bytes(machine) as u64);
-            eprintln!("calibrating: the generated plan, traced, on this host");
-            let c = crate::sim_calibrate::genplan(cmd.rows, packet_bytes)?;
+            let plans = cmd.workload == crate::sim_cmd::SimWorkload::Plans;
+            let (name, what) = if plans {
+                (
+                    "plan",
+                    format!("the generated plan, {} rows per source", cmd.rows),
+                )
+            } else {
+                (
+                    "vwap",
+                    format!("VWAP, {} ticks, {} branches", cmd.ticks, cmd.branches),
+                )
+            };
+            eprintln!("calibrating: {what}, traced, on this host");
+            let c = if plans {
+                genplan(cmd.rows, packet_bytes)?
+            } else {
+                vwap(cmd.ticks, cmd.branches, packet_bytes)?
+            };
             say(format!(
-                "calibrated on this host ({}): the generated plan, {} operators, {} rows per \
-                 source, 4 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated at \
-                 {} B packets",
+                "calibrated on this host ({}): {what}, {} operators, 4 copies at once, traced, \
+                 {:.1} ms at {} B packets (LAS); simulated at {} B packets",
                 crate::bench::host_cpu(),
                 c.model.operators.len(),
-                cmd.rows,
                 c.traced_ms,
                 c.host_packet_bytes,
                 packet_bytes
             ));
-            Ok(vec![("plan".into(), c.model)])
-        }
-        crate::sim_cmd::SimWorkload::Vwap => {
-            let packet_bytes = cmd
-                .packet_bytes
-                .unwrap_or_else(|| nearflow_flow::default_packet_bytes(machine) as u64);
-            eprintln!("calibrating: VWAP, traced, on this host");
-            let c = crate::sim_calibrate::vwap(cmd.ticks, cmd.branches, packet_bytes)?;
-            say(format!(
-                "calibrated on this host ({}): VWAP, {} operators, {} ticks, {} branches, 4 \
-                 copies at once, traced, {:.1} ms at {} B packets (LAS); simulated at {} B \
-                 packets",
-                crate::bench::host_cpu(),
-                c.model.operators.len(),
-                cmd.ticks,
-                cmd.branches,
-                c.traced_ms,
-                c.host_packet_bytes,
-                packet_bytes
-            ));
-            Ok(vec![("vwap".into(), c.model)])
+            Ok(vec![(name.into(), c.model)])
         }
         crate::sim_cmd::SimWorkload::Sp2bench => {
             let names: Vec<String> = crate::args::parse_list(&cmd.queries)?;
@@ -415,7 +409,7 @@ pub(crate) fn calibrated_plans(
                     "calibrating: {name}, traced, on a runtime of {} on this host",
                     crate::args::machine_label(machine)
                 );
-                let c = crate::sim_calibrate::sparql(&store, name, text, cmd.packet_bytes)?;
+                let c = sparql(&store, name, text, cmd.packet_bytes)?;
                 say(format!(
                     "calibrated on this host ({}): {name} on {data} ({} rows), {} operators, 4 \
                      copies at once on {} workers, traced (thread CPU time), {:.1} ms at {} B \
@@ -436,6 +430,24 @@ pub(crate) fn calibrated_plans(
     }
 }
 
+/// `triples` SP²Bench triples from our generator (seed 1), in a store built for `machine`.
+fn generated_store(machine: &nearflow_topo::Machine, triples: u64) -> Result<Store> {
+    if triples == 0 {
+        bail!("--triples must be at least 1");
+    }
+    let mut doc = Vec::new();
+    nearflow_apps::sp2bench::generate(triples, 1, &mut doc)?;
+    let mut loaded = nearflow_rdf::load::Loaded::default();
+    nearflow_rdf::load::load_reader(
+        &mut loaded,
+        std::path::Path::new("generated.n3"),
+        nearflow_rdf::load::Format::Turtle,
+        doc.as_slice(),
+        "",
+    )?;
+    Ok(loaded.into_store(machine)?)
+}
+
 /// The store of `--workload sp2bench`, built for `machine`, and what it holds.
 fn sp2bench_store(
     cmd: &crate::sim_cmd::SimCmd,
@@ -450,21 +462,8 @@ fn sp2bench_store(
         let n = store.len();
         return Ok((store, format!("{n} triples")));
     }
-    if cmd.triples == 0 {
-        bail!("--triples must be at least 1");
-    }
     eprintln!("generating {} SP²Bench triples", cmd.triples);
-    let mut doc = Vec::new();
-    nearflow_apps::sp2bench::generate(cmd.triples, 1, &mut doc)?;
-    let mut loaded = nearflow_rdf::load::Loaded::default();
-    nearflow_rdf::load::load_reader(
-        &mut loaded,
-        std::path::Path::new("generated.n3"),
-        nearflow_rdf::load::Format::Turtle,
-        doc.as_slice(),
-        "",
-    )?;
-    let store = loaded.into_store(machine)?;
+    let store = generated_store(machine, cmd.triples)?;
     let n = store.len();
     Ok((store, format!("{n} generated triples")))
 }
@@ -483,18 +482,7 @@ mod tests {
         )
         .load()
         .unwrap();
-        let mut doc = Vec::new();
-        nearflow_apps::sp2bench::generate(5000, 1, &mut doc).unwrap();
-        let mut loaded = nearflow_rdf::load::Loaded::default();
-        nearflow_rdf::load::load_reader(
-            &mut loaded,
-            std::path::Path::new("t.n3"),
-            nearflow_rdf::load::Format::Turtle,
-            doc.as_slice(),
-            "",
-        )
-        .unwrap();
-        let store = Arc::new(loaded.into_store(&machine).unwrap());
+        let store = Arc::new(generated_store(&machine, 5000).unwrap());
         for q in ["q2", "q4"] {
             let text = nearflow_apps::sp2bench::queries::text(q).unwrap();
             let c = sparql(&store, q, &text, None).unwrap();
