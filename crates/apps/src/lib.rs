@@ -27,6 +27,7 @@
 
 pub mod ferret;
 pub mod genplan;
+pub mod lois;
 pub mod rng;
 pub mod sp2bench;
 pub mod vwap;

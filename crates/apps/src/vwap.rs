@@ -308,13 +308,91 @@ pub fn build(
     branches: usize,
     window: usize,
 ) -> Sink<Bargain> {
+    build_inner(b, input, branches, Window::fixed(window), false)
+}
+
+/// The sliding window's size along the stream: `first` trades per ticker, then `then` from
+/// the tick with sequence number `from_seq` on (a run whose behaviour changes halfway, for
+/// StreamMap's online re-mapping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub first: usize,
+    pub then: usize,
+    pub from_seq: u64,
+}
+
+impl Window {
+    /// The same size all along.
+    pub fn fixed(size: usize) -> Window {
+        Window {
+            first: size,
+            then: size,
+            from_seq: u64::MAX,
+        }
+    }
+
+    /// The size for the tick with sequence number `seq` (at least 1).
+    pub fn size(&self, seq: u64) -> usize {
+        if seq < self.from_seq {
+            self.first.max(1)
+        } else {
+            self.then.max(1)
+        }
+    }
+}
+
+/// The plan of [`build`] with StreamMap's threads (Fig. 9): the source thread (thread 0:
+/// the caller's source, the filter and the split) and one worker thread per branch (threads
+/// `1..threads`); with one thread, one branch on thread 0. The caller creates `input` on
+/// thread 0 (`b.on_thread(Some(0))`). The sink is on no thread: each worker delivers to it.
+pub fn build_threads(
+    b: &mut PlanBuilder,
+    input: Stream<Tick>,
+    threads: usize,
+    window: usize,
+) -> Sink<Bargain> {
+    build_threads_window(b, input, threads, Window::fixed(window))
+}
+
+/// [`build_threads`] with a window whose size changes along the stream.
+pub fn build_threads_window(
+    b: &mut PlanBuilder,
+    input: Stream<Tick>,
+    threads: usize,
+    window: Window,
+) -> Sink<Bargain> {
+    b.on_thread(Some(0));
+    build_inner(
+        b,
+        input,
+        threads.saturating_sub(1).max(1),
+        window,
+        threads > 1,
+    )
+}
+
+fn build_inner(
+    b: &mut PlanBuilder,
+    input: Stream<Tick>,
+    branches: usize,
+    window: Window,
+    threaded: bool,
+) -> Sink<Bargain> {
     let ticks = b.filter(input, relevant);
     let parts = b.partition(ticks, branches, |t: &Tick| t.ticker);
     let mut outs = Vec::with_capacity(branches);
-    for part in parts {
+    for (i, part) in parts.into_iter().enumerate() {
+        if threaded {
+            b.on_thread(Some(1 + i));
+        }
         let by_kind = b.partition_by(part, 2, |t: &Tick| usize::from(t.kind == Kind::Quote));
         let (trades, quotes) = (by_kind[0], by_kind[1]);
-        let vwaps = b.window_aggregate(trades, window, |t: &Tick| t.ticker, VwapWindow);
+        let vwaps = if window.first == window.then {
+            b.window_aggregate(trades, window.first, |t: &Tick| t.ticker, VwapWindow)
+        } else {
+            let size = move |t: &Tick| window.size(t.seq);
+            b.window_aggregate_sized(trades, size, |t: &Tick| t.ticker, VwapWindow)
+        };
         let bargains = b.window_join(
             vwaps,
             quotes,
@@ -325,19 +403,27 @@ pub fn build(
         );
         outs.push(bargains);
     }
+    if threaded {
+        b.on_thread(None);
+    }
     let all = b.union(outs);
     b.collect(all)
 }
 
 /// The straightforward sequential computation: one pass in input order, a window per ticker.
 pub fn reference(ticks: &[Tick], window: usize) -> Vec<Bargain> {
+    reference_window(ticks, Window::fixed(window))
+}
+
+/// [`reference()`] with a window whose size changes along the stream.
+pub fn reference_window(ticks: &[Tick], window: Window) -> Vec<Bargain> {
     let mut windows: HashMap<Ticker, VecDeque<(i64, i64)>> = HashMap::new();
     let mut out = Vec::new();
     for t in ticks.iter().filter(|t| relevant(t)) {
         match t.kind {
             Kind::Trade => {
                 let w = windows.entry(t.ticker).or_default();
-                if w.len() == window {
+                while w.len() >= window.size(t.seq) {
                     w.pop_front();
                 }
                 w.push_back((t.price, t.volume));

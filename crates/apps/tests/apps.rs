@@ -119,3 +119,81 @@ fn generated_plan_has_about_170_operators_and_matches_reference() {
         assert!(out.stats.conserved() && out.stats.bounded());
     }
 }
+
+/// LOIS (StreamMap Fig. 10) against its reference: every thread count under every policy
+/// (threads only label operators there), and mapped onto a 6-PU machine in three different
+/// ways; the outliers are the bursts and a few noise extremes, never nothing.
+#[test]
+fn lois_matches_reference_for_every_thread_count_policy_and_mapping() {
+    use nearflow_apps::lois;
+    let samples = lois::generate(40_000, 8, 11);
+    let cfg = lois::Config {
+        short: 64,
+        long: 512,
+        k_tenths: 30,
+    };
+    let expect = lois::reference(&samples, cfg);
+    assert!(expect.len() > 40, "{} outliers", expect.len());
+    let run = |rt: &Runtime, threads: usize, map: Option<&[usize]>| {
+        let mut b = PlanBuilder::for_runtime(rt);
+        b.packet_bytes(2048);
+        b.on_thread(Some(0));
+        let src = b.source(samples.clone());
+        let sink = lois::build(&mut b, src, threads, cfg);
+        let mut plan = b.build().expect("valid plan");
+        assert_eq!(plan.threads(), threads.clamp(1, 6));
+        if let Some(pus) = map {
+            plan.map_threads(rt, pus).expect("mapping");
+        }
+        let out = plan.run(rt).expect("plan runs");
+        let mut got = out.take(&sink);
+        got.sort_unstable();
+        assert!(out.stats.conserved() && out.stats.bounded());
+        got
+    };
+    for policy in PolicyKind::ALL {
+        let rt = runtime(policy);
+        for threads in 1..=6 {
+            assert_eq!(
+                run(&rt, threads, None),
+                expect,
+                "{policy} {threads} threads"
+            );
+        }
+    }
+    let m = nearflow_topo::from_synthetic("pack:1 core:6 pu:1").unwrap();
+    let rt = Runtime::builder(m)
+        .policy(PolicyKind::Mapped)
+        .build()
+        .unwrap();
+    for pus in [[0, 1, 2, 3, 4, 5], [5, 5, 0, 0, 1, 1], [3, 3, 3, 3, 3, 3]] {
+        assert_eq!(run(&rt, 6, Some(&pus)), expect, "mapped {pus:?}");
+    }
+    assert_eq!(run(&rt, 4, Some(&[2, 0, 1, 2])), expect, "4 threads mapped");
+}
+
+/// VWAP with StreamMap's threads, mapped, against its reference (small and large windows).
+#[test]
+fn vwap_threads_mapped_match_reference() {
+    let ticks = vwap::generate(30_000, 5);
+    let m = nearflow_topo::from_synthetic("pack:1 core:4 pu:1").unwrap();
+    let rt = Runtime::builder(m)
+        .policy(PolicyKind::Mapped)
+        .build()
+        .unwrap();
+    for window in [5, 75_000] {
+        let expect = sorted(vwap::reference(&ticks, window));
+        for (threads, pus) in [(1, vec![2]), (3, vec![0, 3, 1]), (5, vec![0, 0, 1, 2, 3])] {
+            let mut b = PlanBuilder::for_runtime(&rt);
+            b.packet_bytes(4096);
+            b.on_thread(Some(0));
+            let src = b.source(ticks.clone());
+            let sink = vwap::build_threads(&mut b, src, threads, window);
+            let mut plan = b.build().unwrap();
+            assert_eq!(plan.threads(), threads);
+            plan.map_threads(&rt, &pus).unwrap();
+            let out = plan.run(&rt).unwrap();
+            assert_eq!(sorted(out.take(&sink)), expect, "window {window} {pus:?}");
+        }
+    }
+}

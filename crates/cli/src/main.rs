@@ -3,11 +3,12 @@
 //! - `nearflow topo` — a machine's tree, core groups and distance matrices;
 //! - `nearflow stress` — the random-DAG workload with every task counted;
 //! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
-//! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|sp2bench|numa-factor` —
+//! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|sp2bench|numa-factor|streammap` —
 //!   benchmarks (figures only, never assertions);
 //! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store snapshot;
 //! - `nearflow gen sp2bench` — a document of SP²Bench's shape from our own generator;
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
+//! - `nearflow map` — StreamMap's thread-to-core mappers on VWAP and LOIS, measured on the host;
 //! - `nearflow sim` — a workload on a model of a machine, every policy, in the discrete-event
 //!   simulator (SIMULATED figures);
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
@@ -25,6 +26,9 @@
 //! - `check_cmd.rs` — `check placement`.
 //! - `sparql_cmd.rs` — `sparql`, `load`.
 //! - `gen_cmd.rs` — `gen sp2bench`.
+//! - `map_cmd.rs` — `map`; `map_report.rs` — its rows, measuring and printing;
+//!   `map_apps.rs` — its applications, profiling run and LLC counters;
+//!   `map_sim.rs` — its `--simulate`; `map_online.rs` — its `--online`.
 //! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime);
 //!   `sim_calibrate.rs` — the plan models from traced runs (generated plan, VWAP, SPARQL);
 //!   `sim_report.rs` — its table and timelines.
@@ -39,6 +43,11 @@ mod args;
 mod bench;
 mod check_cmd;
 mod gen_cmd;
+mod map_apps;
+mod map_cmd;
+mod map_online;
+mod map_report;
+mod map_sim;
 mod run_cmd;
 mod sim_calibrate;
 mod sim_cmd;
@@ -94,6 +103,9 @@ enum Command {
     Gen(gen_cmd::GenCmd),
     /// Simulate a workload on a model of a machine under several policies (SIMULATED).
     Sim(sim_cmd::SimCmd),
+    /// StreamMap: map an application's threads to PUs (TreeMatch, TreeMatch-S, Holistic,
+    /// Exhaustive) and measure the mappings.
+    Map(map_cmd::MapCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
     /// (generated when ../shared does not have it), a small VWAP run, the concurrent-plans
     /// comparison (both allocators), the placement checks, the allocator latency table and the
@@ -123,6 +135,9 @@ enum BenchCmd {
     /// SP²Bench SPARQL queries, single and concurrent, per policy, with Oxigraph as the peer
     /// (LAS paper §6.2–6.4).
     Sp2bench(bench::sp2bench::Sp2benchCmd),
+    /// StreamMap's micro-benchmarks on this host: producer/consumer, contention table,
+    /// barrier (StreamMap §III, Fig. 4, Tables I–II, Fig. 5).
+    Streammap(bench::streammap::StreammapCmd),
     /// NUMA factors of this host: reversing an array on node j from node i (Bobox paper §6, Table 1).
     NumaFactor(bench::numa_factor::NumaFactorCmd),
 }
@@ -138,6 +153,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Topo(c) => topo_cmd::run(&c),
         Command::Stress(c) => stress_cmd::run(&c),
         Command::Bench(BenchCmd::Overhead(c)) => bench::overhead::run(&c),
+        Command::Bench(BenchCmd::Streammap(c)) => bench::streammap::run(&c),
         Command::Bench(BenchCmd::Queues(c)) => bench::queues::run(&c),
         Command::Bench(BenchCmd::PacketSize(c)) => bench::packet_size::run(&c),
         Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
@@ -152,6 +168,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Load(c) => sparql_cmd::load(&c),
         Command::Gen(c) => gen_cmd::run(&c),
         Command::Sim(c) => sim_cmd::run(&c),
+        Command::Map(c) => map_cmd::run(&c),
         Command::Demo { csv } => demo(&csv),
     }
 }

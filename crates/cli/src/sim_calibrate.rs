@@ -54,6 +54,7 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
     flow_app(
         "generated plan",
         packet_bytes,
+        false,
         |b| genplan::build(b, rows),
         |out, sinks| genplan::result(out, sinks) == expect,
     )
@@ -72,6 +73,7 @@ pub(crate) fn vwap(ticks: u64, branches: usize, packet_bytes: u64) -> Result<Cal
     flow_app(
         "vwap",
         packet_bytes,
+        false,
         |b| {
             let src = b.source(data.clone());
             vwap::build(b, src, branches, WINDOW)
@@ -81,10 +83,12 @@ pub(crate) fn vwap(ticks: u64, branches: usize, packet_bytes: u64) -> Result<Cal
 }
 
 /// Runs a flow plan of this host (`build` makes one copy, `check` its result) untimed, then
-/// `CONCURRENT` copies at once, traced, under LAS, and derives its model.
-fn flow_app<S>(
+/// `CONCURRENT` copies at once, traced, under LAS, and derives its model; with `profile`, the
+/// operators' state sizes too (`PlanBuilder::profile_threads`, for mapped simulations).
+pub(crate) fn flow_app<S>(
     name: &str,
     packet_bytes: u64,
+    profile: bool,
     build: impl Fn(&mut PlanBuilder) -> S,
     check: impl Fn(&nearflow_flow::PlanOutput, &S) -> bool,
 ) -> Result<Calibration> {
@@ -100,6 +104,7 @@ fn flow_app<S>(
         let mut handles = Vec::new();
         for _ in 0..CONCURRENT {
             let mut b = PlanBuilder::for_runtime(rt);
+            b.profile_threads(profile);
             let sinks = build(&mut b);
             let plan = b.build()?;
             let shape = plan.shape();
@@ -339,6 +344,12 @@ fn derive(
                 out_per_in,
                 tuple_bytes_out,
                 home: o.home_node,
+                pu: None,
+                state_bytes: stats
+                    .threads
+                    .as_ref()
+                    .and_then(|t| t.state_bytes.get(i))
+                    .map_or(0, |&b| b as u64),
             }
         })
         .collect();

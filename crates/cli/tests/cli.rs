@@ -643,3 +643,251 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(out.matches("pipeline ").count(), 4, "{out}");
 }
+
+/// `nearflow map`: the mappers on presets and an XML machine without measuring, a profile
+/// saved and read back, a simulated run labelled SIMULATED, a short run measured on the host
+/// (every mapping computes the same result, or the command fails), and clear errors.
+#[test]
+fn map_presets_xml_profiles_simulation_and_host() {
+    let dir = std::env::temp_dir().join(format!("nearflow-map-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prof = dir.join("lois4.json");
+    let prof_s = prof.to_str().unwrap();
+    let xml = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../topo/tests/data/two-nodes.xml"
+    );
+    let v = json(&[
+        "map",
+        "--app",
+        "lois",
+        "--threads",
+        "4",
+        "--samples",
+        "20000",
+        "--preset",
+        "x5355",
+        "--no-measure",
+        "--json",
+        "--profile-out",
+        prof_s,
+    ]);
+    let r = &v[0];
+    assert_eq!(r["measured"], "not measured");
+    assert_eq!(
+        r["exhaustive_mappings"], 3,
+        "4 threads on 2x2: three classes"
+    );
+    for row in r["rows"].as_array().unwrap() {
+        let pus: Vec<u64> = row["pus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_u64().unwrap())
+            .collect();
+        assert_eq!(pus.len(), 4, "{row}");
+        let mut d = pus.clone();
+        d.sort_unstable();
+        d.dedup();
+        assert_eq!(d.len(), 4, "one thread per PU: {row}");
+        assert!(row["tuples_per_s"].is_null());
+    }
+    // LOIS threads 2 and 3 share the barrier: their correlation exceeds their communication.
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&prof).unwrap()).unwrap();
+    let (c, k) = (&p["communication"], &p["correlation"]);
+    assert!(
+        k[1][2].as_u64().unwrap() + k[2][1].as_u64().unwrap()
+            >= c[1][2].as_u64().unwrap() + c[2][1].as_u64().unwrap()
+    );
+    assert_eq!(p["contention_unit"], "working-set-bytes");
+    // The profile read back gives the same mappings, on an XML machine too.
+    let again = json(&[
+        "map",
+        "--app",
+        "lois",
+        "--threads",
+        "4",
+        "--samples",
+        "20000",
+        "--preset",
+        "x5355",
+        "--no-measure",
+        "--json",
+        "--profile",
+        prof_s,
+    ]);
+    assert_eq!(again[0]["rows"], r["rows"]);
+    let x = json(&[
+        "map",
+        "--app",
+        "lois",
+        "--threads",
+        "4",
+        "--samples",
+        "20000",
+        "--xml",
+        xml,
+        "--no-measure",
+        "--json",
+        "--profile",
+        prof_s,
+        "--mapper",
+        "holistic,treematch",
+    ]);
+    assert_eq!(
+        x[0]["rows"].as_array().unwrap().len(),
+        3,
+        "two mappers and random"
+    );
+    // Simulated: every row measured except the OS default, all labelled SIMULATED.
+    let s = json(&[
+        "map",
+        "--app",
+        "vwap",
+        "--threads",
+        "3",
+        "--ticks",
+        "20000",
+        "--preset",
+        "nehalem-2x4",
+        "--simulate",
+        "--json",
+    ]);
+    assert_eq!(s[0]["measured"], "SIMULATED");
+    for row in s[0]["rows"].as_array().unwrap() {
+        if row["name"] == "os-default" {
+            assert!(row["error"].as_str().unwrap().contains("not modelled"));
+        } else {
+            assert!(row["tuples_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        }
+    }
+    // On the host, measured: 2 threads, one round.
+    let h = json(&[
+        "map",
+        "--app",
+        "vwap",
+        "--threads",
+        "2",
+        "--ticks",
+        "20000",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(h[0]["measured"]
+        .as_str()
+        .unwrap()
+        .starts_with("measured on"));
+    assert!(h[0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "os-default" && r["tuples_per_s"].as_f64().unwrap() > 0.0));
+    // Online re-mapping on the host: both runs checked against the reference inside.
+    let o = json(&[
+        "map",
+        "--online",
+        "--threads",
+        "3",
+        "--ticks",
+        "40000",
+        "--repeat",
+        "1",
+        "--period-ms",
+        "5",
+        "--json",
+    ]);
+    assert!(o["static_tuples_per_s"].as_f64().unwrap() > 0.0);
+    assert!(o["online_tuples_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(o["first_mapping"].as_array().unwrap().len(), 3);
+    fails_with(
+        &["map", "--online", "--preset", "x5355"],
+        "runs on this host",
+    );
+    fails_with(&["map", "--online", "--app", "lois"], "not supported");
+    fails_with(&["map", "--online", "--threads", "2,4"], "one thread count");
+    fails_with(&["map", "--margin", "1.5", "--no-measure"], "--margin");
+    // Bad input.
+    fails_with(&["map", "--app", "nope"], "unknown --app");
+    fails_with(
+        &["map", "--app", "lois", "--threads", "7", "--no-measure"],
+        "1 to 6 threads",
+    );
+    fails_with(&["map", "--threads", "0"], "at least 1");
+    fails_with(
+        &["map", "--mapper", "best", "--no-measure"],
+        "unknown mapper",
+    );
+    fails_with(
+        &["map", "--window", "huge", "--no-measure"],
+        "--window huge",
+    );
+    fails_with(
+        &[
+            "map",
+            "--threads",
+            "4",
+            "--profile",
+            "/no/such.json",
+            "--no-measure",
+        ],
+        "cannot read profile",
+    );
+    std::fs::write(dir.join("bad.json"), "{\"app\": 1}").unwrap();
+    fails_with(
+        &[
+            "map",
+            "--threads",
+            "4",
+            "--no-measure",
+            "--profile",
+            dir.join("bad.json").to_str().unwrap(),
+        ],
+        "bad profile",
+    );
+    fails_with(
+        &[
+            "map",
+            "--app",
+            "lois",
+            "--threads",
+            "5",
+            "--no-measure",
+            "--profile",
+            prof_s,
+        ],
+        "has 4 threads, not 5",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `nearflow bench streammap`: the three micro-benchmarks run (figures only) and bad input is
+/// refused.
+#[test]
+fn bench_streammap_runs_and_refuses_bad_input() {
+    let out = common::ok(&[
+        "bench",
+        "streammap",
+        "--tuples",
+        "20000",
+        "--rounds",
+        "2000",
+        "--repeat",
+        "1",
+    ]);
+    for needle in [
+        "producer → consumer",
+        "same PU",
+        "other PU",
+        "unbound (OS)",
+        "HashJoin",
+        "barrier",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    fails_with(
+        &["bench", "streammap", "--micro", "nope"],
+        "unknown micro-benchmark",
+    );
+    fails_with(&["bench", "streammap", "--repeat", "0"], "at least 1");
+}

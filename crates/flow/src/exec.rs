@@ -10,8 +10,13 @@
 //! A packet (or end of stream) sent to an input schedules the consumer as an **immediate** task,
 //! queued where the sender runs; an operator that returns [`Status::More`], and a producer woken
 //! because its refused packet now fits, are scheduled as **deferred** tasks.
+//!
+//! Length: one running plan, its tasks and its bookkeeping; StreamMap's profile accounting
+//! (`ThreadProfile`, about 90 lines) lives here because it counts inside those tasks.
 
-use crate::sync::os::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError};
+use crate::sync::os::{
+    Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -36,12 +41,20 @@ pub(crate) struct OperatorState {
     finishing: bool,
     pub(crate) done: bool,
     failed: bool,
+    /// Profiling ([`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads)): who
+    /// (thread, or worker) ran it last, runs per worker, and its largest state.
+    last_worker: Option<usize>,
+    runs_on: Vec<u64>,
+    state_high: usize,
 }
 
 /// One operator of a running plan.
 pub(crate) struct OperatorRt {
     pub(crate) name: String,
     home: Option<nearflow_rt::Home>,
+    /// The PU all its tasks go to when mapped ([`NO_PU`] when not): from its home, and
+    /// changed while the plan runs by `PlanHandle::remap` (online re-mapping).
+    pu: AtomicU32,
     sched: SchedState,
     pub(crate) state: Mutex<OperatorState>,
     /// (consumer operator, consumer port, buffer) per output.
@@ -57,6 +70,9 @@ pub(crate) struct OperatorRt {
     pub(crate) sent_closed: AtomicU64,
 }
 
+/// No PU: the operator is not mapped.
+pub(crate) const NO_PU: u32 = u32::MAX;
+
 /// An input's buffer and the operator feeding it.
 type InEdge = (Arc<dyn Chan>, usize);
 
@@ -68,10 +84,99 @@ pub(crate) struct Exec {
     pub(crate) done_ops: AtomicUsize,
     runs: AtomicU64,
     concurrent_entries: AtomicU64,
+    pub(crate) profile: Option<ThreadProfile>,
+    /// Each operator's thread once mapped (`PlanShape::effective_threads`), for `remap`.
+    pub(crate) threads_of: Vec<Option<usize>>,
+    /// The number of application threads.
+    pub(crate) threads: usize,
+    /// PUs (workers) of the runtime it runs on.
+    pub(crate) workers: usize,
+}
+
+/// What [`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads) records, as
+/// `dims × dims` row-major counters (relaxed adds; read after the plan ended, or as a running
+/// snapshot). The dimensions are the plan's application threads when it has some
+/// ([`PlanBuilder::on_thread`](crate::PlanBuilder::on_thread)) — so a profile stays per thread
+/// when several threads share a PU — and the runtime's workers otherwise.
+pub(crate) struct ThreadProfile {
+    dims: usize,
+    /// By thread: true; by worker: false.
+    by_thread: bool,
+    /// Bytes of tuples sent from thread (worker) `i` to an operator of thread (on worker) `j`.
+    comm: Vec<AtomicU64>,
+    /// Bytes of operator state that passed from `i` to `j` (an operator run by `j` whose
+    /// previous run was by `i`).
+    moved: Vec<AtomicU64>,
+    /// Per worker: the thread of the last mapped operator it ran; an operator without a
+    /// thread (a shared one) counts as run by it — System S runs such an operator on the
+    /// thread that delivers its input, and the engine runs it on the deliverer's worker.
+    current: Vec<AtomicU32>,
+}
+
+impl ThreadProfile {
+    fn new(threads: usize, workers: usize) -> Self {
+        let by_thread = threads > 0;
+        let dims = if by_thread { threads } else { workers };
+        let cells = || (0..dims * dims).map(|_| AtomicU64::new(0)).collect();
+        ThreadProfile {
+            dims,
+            by_thread,
+            comm: cells(),
+            moved: cells(),
+            current: (0..workers).map(|w| AtomicU32::new(w as u32)).collect(),
+        }
+    }
+
+    /// Who runs operator `node` of `e` on worker `w`: its thread, the worker's current
+    /// thread, or the worker itself.
+    pub(crate) fn who(&self, e: &Exec, node: usize, w: usize) -> usize {
+        if !self.by_thread {
+            return w;
+        }
+        match e.threads_of[node] {
+            Some(t) => t,
+            None => self
+                .current
+                .get(w)
+                .map_or(0, |c| c.load(Ordering::Relaxed) as usize),
+        }
+    }
+
+    /// Who will run consumer `node` of a packet sent by `from` (on worker `w`).
+    pub(crate) fn receiver(&self, e: &Exec, node: usize, from: usize, w: usize) -> usize {
+        if self.by_thread {
+            e.threads_of[node].unwrap_or(from)
+        } else {
+            e.runs_on(node, w)
+        }
+    }
+
+    pub(crate) fn sent(&self, from: usize, to: usize, bytes: u64) {
+        if from < self.dims && to < self.dims {
+            self.comm[from * self.dims + to].fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    fn matrix(&self, cells: &[AtomicU64]) -> Vec<Vec<u64>> {
+        cells
+            .chunks(self.dims)
+            .map(|r| r.iter().map(|c| c.load(Ordering::Relaxed)).collect())
+            .collect()
+    }
 }
 
 impl Exec {
-    pub(crate) fn new(plan: Plan, packet_bytes: usize) -> Self {
+    pub(crate) fn new(plan: Plan, packet_bytes: usize, workers: usize) -> Self {
+        let threads_of = plan.shape().effective_threads();
+        let threads = plan.threads();
+        let profile = plan
+            .profile_threads
+            .then(|| ThreadProfile::new(threads, workers));
+        let runs_on = if plan.profile_threads {
+            vec![0; workers]
+        } else {
+            Vec::new()
+        };
         let cap = plan.buffer_packets;
         // One buffer per connection, made with the input's type.
         let mut in_chans: Vec<Vec<Option<InEdge>>> = plan
@@ -102,6 +207,11 @@ impl Exec {
                 .collect();
             ops.push(OperatorRt {
                 name: n.name,
+                pu: AtomicU32::new(
+                    n.home
+                        .and_then(|h| h.pu_index())
+                        .map_or(NO_PU, |p| p as u32),
+                ),
                 home: n.home,
                 sched: SchedState::new(),
                 state: Mutex::new(OperatorState {
@@ -111,6 +221,9 @@ impl Exec {
                     finishing: false,
                     done: false,
                     failed: false,
+                    last_worker: None,
+                    runs_on: runs_on.clone(),
+                    state_high: 0,
                 }),
                 outs,
                 ins,
@@ -126,7 +239,30 @@ impl Exec {
             done_ops: AtomicUsize::new(0),
             runs: AtomicU64::new(0),
             concurrent_entries: AtomicU64::new(0),
+            profile,
+            threads_of,
+            threads,
+            workers,
         }
+    }
+
+    /// The worker an operator's next task will run on, as far as the plan knows: its thread's
+    /// PU when it is mapped, else the worker that schedules it (001 §3: an immediate task is
+    /// queued where its sender runs).
+    pub(crate) fn runs_on(&self, node: usize, sender: usize) -> usize {
+        match self.ops[node].pu.load(Ordering::Relaxed) {
+            NO_PU => sender,
+            p => p as usize,
+        }
+    }
+
+    /// Moves operator `node` to PU `pu` (or unpins it): its next tasks go there. Relaxed: a
+    /// task spawned just before may still run on the old PU, which is harmless (the operator
+    /// states keep it on one thread at a time).
+    pub(crate) fn pin(&self, node: usize, pu: Option<usize>) {
+        self.ops[node]
+            .pu
+            .store(pu.map_or(NO_PU, |p| p as u32), Ordering::Relaxed);
     }
 
     /// Moves `node` towards `SCHEDULED`; spawns its task when it was idle.
@@ -138,6 +274,14 @@ impl Exec {
 
     fn spawn(self: &Arc<Self>, cx: &TaskCx<'_>, node: usize, kind: TaskKind) {
         let e = self.clone();
+        // Mapped to a PU: every task goes there (StreamMap, `Plan::map_threads`,
+        // `PlanHandle::remap`).
+        let pu = self.ops[node].pu.load(Ordering::Relaxed);
+        if pu != NO_PU {
+            if let Ok(home) = cx.home_on_pu(pu as usize) {
+                return cx.spawn_at(kind, home, move |cx| e.task(cx, node));
+            }
+        }
         match (kind, self.ops[node].home) {
             (TaskKind::Deferred, Some(home)) => {
                 cx.spawn_deferred_at(home, move |cx| e.task(cx, node))
@@ -182,6 +326,25 @@ impl Exec {
         // produce is wanted, so it finishes without running again.
         if !n.outs.is_empty() && n.outs.iter().all(|(_, _, c)| c.discarding()) {
             state.finishing = true;
+        }
+        if let Some(prof) = &self.profile {
+            let w = cx.worker();
+            let who = prof.who(self, node, w);
+            if let (true, Some(t), Some(c)) =
+                (prof.by_thread, self.threads_of[node], prof.current.get(w))
+            {
+                c.store(t as u32, Ordering::Relaxed);
+            }
+            let before = state.op.state_bytes();
+            if let Some(last) = state.last_worker.filter(|&l| l != who) {
+                if last < prof.dims && who < prof.dims {
+                    prof.moved[last * prof.dims + who].fetch_add(before as u64, Ordering::Relaxed);
+                }
+            }
+            state.last_worker = Some(who);
+            if let Some(r) = state.runs_on.get_mut(w) {
+                *r += 1;
+            }
         }
         if !state.finishing {
             let OperatorState {
@@ -233,6 +396,9 @@ impl Exec {
                     return;
                 }
             }
+        }
+        if self.profile.is_some() {
+            state.state_high = state.state_high.max(state.op.state_bytes());
         }
         if state.finishing && state.held.iter().all(|&h| h == 0) {
             state.done = true;
@@ -299,6 +465,28 @@ impl Exec {
                 st.channels.push(c);
             }
         }
+        st.threads = self.thread_stats();
         st
+    }
+
+    /// The thread profile so far (`PlanBuilder::profile_threads`), None when not recorded.
+    /// While the plan runs, it waits for each running operator's current run.
+    pub(crate) fn thread_stats(&self) -> Option<crate::stats::ThreadStats> {
+        let prof = self.profile.as_ref()?;
+        let mut runs_on = Vec::new();
+        let mut state_bytes = Vec::new();
+        for n in &self.ops {
+            let g = n.state.lock().unwrap_or_else(|p| p.into_inner());
+            runs_on.push(g.runs_on.clone());
+            state_bytes.push(g.state_high);
+        }
+        Some(crate::stats::ThreadStats {
+            workers: self.workers,
+            by_thread: prof.by_thread,
+            communication: prof.matrix(&prof.comm),
+            state_moves: prof.matrix(&prof.moved),
+            runs_on,
+            state_bytes,
+        })
     }
 }

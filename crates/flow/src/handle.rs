@@ -77,6 +77,46 @@ impl PlanHandle {
 
     /// Whether the plan has ended (completed, failed or cancelled): [`wait`](Self::wait) then
     /// returns at once.
+    /// Moves the plan's threads while it runs (online re-mapping, beyond StreamMap's §IV.A):
+    /// thread `t`'s operators (and those it alone feeds) send their next tasks to PU `pus[t]`
+    /// under the `mapped` policy. A task already queued runs where it was queued; the
+    /// operator's state follows it to the new PU at its next run.
+    pub fn remap(&self, pus: &[usize]) -> Result<(), crate::PlanError> {
+        let e = &self.exec;
+        if pus.len() != e.threads {
+            return Err(crate::PlanError::Setting(format!(
+                "a mapping of {} threads given for a plan with {}",
+                pus.len(),
+                e.threads
+            )));
+        }
+        if let Some(&p) = pus.iter().find(|&&p| p >= e.workers) {
+            return Err(crate::PlanError::Setting(format!(
+                "bad mapping: PU {p} does not exist (the machine has {})",
+                e.workers
+            )));
+        }
+        for (i, t) in e.threads_of.iter().enumerate() {
+            if let Some(t) = t {
+                e.pin(i, Some(pus[*t]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each operator's thread once mapped (`PlanShape::effective_threads`): what
+    /// [`remap`](Self::remap) moves.
+    pub fn threads_of(&self) -> Vec<Option<usize>> {
+        self.exec.threads_of.clone()
+    }
+
+    /// The thread profile so far, when the plan records one
+    /// ([`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads)); the counters
+    /// only grow, so the difference of two snapshots is what happened in between.
+    pub fn profile_now(&self) -> Option<crate::ThreadStats> {
+        self.exec.thread_stats()
+    }
+
     pub fn is_done(&self) -> bool {
         self.req.is_done()
     }
@@ -132,7 +172,7 @@ impl Plan {
             .packet_bytes
             .unwrap_or_else(|| default_packet_bytes(rt.machine()));
         let sinks = self.sinks.clone();
-        let exec = Arc::new(Exec::new(self, packet_bytes));
+        let exec = Arc::new(Exec::new(self, packet_bytes, rt.workers()));
         let sources: Vec<usize> = (0..exec.ops.len())
             .filter(|&i| exec.ops[i].ins.is_empty())
             .collect();

@@ -91,6 +91,12 @@ impl Io<'_> {
             me.sent_open.fetch_add(1, Ordering::Relaxed);
         }
         let (consumer, _, chan) = &me.outs[port];
+        if let Some(prof) = &self.exec.profile {
+            let w = self.cx.worker();
+            let from = prof.who(self.exec, self.node, w);
+            let bytes = (packet.len() * std::mem::size_of::<T>()) as u64;
+            prof.sent(from, prof.receiver(self.exec, *consumer, from, w), bytes);
+        }
         match self
             .typed::<T>(&**chan, "sent on output", port)
             .send(packet)

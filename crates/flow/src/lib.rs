@@ -77,4 +77,4 @@ pub use plan::{
     Operator, OperatorId, OperatorShape, Plan, PlanBuilder, PlanShape, PortType, Sink, Status,
     Stream,
 };
-pub use stats::{OperatorSends, PlanStats};
+pub use stats::{OperatorSends, PlanStats, ThreadStats};

@@ -73,6 +73,11 @@ pub trait Operator: Send + 'static {
     fn outputs(&self) -> Vec<PortType>;
     /// Does some work; see [`Status`]. An `Err` stops the plan with that error.
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError>;
+    /// Bytes of state the operator keeps between runs (windows, tables, buffered input): its
+    /// working set, as StreamMap's profiles need it. 0 for a stateless operator.
+    fn state_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// An operator's index in its plan.
@@ -149,6 +154,8 @@ pub(crate) struct OperatorDecl {
     pub(crate) feeds: Vec<Option<(usize, usize)>>,
     /// Where the operator's deferred tasks are queued ([`PlanBuilder::home`]).
     pub(crate) home: Option<nearflow_rt::Home>,
+    /// The application thread it belongs to ([`PlanBuilder::on_thread`]).
+    pub(crate) thread: Option<usize>,
 }
 
 /// Default number of packets an input buffer holds before it refuses more.
@@ -164,6 +171,8 @@ pub struct PlanBuilder {
     packet_bytes: Option<usize>,
     buffer_packets: usize,
     dop: Option<usize>,
+    thread: Option<usize>,
+    profile_threads: bool,
 }
 
 impl Default for PlanBuilder {
@@ -190,7 +199,29 @@ impl PlanBuilder {
             packet_bytes: None,
             buffer_packets: DEFAULT_BUFFER_PACKETS,
             dop: None,
+            thread: None,
+            profile_threads: false,
         }
+    }
+
+    /// Operators added from now on belong to application thread `t` (StreamMap's Threaded
+    /// Ports, `streammap-cache-topology-mapping.txt` §II.A), or to none: an operator without a
+    /// thread runs on the thread that delivers its input. Threads matter once the plan is
+    /// mapped ([`Plan::map_threads`]); otherwise they are only labels.
+    pub fn on_thread(&mut self, t: Option<usize>) -> &mut Self {
+        self.thread = t;
+        self
+    }
+
+    /// Record, while the plan runs, which worker sends how many bytes to which, and how often
+    /// each operator's state passes from one worker to another ([`PlanStats::threads`]):
+    /// StreamMap's communication and correlation profiles. Off by default (it costs a few
+    /// atomic adds per packet and per task).
+    ///
+    /// [`PlanStats::threads`]: crate::PlanStats::threads
+    pub fn profile_threads(&mut self, on: bool) -> &mut Self {
+        self.profile_threads = on;
+        self
     }
 
     /// Packet size in bytes for this plan (default: half the L2 cache of the runtime's
@@ -256,6 +287,7 @@ impl PlanBuilder {
             inputs,
             outputs,
             home: None,
+            thread: self.thread,
         });
         id
     }
@@ -472,6 +504,7 @@ impl PlanBuilder {
             sinks: self.sinks,
             packet_bytes: self.packet_bytes,
             buffer_packets: self.buffer_packets,
+            profile_threads: self.profile_threads,
         })
     }
 }
@@ -482,6 +515,7 @@ pub struct Plan {
     pub(crate) sinks: Vec<SinkSlot>,
     pub(crate) packet_bytes: Option<usize>,
     pub(crate) buffer_packets: usize,
+    pub(crate) profile_threads: bool,
 }
 
 impl fmt::Debug for Plan {
@@ -510,6 +544,47 @@ impl Plan {
         self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
+    /// Number of application threads: one more than the highest thread an operator was put on
+    /// ([`PlanBuilder::on_thread`]); 0 when none was.
+    pub fn threads(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.thread)
+            .max()
+            .map_or(0, |t| t + 1)
+    }
+
+    /// Maps the plan's threads onto PUs of `rt`'s machine (StreamMap's enforced mapping,
+    /// §IV.A): every operator of thread `t` gets PU `pus[t]` as its home, so under the
+    /// `mapped` policy all its tasks run there and nowhere else. An operator without a thread
+    /// runs on the thread that feeds it (pinned there when one thread feeds all its inputs;
+    /// left free, a shared operator, when several do).
+    pub fn map_threads(
+        &mut self,
+        rt: &nearflow_rt::Runtime,
+        pus: &[usize],
+    ) -> Result<(), PlanError> {
+        let threads = self.threads();
+        if pus.len() != threads {
+            return Err(PlanError::Setting(format!(
+                "a mapping of {} threads given for a plan with {threads}",
+                pus.len()
+            )));
+        }
+        let homes = pus
+            .iter()
+            .map(|&p| rt.home_on_pu(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| PlanError::Setting(format!("bad mapping: {e}")))?;
+        let eff = self.shape().effective_threads();
+        for (n, t) in self.nodes.iter_mut().zip(eff) {
+            if let Some(t) = t {
+                n.home = Some(homes[t]);
+            }
+        }
+        Ok(())
+    }
+
     /// Its operators and connections, without the operators themselves (for the simulator,
     /// `crates/sim`, and for tools that draw plans).
     pub fn shape(&self) -> PlanShape {
@@ -524,6 +599,7 @@ impl Plan {
                     input_tuple_bytes: n.inputs.iter().map(|p| p.size).collect(),
                     output_tuple_bytes: n.outputs.iter().map(|p| p.size).collect(),
                     home_node: n.home.map(|h| h.node_index()),
+                    thread: n.thread,
                 })
                 .collect(),
             buffer_packets: self.buffer_packets,
@@ -542,6 +618,31 @@ pub struct PlanShape {
     pub packet_bytes: Option<usize>,
 }
 
+impl PlanShape {
+    /// The thread each operator runs on once the plan is mapped: its own
+    /// ([`PlanBuilder::on_thread`]), or for one without a thread whose inputs all come from
+    /// one thread, that thread (System S: no Threaded Port, executed by the delivering
+    /// thread; [`Plan::map_threads`] pins it there so backpressure wake-ups from its consumer
+    /// do not move it). None for a source without a thread and for an operator fed by several
+    /// threads: a shared operator (§III.D), run by whichever delivers.
+    pub fn effective_threads(&self) -> Vec<Option<usize>> {
+        let ops = &self.operators;
+        let mut eff: Vec<Option<usize>> = ops.iter().map(|n| n.thread).collect();
+        // Plans are acyclic: as many passes as operators settle every path.
+        for _ in 0..ops.len() {
+            for (i, n) in ops.iter().enumerate() {
+                if n.thread.is_some() || n.fed_by.is_empty() {
+                    continue;
+                }
+                let mut from = n.fed_by.iter().map(|&(p, _)| eff[p]);
+                let first = from.next().flatten();
+                eff[i] = first.filter(|t| from.all(|x| x == Some(*t)));
+            }
+        }
+        eff
+    }
+}
+
 /// One operator of a [`PlanShape`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct OperatorShape {
@@ -555,4 +656,6 @@ pub struct OperatorShape {
     pub output_tuple_bytes: Vec<usize>,
     /// The node its deferred tasks go to, if it has a home.
     pub home_node: Option<usize>,
+    /// The application thread it belongs to ([`PlanBuilder::on_thread`]).
+    pub thread: Option<usize>,
 }

@@ -27,6 +27,31 @@ pub struct PlanStats {
     /// Wall time from submission to completion.
     #[serde(serialize_with = "ser_secs")]
     pub elapsed: Duration,
+    /// Who talked to whom, when the plan was built with
+    /// [`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads).
+    pub threads: Option<ThreadStats>,
+}
+
+/// A plan run's profile (StreamMap's profiling run, `streammap-cache-topology-mapping.txt`
+/// §IV.B). The matrices are per application thread when the plan has threads
+/// ([`PlanBuilder::on_thread`](crate::PlanBuilder::on_thread); `by_thread`), else per worker;
+/// row = from.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ThreadStats {
+    /// Workers of the runtime (the length of each `runs_on`).
+    pub workers: usize,
+    /// Whether the matrices are by thread (else by worker).
+    pub by_thread: bool,
+    /// Bytes of tuples sent by `i` to operators run by `j`. An operator without a thread
+    /// counts as run by the thread that delivers to it.
+    pub communication: Vec<Vec<u64>>,
+    /// Bytes of operator state that moved from `i` to `j`: each time an operator ran by `j`
+    /// after its previous run by `i`, its state size then.
+    pub state_moves: Vec<Vec<u64>>,
+    /// Per operator: its runs on each worker.
+    pub runs_on: Vec<Vec<u64>>,
+    /// Per operator: the largest state it reported ([`Operator::state_bytes`](crate::Operator::state_bytes)).
+    pub state_bytes: Vec<usize>,
 }
 
 /// When an operator produced its packets (see [`PlanStats::sends`]). A source has no inputs, so

@@ -29,6 +29,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// mutexes, error slot and statistics, sink cells: `exec.rs`, `handle.rs`, `plan.rs`): std's under loom too, named
 /// here so that every primitive the crate uses is in this file.
 pub(crate) mod os {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Mutex, TryLockError};
 }

@@ -17,8 +17,13 @@
 //! | `bobox2011` | the home node's request lists (its deferred queue, §5.1), whichever node the request's turn would pick |
 //! | `fifo-rr`, `per-thread`, `random-steal` | the list of a worker of the home node (spread by ticket) |
 //! | `nls`, `central` | the one shared queue, as without a home: these designs have no per-node queue |
+//!
+//! A home can also name one PU ([`Home::pu`], StreamMap's mapping of a thread to a core): the
+//! task goes to a queue that PU's worker is fed from — under `mapped` its own queue, which no
+//! other worker takes from, so the task runs there; under the other policies the queue its
+//! own deferred spawns go to (its group's, for LAS), from which it may be stolen as usual.
 
-use nearflow_topo::{GroupId, Machine, NodeId};
+use nearflow_topo::{GroupId, Machine, NodeId, PuId};
 use serde::Serialize;
 
 use crate::search::QueueRef;
@@ -30,6 +35,7 @@ use crate::{Place, Policy};
 pub struct Home {
     node: NodeId,
     group: Option<GroupId>,
+    pu: Option<PuId>,
 }
 
 /// A home that does not exist on the machine.
@@ -41,6 +47,9 @@ pub enum HomeError {
     /// The group index is out of range.
     #[error("core group {group} does not exist (the machine has {groups})")]
     NoSuchGroup { group: usize, groups: usize },
+    /// The PU index is out of range.
+    #[error("PU {pu} does not exist (the machine has {pus})")]
+    NoSuchPu { pu: usize, pus: usize },
 }
 
 impl Home {
@@ -50,7 +59,24 @@ impl Home {
         if node >= nodes {
             return Err(HomeError::NoSuchNode { node, nodes });
         }
-        Ok(Home { node, group: None })
+        Ok(Home {
+            node,
+            group: None,
+            pu: None,
+        })
+    }
+
+    /// PU `pu` of `machine` (and so its group and node).
+    pub fn pu(machine: &Machine, pu: PuId) -> Result<Home, HomeError> {
+        let pus = machine.pu_count();
+        if pu >= pus {
+            return Err(HomeError::NoSuchPu { pu, pus });
+        }
+        Ok(Home {
+            node: machine.node_of(pu),
+            group: Some(machine.group_of(pu)),
+            pu: Some(pu),
+        })
     }
 
     /// Core group `group` of `machine` (and so its node).
@@ -63,6 +89,7 @@ impl Home {
         Ok(Home {
             node: g.node,
             group: Some(group),
+            pu: None,
         })
     }
 
@@ -71,9 +98,14 @@ impl Home {
         self.node
     }
 
-    /// The home group, if one was given.
+    /// The home group, if one was given (or implied by a PU).
     pub fn group_index(&self) -> Option<GroupId> {
         self.group
+    }
+
+    /// The home PU, if one was given.
+    pub fn pu_index(&self) -> Option<PuId> {
+        self.pu
     }
 }
 
@@ -82,6 +114,8 @@ impl Home {
 pub(crate) struct HomeQueues {
     by_node: Vec<Vec<QueueRef>>,
     by_group: Vec<Vec<QueueRef>>,
+    /// Per worker: the queues its own deferred spawns go to (empty: use its group's).
+    by_worker: Vec<Vec<QueueRef>>,
 }
 
 impl HomeQueues {
@@ -114,6 +148,7 @@ impl HomeQueues {
         let all = collect(&mut (0..p.workers));
         let or_all = |qs: Vec<QueueRef>| if qs.is_empty() { all.clone() } else { qs };
         HomeQueues {
+            by_worker: (0..p.workers).map(of_worker).collect(),
             by_node: (0..m.node_count())
                 .map(|n| {
                     or_all(collect(
@@ -141,6 +176,11 @@ impl Policy {
     #[inline]
     pub fn place_at(&self, home: Home, ticket: usize) -> Option<QueueRef> {
         let h = &self.homes;
+        if let Some(qs) = home.pu.and_then(|w| h.by_worker.get(w)) {
+            if !qs.is_empty() {
+                return Some(qs[ticket % qs.len()]);
+            }
+        }
         let qs = match home.group {
             Some(g) if g < h.by_group.len() => &h.by_group[g],
             _ => h.by_node.get(home.node)?,
@@ -173,6 +213,27 @@ mod tests {
         let g = Home::group(&m, 1).unwrap();
         assert_eq!((g.node_index(), g.group_index()), (1, Some(1)));
         assert!(Home::group(&m, 9).is_err());
+    }
+
+    /// A PU home: under `mapped` (and the per-worker designs) that PU's own queue, which only
+    /// its worker probes under `mapped`; under LAS its group's deferred queue; a PU that does
+    /// not exist is refused.
+    #[test]
+    fn a_pu_home_is_its_workers_queue() {
+        let m = presets::build("e5310-smp").unwrap(); // 8 PUs, groups of 2
+        let h = Home::pu(&m, 5).unwrap();
+        assert_eq!((h.pu_index(), h.group_index()), (Some(5), Some(2)));
+        assert_eq!(Home::pu(&m, 8), Err(HomeError::NoSuchPu { pu: 8, pus: 8 }));
+        let p = Policy::new(PolicyKind::Mapped, &m);
+        assert_eq!(queues(&p, h), vec![QueueRef::Shared(5)]);
+        let reach: Vec<usize> = (0..8)
+            .filter(|&w| crate::search_reaches(p.search(w), QueueRef::Shared(5)))
+            .collect();
+        assert_eq!(reach, vec![5]);
+        let p = Policy::new(PolicyKind::Las, &m);
+        assert_eq!(queues(&p, h), vec![QueueRef::Deferred(2)]);
+        let p = Policy::new(PolicyKind::PerThread, &m);
+        assert_eq!(queues(&p, h), vec![QueueRef::Shared(5)]);
     }
 
     /// LAS: a node's groups' deferred queues, spread by ticket; a group home its own queue.
@@ -210,7 +271,10 @@ mod tests {
                 PolicyKind::Las => vec![QueueRef::Deferred(m.group_of(node1_workers[0]))],
                 PolicyKind::Bobox2011 => vec![QueueRef::Deferred(1)],
                 PolicyKind::Nls | PolicyKind::Central => vec![QueueRef::Shared(0)],
-                PolicyKind::FifoRr | PolicyKind::PerThread | PolicyKind::RandomSteal => {
+                PolicyKind::FifoRr
+                | PolicyKind::PerThread
+                | PolicyKind::RandomSteal
+                | PolicyKind::Mapped => {
                     node1_workers.iter().map(|&w| QueueRef::Shared(w)).collect()
                 }
             };

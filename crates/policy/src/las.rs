@@ -266,6 +266,7 @@ mod tests {
                 index: i,
                 os_index: i,
                 core: i,
+                package: i,
                 node: i,
             })
             .collect();

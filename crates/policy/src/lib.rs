@@ -21,6 +21,7 @@
 //! | `bobox2011` | `task-scheduling-in-data-stream-processing.txt` §5 |
 //! | `fifo-rr` | the same paper, §6 (its baseline) |
 //! | `central`, `per-thread`, `random-steal` | `load-balancing-queues.txt` §II |
+//! | `mapped` | `streammap-cache-topology-mapping.txt` §IV.A: threads bound to cores, no stealing |
 //!
 //! Worker `w` is the thread of PU `w`: the runtime creates one thread per PU, grouped into one
 //! pool per core group (§4.1).
@@ -32,7 +33,8 @@
 //! - `las.rs` — LAS (§4.2's five rules, §4.3's sleep domains).
 //! - `home.rs` — data homes ([`Home`]) and where each policy puts a homed task ([`Policy::place_at`]).
 //! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
-//! - `simple.rs` — NLS, FIFO+RR and the three queue designs of load-balancing-queues.txt.
+//! - `simple.rs` — NLS, FIFO+RR, the three queue designs of load-balancing-queues.txt, and
+//!   the `mapped` policy StreamMap runs under.
 //!
 //! Length: the last 70 lines are unit tests of the policy interface; the rest is the one trait
 //! every policy implements and its shared types.
@@ -75,11 +77,12 @@ pub enum PolicyKind {
     Central,
     PerThread,
     RandomSteal,
+    Mapped,
 }
 
 impl PolicyKind {
     /// Every policy, in the order benchmarks print them.
-    pub const ALL: [PolicyKind; 7] = [
+    pub const ALL: [PolicyKind; 8] = [
         PolicyKind::Las,
         PolicyKind::Nls,
         PolicyKind::Bobox2011,
@@ -87,6 +90,7 @@ impl PolicyKind {
         PolicyKind::Central,
         PolicyKind::PerThread,
         PolicyKind::RandomSteal,
+        PolicyKind::Mapped,
     ];
 
     /// The CLI name.
@@ -99,6 +103,7 @@ impl PolicyKind {
             PolicyKind::Central => "central",
             PolicyKind::PerThread => "per-thread",
             PolicyKind::RandomSteal => "random-steal",
+            PolicyKind::Mapped => "mapped",
         }
     }
 
@@ -127,6 +132,7 @@ impl PolicyKind {
             PolicyKind::Central => &["1 central queue"],
             PolicyKind::PerThread => &["1 own queue"],
             PolicyKind::RandomSteal => &["1 own deque (youngest)", "2 random steal (oldest)"],
+            PolicyKind::Mapped => &["1 own queue (oldest)"],
         }
     }
 }
@@ -139,7 +145,7 @@ impl fmt::Display for PolicyKind {
 
 /// A policy name that is not one of [`PolicyKind::ALL`].
 #[derive(Debug, thiserror::Error)]
-#[error("unknown policy `{0}`; known policies: las, nls, bobox2011, fifo-rr, central, per-thread, random-steal")]
+#[error("unknown policy `{0}`; known policies: las, nls, bobox2011, fifo-rr, central, per-thread, random-steal, mapped")]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for PolicyKind {
@@ -270,6 +276,7 @@ impl Policy {
             PolicyKind::Central => simple::central(machine),
             PolicyKind::PerThread => simple::per_thread(machine),
             PolicyKind::RandomSteal => simple::random_steal(machine),
+            PolicyKind::Mapped => simple::mapped(machine),
         };
         p.homes = home::HomeQueues::derive(&p, machine);
         p

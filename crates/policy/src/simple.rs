@@ -142,6 +142,21 @@ pub(crate) fn per_thread(m: &Machine) -> Policy {
     p
 }
 
+/// StreamMap's mapped execution (`streammap-cache-topology-mapping.txt` §II.A, §IV.A): each
+/// worker is one thread bound to its PU with one queue that only it takes from — no stealing.
+/// A task spawned without a home stays on its spawner's worker (in System S, an operator without
+/// a Threaded Port runs on the thread that delivers its input); a task homed at a PU
+/// ([`crate::Home::pu`]) goes to that PU's worker, which is how a mapping pins each thread's
+/// operators. Requests from outside are dealt in round robin.
+pub(crate) fn mapped(m: &Machine) -> Policy {
+    let mut p = per_thread(m);
+    p.kind = PolicyKind::Mapped;
+    let n = p.workers;
+    p.place_immediate = (0..n).map(|w| Place::Queue(QueueRef::Shared(w))).collect();
+    p.place_deferred = p.place_immediate.clone();
+    p
+}
+
 /// Work stealing with random victims (§II.C): a locked deque per worker; spawns go to the
 /// spawner's own deque, the owner takes the youngest task, a thief the oldest task of a victim
 /// chosen at random. Requests from outside are dealt in round robin.

@@ -209,6 +209,12 @@ impl Runtime {
         Home::node(&self.shared.machine, node)
     }
 
+    /// PU `pu` of this runtime's machine as a [`Home`]: under the `mapped` policy a task
+    /// homed there runs on that PU's worker only (StreamMap's thread-to-core mapping).
+    pub fn home_on_pu(&self, pu: usize) -> Result<Home, HomeError> {
+        Home::pu(&self.shared.machine, pu)
+    }
+
     fn submit_inner<T, F>(&self, home: Option<Home>, root: F) -> RequestHandle<T>
     where
         T: Send + 'static,

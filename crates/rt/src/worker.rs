@@ -122,6 +122,17 @@ impl TaskCx<'_> {
         self.spawn_task(TaskKind::Deferred, Some(home), Box::new(f));
     }
 
+    /// Spawns a task of the given kind whose data lives at `home`: as
+    /// [`spawn_deferred_at`](Self::spawn_deferred_at), for either kind. With a PU home under
+    /// the `mapped` policy the task runs on that PU's worker and nowhere else, which is how a
+    /// mapped plan keeps each thread's operators on its core.
+    pub fn spawn_at<F>(&self, kind: TaskKind, home: Home, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        self.spawn_task(kind, Some(home), Box::new(f));
+    }
+
     /// Spawns a task of the given kind.
     pub fn spawn<F>(&self, kind: TaskKind, f: F)
     where
@@ -169,6 +180,11 @@ impl TaskCx<'_> {
     /// [`spawn_deferred_at`](Self::spawn_deferred_at).
     pub fn home_on_node(&self, node: usize) -> Result<Home, nearflow_policy::HomeError> {
         Home::node(&self.me.shared.machine, node)
+    }
+
+    /// PU `pu` of the runtime's machine as a [`Home`], for [`spawn_at`](Self::spawn_at).
+    pub fn home_on_pu(&self, pu: usize) -> Result<Home, nearflow_policy::HomeError> {
+        Home::pu(&self.me.shared.machine, pu)
     }
 
     /// The NUMA node of the worker running this task.

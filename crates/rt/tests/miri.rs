@@ -17,6 +17,7 @@ fn machine() -> Machine {
             index: i,
             os_index: i,
             core: i,
+            package: i / 2,
             node: i / 2,
         })
         .collect();

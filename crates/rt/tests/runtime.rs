@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nearflow_policy::PolicyKind;
+use nearflow_policy::{PolicyKind, TaskKind};
 use nearflow_rt::{Pinning, RequestError, Runtime};
 use nearflow_topo::{presets, TopologySpec};
 
@@ -328,7 +328,12 @@ fn homed_tasks_are_counted_local_or_remote_exactly() {
 #[test]
 fn a_burst_of_deferred_tasks_runs_in_parallel() {
     use std::sync::atomic::AtomicUsize;
-    for kind in PolicyKind::ALL {
+    // `mapped` keeps a task without a home on its spawner's worker by design (StreamMap: no
+    // stealing), so a burst runs one task after another there; it is checked below instead.
+    for kind in PolicyKind::ALL
+        .into_iter()
+        .filter(|&k| k != PolicyKind::Mapped)
+    {
         // Two groups of two PUs; four tasks from a task of the request, twice over, so that the
         // second burst meets workers that searched or slept after the first.
         let rt = Runtime::builder(
@@ -368,4 +373,50 @@ fn a_burst_of_deferred_tasks_runs_in_parallel() {
             );
         }
     }
+}
+
+/// Under `mapped`, tasks homed on four different PUs run on those four PUs, at once: each
+/// waits until all four have started, which completes only if each PU's worker was woken for
+/// its own task (the wake of `Home::pu` reaches exactly that worker).
+#[test]
+fn mapped_tasks_run_on_their_pus_at_once() {
+    use std::sync::atomic::AtomicUsize;
+    let rt = Runtime::builder(
+        TopologySpec::Synthetic("pack:2 l2:2 pu:1".into())
+            .load()
+            .unwrap(),
+    )
+    .policy(PolicyKind::Mapped)
+    .build()
+    .unwrap();
+    for round in 0..3 {
+        let started = Arc::new(AtomicUsize::new(0));
+        let ran_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, r) = (started.clone(), ran_on.clone());
+        let homes: Vec<_> = (0..4).map(|p| rt.home_on_pu(p).unwrap()).collect();
+        rt.submit(move |cx| {
+            for (p, &home) in homes.iter().enumerate() {
+                let (s, r) = (s.clone(), r.clone());
+                let kind = if p % 2 == 0 {
+                    TaskKind::Immediate
+                } else {
+                    TaskKind::Deferred
+                };
+                cx.spawn_at(kind, home, move |cx| {
+                    r.lock().unwrap().push((p, cx.worker()));
+                    s.fetch_add(1, Ordering::SeqCst);
+                    let t = std::time::Instant::now();
+                    while s.load(Ordering::SeqCst) < 4 && t.elapsed() < Duration::from_secs(20) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                });
+            }
+        })
+        .wait()
+        .unwrap();
+        let mut got = ran_on.lock().unwrap().clone();
+        got.sort_unstable();
+        assert_eq!(got, vec![(0, 0), (1, 1), (2, 2), (3, 3)], "round {round}");
+    }
+    assert!(rt.home_on_pu(4).is_err());
 }

@@ -419,8 +419,11 @@ impl<'a, D: Driver> Sim<'a, D> {
     /// the semaphore's for FIFO+RR).
     fn spawn(&mut self, w: usize, s: crate::workload::Spawn) -> f64 {
         let r = self.driver.request_of(s.task) as usize;
-        let homed = s.home.and_then(|h| {
-            let home = Home::node(self.machine, h).ok()?;
+        let homed = match s.pu {
+            Some(p) => Home::pu(self.machine, p).ok(),
+            None => s.home.and_then(|h| Home::node(self.machine, h).ok()),
+        }
+        .and_then(|home| {
             let t = self.next_ticket();
             self.policy.place_at(home, t)
         });
@@ -689,6 +692,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         }
         self.node_streams[home] += 1;
         self.workers[w].streams.push((from, home));
+        self.workers[w].stats.dram_bytes += bytes;
         for &ci in &self.pu_caches[w] {
             self.caches[ci].insert(b, bytes);
         }
@@ -702,12 +706,22 @@ impl<'a, D: Driver> Sim<'a, D> {
         if self.block_home.len() <= b as usize {
             self.block_home.resize(b as usize + 1, None);
         }
-        self.block_home[b as usize] = Some(match self.alloc {
-            // First touch by the writer's per-thread allocator on its node (LAS §5).
-            Allocator::Nearflow => self.workers[w].node,
-            // A recycled block may come from any node's memory (glibc's arenas keep no node).
-            Allocator::System => (b as usize).wrapping_mul(0x9E37_79B1) % nodes,
-        });
+        // A block written again (an operator's state) keeps its home; a fresh one gets one.
+        if self.block_home[b as usize].is_none() {
+            self.block_home[b as usize] = Some(match self.alloc {
+                // First touch by the writer's per-thread allocator on its node (LAS §5).
+                Allocator::Nearflow => self.workers[w].node,
+                // A recycled block may come from any node's memory (glibc's arenas keep no node).
+                Allocator::System => (b as usize).wrapping_mul(0x9E37_79B1) % nodes,
+            });
+        }
+        // Write invalidates: copies in caches this PU does not use are dropped.
+        let mine = &self.pu_caches[w];
+        for (ci, c) in self.caches.iter_mut().enumerate() {
+            if !mine.contains(&ci) {
+                c.forget(b);
+            }
+        }
         for &ci in &self.pu_caches[w] {
             self.caches[ci].insert(b, bytes);
         }

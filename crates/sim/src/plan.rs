@@ -64,6 +64,15 @@ pub struct OpModel {
     pub input_bytes_per_tuple: f64,
     /// The node its deferred tasks go to (and a reading source's data lies on).
     pub home: Option<usize>,
+    /// The PU every task of it runs on, when the plan is mapped (StreamMap; the `mapped`
+    /// policy keeps it there).
+    #[serde(default)]
+    pub pu: Option<usize>,
+    /// Bytes of state it keeps between runs (windows, tables): one block per instance that
+    /// each of its tasks reads and writes back, so it stays in the caches of the PU that ran
+    /// it last and moves when the operator runs elsewhere.
+    #[serde(default)]
+    pub state_bytes: u64,
 }
 
 /// A plan's operators with their calibrated costs.
@@ -207,6 +216,8 @@ pub(crate) struct PlanDriver<'m> {
     input_homes: Vec<Option<usize>>,
     /// Per operator: its first input block.
     input_base: Vec<usize>,
+    /// Per request and operator: its state block, if it keeps state.
+    state: Vec<Vec<Option<BlockId>>>,
     done_ops: usize,
 }
 
@@ -241,10 +252,25 @@ impl<'m> PlanDriver<'m> {
                 }
             }
         }
+        let state = (0..requests)
+            .map(|_| {
+                model
+                    .operators
+                    .iter()
+                    .map(|m| {
+                        (m.state_bytes > 0).then(|| {
+                            blocks.push(m.state_bytes);
+                            (blocks.len() - 1) as BlockId
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
         PlanDriver {
             model,
             requests,
             ops: vec![fresh; requests],
+            state,
             tasks: Vec::new(),
             runs: Vec::new(),
             blocks,
@@ -303,8 +329,14 @@ impl<'m> PlanDriver<'m> {
             TaskKind::Deferred => self.model.operators[o].home,
             TaskKind::Immediate => None,
         };
+        let pu = self.model.operators[o].pu;
         let task = self.new_task(r, o as u32);
-        out.push(Spawn { task, kind, home });
+        out.push(Spawn {
+            task,
+            kind,
+            home,
+            pu,
+        });
     }
 
     /// Offers `p` to the consumer of output `port` of `o`; whether it was taken.
@@ -467,6 +499,12 @@ impl Driver for PlanDriver<'_> {
         begun.writes = run.made.iter().flatten().map(|p| p.block).collect();
         begun.reads = run.taken.clone();
         begun.reads.append(&mut run.inputs);
+        // The operator's state: read, then written back (which takes it out of every other
+        // PU's caches: the next run elsewhere misses it).
+        if let Some(b) = self.state[r][o] {
+            begun.reads.push(b);
+            begun.writes.push(b);
+        }
         self.runs[t as usize] = Some(run);
         begun
     }

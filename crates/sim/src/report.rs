@@ -24,6 +24,9 @@ pub struct PuStats {
     pub sleeps: u64,
     /// `busy_ns / makespan`.
     pub utilisation: f64,
+    /// Bytes its tasks read from memory: what missed every cache, its last level's included
+    /// (StreamMap's Holistic weighs threads by their LLC misses).
+    pub dram_bytes: u64,
 }
 
 /// Reads served by one cache level.

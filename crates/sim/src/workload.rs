@@ -42,6 +42,10 @@ pub struct Spawn {
     pub kind: TaskKind,
     /// The NUMA node of the child's data (`spawn_deferred_at`), if it has one.
     pub home: Option<usize>,
+    /// The PU the child is mapped to (`TaskCx::spawn_at` with a PU home: StreamMap's mapped
+    /// threads), if any; it takes precedence over `home`.
+    #[serde(default)]
+    pub pu: Option<usize>,
 }
 
 /// One task.
@@ -109,6 +113,7 @@ impl Graph {
             task: child,
             kind,
             home,
+            pu: None,
         });
     }
 

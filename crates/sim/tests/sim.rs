@@ -220,6 +220,8 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
         out_per_in: out,
         input_bytes_per_tuple: 0.0,
         home: None,
+        pu: None,
+        state_bytes: 0,
     };
     PlanModel {
         name: "small".into(),

@@ -126,6 +126,10 @@ fn convert(
             .ancestors()
             .find(|a| a.object_type() == ObjectType::Core)
             .map_or(index, |c| c.logical_index());
+        let package = obj
+            .ancestors()
+            .find(|a| a.object_type() == ObjectType::Package)
+            .map_or(0, |c| c.logical_index());
         let node = obj
             .nodeset()
             .and_then(|ns| ns.first_set())
@@ -152,6 +156,7 @@ fn convert(
             index,
             os_index,
             core,
+            package,
             node,
         });
     }

@@ -48,6 +48,9 @@ pub struct Pu {
     pub os_index: usize,
     /// Logical index of the physical core it belongs to.
     pub core: usize,
+    /// Logical index of its package (socket), 0 when the topology names none. StreamMap's cache
+    /// tree (`nearflow-map`) needs it: two packages of one UMA machine share no cache.
+    pub package: usize,
     /// NUMA node it belongs to.
     pub node: NodeId,
 }
@@ -465,6 +468,7 @@ mod tests {
             index,
             os_index: index,
             core: index,
+            package: 0,
             node,
         }
     }
@@ -495,6 +499,7 @@ mod tests {
                 index: i,
                 os_index: i,
                 core: i / 2,
+                package: 0,
                 node: i / 4,
             });
         }

@@ -9,6 +9,7 @@ pub mod plans;
 pub mod queues;
 pub mod sp2bench;
 pub mod split;
+pub mod streammap;
 
 use std::time::Duration;
 

@@ -33,6 +33,10 @@ impl<T: Send + 'static> Operator for Barrier<T> {
         vec![PortType::of::<T>(); self.held.len()]
     }
 
+    fn state_bytes(&self) -> usize {
+        self.held.iter().flatten().map(|p| p.bytes()).sum()
+    }
+
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let n = self.held.len();
         for port in 0..n {

@@ -51,6 +51,11 @@ where
         Ok(Flow::Continue)
     }
 
+    fn state_bytes(&self) -> usize {
+        let groups = self.groups.len() + self.out.as_ref().map_or(0, |o| o.len());
+        groups * std::mem::size_of::<(K, A)>()
+    }
+
     fn finish(&mut self, out: &mut Emitter<(K, A)>, io: &mut Io<'_>) -> Result<bool, FlowError> {
         if self.out.is_none() {
             let groups: Vec<(K, A)> = std::mem::take(&mut self.groups).into_iter().collect();

@@ -49,6 +49,10 @@ where
         vec![PortType::of::<O>()]
     }
 
+    fn state_bytes(&self) -> usize {
+        self.core.state_bytes()
+    }
+
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let built = self.core.build(io, &mut self.key_b);
         let combine = &mut self.combine;

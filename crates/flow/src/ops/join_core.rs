@@ -24,6 +24,14 @@ where
     P: Send + 'static,
     K: Hash + Eq,
 {
+    /// Bytes held: the table's keys and rows, and the probe tuples waiting.
+    pub(crate) fn state_bytes(&self) -> usize {
+        let rows: usize = self.table.values().map(Vec::len).sum();
+        self.table.len() * (std::mem::size_of::<K>() + std::mem::size_of::<Vec<B>>())
+            + rows * std::mem::size_of::<B>()
+            + self.probe.len() * std::mem::size_of::<P>()
+    }
+
     pub(crate) fn new(build_port: usize, probe_port: usize) -> Self {
         JoinCore {
             build_port,

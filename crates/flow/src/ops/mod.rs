@@ -40,6 +40,7 @@ pub mod source;
 pub mod union;
 pub mod window_agg;
 pub mod window_join;
+pub mod zip;
 
 /// Buffers tuples into packets of the plan's size and sends each full one.
 #[derive(Debug)]
@@ -116,6 +117,10 @@ pub(crate) trait Unary<I, O>: Send + 'static {
     fn finish(&mut self, _out: &mut Emitter<O>, _io: &mut Io<'_>) -> Result<bool, FlowError> {
         Ok(true)
     }
+    /// Bytes of state kept between packets ([`Operator::state_bytes`]).
+    fn state_bytes(&self) -> usize {
+        0
+    }
 }
 
 pub(crate) struct UnaryOp<I, O, L> {
@@ -146,6 +151,10 @@ where
 
     fn outputs(&self) -> Vec<PortType> {
         vec![PortType::of::<O>()]
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.logic.state_bytes()
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {

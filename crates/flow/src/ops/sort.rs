@@ -38,6 +38,10 @@ where
         Ok(Flow::Continue)
     }
 
+    fn state_bytes(&self) -> usize {
+        (self.items.len() + self.out.as_ref().map_or(0, |o| o.len())) * std::mem::size_of::<T>()
+    }
+
     fn finish(&mut self, out: &mut Emitter<T>, io: &mut Io<'_>) -> Result<bool, FlowError> {
         if self.out.is_none() {
             let mut items = std::mem::take(&mut self.items);

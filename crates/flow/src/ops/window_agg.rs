@@ -47,19 +47,23 @@ pub trait WindowAgg<T>: Send + 'static {
     fn output(&mut self, acc: &Self::Acc, t: &T, len: usize) -> Option<Self::Out>;
 }
 
-struct WindowOp<T, K, A: WindowAgg<T>, F> {
-    window: usize,
+struct WindowOp<T, K, A: WindowAgg<T>, F, W> {
+    /// The window's size for the tuple that enters it.
+    window: W,
     key: F,
     agg: A,
     windows: HashMap<K, (VecDeque<T>, A::Acc)>,
+    /// Tuples in all windows.
+    held: usize,
 }
 
-impl<T, K, A, F> Unary<T, A::Out> for WindowOp<T, K, A, F>
+impl<T, K, A, F, W> Unary<T, A::Out> for WindowOp<T, K, A, F, W>
 where
     T: Send + 'static,
     K: Hash + Eq + Send + 'static,
     A: WindowAgg<T>,
     F: FnMut(&T) -> K + Send + 'static,
+    W: FnMut(&T) -> usize + Send + 'static,
 {
     fn packet(
         &mut self,
@@ -68,18 +72,27 @@ where
         io: &mut Io<'_>,
     ) -> Result<Flow, FlowError> {
         for t in p {
+            let size = (self.window)(&t).max(1);
             let (w, acc) = self.windows.entry((self.key)(&t)).or_default();
             self.agg.add(acc, &t);
-            if w.len() == self.window {
+            // The window holds at most `size` tuples once `t` is in (it may shrink).
+            while w.len() >= size {
                 let old = w.pop_front().expect("a full window is not empty");
                 self.agg.remove(acc, &old);
+                self.held -= 1;
             }
+            self.held += 1;
             if let Some(o) = self.agg.output(acc, &t, w.len() + 1) {
                 out.push(io, o);
             }
             w.push_back(t);
         }
         Ok(Flow::Continue)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.held * std::mem::size_of::<T>()
+            + self.windows.len() * (std::mem::size_of::<K>() + std::mem::size_of::<A::Acc>())
     }
 }
 
@@ -101,13 +114,36 @@ impl PlanBuilder {
         if window == 0 {
             self.invalid("a sliding window holds at least 1 tuple".into());
         }
+        let window = window.max(1);
+        self.window_aggregate_sized(input, move |_: &T| window, key, agg)
+    }
+
+    /// As [`window_aggregate`](Self::window_aggregate), with the window's size given per
+    /// tuple: `size(t)` tuples at most (at least 1) once `t` has entered; a smaller size than
+    /// before drops the oldest. (StreamMap's online re-mapping test switches VWAP from small
+    /// to large windows halfway with it.)
+    pub fn window_aggregate_sized<T, K, A, F, W>(
+        &mut self,
+        input: Stream<T>,
+        size: W,
+        key: F,
+        agg: A,
+    ) -> Stream<A::Out>
+    where
+        T: Send + 'static,
+        K: Hash + Eq + Send + 'static,
+        A: WindowAgg<T>,
+        F: FnMut(&T) -> K + Send + 'static,
+        W: FnMut(&T) -> usize + Send + 'static,
+    {
         let n = self.add_auto(
             "window_agg",
             UnaryOp::<T, A::Out, _>::new(WindowOp {
-                window: window.max(1),
+                window: size,
                 key,
                 agg,
                 windows: HashMap::new(),
+                held: 0,
             }),
         );
         self.feed(input, n, 0);

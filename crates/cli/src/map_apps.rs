@@ -1,0 +1,319 @@
+//! The applications `nearflow map` maps (StreamMap §V: VWAP and LOIS), their runs on a runtime
+//! with a thread-to-PU mapping, and the profiling run that turns the engine's accounting into a
+//! [`Profile`] (§IV.B), with the hardware-counter probe for Holistic's LLC miss rates.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use nearflow_apps::{lois, vwap};
+use nearflow_flow::{PlanBuilder, PlanShape, ThreadStats};
+use nearflow_map::{ContentionUnit, Profile};
+use nearflow_policy::PolicyKind;
+use nearflow_rt::Runtime;
+
+/// An application with its input.
+pub enum App {
+    Vwap {
+        ticks: Vec<vwap::Tick>,
+        window: usize,
+    },
+    Lois {
+        samples: Vec<lois::Sample>,
+        cfg: lois::Config,
+    },
+}
+
+/// One run of an application.
+pub struct AppRun {
+    pub elapsed: Duration,
+    pub tuples_in: u64,
+    /// Order-independent checksum of the result, the same for every mapping.
+    pub checksum: u64,
+    pub threads: Option<ThreadStats>,
+    pub shape: PlanShape,
+    pub packet_bytes: usize,
+}
+
+impl AppRun {
+    /// Input tuples per second.
+    pub fn throughput(&self) -> f64 {
+        self.tuples_in as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+impl App {
+    /// A name for reports, e.g. `vwap (window 5)`.
+    pub fn label(&self) -> String {
+        match self {
+            App::Vwap { ticks, window } => format!("vwap (window {window}, {} ticks)", ticks.len()),
+            App::Lois { samples, cfg } => format!(
+                "lois (windows {}/{}, {} samples)",
+                cfg.short,
+                cfg.long,
+                samples.len()
+            ),
+        }
+    }
+
+    /// Runs the app with `threads` threads on `rt`; `pus` maps them (None: thread `t` on PU
+    /// `t`, which is how the unpinned OS-default baseline runs on an unbound machine).
+    pub fn run(
+        &self,
+        rt: &Runtime,
+        threads: usize,
+        pus: Option<&[usize]>,
+        packet_bytes: Option<usize>,
+        profile: bool,
+    ) -> Result<AppRun> {
+        let mut b = PlanBuilder::for_runtime(rt);
+        if let Some(p) = packet_bytes {
+            b.packet_bytes(p);
+        }
+        b.profile_threads(profile);
+        b.on_thread(Some(0));
+        let identity: Vec<usize> = (0..threads).collect();
+        let pus = pus.unwrap_or(&identity);
+        let (n, run) = match self {
+            App::Vwap { ticks, window } => {
+                let src = b.source(ticks.clone());
+                let sink = vwap::build_threads(&mut b, src, threads, *window);
+                let mut plan = b.build()?;
+                plan.map_threads(rt, pus)?;
+                let shape = plan.shape();
+                let out = plan.run(rt)?;
+                let got = out.take(&sink);
+                (ticks.len(), (vwap::checksum(&got), out.stats, shape))
+            }
+            App::Lois { samples, cfg } => {
+                let src = b.source(samples.clone());
+                let sink = lois::build(&mut b, src, threads, *cfg);
+                let mut plan = b.build()?;
+                plan.map_threads(rt, pus)?;
+                let shape = plan.shape();
+                let out = plan.run(rt)?;
+                let got = out.take(&sink);
+                let sum = got.iter().fold(0u64, |a, o| {
+                    a.wrapping_add(o.seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ o.amp as u64)
+                });
+                (samples.len(), (sum, out.stats, shape))
+            }
+        };
+        let (checksum, stats, shape) = run;
+        Ok(AppRun {
+            elapsed: stats.elapsed,
+            tuples_in: n as u64,
+            checksum,
+            packet_bytes: stats.packet_bytes,
+            threads: stats.threads,
+            shape,
+        })
+    }
+
+    /// The profiling run (§IV.B, Fig. 7): the app on a machine of `threads` unbound PUs, thread
+    /// `t` on worker `t`, with the engine's accounting on. Communication: bytes sent between
+    /// threads. Correlation: the communication plus the state of operators that passed from one
+    /// thread to another (a shared operator). Contention: LLC misses per thousand instructions
+    /// where this machine has counters, else each thread's working set — the largest state of
+    /// every operator it ran plus one packet per input of those operators.
+    pub fn profile(&self, threads: usize, packet_bytes: Option<usize>) -> Result<Profile> {
+        let flat = nearflow_topo::from_synthetic(&format!("pack:1 core:{threads} pu:1"))
+            .context("profiling machine")?;
+        let rt = Runtime::builder(flat)
+            .policy(PolicyKind::Mapped)
+            .build()
+            .context("profiling runtime")?;
+        let counters = LlcCounters::open_for_workers(threads);
+        let run = self.run(&rt, threads, None, packet_bytes, true)?;
+        let rates = counters.as_ref().ok().map(LlcCounters::rates);
+        let t = run
+            .threads
+            .as_ref()
+            .context("the profiling run kept no profile")?;
+        let n = threads;
+        let sub = |m: &Vec<Vec<u64>>| -> Vec<Vec<u64>> {
+            (0..n).map(|i| (0..n).map(|j| m[i][j]).collect()).collect()
+        };
+        let communication = sub(&t.communication);
+        let moves = sub(&t.state_moves);
+        let correlation = (0..n)
+            .map(|i| (0..n).map(|j| communication[i][j] + moves[i][j]).collect())
+            .collect();
+        let mut working = vec![0f64; n];
+        for (op, runs) in t.runs_on.iter().enumerate() {
+            let inputs = run.shape.operators[op].fed_by.len();
+            for (w, &r) in runs.iter().enumerate().take(n) {
+                if r > 0 {
+                    working[w] += (t.state_bytes[op] + inputs * run.packet_bytes) as f64;
+                }
+            }
+        }
+        let mut notes = vec![format!(
+            "profiled on {n} unbound workers, {} tuples in {:.3} s",
+            run.tuples_in,
+            run.elapsed.as_secs_f64()
+        )];
+        let (contention, unit) = match (counters, rates) {
+            (Ok(_), Some(Some(r))) => (r, ContentionUnit::LlcMissesPerKiloInstruction),
+            (Ok(_), _) => {
+                notes.push("LLC counters opened but unreadable; working sets used".into());
+                (working, ContentionUnit::WorkingSetBytes)
+            }
+            (Err(why), _) => {
+                notes.push(format!(
+                    "LLC miss counters unavailable ({why}); contention = working sets"
+                ));
+                (working, ContentionUnit::WorkingSetBytes)
+            }
+        };
+        Ok(Profile {
+            app: self.label(),
+            threads: (0..n).map(|i| thread_name(self, n, i)).collect(),
+            communication,
+            correlation,
+            contention,
+            contention_unit: unit,
+            notes,
+        })
+    }
+}
+
+/// The name of thread `i` of an app with `n` threads.
+pub fn thread_name(app: &App, n: usize, i: usize) -> String {
+    match app {
+        App::Vwap { .. } if i == 0 => "source".into(),
+        App::Vwap { .. } => format!("worker{i}"),
+        App::Lois { .. } => {
+            let names = ["coords", "short", "long", "finder", "emit", "long-bounds"];
+            if n == 1 {
+                "all".into()
+            } else {
+                names.get(i).copied().unwrap_or("extra").to_string()
+            }
+        }
+    }
+}
+
+/// Per-worker LLC-miss and instruction counters (`perf_event_open`), opened on the runtime's
+/// worker threads found by name in `/proc/self/task`. Where the kernel or the hypervisor gives
+/// no hardware counters (every machine of this project: KVM guests without a PMU), opening
+/// fails and the reason is reported.
+pub struct LlcCounters {
+    /// (misses fd, instructions fd) per worker.
+    fds: Vec<(i32, i32)>,
+}
+
+impl LlcCounters {
+    /// Whether this machine has the counters at all (opened on the calling thread).
+    pub fn probe() -> std::result::Result<(), String> {
+        let fd = perf_open(PERF_COUNT_HW_CACHE_MISSES, 0)?;
+        // SAFETY: `fd` is a descriptor perf_event_open just returned to us.
+        unsafe { libc::close(fd) };
+        Ok(())
+    }
+
+    fn open_for_workers(workers: usize) -> std::result::Result<LlcCounters, String> {
+        Self::probe()?;
+        let mut tids = vec![None; workers];
+        let dir = std::fs::read_dir("/proc/self/task").map_err(|e| e.to_string())?;
+        for e in dir.flatten() {
+            let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if let Some(w) = comm
+                .trim()
+                .rsplit("-w")
+                .next()
+                .and_then(|w| w.parse::<usize>().ok())
+            {
+                if comm.starts_with("nearflow-g") && w < workers {
+                    tids[w] = Some(tid);
+                }
+            }
+        }
+        let mut fds = Vec::new();
+        for (w, tid) in tids.into_iter().enumerate() {
+            let tid = tid.ok_or(format!("worker {w} not found in /proc/self/task"))?;
+            fds.push((
+                perf_open(PERF_COUNT_HW_CACHE_MISSES, tid)?,
+                perf_open(PERF_COUNT_HW_INSTRUCTIONS, tid)?,
+            ));
+        }
+        Ok(LlcCounters { fds })
+    }
+
+    /// Misses per thousand instructions per worker, None if a counter cannot be read.
+    fn rates(&self) -> Option<Vec<f64>> {
+        self.fds
+            .iter()
+            .map(|&(m, i)| {
+                let (m, i) = (read_counter(m)?, read_counter(i)?);
+                Some(m as f64 * 1000.0 / (i.max(1)) as f64)
+            })
+            .collect()
+    }
+}
+
+impl Drop for LlcCounters {
+    fn drop(&mut self) {
+        for &(a, b) in &self.fds {
+            // SAFETY: descriptors we opened and own.
+            unsafe {
+                libc::close(a);
+                libc::close(b);
+            }
+        }
+    }
+}
+
+const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
+const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
+
+/// `perf_event_open` for a hardware counter of thread `tid` (0: the caller), any CPU, user
+/// space only, counting from now.
+fn perf_open(config: u64, tid: i32) -> std::result::Result<i32, String> {
+    // struct perf_event_attr, PERF_ATTR_SIZE_VER0 (64 bytes): type, size, config, then the
+    // flags word at byte 40 (bit 5 exclude_kernel, bit 6 exclude_hv); all else zero.
+    let mut attr = [0u64; 8];
+    attr[0] = 64u64 << 32; // type = PERF_TYPE_HARDWARE (0), size = 64
+    attr[1] = config;
+    attr[5] = (1 << 5) | (1 << 6);
+    // SAFETY: `attr` is a valid, initialised perf_event_attr of the size it declares; the
+    // kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            tid,
+            -1i32,
+            -1i32,
+            0u64,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!("perf_event_open: {e}"));
+    }
+    Ok(fd as i32)
+}
+
+fn read_counter(fd: i32) -> Option<u64> {
+    let mut v = 0u64;
+    // SAFETY: reading 8 bytes into a u64 we own from a perf descriptor we own.
+    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+    (n == 8).then_some(v)
+}
+
+/// Checks the thread count an app supports.
+pub fn check_threads(app: &str, threads: usize) -> Result<()> {
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if app == "lois" && threads > 6 {
+        bail!("lois has 1 to 6 threads (Fig. 10 and its 5- and 6-thread versions), not {threads}");
+    }
+    if threads > 64 {
+        bail!("at most 64 threads can be profiled, not {threads}");
+    }
+    Ok(())
+}
