@@ -32,40 +32,40 @@ pub struct SimApp {
 impl App {
     /// Calibrates the app with `threads` threads on this host at `packet_bytes`.
     pub fn calibrate(&self, threads: usize, packet_bytes: u64) -> Result<SimApp> {
-        let cal;
-        let shape;
-        match self {
+        let (model, shape) = match self {
             App::Vwap { ticks, window } => {
                 let expect = vwap::checksum(&vwap::reference(ticks, *window));
-                let build = |b: &mut PlanBuilder| {
-                    b.on_thread(Some(0));
-                    let src = b.source(ticks.clone());
-                    vwap::build_threads(b, src, threads, *window)
-                };
-                shape = shape_of(&build)?;
-                cal =
-                    crate::sim_calibrate::flow_app("vwap", packet_bytes, true, build, |out, s| {
-                        vwap::checksum(&out.take(s)) == expect
-                    })?;
+                calibrate_plan(
+                    "vwap",
+                    packet_bytes,
+                    |b| {
+                        b.on_thread(Some(0));
+                        let src = b.source(ticks.clone());
+                        vwap::build_threads(b, src, threads, *window)
+                    },
+                    |out, s| vwap::checksum(&out.take(s)) == expect,
+                )?
             }
             App::Lois { samples, cfg } => {
                 let expect = lois::reference(samples, *cfg);
-                let build = |b: &mut PlanBuilder| {
-                    b.on_thread(Some(0));
-                    let src = b.source(samples.clone());
-                    lois::build(b, src, threads, *cfg)
-                };
-                shape = shape_of(&build)?;
-                cal =
-                    crate::sim_calibrate::flow_app("lois", packet_bytes, true, build, |out, s| {
+                calibrate_plan(
+                    "lois",
+                    packet_bytes,
+                    |b| {
+                        b.on_thread(Some(0));
+                        let src = b.source(samples.clone());
+                        lois::build(b, src, threads, *cfg)
+                    },
+                    |out, s| {
                         let mut got = out.take(s);
                         got.sort_unstable();
                         got == expect
-                    })?;
+                    },
+                )?
             }
-        }
+        };
         Ok(SimApp {
-            model: cal.model,
+            model,
             shape,
             tuples_in: self.len() as u64,
         })
@@ -100,29 +100,49 @@ impl SimApp {
     }
 
     fn simulate(&self, machine: &Machine, pus: &[usize]) -> Result<nearflow_sim::Report> {
-        if let Some(&p) = pus.iter().find(|&&p| p >= machine.pu_count()) {
-            bail!("PU {p} does not exist on the simulated machine");
-        }
-        let mut plan = self.model.clone();
-        for (op, t) in plan
-            .operators
-            .iter_mut()
-            .zip(self.shape.effective_threads())
-        {
-            op.pu = t.map(|t| pus[t]);
-        }
-        let (report, _) = simulate_plan(
-            machine,
-            PolicyKind::Mapped,
-            &Model::default(),
-            &plan,
-            1,
-            RunOptions {
-                alloc: Allocator::Nearflow,
-                seed: 1,
-                traced: false,
-            },
-        )?;
-        Ok(report)
+        simulate_mapped(machine, &self.model, &self.shape, pus)
     }
+}
+
+/// Runs one request of `model` (whose shape is `shape`) on a model of `machine` under the
+/// `mapped` policy, thread `t` on PU `pus[t]` (SIMULATED).
+pub fn simulate_mapped(
+    machine: &Machine,
+    model: &PlanModel,
+    shape: &PlanShape,
+    pus: &[usize],
+) -> Result<nearflow_sim::Report> {
+    if let Some(&p) = pus.iter().find(|&&p| p >= machine.pu_count()) {
+        bail!("PU {p} does not exist on the simulated machine");
+    }
+    let mut plan = model.clone();
+    for (op, t) in plan.operators.iter_mut().zip(shape.effective_threads()) {
+        op.pu = t.map(|t| pus[t]);
+    }
+    let (report, _) = simulate_plan(
+        machine,
+        PolicyKind::Mapped,
+        &Model::default(),
+        &plan,
+        1,
+        RunOptions {
+            alloc: Allocator::Nearflow,
+            seed: 1,
+            traced: false,
+        },
+    )?;
+    Ok(report)
+}
+
+/// Calibrates a plan (`build` one copy, `check` its result) on this host at `packet_bytes`,
+/// with its operators' state sizes; its model and shape.
+pub fn calibrate_plan<S>(
+    name: &str,
+    packet_bytes: u64,
+    build: impl Fn(&mut PlanBuilder) -> S,
+    check: impl Fn(&nearflow_flow::PlanOutput, &S) -> bool,
+) -> Result<(PlanModel, PlanShape)> {
+    let shape = shape_of(&build)?;
+    let cal = crate::sim_calibrate::flow_app(name, packet_bytes, true, build, check)?;
+    Ok((cal.model, shape))
 }

@@ -890,4 +890,37 @@ fn bench_streammap_runs_and_refuses_bad_input() {
         "unknown micro-benchmark",
     );
     fails_with(&["bench", "streammap", "--repeat", "0"], "at least 1");
+    let sim = common::ok(&[
+        "bench",
+        "streammap",
+        "--simulate",
+        "x5355",
+        "--tuples",
+        "20000",
+        "--rounds",
+        "500",
+    ]);
+    for needle in [
+        "SIMULATED",
+        "PU 0 and 1: L2",
+        "PU 0 and 2: only the machine",
+        "Sort",
+    ] {
+        assert!(sim.contains(needle), "{needle}: {sim}");
+    }
+    fails_with(
+        &["bench", "streammap", "--simulate", "x9999"],
+        "unknown preset",
+    );
+    fails_with(
+        &[
+            "bench",
+            "streammap",
+            "--simulate",
+            "x5355",
+            "--micro",
+            "nope",
+        ],
+        "unknown micro-benchmark",
+    );
 }

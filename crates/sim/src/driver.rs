@@ -38,6 +38,12 @@ pub(crate) trait Driver {
     fn check(&self) -> Result<(), String> {
         Ok(())
     }
+    /// The simulated time, told before each `end` (a plan records when operators finish).
+    fn set_now(&mut self, _ns: u64) {}
+    /// After the run: when each operator of each request finished (plans; empty otherwise).
+    fn finish_times(&self) -> Vec<Vec<u64>> {
+        Vec::new()
+    }
 }
 
 impl Driver for &Graph {

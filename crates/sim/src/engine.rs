@@ -377,6 +377,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         }
         self.driver.check().map_err(SimError::Model)?;
         let mut report = self.report;
+        report.operator_done_ns = self.driver.finish_times();
         report.finish(
             self.workers.into_iter().map(|w| w.stats).collect(),
             self.done_at.into_iter().map(|d| d.unwrap_or(0)).collect(),
@@ -739,6 +740,7 @@ impl<'a, D: Driver> Sim<'a, D> {
                 self.link_streams[from][home] -= 1;
             }
         }
+        self.driver.set_now(self.now);
         let ended = self.driver.end(t);
         for &b in &ended.frees {
             for c in &mut self.caches {

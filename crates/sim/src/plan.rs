@@ -218,6 +218,9 @@ pub(crate) struct PlanDriver<'m> {
     input_base: Vec<usize>,
     /// Per request and operator: its state block, if it keeps state.
     state: Vec<Vec<Option<BlockId>>>,
+    /// Per request and operator: when it finished.
+    done_at: Vec<Vec<u64>>,
+    now: u64,
     done_ops: usize,
 }
 
@@ -271,6 +274,8 @@ impl<'m> PlanDriver<'m> {
             requests,
             ops: vec![fresh; requests],
             state,
+            done_at: vec![vec![0; model.operators.len()]; requests],
+            now: 0,
             tasks: Vec::new(),
             runs: Vec::new(),
             blocks,
@@ -549,6 +554,7 @@ impl Driver for PlanDriver<'_> {
         }
         if run.finish && !blocked && !self.ops[r][o].done {
             self.ops[r][o].done = true;
+            self.done_at[r][o] = self.now;
             self.done_ops += 1;
             for port in 0..self.model.operators[o].feeds.len() {
                 let (c, cp) = self.model.operators[o].feeds[port];
@@ -577,6 +583,12 @@ impl Driver for PlanDriver<'_> {
     }
     fn input_home(&self, b: BlockId) -> Option<usize> {
         self.input_homes.get(b as usize).copied().flatten()
+    }
+    fn set_now(&mut self, ns: u64) {
+        self.now = ns;
+    }
+    fn finish_times(&self) -> Vec<Vec<u64>> {
+        self.done_at.clone()
     }
     fn check(&self) -> Result<(), String> {
         let all = self.requests * self.model.operators.len();

@@ -59,6 +59,9 @@ pub struct Report {
     pub total_work_ns: f64,
     /// Completion time of each request.
     pub request_done_ns: Vec<u64>,
+    /// For a plan: when each operator of each request finished (request by request); empty
+    /// for a task graph.
+    pub operator_done_ns: Vec<Vec<u64>>,
     pub per_pu: Vec<PuStats>,
     /// The policy's rule names and how many tasks each found (all PUs).
     pub rules: Vec<(String, u64)>,
@@ -100,6 +103,7 @@ impl Report {
             makespan_ns: 0,
             total_work_ns: 0.0,
             request_done_ns: Vec::new(),
+            operator_done_ns: Vec::new(),
             per_pu: Vec::new(),
             rules: kind
                 .rule_names()

@@ -10,6 +10,7 @@ pub mod queues;
 pub mod sp2bench;
 pub mod split;
 pub mod streammap;
+pub mod streammap_sim;
 
 use std::time::Duration;
 

@@ -12,14 +12,14 @@
 //! - **barrier** (Fig. 5): two threads meeting at a shared zip once per tuple (one-tuple
 //!   packets), `--rounds` times: same PU, two PUs, unbound.
 //!
-//! Figures only; the simulated machines of the paper (x5355, e5320-uma, nehalem-2x4) are not
-//! covered here yet.
+//! Figures only. `--simulate x5355,e5320-uma,nehalem-2x4` runs the same three on models of
+//! the paper's machines instead (SIMULATED, `streammap_sim.rs`).
 
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use nearflow_flow::ops::window_agg::WindowAgg;
-use nearflow_flow::{Plan, PlanBuilder, Stream};
+use nearflow_flow::{Plan, PlanBuilder, Sink, Stream};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime};
 
@@ -37,12 +37,16 @@ pub struct StreammapCmd {
     /// Meetings of the two barrier threads (the paper: 10,000,000).
     #[arg(long, default_value_t = 1_000_000)]
     pub rounds: u64,
-    /// Runs per case; the median is reported.
+    /// Runs per case; the median is reported (the simulator is deterministic: one run).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Packet size in bytes (pc, contention).
     #[arg(long, default_value_t = 64 * 1024)]
     pub packet_bytes: usize,
+    /// Simulate on these machines instead (comma-separated presets, e.g.
+    /// x5355,e5320-uma,nehalem-2x4; SIMULATED).
+    #[arg(long, value_name = "PRESETS")]
+    pub simulate: Option<String>,
 }
 
 /// Where the two threads go: PUs, or unbound.
@@ -99,6 +103,9 @@ pub fn run(cmd: &StreammapCmd) -> Result<()> {
     if cmd.repeat == 0 || cmd.tuples == 0 || cmd.rounds == 0 {
         bail!("--repeat, --tuples and --rounds must be at least 1");
     }
+    if let Some(presets) = &cmd.simulate {
+        return super::streammap_sim::run(cmd, presets);
+    }
     let rts = Rts::new()?;
     println!("StreamMap micro-benchmarks on {} (measured)", host_cpu());
     for m in cmd.micro.split(',').map(str::trim) {
@@ -112,7 +119,7 @@ pub fn run(cmd: &StreammapCmd) -> Result<()> {
     Ok(())
 }
 
-fn mix(i: u64) -> u64 {
+pub(super) fn mix(i: u64) -> u64 {
     i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 17)
 }
 
@@ -173,7 +180,7 @@ fn producer_consumer(cmd: &StreammapCmd, rts: &Rts) -> Result<()> {
 }
 
 /// The five operators of Tables I–II, in order of working set.
-const OPS: [&str; 5] = ["Filter", "Functor", "Aggregator", "Sort", "HashJoin"];
+pub(super) const OPS: [&str; 5] = ["Filter", "Functor", "Aggregator", "Sort", "HashJoin"];
 
 struct Sum;
 impl WindowAgg<u64> for Sum {
@@ -191,8 +198,9 @@ impl WindowAgg<u64> for Sum {
 }
 
 /// source → op → sink (nothing kept), all on thread 0.
-fn chain(b: &mut PlanBuilder, op: &str, n: u64) {
-    b.on_thread(Some(0));
+/// source → op → sink (the sink keeps nothing), all on `thread`.
+pub(super) fn chain(b: &mut PlanBuilder, op: &str, n: u64, thread: usize) -> Sink<u64> {
+    b.on_thread(Some(thread));
     let s: Stream<u64> = b.generate(n, mix);
     let out: Stream<u64> = match op {
         "Filter" => b.filter(s, |x: &u64| x % 3 != 0),
@@ -214,7 +222,7 @@ fn chain(b: &mut PlanBuilder, op: &str, n: u64) {
         }
     };
     let none = b.filter(out, |_: &u64| false);
-    let _ = b.collect(none);
+    b.collect(none)
 }
 
 fn contention(cmd: &StreammapCmd, rts: &Rts) -> Result<()> {
@@ -225,7 +233,7 @@ fn contention(cmd: &StreammapCmd, rts: &Rts) -> Result<()> {
     let plan = |rt: &Runtime, op: &str, n: u64, pu: usize| -> Result<Plan> {
         let mut b = PlanBuilder::for_runtime(rt);
         b.packet_bytes(cmd.packet_bytes);
-        chain(&mut b, op, n);
+        let _ = chain(&mut b, op, n, 0);
         let mut p = b.build()?;
         p.map_threads(rt, &[pu])?;
         Ok(p)
