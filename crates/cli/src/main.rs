@@ -13,7 +13,7 @@
 //!   simulator (SIMULATED figures);
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
 //!   250k triples beside Oxigraph (the original document, or a generated one), a small VWAP
-//!   run, the concurrent-plans comparison with both allocators, the placement checks, a short
+//!   run, VWAP's threads mapped by StreamMap's mappers, the concurrent-plans comparison with both allocators, the placement checks, a short
 //!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and
 //!   the queue study, in about five minutes.
 //!
@@ -107,8 +107,8 @@ enum Command {
     /// Exhaustive) and measure the mappings.
     Map(map_cmd::MapCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
-    /// (generated when ../shared does not have it), a small VWAP run, the concurrent-plans
-    /// comparison (both allocators), the placement checks, the allocator latency table and the
+    /// (generated when ../shared does not have it), a small VWAP run, VWAP's threads mapped by
+    /// StreamMap's mappers, the concurrent-plans comparison (both allocators), the placement checks, the allocator latency table and the
     /// queue study, on embedded defaults.
     Demo {
         /// Where to write the queue study's CSV.
@@ -246,6 +246,7 @@ fn demo_steps(csv: &std::path::Path, sp2b: &Sp2bData) -> Vec<Vec<String>> {
     steps.push(b);
     steps.extend([
         line("run vwap --ticks 200000"),
+        line("map --app vwap --threads 4 --ticks 500000 --repeat 1"),
         plans,
         line("check placement"),
         line("bench split --points 50000 --queries 500 --reps 2"),
@@ -280,10 +281,10 @@ mod tests {
         use super::Sp2bData;
         let csv = std::path::Path::new("results/queues.csv");
         let original = super::demo_steps(csv, &Sp2bData::Original("x.n3.gz".into()));
-        assert_eq!(original.len(), 8);
+        assert_eq!(original.len(), 9);
         let missing = std::env::temp_dir().join("nearflow-no-such-file.n3.gz");
         let generated = super::demo_steps(csv, &Sp2bData::Generated(missing));
-        assert_eq!(generated.len(), 9, "the generator runs first");
+        assert_eq!(generated.len(), 10, "the generator runs first");
         assert_eq!(generated[1][..2], ["gen", "sp2bench"]);
         for s in original.iter().chain(&generated) {
             super::parse_step(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));

@@ -239,6 +239,7 @@ pub fn run(cmd: &MapCmd) -> Result<()> {
             app: app.label(),
             machine: machine_label(&target),
             threads: n,
+            pus: target.pu_count(),
             measured: if measure_host {
                 format!("measured on {}", crate::bench::host_cpu())
             } else if simulate {

@@ -24,6 +24,8 @@ pub struct Report {
     pub app: String,
     pub machine: String,
     pub threads: usize,
+    /// PUs of the machine mapped onto.
+    pub pus: usize,
     /// "host", "SIMULATED" or "not measured".
     pub measured: String,
     pub profile: Profile,
@@ -179,6 +181,13 @@ pub fn print_report(r: &Report) {
     }
     if let Some(n) = r.exhaustive_mappings {
         println!("  exhaustive: {n} mappings up to the cache tree's symmetries");
+    }
+    if r.threads > r.pus {
+        println!(
+            "  note: {} threads share {} PUs; the mappers weigh communication, sharing and cache \
+             contention, not CPU load (StreamMap maps at most one thread per core)",
+            r.threads, r.pus
+        );
     }
     if !r.found_best.is_empty() {
         println!("  within 2 % of the best: {}", r.found_best.join(", "));
