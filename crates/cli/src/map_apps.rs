@@ -77,25 +77,17 @@ impl App {
             App::Vwap { ticks, window } => {
                 let src = b.source(ticks.clone());
                 let sink = vwap::build_threads(&mut b, src, threads, *window);
-                let mut plan = b.build()?;
-                plan.map_threads(rt, pus)?;
-                let shape = plan.shape();
-                let out = plan.run(rt)?;
-                let got = out.take(&sink);
-                (ticks.len(), (vwap::checksum(&got), out.stats, shape))
+                let (got, stats, shape) = run_mapped(b, rt, pus, &sink)?;
+                (ticks.len(), (vwap::checksum(&got), stats, shape))
             }
             App::Lois { samples, cfg } => {
                 let src = b.source(samples.clone());
                 let sink = lois::build(&mut b, src, threads, *cfg);
-                let mut plan = b.build()?;
-                plan.map_threads(rt, pus)?;
-                let shape = plan.shape();
-                let out = plan.run(rt)?;
-                let got = out.take(&sink);
+                let (got, stats, shape) = run_mapped(b, rt, pus, &sink)?;
                 let sum = got.iter().fold(0u64, |a, o| {
                     a.wrapping_add(o.seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ o.amp as u64)
                 });
-                (samples.len(), (sum, out.stats, shape))
+                (samples.len(), (sum, stats, shape))
             }
         };
         let (checksum, stats, shape) = run;
@@ -175,6 +167,20 @@ impl App {
             notes,
         })
     }
+}
+
+/// Builds the plan, maps its threads to `pus`, runs it; the sink's tuples, the stats, the shape.
+fn run_mapped<T: Send + 'static>(
+    b: PlanBuilder,
+    rt: &Runtime,
+    pus: &[usize],
+    sink: &nearflow_flow::Sink<T>,
+) -> Result<(Vec<T>, nearflow_flow::PlanStats, PlanShape)> {
+    let mut plan = b.build()?;
+    plan.map_threads(rt, pus)?;
+    let shape = plan.shape();
+    let out = plan.run(rt)?;
+    Ok((out.take(sink), out.stats, shape))
 }
 
 /// The name of thread `i` of an app with `n` threads.

@@ -167,8 +167,13 @@ impl ThreadProfile {
 
 impl Exec {
     pub(crate) fn new(plan: Plan, packet_bytes: usize, workers: usize) -> Self {
-        let threads_of = plan.shape().effective_threads();
+        // Only a plan with threads pays for its shape on submission.
         let threads = plan.threads();
+        let threads_of = if threads > 0 {
+            plan.shape().effective_threads()
+        } else {
+            vec![None; plan.nodes.len()]
+        };
         let profile = plan
             .profile_threads
             .then(|| ThreadProfile::new(threads, workers));

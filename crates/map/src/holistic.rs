@@ -39,8 +39,7 @@ pub(crate) fn holistic(tree: &CacheTree, p: &Profile) -> Result<Vec<usize>, MapE
     }
     let w = symmetric(&p.correlation);
     let mut pu = vec![usize::MAX; n];
-    let mut fill = vec![0usize; tree.vertices.len()];
-    split(tree, p, &w, 0, (0..n).collect(), &mut pu, &mut fill)?;
+    split(tree, p, &w, 0, (0..n).collect(), &mut pu)?;
     Ok(pu)
 }
 
@@ -51,7 +50,6 @@ fn split(
     v: usize,
     threads: Vec<usize>,
     pu: &mut [usize],
-    fill: &mut [usize],
 ) -> Result<(), MapError> {
     let x = &tree.vertices[v];
     if x.children.is_empty() {
@@ -84,8 +82,7 @@ fn split(
         by_part[parts[i]].push(t);
     }
     for (i, group) in by_part.into_iter().enumerate() {
-        fill[kids[i]] = group.len();
-        split(tree, p, w, kids[i], group, pu, fill)?;
+        split(tree, p, w, kids[i], group, pu)?;
     }
     Ok(())
 }

@@ -46,11 +46,13 @@ pub(crate) fn treematch(tree: &CacheTree, w: &[Vec<f64>]) -> Result<Vec<PuId>, M
             .collect();
         m = groups
             .iter()
-            .map(|gi| {
+            .enumerate()
+            .map(|(i, gi)| {
                 groups
                     .iter()
-                    .map(|gj| {
-                        if std::ptr::eq(gi, gj) {
+                    .enumerate()
+                    .map(|(j, gj)| {
+                        if i == j {
                             0.0
                         } else {
                             gi.iter()
