@@ -214,6 +214,11 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let q = sparql::prepare(&store, &text, &options)?;
     let started = Instant::now();
     let mut running = q.start(&rt)?;
+    let minted = running.minted();
+    let cx = sparql::expr::Cx {
+        store: &store,
+        minted: &minted,
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let batches = std::iter::from_fn(|| running.next_batch());
@@ -224,7 +229,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
                 writeln!(out, "{n}")?;
                 n as u64
             } else {
-                results::write_solutions(&mut out, cmd.format, &store, vars, batches)?
+                results::write_solutions(&mut out, cmd.format, cx, vars, batches)?
             }
         }
         Form::Ask => {
@@ -238,7 +243,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         }
         Form::Construct(_) => {
             let batches: Vec<_> = batches.collect();
-            let triples = q.construct(batches.iter().flat_map(|b| b.iter()));
+            let triples = q.construct(&minted, batches.iter().flat_map(|b| b.iter()));
             if cmd.count {
                 writeln!(out, "{}", triples.len())?;
             } else {

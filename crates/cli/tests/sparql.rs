@@ -100,6 +100,36 @@ fn a_query_answers_in_every_format() {
         graph.trim(),
         "<http://ex/bob> <http://ex/knownBy> <http://ex/alice> ."
     );
+    // Values the store does not hold, from BIND and SELECT expressions, in every writer.
+    let q = "PREFIX ex: <http://ex/> SELECT ?p (?a + 1 AS ?next) (UCASE(?n) AS ?u) \
+             WHERE { ?p ex:age ?a ; ex:name ?n } ORDER BY ?next";
+    let csv = ok(&sparql("--data", &d, q, &["--format", "csv"]));
+    assert_eq!(
+        csv.replace('\r', ""),
+        "p,next,u\nhttp://ex/bob,26,BOB\nhttp://ex/alice,31,ALICE\n"
+    );
+    let json = ok(&sparql("--data", &d, q, &["--format", "json"]));
+    assert!(
+        json.contains("\"xml:lang\":\"en\"") && json.contains("\"31\""),
+        "{json}"
+    );
+    let graph = ok(&sparql(
+        "--data",
+        &d,
+        "PREFIX ex: <http://ex/> CONSTRUCT { ?p ex:shout ?u } \
+         WHERE { ?p ex:name ?n BIND(UCASE(?n) AS ?u) }",
+        &[],
+    ));
+    let mut lines: Vec<&str> = graph.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "<http://ex/alice> <http://ex/shout> \"ALICE\" .",
+            "<http://ex/bob> <http://ex/shout> \"BOB\"@en .",
+            "<http://ex/carol> <http://ex/shout> \"CAROL\" ."
+        ]
+    );
 }
 
 #[test]

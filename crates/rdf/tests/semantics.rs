@@ -91,6 +91,22 @@ const SAME: &[&str] = &[
     "ASK { ex:a ex:p ex:b }",
     "ASK { ex:a ex:p ex:zzz }",
     "CONSTRUCT { ?o ex:inv ?s . _:n ex:of ?s } WHERE { ?s ex:p ?o }",
+    // BIND and SELECT expressions: values the store holds and values it does not.
+    "SELECT ?s ?y WHERE { ?s ex:n ?n BIND(?n + 1 AS ?y) }",
+    "SELECT ?s (STR(?x) AS ?t) (LCASE(?x) AS ?l) WHERE { ?s ex:name ?x }",
+    "SELECT ?s ?z WHERE { ?s ex:n ?n BIND(?n * 2 AS ?z) FILTER(?z > 1) }",
+    "SELECT ?s ?o ?n WHERE { ?s ex:p ?x BIND(?x AS ?o) ?o ex:n ?n }",
+    "SELECT ?a ?b ?k WHERE { { ?a ex:n ?x BIND(STR(?x) AS ?k) } { ?b ex:name ?y BIND(STR(?y) AS ?k) } }",
+    "SELECT ?a ?b WHERE { { ?a ex:n ?x BIND(?x + 0 AS ?k) } { ?b ex:n ?y BIND(?y * 1 AS ?k) } }",
+    "SELECT DISTINCT (UCASE(STR(?x)) AS ?u) WHERE { ?s ex:name ?x }",
+    "SELECT ?s ?d WHERE { ?s ex:n ?n BIND(-?n AS ?d) } ORDER BY ?d ?s",
+    "SELECT ?s ?v WHERE { ?s ex:p ?o OPTIONAL { ?o ex:n ?n BIND(?n + 10 AS ?v) } }",
+    "SELECT ?s (COALESCE(?f, \"none\") AS ?g) WHERE { ?s ex:n ?n OPTIONAL { ?s ex:flag ?f } }",
+    "SELECT ?s (IF(?n > 0, \"pos\", \"neg\") AS ?sign) WHERE { ?s ex:n ?n }",
+    "SELECT ?s (ex:made AS ?c) (\"x\"@en AS ?l) WHERE { ?s ex:flag ?f }",
+    "SELECT ?s ?t WHERE { { ?s ex:p ?o BIND(\"p\" AS ?t) } UNION { ?s ex:q ?o BIND(\"q\" AS ?t) } }",
+    "SELECT ?s ?t WHERE { ?s ex:name ?x BIND(STRLEN(?x) AS ?t) } ORDER BY DESC(?t) ?s LIMIT 3",
+    "CONSTRUCT { ?s ex:double ?d } WHERE { ?s ex:n ?n BIND(?n * 2 AS ?d) }",
 ];
 
 #[test]

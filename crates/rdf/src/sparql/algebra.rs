@@ -60,6 +60,9 @@ pub enum Node {
     Project(Box<Node>, Vec<usize>),
     /// OFFSET / LIMIT.
     Slice(Box<Node>, usize, Option<usize>),
+    /// BIND / a SELECT expression (§18.2.4.1): the column gets the expression's value; an
+    /// error leaves it unbound.
+    Extend(Box<Node>, usize, Expr),
 }
 
 /// Variables to columns.
@@ -202,16 +205,15 @@ impl Translator<'_> {
             } => Node::Slice(b(self.pattern(inner)?), *start, *length),
             GraphPattern::Path { .. } => return Err(unsupported("property paths")),
             GraphPattern::Graph { .. } => return Err(unsupported("GRAPH (named graphs)")),
-            GraphPattern::Extend { inner, .. } => {
-                let mut i = &**inner;
-                while let GraphPattern::Extend { inner, .. } = i {
-                    i = inner;
-                }
-                return Err(unsupported(if matches!(i, GraphPattern::Group { .. }) {
-                    "GROUP BY and aggregates"
-                } else {
-                    "BIND and SELECT expressions"
-                }));
+            GraphPattern::Extend {
+                inner,
+                variable,
+                expression,
+            } => {
+                // GROUP BY's aggregates arrive as Extends over a Group: refused there.
+                let i = self.pattern(inner)?;
+                let e = self.expr(expression)?;
+                Node::Extend(b(i), self.vars.col(variable.as_str()), e)
             }
             GraphPattern::Values { .. } => return Err(unsupported("VALUES")),
             GraphPattern::Group { .. } => return Err(unsupported("GROUP BY and aggregates")),

@@ -30,7 +30,8 @@ use std::time::Instant;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
 use super::algebra::{Pat, Slot};
-use super::expr::{order, value_key, Cx, Expr};
+use super::expr::{order, term_order, value_key, Cx, Expr};
+use super::minted::Minted;
 use super::plan::{bound_of, JoinMode, Op, OpStat, Phys};
 use crate::store::{key_prefix, Order, Store};
 use crate::term::{Id, UNBOUND};
@@ -131,6 +132,8 @@ const PAR_MIN_ROWS: f64 = 20_000.0;
 pub struct Ctx {
     /// The store.
     pub store: Arc<Store>,
+    /// The terms the query makes.
+    pub minted: Arc<Minted>,
     /// Row width (the query's variables).
     pub width: usize,
     /// Degree of parallelism.
@@ -523,6 +526,7 @@ fn mix(h: u64, v: u64) -> u64 {
 #[derive(Clone)]
 struct KeyFn {
     store: Arc<Store>,
+    minted: Arc<Minted>,
     keys: Arc<Vec<usize>>,
     value_col: Option<usize>,
 }
@@ -535,7 +539,16 @@ impl KeyFn {
             h = mix(h, u64::from(row[c]));
         }
         if let Some(c) = self.value_col {
-            h = mix(h, value_key(Cx { store: &self.store }, row[c]));
+            h = mix(
+                h,
+                value_key(
+                    Cx {
+                        store: &self.store,
+                        minted: &self.minted,
+                    },
+                    row[c],
+                ),
+            );
         }
         h
     }
@@ -587,6 +600,7 @@ struct JoinOp<const N: usize> {
     check: Vec<usize>,
     residual: Option<Arc<Expr>>,
     store: Arc<Store>,
+    minted: Arc<Minted>,
     probe_key: KeyFn,
     build_key: KeyFn,
     table: Table<N>,
@@ -599,7 +613,10 @@ struct JoinOp<const N: usize> {
 
 impl<const N: usize> JoinOp<N> {
     fn probe_one(&mut self, io: &mut Io<'_>, p: Row<N>) -> u64 {
-        let cx = Cx { store: &self.store };
+        let cx = Cx {
+            store: &self.store,
+            minted: &self.minted,
+        };
         let mut emitted = 0;
         let mut matched = false;
         for b in self.table.matches(self.probe_key.key(&p)) {
@@ -694,6 +711,7 @@ impl<const N: usize> Operator for JoinOp<N> {
 struct SortOp<const N: usize> {
     keys: Arc<Vec<(Expr, bool)>>,
     store: Arc<Store>,
+    minted: Arc<Minted>,
     rows: Vec<Row<N>>,
     sorted: Option<VecDeque<Row<N>>>,
     out: Emitter<Row<N>>,
@@ -720,8 +738,11 @@ impl<const N: usize> Operator for SortOp<N> {
             if !io.finished::<Row<N>>(0) {
                 return Ok(Status::Idle);
             }
-            let store = self.store.clone();
-            let cx = Cx { store: &store };
+            let (store, minted) = (self.store.clone(), self.minted.clone());
+            let cx = Cx {
+                store: &store,
+                minted: &minted,
+            };
             let mut keyed: Vec<(Vec<Option<super::expr::Val<'_>>>, Row<N>)> =
                 std::mem::take(&mut self.rows)
                     .into_iter()
@@ -735,6 +756,15 @@ impl<const N: usize> Operator for SortOp<N> {
             keyed.sort_by(|(a, _), (b, _)| {
                 for (i, (_, desc)) in self.keys.iter().enumerate() {
                     let o = order(a[i].as_ref(), b[i].as_ref());
+                    let o = if *desc { o.reverse() } else { o };
+                    if o != std::cmp::Ordering::Equal {
+                        return o;
+                    }
+                }
+                // Every key ties by value: SPARQL leaves the order free; break it by the
+                // terms themselves (`1` before `1.0e0` by datatype), the same in every run.
+                for (i, (_, desc)) in self.keys.iter().enumerate() {
+                    let o = term_order(a[i].as_ref(), b[i].as_ref());
                     let o = if *desc { o.reverse() } else { o };
                     if o != std::cmp::Ordering::Equal {
                         return o;
@@ -902,11 +932,13 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
             let keys = Arc::new(keys.clone());
             let probe_key = KeyFn {
                 store: cx.store.clone(),
+                minted: cx.minted.clone(),
                 keys: keys.clone(),
                 value_col: value_key.map(|v| v.0),
             };
             let build_key = KeyFn {
                 store: cx.store.clone(),
+                minted: cx.minted.clone(),
                 keys: keys.clone(),
                 value_col: value_key.map(|v| v.1),
             };
@@ -934,6 +966,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
                             check: check.clone(),
                             residual: residual.clone(),
                             store: cx.store.clone(),
+                            minted: cx.minted.clone(),
                             probe_key: probe_key.clone(),
                             build_key: build_key.clone(),
                             table: Table::new(),
@@ -1022,10 +1055,14 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
         }
         Op::Filter(e) => {
             let input = build::<N>(cx, b, &p.inputs[0]);
-            let (store, e) = (cx.store.clone(), e.clone());
+            let (store, minted, e) = (cx.store.clone(), cx.minted.clone(), e.clone());
             b.filter(input, move |r: &Row<N>| {
                 let _t = Timer::new(timing, &stat);
-                let keep = e.holds(Cx { store: &store }, r);
+                let cx = Cx {
+                    store: &store,
+                    minted: &minted,
+                };
+                let keep = e.holds(cx, r);
                 count(&stat, u64::from(keep));
                 keep
             })
@@ -1052,6 +1089,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
                 SortOp::<N> {
                     keys: keys.clone(),
                     store: cx.store.clone(),
+                    minted: cx.minted.clone(),
                     rows: Vec::new(),
                     sorted: None,
                     out: Emitter::new(0),
@@ -1066,6 +1104,25 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
             let input = build::<N>(cx, b, &p.inputs[0]);
             let s = b.limit(input, *start as u64, len.map_or(u64::MAX, |l| l as u64));
             counted(b, s, stat)
+        }
+        Op::Extend(col, e) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            let (store, minted, e, col) = (cx.store.clone(), cx.minted.clone(), e.clone(), *col);
+            b.map(input, move |mut r: Row<N>| {
+                let _t = Timer::new(timing, &stat);
+                let cx = Cx {
+                    store: &store,
+                    minted: &minted,
+                };
+                // §18.5 Extend: an error leaves the variable unbound.
+                r[col] = e
+                    .eval(cx, &r)
+                    .ok()
+                    .and_then(|v| cx.id_of(&v))
+                    .unwrap_or(UNBOUND);
+                count(&stat, 1);
+                r
+            })
         }
         Op::Project(cols) => {
             let input = build::<N>(cx, b, &p.inputs[0]);

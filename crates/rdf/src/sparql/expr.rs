@@ -18,6 +18,7 @@ use std::str::FromStr;
 
 use oxsdatatypes::{Boolean, DateTime, Decimal, Double, Float, Integer};
 
+use super::minted::Minted;
 use crate::store::Store;
 use crate::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 
@@ -490,9 +491,9 @@ pub fn compare(a: &Val<'_>, b: &Val<'_>) -> R<Ordering> {
     Err(EvalError)
 }
 
-/// ORDER BY's total order (§15.1): unbound < blank nodes < IRIs < literals; literals by
-/// [`compare`] where it is defined, otherwise (and to break its ties between distinct terms) by
-/// datatype, lexical form and tag, so that the order is total and the same in every run.
+/// ORDER BY's order (§15.1): unbound < blank nodes < IRIs < literals; literals by [`compare`]
+/// where it is defined (values it finds equal tie, and the next key decides), otherwise by
+/// datatype, lexical form and tag, so that the order is total.
 pub fn order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
     let rank = |v: Option<&Val<'_>>| match v {
         None => 0,
@@ -504,11 +505,28 @@ pub fn order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
         (Some(Val::Blank(x)), Some(Val::Blank(y))) | (Some(Val::Iri(x)), Some(Val::Iri(y))) => {
             x.cmp(y)
         }
-        (Some(x @ Val::Lit { .. }), Some(y @ Val::Lit { .. })) => match compare(x, y) {
-            Ok(Ordering::Equal) | Err(_) => lit_key(x).cmp(&lit_key(y)),
-            Ok(o) => o,
-        },
+        (Some(x @ Val::Lit { .. }), Some(y @ Val::Lit { .. })) => {
+            if let (Some(n), Some(m)) = (x.numeric(), y.numeric()) {
+                // NaN is unordered; it goes after every number, so the order stays total.
+                return Num::cmp(n, m)
+                    .unwrap_or_else(|| n.approx().is_nan().cmp(&m.approx().is_nan()));
+            }
+            match compare(x, y) {
+                // Equal values (`1` and `1.0e0`) tie: the next ORDER BY key decides.
+                Ok(o) => o,
+                Err(_) => lit_key(x).cmp(&lit_key(y)),
+            }
+        }
         _ => rank(a).cmp(&rank(b)),
+    }
+}
+
+/// Breaks [`order`]'s ties between distinct terms of equal value (`1`, `1.0e0`): literals by
+/// datatype, lexical form and tag. Only for terms `order` finds equal.
+pub fn term_order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
+    match (a, b) {
+        (Some(x @ Val::Lit { .. }), Some(y @ Val::Lit { .. })) => lit_key(x).cmp(&lit_key(y)),
+        _ => Ordering::Equal,
     }
 }
 
@@ -534,18 +552,38 @@ fn lit_key<'v>(v: &'v Val<'_>) -> (u8, &'v str, &'v str, &'v str) {
     }
 }
 
-/// The context an expression is evaluated in: the store (for terms of ids).
+/// The context an expression is evaluated in: where the terms of ids are — the store, and the
+/// terms the query made ([`Minted`]).
 #[derive(Clone, Copy)]
 pub struct Cx<'s> {
     /// The store.
     pub store: &'s Store,
+    /// The query's own terms.
+    pub minted: &'s Minted,
 }
 
 impl<'s> Cx<'s> {
+    /// The term of a bound id.
+    #[inline]
+    pub fn term(&self, id: Id) -> TermRef<'s> {
+        if self.minted.holds(id) {
+            self.minted.term(id)
+        } else {
+            self.store.dict().term(id)
+        }
+    }
+
     /// The value of a row's column, `None` when unbound.
     #[inline]
     pub fn val(&self, id: Id) -> Option<Val<'s>> {
-        (id != UNBOUND).then(|| Val::from_term(self.store.dict().term(id)))
+        (id != UNBOUND).then(|| Val::from_term(self.term(id)))
+    }
+
+    /// The id of a computed value: the store's when it holds the term, else minted; `None`
+    /// only when the ids are exhausted (see [`Minted::overflowed`]).
+    pub fn id_of(&self, v: &Val<'_>) -> Option<Id> {
+        let t = v.as_term();
+        self.store.id_of(t).or_else(|| self.minted.mint(t))
     }
 }
 
@@ -774,7 +812,7 @@ pub fn value_key(cx: Cx<'_>, id: Id) -> u64 {
     if id == UNBOUND {
         return 0;
     }
-    let v = Val::from_term(cx.store.dict().term(id));
+    let v = Val::from_term(cx.term(id));
     if let Some(n) = v.numeric() {
         let f = n.approx();
         let f = if f == 0.0 { 0.0 } else { f };
@@ -881,6 +919,28 @@ mod tests {
         for (i, a) in vals.iter().enumerate() {
             for (j, b) in vals.iter().enumerate() {
                 assert_eq!(order(a.as_ref(), b.as_ref()), i.cmp(&j), "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// `1` and `1.0e0` are `=`: under ORDER BY they tie (the next key decides, as Oxigraph
+    /// does). NaN is unordered: it sorts after every number, so the order stays a total
+    /// preorder (a comparison that is not one may make a sort panic).
+    #[test]
+    fn equal_numbers_tie_and_nan_goes_last() {
+        let one = lit("1", "integer");
+        let one_d = lit("1.0e0", "double");
+        assert_eq!(order(Some(&one), Some(&one_d)), Ordering::Equal);
+        let nums = [
+            lit("-INF", "double"),
+            lit("0.5", "decimal"),
+            lit("1", "integer"),
+            lit("2.5", "float"),
+            lit("NaN", "double"),
+        ];
+        for (i, a) in nums.iter().enumerate() {
+            for (j, b) in nums.iter().enumerate() {
+                assert_eq!(order(Some(a), Some(b)), i.cmp(&j), "{a:?} vs {b:?}");
             }
         }
     }

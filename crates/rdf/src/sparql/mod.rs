@@ -25,6 +25,7 @@
 pub mod algebra;
 pub mod exec;
 pub mod expr;
+pub mod minted;
 pub mod plan;
 pub mod results;
 
@@ -40,6 +41,8 @@ use spargebra::term::{NamedNodePattern, TermPattern};
 
 use self::algebra::{literal_term, Node, Translator};
 pub use self::exec::Rows;
+use self::expr::Cx;
+use self::minted::Minted;
 use self::plan::{Op, Phys, Planner};
 use crate::store::Store;
 use crate::term::{Id, Term, TermRef, UNBOUND};
@@ -265,6 +268,7 @@ pub struct Running {
     rx: Receiver<Rows>,
     handle: PlanHandle,
     shape: PlanShape,
+    minted: Arc<Minted>,
 }
 
 impl Running {
@@ -272,6 +276,12 @@ impl Running {
     /// simulator.
     pub fn shape(&self) -> &PlanShape {
         &self.shape
+    }
+
+    /// The terms the query makes (BIND, SELECT expressions): rows may hold their ids, so
+    /// results are read through them (see [`Cx::term`]).
+    pub fn minted(&self) -> Arc<Minted> {
+        self.minted.clone()
     }
 
     /// The runtime request that runs it (trace events carry it).
@@ -297,10 +307,19 @@ impl Running {
 
     /// Waits for the plan to end (after the last batch was read, or dropping the rest).
     pub fn finish(self) -> Result<PlanStats, QueryError> {
-        let Running { rx, handle, .. } = self;
+        let Running {
+            rx, handle, minted, ..
+        } = self;
         let out = handle.wait().map_err(|e| QueryError::Exec(e.to_string()));
         drop(rx);
-        Ok(out?.stats)
+        let stats = out?.stats;
+        if minted.overflowed() {
+            return Err(QueryError::Exec(format!(
+                "the query's expressions made more terms than 32-bit ids can number ({} made)",
+                minted.len()
+            )));
+        }
+        Ok(stats)
     }
 }
 
@@ -311,6 +330,8 @@ pub struct Collected {
     /// The plan's counters.
     pub stats: PlanStats,
     store: Arc<Store>,
+    /// The terms the query made.
+    pub minted: Arc<Minted>,
     /// The form.
     pub form: Form,
 }
@@ -322,7 +343,15 @@ impl Collected {
             return None;
         };
         let id = row[cols[i].1];
-        (id != UNBOUND).then(|| self.store.dict().term(id))
+        (id != UNBOUND).then(|| self.cx().term(id))
+    }
+
+    /// Where its ids' terms are.
+    pub fn cx(&self) -> Cx<'_> {
+        Cx {
+            store: &self.store,
+            minted: &self.minted,
+        }
     }
 
     /// The ASK answer: whether there was a solution.
@@ -345,8 +374,10 @@ impl Prepared {
             b.packet_bytes(p);
         }
         reset(&self.phys);
+        let minted = Arc::new(Minted::new(&self.store));
         let cx = exec::Ctx {
             store: self.store.clone(),
+            minted: minted.clone(),
             width: self.width,
             dop: self.options.dop.unwrap_or(1),
             timing: self.options.timing,
@@ -359,6 +390,7 @@ impl Prepared {
             rx,
             handle: plan.submit(rt),
             shape,
+            minted,
         })
     }
 
@@ -369,17 +401,28 @@ impl Prepared {
         while let Some(batch) = r.next_batch() {
             rows.append(batch);
         }
+        let minted = r.minted();
         let stats = r.finish()?;
         Ok(Collected {
             rows,
             stats,
             store: self.store.clone(),
+            minted,
             form: self.form.clone(),
         })
     }
 
-    /// The triples a CONSTRUCT makes from solution rows (a set: each once).
-    pub fn construct<'r>(&self, rows: impl IntoIterator<Item = &'r [Id]>) -> Vec<[Term; 3]> {
+    /// The triples a CONSTRUCT makes from solution rows (a set: each once); `minted` is the
+    /// run's ([`Running::minted`]).
+    pub fn construct<'r>(
+        &self,
+        minted: &Minted,
+        rows: impl IntoIterator<Item = &'r [Id]>,
+    ) -> Vec<[Term; 3]> {
+        let cx = Cx {
+            store: &self.store,
+            minted,
+        };
         let Form::Construct(template) = &self.form else {
             return Vec::new();
         };
@@ -390,7 +433,7 @@ impl Prepared {
                 let term = |s: &TemplateSlot| -> Option<Term> {
                     match s {
                         TemplateSlot::Var(c) => {
-                            (row[*c] != UNBOUND).then(|| self.store.dict().term(row[*c]).into())
+                            (row[*c] != UNBOUND).then(|| cx.term(row[*c]).into())
                         }
                         TemplateSlot::Term(t) => Some(t.clone()),
                         TemplateSlot::Blank(l) => Some(Term::Blank(format!("c{n}_{l}"))),
@@ -483,6 +526,7 @@ impl Prepared {
                 "slice offset {a} limit {}",
                 b.map_or("-".into(), |x| x.to_string())
             ),
+            Op::Extend(c, _) => format!("bind {}", name(*c)),
             Op::Project(c) => format!(
                 "project {}",
                 c.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" ")

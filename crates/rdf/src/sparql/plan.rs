@@ -102,6 +102,9 @@ pub enum Op {
     Slice(usize, Option<usize>),
     /// Projection (other columns cleared).
     Project(Vec<usize>),
+    /// BIND / a SELECT expression: the column gets the expression's value, or stays unbound
+    /// when it is an error.
+    Extend(usize, Arc<Expr>),
 }
 
 /// A node of the physical plan.
@@ -335,6 +338,23 @@ impl Planner<'_> {
                 let mut out = Phys::over(Op::Project(cols), p, est);
                 out.cert = out.cert.intersection(&keep).copied().collect();
                 out.maybe = out.maybe.intersection(&keep).copied().collect();
+                out
+            }
+            Node::Extend(i, col, e) => {
+                let p = self.plan(*i);
+                let est = p.est;
+                // A constant, or a column bound in every row, cannot fail: always bound.
+                let always = match &e {
+                    Expr::Const(_) => true,
+                    Expr::Var(c) => p.cert.contains(c),
+                    _ => false,
+                };
+                let mut out = Phys::over(Op::Extend(col, Arc::new(e)), p, est);
+                if always {
+                    out.cert.insert(col);
+                } else {
+                    out.maybe.insert(col);
+                }
                 out
             }
             Node::Slice(i, start, len) => {

@@ -7,7 +7,7 @@ use oxrdf::{BlankNodeRef, LiteralRef, NamedNodeRef, VariableRef};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
 use super::exec::Rows;
-use crate::store::Store;
+use super::expr::Cx;
 use crate::term::{Term, TermRef, UNBOUND};
 
 /// An output format.
@@ -68,7 +68,7 @@ fn sparesults_format(f: Format) -> QueryResultsFormat {
 pub fn write_solutions(
     out: &mut dyn Write,
     format: Format,
-    store: &Store,
+    cx: Cx<'_>,
     vars: &[(String, usize)],
     batches: impl Iterator<Item = Rows>,
 ) -> io::Result<u64> {
@@ -81,7 +81,7 @@ pub fn write_solutions(
                     vars.iter()
                         .map(|(_, c)| match row[*c] {
                             UNBOUND => String::new(),
-                            id => short(store.dict().term(id)),
+                            id => short(cx.term(id)),
                         })
                         .collect(),
                 );
@@ -104,7 +104,7 @@ pub fn write_solutions(
                 vars.iter()
                     .zip(&variables)
                     .filter(|((_, c), _)| row[*c] != UNBOUND)
-                    .map(|((_, c), v)| (VariableRef::from(v), ox(store.dict().term(row[*c])))),
+                    .map(|((_, c), v)| (VariableRef::from(v), ox(cx.term(row[*c])))),
             )?;
             n += 1;
         }

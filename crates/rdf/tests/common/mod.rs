@@ -137,7 +137,7 @@ pub fn ours_on(store: &Arc<Store>, rt: &nearflow_rt::Runtime, text: &str) -> Ans
         Form::Ask => Answer::Bool(out.boolean()),
         Form::Construct(_) => {
             let mut t: Vec<String> = q
-                .construct(&out.rows)
+                .construct(&out.minted, &out.rows)
                 .iter()
                 .map(|[s, p, o]| format!("{s} {p} {o}"))
                 .collect();

@@ -1,0 +1,143 @@
+//! Terms a query makes: `BIND` and `SELECT (expr AS ?v)` compute values that the store may not
+//! hold (`?price * 2`, `STR(?x)`, `"a"@en`), while a row holds ids. A term the store holds keeps
+//! its store id; any other gets an id above the dictionary's, interned per query, so that one
+//! term has one id throughout the query and joins, DISTINCT and the hash tables — which compare
+//! ids — stay term equality (RDF 1.1 §3: term equality is equality of the parts).
+//!
+//! The terms live in an append-only vector whose elements never move (`boxcar`), so a term can
+//! be borrowed while other rows still add to it; the index of encoded keys is behind a mutex
+//! taken only to mint.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use crate::store::Store;
+use crate::term::{Id, Term, TermRef};
+
+/// The terms one query made, with ids after the store's.
+pub struct Minted {
+    /// The store's last id: minted ids start above it.
+    base: Id,
+    terms: boxcar::Vec<Term>,
+    index: Mutex<HashMap<String, Id>>,
+    full: AtomicBool,
+}
+
+impl std::fmt::Debug for Minted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Minted")
+            .field("base", &self.base)
+            .field("terms", &self.terms.count())
+            .finish()
+    }
+}
+
+impl Minted {
+    /// An empty table for a query over `store`.
+    pub fn new(store: &Store) -> Minted {
+        Minted::above(store.dict().len() as Id)
+    }
+
+    fn above(base: Id) -> Minted {
+        Minted {
+            base,
+            terms: boxcar::Vec::new(),
+            index: Mutex::new(HashMap::new()),
+            full: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `id` is one of these (not the store's).
+    #[inline]
+    pub fn holds(&self, id: Id) -> bool {
+        id > self.base
+    }
+
+    /// The term of a minted id.
+    ///
+    /// # Panics
+    /// If `id` was not minted here.
+    pub fn term(&self, id: Id) -> TermRef<'_> {
+        self.terms[(id - self.base - 1) as usize].as_ref()
+    }
+
+    /// The id of a term not in the store, minted when new; `None` when the 32-bit ids are
+    /// exhausted (then [`overflowed`](Self::overflowed) is true and the query must fail).
+    pub fn mint(&self, t: TermRef<'_>) -> Option<Id> {
+        let mut key = String::new();
+        t.encode(&mut key);
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&id) = index.get(&key) {
+            return Some(id);
+        }
+        let next = u64::from(self.base) + 1 + self.terms.count() as u64;
+        if next >= u64::from(Id::MAX) {
+            self.full.store(true, Ordering::Relaxed);
+            return None;
+        }
+        let i = self.terms.push(Term::from(t));
+        debug_assert_eq!(u64::from(self.base) + 1 + i as u64, next);
+        index.insert(key, next as Id);
+        Some(next as Id)
+    }
+
+    /// Number of terms minted.
+    pub fn len(&self) -> usize {
+        self.terms.count()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a term could not get an id (the query's answer would be wrong: it fails).
+    pub fn overflowed(&self) -> bool {
+        self.full.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_is_minted_once_and_reads_back() {
+        let m = Minted::above(10);
+        let a = m.mint(TermRef::string("a")).unwrap();
+        let b = m.mint(TermRef::Iri("http://b")).unwrap();
+        assert_eq!((a, b), (11, 12));
+        assert_eq!(m.mint(TermRef::string("a")), Some(11));
+        assert_eq!(m.term(12), TermRef::Iri("http://b"));
+        assert!(m.holds(11) && !m.holds(10));
+        assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn exhausted_ids_are_reported_not_reused() {
+        let m = Minted::above(Id::MAX - 2);
+        assert_eq!(m.mint(TermRef::string("a")), Some(Id::MAX - 1));
+        assert!(!m.overflowed());
+        assert_eq!(m.mint(TermRef::string("b")), None);
+        assert!(m.overflowed());
+        assert_eq!(m.mint(TermRef::string("a")), Some(Id::MAX - 1));
+    }
+
+    #[test]
+    fn terms_minted_from_many_threads_get_one_id_each() {
+        let m = Minted::above(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for i in 0..200 {
+                        let v = i.to_string();
+                        let id = m.mint(TermRef::string(&v)).unwrap();
+                        assert_eq!(m.term(id), TermRef::string(&v));
+                    }
+                });
+            }
+        });
+        assert_eq!(m.len(), 200);
+    }
+}
