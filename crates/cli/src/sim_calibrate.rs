@@ -175,7 +175,9 @@ pub(crate) fn sparql(
         .collect::<Result<Vec<_>, _>>()?;
     let mut runs = Vec::new();
     for mut r in running {
-        let (shape, req) = (r.shape().clone(), r.request_id());
+        let (Some(shape), Some(req)) = (r.shape().cloned(), r.request_id()) else {
+            bail!("{name}: answered without running a plan (a constant the store lacks): nothing to model");
+        };
         let mut n = 0;
         while let Some(b) = r.next_batch() {
             n += b.len();

@@ -254,10 +254,14 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     };
     out.flush()?;
     drop(out);
+    let ran = running.request_id().is_some();
     let stats = running.finish()?;
     let took = started.elapsed();
     if cmd.explain {
         eprint!("{}", q.explain());
+        if !ran {
+            eprintln!("answered without a request: a constant of the query is not in the store");
+        }
         eprintln!(
             "{n} results in {:.3} s ({} operators, {} operator tasks, policy {})",
             took.as_secs_f64(),

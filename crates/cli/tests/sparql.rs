@@ -149,6 +149,32 @@ fn explain_prints_the_plan_with_rows() {
     );
 }
 
+/// A constant the store lacks empties the plan: answered at once, without a request, and the
+/// plan says so; an OPTIONAL's empty side does not empty its plan.
+#[test]
+fn a_query_over_an_absent_constant_is_answered_without_a_request() {
+    let d = data_file();
+    let run = |q: &str| {
+        let out = nearflow(&sparql("--data", &d, q, &["--explain"]));
+        assert!(out.status.success());
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (out, err) = run("PREFIX ex: <http://ex/> ASK { ex:alice ex:knows ex:nobody }");
+    assert_eq!(out, "no");
+    assert!(err.contains("answered without a request"), "{err}");
+    let (out, err) = run(
+        "PREFIX ex: <http://ex/> SELECT ?p ?x WHERE { ?p ex:knows ?q OPTIONAL { ?q ex:nope ?x } }",
+    );
+    assert!(
+        out.contains("<http://ex/alice>") && out.contains("1 row"),
+        "{out}"
+    );
+    assert!(!err.contains("answered without a request"), "{err}");
+}
+
 #[test]
 fn a_snapshot_answers_as_the_files_do() {
     let d = data_file();

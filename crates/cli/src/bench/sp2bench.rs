@@ -436,9 +436,12 @@ fn columns(cells: &[Cell]) -> Vec<(String, usize)> {
     cols
 }
 
-/// A time for the table: milliseconds below 0.1 s (so that small queries are not all "0.000 s").
+/// A time for the table: microseconds below 0.1 ms, milliseconds below 0.1 s (so that small
+/// queries are not all "0.000 s").
 pub fn secs(s: f64) -> String {
-    if s < 0.1 {
+    if s < 1e-4 {
+        format!("{:.1} µs", s * 1e6)
+    } else if s < 0.1 {
         format!("{:.2} ms", s * 1e3)
     } else {
         format!("{s:.3} s")

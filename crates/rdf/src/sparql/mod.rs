@@ -266,16 +266,17 @@ fn outer_projection(n: &Node) -> Option<Vec<usize>> {
 /// A running query: batches of rows as they come, then the plan's counters.
 pub struct Running {
     rx: Receiver<Rows>,
-    handle: PlanHandle,
-    shape: PlanShape,
+    /// The plan's handle and shape; `None` for a query answered without a request (its plan
+    /// yields nothing: [`plan::yields_nothing`]).
+    run: Option<(PlanHandle, PlanShape)>,
     minted: Arc<Minted>,
 }
 
 impl Running {
     /// The flow plan's operators and connections (as `Plan::shape`), e.g. to model it in the
-    /// simulator.
-    pub fn shape(&self) -> &PlanShape {
-        &self.shape
+    /// simulator; `None` when the query was answered without running a plan.
+    pub fn shape(&self) -> Option<&PlanShape> {
+        self.run.as_ref().map(|(_, s)| s)
     }
 
     /// The terms the query makes (BIND, SELECT expressions): rows may hold their ids, so
@@ -284,9 +285,9 @@ impl Running {
         self.minted.clone()
     }
 
-    /// The runtime request that runs it (trace events carry it).
-    pub fn request_id(&self) -> nearflow_policy::RequestId {
-        self.handle.request_id()
+    /// The runtime request that runs it (trace events carry it); `None` when there is none.
+    pub fn request_id(&self) -> Option<nearflow_policy::RequestId> {
+        self.run.as_ref().map(|(h, _)| h.request_id())
     }
 
     /// The next batch of solution rows; `None` at the end.
@@ -297,7 +298,9 @@ impl Running {
                 Ok(b) => return Some(b),
                 Err(RecvTimeoutError::Disconnected) => return None,
                 // A plan that failed never closes the channel: ask the runtime.
-                Err(RecvTimeoutError::Timeout) if self.handle.is_done() => {
+                Err(RecvTimeoutError::Timeout)
+                    if self.run.as_ref().is_none_or(|(h, _)| h.is_done()) =>
+                {
                     return self.rx.try_recv().ok()
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -307,9 +310,10 @@ impl Running {
 
     /// Waits for the plan to end (after the last batch was read, or dropping the rest).
     pub fn finish(self) -> Result<PlanStats, QueryError> {
-        let Running {
-            rx, handle, minted, ..
-        } = self;
+        let Running { rx, run, minted } = self;
+        let Some((handle, _)) = run else {
+            return Ok(PlanStats::default());
+        };
         let out = handle.wait().map_err(|e| QueryError::Exec(e.to_string()));
         drop(rx);
         let stats = out?.stats;
@@ -366,15 +370,24 @@ impl Prepared {
         &self.store
     }
 
-    /// Starts the query as one request of `rt`.
+    /// Starts the query as one request of `rt` — or, when its plan yields nothing (a constant
+    /// the store does not hold), answers it at once without a request.
     pub fn start(&self, rt: &Runtime) -> Result<Running, QueryError> {
+        reset(&self.phys);
+        let minted = Arc::new(Minted::new(&self.store));
+        if plan::yields_nothing(&self.phys) {
+            let (_, rx) = std::sync::mpsc::channel();
+            return Ok(Running {
+                rx,
+                run: None,
+                minted,
+            });
+        }
         let mut b = PlanBuilder::for_runtime(rt);
         b.default_dop(self.options.dop.unwrap_or(1));
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
         }
-        reset(&self.phys);
-        let minted = Arc::new(Minted::new(&self.store));
         let cx = exec::Ctx {
             store: self.store.clone(),
             minted: minted.clone(),
@@ -388,8 +401,7 @@ impl Prepared {
         let shape = plan.shape();
         Ok(Running {
             rx,
-            handle: plan.submit(rt),
-            shape,
+            run: Some((plan.submit(rt), shape)),
             minted,
         })
     }

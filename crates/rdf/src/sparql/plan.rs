@@ -644,6 +644,31 @@ impl Planner<'_> {
     }
 }
 
+/// Whether a plan yields no row whatever the store holds beyond what planning saw: an
+/// [`Op::Empty`] (a constant the store lacks, SP²Bench Q3c and Q12c) that every path to the
+/// output passes through. Such a query is answered without a request.
+pub fn yields_nothing(p: &Phys) -> bool {
+    let input = |i: usize| yields_nothing(&p.inputs[i]);
+    match &p.op {
+        Op::Empty => true,
+        Op::Unit | Op::Scan { .. } => false,
+        Op::Slice(_, Some(0)) => true,
+        Op::HashJoin { mode, .. } => match mode {
+            JoinMode::Inner => input(0) || input(1),
+            JoinMode::Left | JoinMode::Anti | JoinMode::Minus => input(0),
+        },
+        Op::MergeJoin { .. } => input(0) || input(1),
+        Op::Union => p.inputs.iter().all(yields_nothing),
+        Op::IndexJoin { .. }
+        | Op::Filter(_)
+        | Op::Distinct
+        | Op::Sort(_)
+        | Op::Slice(..)
+        | Op::Project(_)
+        | Op::Extend(..) => input(0),
+    }
+}
+
 /// The column a scan's output is sorted on: the variable in the first key column after its
 /// bound prefix (a scan reads its permutation in key order, partition after partition).
 pub fn sorted_on(pat: &Pat, order: Order) -> Option<usize> {
