@@ -8,7 +8,7 @@
 //!
 //! Loading runs as a pipeline of up to three threads, so that on more than one core the stages
 //! overlap instead of adding up: gunzipping (a thread that reads ahead, [`ReadAhead`]), parsing
-//! (`oxttl`, batches of [`BATCH`] triples), and encoding into the dictionary (the caller's
+//! (`oxttl`, batches of 4,096 triples), and encoding into the dictionary (the caller's
 //! thread). Parsing is about two thirds of the work and stays sequential: `oxttl`'s parallel
 //! Turtle parser may "return wrong results" on valid documents (prefixes declared late, Turtle
 //! inside literals), and a dictionary shared by several encoders would need locks on every
