@@ -111,7 +111,7 @@ impl Shared {
     pub(crate) fn push_shared(&self, q: QueueRef, task: Task) {
         match q {
             QueueRef::Shared(i) => self.shared_queues[i].push(task),
-            QueueRef::Deferred(i) => self.deferred[i].push(task.req.get().id, task),
+            QueueRef::Deferred(i) => self.deferred[i].push(task.head().req.get().id, task),
             QueueRef::Local(_) => unreachable!("local queues are pushed by their owner"),
         }
     }

@@ -249,14 +249,14 @@ impl Runtime {
             }
         };
         let out = slot.clone();
-        let task = Task {
-            req: RequestRef::leak(&inner),
-            f: Box::new(move |cx: &TaskCx<'_>| {
+        let task = Task::new(
+            RequestRef::leak(&inner),
+            home.map_or(NO_HOME, |h| h.node_index() as u32),
+            move |cx: &TaskCx<'_>| {
                 let v = root(cx);
                 *lock(&out) = Some(v);
-            }),
-            home: home.map_or(NO_HOME, |h| h.node_index() as u32),
-        };
+            },
+        );
         s.push_shared(q, task);
         s.notify(q);
         RequestHandle { inner, slot }

@@ -46,12 +46,61 @@ use crate::sync::{lock, Ordering};
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep.
 const SEARCH_ROUNDS: usize = 16;
 
-/// A unit of work of a request.
-pub(crate) struct Task {
+/// A unit of work of a request: one allocation holding its request, its home and its closure,
+/// behind one fat pointer. Sixteen bytes, so a deque slot is half what a
+/// `(request, Box<dyn FnOnce>, home)` triple took, and `Option<Task>` comes back from a pop in
+/// two registers (the 32-byte triple came back through memory, and reading it stalled on store
+/// forwarding in every `find`, `perf annotate` of the chain workload).
+pub(crate) struct Task(Box<dyn Job>);
+
+/// What the runtime reads of a task.
+#[derive(Clone, Copy)]
+pub(crate) struct Head {
     pub(crate) req: RequestRef,
-    pub(crate) f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
     /// The NUMA node of its data ([`Home`]), or [`NO_HOME`].
     pub(crate) home: u32,
+}
+
+trait Job: Send {
+    fn head(&self) -> Head;
+    fn call(self: Box<Self>, cx: &TaskCx<'_>);
+}
+
+struct Closure<F> {
+    head: Head,
+    f: F,
+}
+
+impl<F: FnOnce(&TaskCx<'_>) + Send> Job for Closure<F> {
+    #[inline]
+    fn head(&self) -> Head {
+        self.head
+    }
+
+    fn call(self: Box<Self>, cx: &TaskCx<'_>) {
+        let Closure { f, .. } = *self;
+        f(cx)
+    }
+}
+
+impl Task {
+    /// A task of `req` running `f`.
+    #[inline]
+    pub(crate) fn new<F>(req: RequestRef, home: u32, f: F) -> Task
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        Task(Box::new(Closure {
+            head: Head { req, home },
+            f,
+        }))
+    }
+
+    /// Its request and home.
+    #[inline]
+    pub(crate) fn head(&self) -> Head {
+        self.0.head()
+    }
 }
 
 /// `Task::home` of a task without a data home.
@@ -119,7 +168,7 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        self.spawn_task(TaskKind::Deferred, Some(home), Box::new(f));
+        self.spawn_task(TaskKind::Deferred, Some(home), f);
     }
 
     /// Spawns a task of the given kind whose data lives at `home`: as
@@ -130,7 +179,7 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        self.spawn_task(kind, Some(home), Box::new(f));
+        self.spawn_task(kind, Some(home), f);
     }
 
     /// Spawns a task of the given kind.
@@ -138,17 +187,15 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        self.spawn_task(kind, None, Box::new(f));
+        self.spawn_task(kind, None, f);
     }
 
     /// The one spawn path (inlined into `spawn`, whose immediate case it must not slow).
     #[inline]
-    fn spawn_task(
-        &self,
-        kind: TaskKind,
-        home: Option<Home>,
-        f: Box<dyn FnOnce(&TaskCx<'_>) + Send>,
-    ) {
+    fn spawn_task<F>(&self, kind: TaskKind, home: Option<Home>, f: F)
+    where
+        F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
         // This task has not finished, so its request is alive and not complete, and its worker
         // holds the request's credits (`run` made sure).
         let me = self.me;
@@ -165,15 +212,12 @@ impl TaskCx<'_> {
         st.deferred += u64::from(kind == TaskKind::Deferred);
         me.stats.set(st);
         bump_owned(&me.cells.spawned);
-        let task = Task {
-            req: self.req,
-            f,
-            home: home.map_or(NO_HOME, |h| h.node_index() as u32),
+        let q = match home.and_then(|h| me.shared.place_at(h)) {
+            Some(q) => q,
+            None => me.queue_for(kind, self.req),
         };
-        match home.and_then(|h| me.shared.place_at(h)) {
-            Some(q) => me.push_and_wake(q, task),
-            None => me.place(kind, task),
-        }
+        let task = Task::new(self.req, home.map_or(NO_HOME, |h| h.node_index() as u32), f);
+        me.push_and_wake(q, task);
     }
 
     /// NUMA node `node` of the runtime's machine as a [`Home`], for
@@ -297,18 +341,20 @@ impl<'a> WorkerLocal<'a> {
         }
     }
 
-    /// Places a task spawned by this worker, as the policy says, and wakes a sleeper.
-    fn place(&self, kind: TaskKind, task: Task) {
+    /// The queue of a task spawned by this worker, as the policy says. Decided before the task
+    /// is built, so that the task goes from registers to its queue in one move (passing a built
+    /// task by reference to here cost a store-forwarding stall on every spawn, `perf annotate`).
+    fn queue_for(&self, kind: TaskKind, req: RequestRef) -> QueueRef {
         let shared = self.shared;
-        let q = match shared.policy.place(kind, self.w) {
+        match shared.policy.place(kind, self.w) {
             Place::Queue(q) => q,
             Place::RoundRobinShared { count } => QueueRef::Shared(shared.next_ticket() % count),
-            Place::RequestNode => QueueRef::Deferred(lock(&task.req.get().nodes).next_node()),
-        };
-        self.push_and_wake(q, task);
+            Place::RequestNode => QueueRef::Deferred(lock(&req.get().nodes).next_node()),
+        }
     }
 
     /// Pushes a task spawned by this worker to `q` and wakes a sleeper for it.
+    #[inline]
     fn push_and_wake(&self, q: QueueRef, task: Task) {
         let shared = self.shared;
         match q {
@@ -359,7 +405,7 @@ impl<'a> WorkerLocal<'a> {
         if let Some(rule) = self.local_first.filter(|_| !self.local.is_empty()) {
             if let Some(t) = self.local.pop() {
                 self.count_rule(rule);
-                self.last_request.set(Some(t.req.get().id));
+                self.last_request.set(Some(t.head().req.get().id));
                 self.found_in.set(QueueRef::Local(self.w));
                 return Some(t);
             }
@@ -374,18 +420,14 @@ impl<'a> WorkerLocal<'a> {
         if self.shared.is_steal(self.w, probe.queue) {
             bump_owned(&self.cells.steals);
         }
-        self.last_request.set(Some(task.req.get().id));
+        self.last_request.set(Some(task.head().req.get().id));
         self.found_in.set(probe.queue);
         Some(task)
     }
 
     /// Runs a task (unless its request failed); its count then becomes a credit of this worker.
     pub(crate) fn run(&self, task: Task) {
-        let Task {
-            req: handle,
-            f,
-            home,
-        } = task;
+        let Head { req: handle, home } = task.head();
         if !self.held.get().is_some_and(|h| h.same(handle)) {
             self.give_back();
             self.held.set(Some(handle));
@@ -397,7 +439,7 @@ impl<'a> WorkerLocal<'a> {
             let mut st = self.stats.get();
             st.skipped += 1;
             self.stats.set(st);
-            drop(f);
+            drop(task);
         } else {
             let cx = TaskCx {
                 me: self,
@@ -408,7 +450,7 @@ impl<'a> WorkerLocal<'a> {
                 self.label.set(crate::trace::NO_LABEL);
                 (t.now_ns(), crate::trace::thread_cpu_ns())
             });
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&cx))) {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.0.call(&cx))) {
                 req.fail(payload);
             }
             if let (Some(t), Some((start_ns, cpu_start))) = (trace, start) {
