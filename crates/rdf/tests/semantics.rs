@@ -107,6 +107,21 @@ const SAME: &[&str] = &[
     "SELECT ?s ?t WHERE { { ?s ex:p ?o BIND(\"p\" AS ?t) } UNION { ?s ex:q ?o BIND(\"q\" AS ?t) } }",
     "SELECT ?s ?t WHERE { ?s ex:name ?x BIND(STRLEN(?x) AS ?t) } ORDER BY DESC(?t) ?s LIMIT 3",
     "CONSTRUCT { ?s ex:double ?d } WHERE { ?s ex:n ?n BIND(?n * 2 AS ?d) }",
+    // String and numeric functions.
+    "SELECT ?s (SUBSTR(?x, 2) AS ?a) (SUBSTR(?x, 1, 2) AS ?b) (SUBSTR(?x, 0, 2) AS ?c) \
+     (SUBSTR(?x, -1, 3) AS ?d) WHERE { ?s ex:name ?x }",
+    "SELECT ?s (CONCAT(?x, \"!\") AS ?a) (CONCAT(?x, ?x) AS ?b) (CONCAT() AS ?c) \
+     WHERE { ?s ex:name ?x }",
+    "SELECT ?s (CONCAT(?x, \"-\", STR(?n)) AS ?a) WHERE { ?s ex:name ?x ; ex:n ?n }",
+    "SELECT ?s (STRBEFORE(?x, \"n\") AS ?a) (STRAFTER(?x, \"n\") AS ?b) \
+     (STRBEFORE(?x, \"\") AS ?c) (STRAFTER(?x, \"zz\") AS ?d) WHERE { ?s ex:name ?x }",
+    "SELECT ?s (STRBEFORE(?x, \"o\"@en) AS ?a) (STRAFTER(?x, \"o\"@fr) AS ?b) \
+     WHERE { ?s ex:name ?x }",
+    "SELECT ?s (ABS(?n) AS ?a) (CEIL(?n) AS ?b) (FLOOR(?n) AS ?c) (ROUND(?n) AS ?d) \
+     WHERE { ?s ex:n ?n }",
+    "SELECT ?s (ROUND(?n / 2) AS ?r) (ABS(-?n) AS ?a) WHERE { ?s ex:n ?n }",
+    "SELECT ?s (STRLANG(?x, \"de\") AS ?a) (STRDT(?x, ex:myType) AS ?b) WHERE { ?s ex:name ?x }",
+    "SELECT ?s ?x WHERE { ?s ex:name ?x FILTER(STRLEN(CONCAT(?x, ?x)) > 4) }",
 ];
 
 #[test]

@@ -280,6 +280,16 @@ impl Translator<'_> {
                     Function::Contains => Func::Contains,
                     Function::StrStarts => Func::StrStarts,
                     Function::StrEnds => Func::StrEnds,
+                    Function::SubStr => Func::SubStr,
+                    Function::Concat => Func::Concat,
+                    Function::StrBefore => Func::StrBefore,
+                    Function::StrAfter => Func::StrAfter,
+                    Function::StrLang => Func::StrLang,
+                    Function::StrDt => Func::StrDt,
+                    Function::Abs => Func::Abs,
+                    Function::Ceil => Func::Ceil,
+                    Function::Floor => Func::Floor,
+                    Function::Round => Func::Round,
                     other => return Err(QueryError::Unsupported(format!("the function {other}"))),
                 };
                 let args: Vec<Expr> = args

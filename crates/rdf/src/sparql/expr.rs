@@ -122,6 +122,26 @@ pub enum Func {
     StrStarts,
     /// `STRENDS`
     StrEnds,
+    /// `SUBSTR`
+    SubStr,
+    /// `CONCAT`
+    Concat,
+    /// `STRBEFORE`
+    StrBefore,
+    /// `STRAFTER`
+    StrAfter,
+    /// `STRLANG`
+    StrLang,
+    /// `STRDT`
+    StrDt,
+    /// `ABS`
+    Abs,
+    /// `CEIL`
+    Ceil,
+    /// `FLOOR`
+    Floor,
+    /// `ROUND`
+    Round,
 }
 
 /// A value: an RDF term, borrowed from the store or the query, or made by an operator.
@@ -179,6 +199,18 @@ impl<'a> Val<'a> {
             value: Cow::Owned(s),
             datatype: Cow::Borrowed(XSD_STRING),
             lang: None,
+        }
+    }
+
+    /// A string literal: language-tagged with `tag`, else `xsd:string`.
+    fn text(s: String, tag: Option<&str>) -> Val<'static> {
+        match tag {
+            Some(t) => Val::Lit {
+                value: Cow::Owned(s),
+                datatype: Cow::Borrowed(RDF_LANG_STRING),
+                lang: Some(Cow::Owned(t.to_owned())),
+            },
+            None => Val::string(s),
         }
     }
 
@@ -763,7 +795,136 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
                 _ => x.ends_with(y),
             })
         }
+        Func::StrBefore | Func::StrAfter => {
+            let a = arg(0)?;
+            let b = arg(1)?;
+            let (x, lx) = a.string_lit().ok_or(EvalError)?;
+            let (y, ly) = b.string_lit().ok_or(EvalError)?;
+            if ly.is_some() && lx != ly {
+                return Err(EvalError);
+            }
+            // §17.4.3.7–8: found, the part keeps the first argument's tag; not found, "".
+            match x.find(y) {
+                Some(i) => {
+                    let part = if f == Func::StrBefore {
+                        &x[..i]
+                    } else {
+                        &x[i + y.len()..]
+                    };
+                    Val::text(part.to_owned(), lx)
+                }
+                None => Val::string(String::new()),
+            }
+        }
+        Func::SubStr => {
+            let v = arg(0)?;
+            let (s, tag) = v.string_lit().ok_or(EvalError)?;
+            let int = |e: R<Val<'_>>| -> R<i128> {
+                match e?.numeric() {
+                    Some(Num::I(i)) => i128::from_str(&i.to_string()).map_err(|_| EvalError),
+                    _ => Err(EvalError),
+                }
+            };
+            // §17.4.3.3 (fn:substring on integers): the characters at 1-based positions p with
+            // start <= p < start + length.
+            let start = int(arg(1))?;
+            let end = if args.len() > 2 {
+                start.saturating_add(int(arg(2))?)
+            } else {
+                i128::MAX
+            };
+            let part: String = s
+                .chars()
+                .enumerate()
+                .filter(|&(i, _)| {
+                    let p = i as i128 + 1;
+                    start <= p && p < end
+                })
+                .map(|(_, c)| c)
+                .collect();
+            Val::text(part, tag)
+        }
+        Func::Concat => {
+            // §17.4.3.12: the common tag when every argument has the same one, else untagged.
+            let mut out = String::new();
+            let mut tag: Option<Option<String>> = None;
+            for i in 0..args.len() {
+                let v = arg(i)?;
+                let (s, t) = v.string_lit().ok_or(EvalError)?;
+                out.push_str(s);
+                let t = t.map(str::to_owned);
+                tag = match tag {
+                    None => Some(t),
+                    Some(prev) if prev == t => Some(prev),
+                    Some(_) => Some(None),
+                };
+            }
+            Val::text(out, tag.flatten().as_deref())
+        }
+        Func::StrLang => {
+            let v = arg(0)?;
+            let t = arg(1)?;
+            let s = v.plain_str().ok_or(EvalError)?;
+            let t = t.plain_str().ok_or(EvalError)?;
+            if !valid_lang_tag(t) {
+                return Err(EvalError);
+            }
+            Val::text(s.to_owned(), Some(&t.to_ascii_lowercase()))
+        }
+        Func::StrDt => {
+            let v = arg(0)?;
+            let s = v.plain_str().ok_or(EvalError)?.to_owned();
+            match arg(1)? {
+                Val::Iri(dt) if dt != RDF_LANG_STRING => Val::Lit {
+                    value: Cow::Owned(s),
+                    datatype: Cow::Owned(dt.into_owned()),
+                    lang: None,
+                },
+                _ => return Err(EvalError),
+            }
+        }
+        Func::Abs | Func::Ceil | Func::Floor | Func::Round => {
+            let n = arg(0)?.numeric().ok_or(EvalError)?;
+            let r = match n {
+                Num::I(i) => Num::I(if f == Func::Abs {
+                    i.checked_abs().ok_or(EvalError)?
+                } else {
+                    i
+                }),
+                Num::D(d) => Num::D(
+                    match f {
+                        Func::Abs => d.checked_abs(),
+                        Func::Ceil => d.checked_ceil(),
+                        Func::Floor => d.checked_floor(),
+                        _ => d.checked_round(),
+                    }
+                    .ok_or(EvalError)?,
+                ),
+                Num::F(x) => Num::F(match f {
+                    Func::Abs => x.abs(),
+                    Func::Ceil => x.ceil(),
+                    Func::Floor => x.floor(),
+                    _ => x.round(),
+                }),
+                Num::Db(x) => Num::Db(match f {
+                    Func::Abs => x.abs(),
+                    Func::Ceil => x.ceil(),
+                    Func::Floor => x.floor(),
+                    _ => x.round(),
+                }),
+            };
+            r.to_val()
+        }
     })
+}
+
+/// A language tag as BCP 47's syntax allows in RDF: letters, then `-`-separated alphanumerics.
+fn valid_lang_tag(t: &str) -> bool {
+    let mut parts = t.split('-');
+    let first = parts.next().unwrap_or("");
+    (1..=8).contains(&first.len())
+        && first.bytes().all(|b| b.is_ascii_alphabetic())
+        && parts.all(|p| (1..=8).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// `langMatches` with the basic filtering of RFC 4647 §3.3.1.
