@@ -152,6 +152,11 @@ fn value() -> impl Strategy<Value = String> {
         var().prop_map(|v| format!("lang({v})")),
         (var(), var()).prop_map(|(v, w)| format!("COALESCE({v}, {w})")),
         (var(), 0..4usize).prop_map(|(v, o)| format!("IF(bound({v}), {v}, {})", constant(o))),
+        var().prop_map(|v| format!("CONCAT({v}, \"x\")")),
+        var().prop_map(|v| format!("SUBSTR({v}, 2)")),
+        var().prop_map(|v| format!("STRBEFORE({v}, \"a\")")),
+        var().prop_map(|v| format!("ROUND({v})")),
+        var().prop_map(|v| format!("ABS({v})")),
         Just("ex:fresh".to_string()),
         Just("\"a\"".to_string()),
     ]
