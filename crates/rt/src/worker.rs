@@ -405,7 +405,6 @@ impl<'a> WorkerLocal<'a> {
         if let Some(rule) = self.local_first.filter(|_| !self.local.is_empty()) {
             if let Some(t) = self.local.pop() {
                 self.count_rule(rule);
-                self.last_request.set(Some(t.head().req.get().id));
                 self.found_in.set(QueueRef::Local(self.w));
                 return Some(t);
             }
@@ -420,7 +419,6 @@ impl<'a> WorkerLocal<'a> {
         if self.shared.is_steal(self.w, probe.queue) {
             bump_owned(&self.cells.steals);
         }
-        self.last_request.set(Some(task.head().req.get().id));
         self.found_in.set(probe.queue);
         Some(task)
     }
@@ -434,6 +432,9 @@ impl<'a> WorkerLocal<'a> {
         }
         // This task has not finished, so its request is alive.
         let req = handle.get();
+        // The request of the task found last (Bobox's rule 2 prefers it), set here rather than
+        // in `find` so that the task is read once.
+        self.last_request.set(Some(req.id));
         // Acquire: pairs with the Release store in `RequestInner::fail`.
         if req.failed.load(Ordering::Acquire) {
             let mut st = self.stats.get();
