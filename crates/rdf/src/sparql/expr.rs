@@ -780,7 +780,7 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
             },
             _ => return Err(EvalError),
         },
-        Func::Contains | Func::StrStarts | Func::StrEnds => {
+        Func::Contains | Func::StrStarts | Func::StrEnds | Func::StrBefore | Func::StrAfter => {
             let a = arg(0)?;
             let b = arg(1)?;
             let (x, lx) = a.string_lit().ok_or(EvalError)?;
@@ -789,31 +789,22 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
             if ly.is_some() && lx != ly {
                 return Err(EvalError);
             }
-            Val::boolean(match f {
-                Func::Contains => x.contains(y),
-                Func::StrStarts => x.starts_with(y),
-                _ => x.ends_with(y),
-            })
-        }
-        Func::StrBefore | Func::StrAfter => {
-            let a = arg(0)?;
-            let b = arg(1)?;
-            let (x, lx) = a.string_lit().ok_or(EvalError)?;
-            let (y, ly) = b.string_lit().ok_or(EvalError)?;
-            if ly.is_some() && lx != ly {
-                return Err(EvalError);
-            }
-            // §17.4.3.7–8: found, the part keeps the first argument's tag; not found, "".
-            match x.find(y) {
-                Some(i) => {
-                    let part = if f == Func::StrBefore {
-                        &x[..i]
-                    } else {
-                        &x[i + y.len()..]
-                    };
-                    Val::text(part.to_owned(), lx)
-                }
-                None => Val::string(String::new()),
+            match f {
+                Func::Contains => Val::boolean(x.contains(y)),
+                Func::StrStarts => Val::boolean(x.starts_with(y)),
+                Func::StrEnds => Val::boolean(x.ends_with(y)),
+                // §17.4.3.7–8: found, the part keeps the first argument's tag; not found, "".
+                _ => match x.find(y) {
+                    Some(i) => {
+                        let part = if f == Func::StrBefore {
+                            &x[..i]
+                        } else {
+                            &x[i + y.len()..]
+                        };
+                        Val::text(part.to_owned(), lx)
+                    }
+                    None => Val::string(String::new()),
+                },
             }
         }
         Func::SubStr => {
