@@ -65,6 +65,7 @@ pub mod placement;
 mod queue;
 mod registry;
 mod request;
+mod ring;
 mod runtime;
 mod sleep;
 #[cfg(feature = "stress")]

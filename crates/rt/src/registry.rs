@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crossbeam_deque::Stealer;
 use crossbeam_utils::CachePadded;
-use nearflow_policy::{NodeLoad, Policy, QueueRef, RequestId, SleepScheme};
+use nearflow_policy::{NodeLoad, Place, Policy, QueueRef, RequestId, SleepScheme, TaskKind};
 use nearflow_topo::Machine;
 
 use crate::config::{Allocator, Pinning};
@@ -30,6 +30,9 @@ pub(crate) struct Shared {
     pub(crate) shared_queues: Vec<SharedQueue<Task>>,
     /// Per-group or per-node deferred queues (`queue::DeferredQueue`).
     pub(crate) deferred: Vec<DeferredQueue<Task>>,
+    /// Per worker: the deferred queue its deferred spawns always go to, if the policy names one
+    /// (LAS: its group's), and its member index there (it pushes through its own ring).
+    pub(crate) deferred_member: Vec<Option<(usize, usize)>>,
     /// Sleeping and waking (`sleep/README.md`).
     pub(crate) sleep: Sleep,
     /// Per-worker counters, written by their owner only.
@@ -70,14 +73,26 @@ impl Shared {
         allocator: Allocator,
     ) -> Shared {
         let workers = policy.workers();
+        let mut members = vec![0; policy.deferred_queues];
+        let deferred_member = (0..workers)
+            .map(|w| match policy.place(TaskKind::Deferred, w) {
+                Place::Queue(QueueRef::Deferred(i)) if i < members.len() => {
+                    members[i] += 1;
+                    Some((i, members[i] - 1))
+                }
+                _ => None,
+            })
+            .collect();
         Shared {
             stealers,
             shared_queues: (0..policy.shared_queues)
                 .map(|_| SharedQueue::new())
                 .collect(),
-            deferred: (0..policy.deferred_queues)
-                .map(|_| DeferredQueue::new())
+            deferred: members
+                .iter()
+                .map(|&m| DeferredQueue::with_members(m, crate::queue::RING_SLOTS))
                 .collect(),
+            deferred_member,
             sleep: Sleep::new(workers, policy.sleep().domains.len()),
             cells: (0..workers).map(|_| WorkerCells::new()).collect(),
             tickets: CachePadded::new(AtomicU64::new(0)),
@@ -107,7 +122,7 @@ impl Shared {
         self.policy.place_at(home, self.next_ticket())
     }
 
-    /// Pushes to a queue any thread may push to.
+    /// Pushes to a queue any thread may push to (a deferred queue through its inbox).
     pub(crate) fn push_shared(&self, q: QueueRef, task: Task) {
         match q {
             QueueRef::Shared(i) => self.shared_queues[i].push(task),

@@ -12,6 +12,57 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Or
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// `loom::cell::UnsafeCell` under loom (which checks every access for races); otherwise a thin
+/// wrapper of std's with loom's closure-based API, so that one code path serves both.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(t: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(t))
+    }
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// The lock of a deferred queue (`queue.rs`): `parking_lot`'s, whose contended path spins with
+/// backoff and yields before it parks, and whose unlock makes a system call only if a thread
+/// parked. Two workers taking the youngest task of one request meet on this lock once per task;
+/// with it, the LAS fan-out of `bench overhead` went from 0.95–1.01× to 0.93–0.94× rayon, three
+/// runs each, binaries alternated (docs/results.md, "Issue 9, sixth session"). loom's mutex under
+/// loom.
+pub(crate) struct QueueLock<T>(
+    #[cfg(not(loom))] parking_lot::Mutex<T>,
+    #[cfg(loom)] Mutex<T>,
+);
+
+impl<T> QueueLock<T> {
+    pub(crate) fn new(t: T) -> Self {
+        #[cfg(not(loom))]
+        return QueueLock(parking_lot::Mutex::new(t));
+        #[cfg(loom)]
+        return QueueLock(Mutex::new(t));
+    }
+
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        lock(&self.0)
+    }
+}
+
 /// Primitives loom never models: the balancer's timer thread (`balancer.rs`), the trace buffer
 /// (`trace.rs`, off in every model) and the process-wide count of live requests (`request.rs`,
 /// a `static`, which loom's atomics cannot be). They are std's under loom too, and come through

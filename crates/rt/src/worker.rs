@@ -38,6 +38,7 @@ use nearflow_policy::{
 };
 
 use crate::counters::{bump_owned, WorkerCells};
+use crate::queue::Pusher;
 use crate::registry::Shared;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
@@ -132,6 +133,9 @@ pub(crate) struct WorkerLocal<'a> {
     stats: Cell<TaskStats>,
     /// This worker's NUMA node.
     node: u32,
+    /// The deferred queue this worker is a member of, and its ring there (see
+    /// `queue::DeferredQueue`, "Rings and inbox").
+    own_deferred: Option<(usize, RefCell<Pusher>)>,
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -217,7 +221,7 @@ impl TaskCx<'_> {
             None => me.queue_for(kind, self.req),
         };
         let task = Task::new(self.req, home.map_or(NO_HOME, |h| h.node_index() as u32), f);
-        me.push_and_wake(q, task);
+        me.push_and_wake(q, self.req, task);
     }
 
     /// NUMA node `node` of the runtime's machine as a [`Home`], for
@@ -321,6 +325,12 @@ impl<'a> WorkerLocal<'a> {
             batch: Cell::new(1),
             stats: Cell::new(TaskStats::default()),
             node: shared.machine.node_of(w) as u32,
+            own_deferred: shared.deferred_member[w].map(|(q, member)| {
+                let pusher = shared.deferred[q]
+                    .pusher(member)
+                    .expect("each member's ring is claimed once, by its worker");
+                (q, RefCell::new(pusher))
+            }),
         }
     }
 
@@ -353,16 +363,19 @@ impl<'a> WorkerLocal<'a> {
         }
     }
 
-    /// Pushes a task spawned by this worker to `q` and wakes a sleeper for it.
+    /// Pushes a task of `req` spawned by this worker to `q` and wakes a sleeper for it.
     #[inline]
-    fn push_and_wake(&self, q: QueueRef, task: Task) {
+    fn push_and_wake(&self, q: QueueRef, req: RequestRef, task: Task) {
         let shared = self.shared;
-        match q {
-            QueueRef::Local(v) => {
+        match (q, &self.own_deferred) {
+            (QueueRef::Local(v), _) => {
                 debug_assert_eq!(v, self.w, "a local queue is pushed by its owner only");
                 self.local.push(task);
             }
-            other => shared.push_shared(other, task),
+            (QueueRef::Deferred(i), Some((own, pusher))) if i == *own => {
+                shared.deferred[i].push_own(&mut pusher.borrow_mut(), req.get().id, task);
+            }
+            (other, _) => shared.push_shared(other, task),
         }
         if shared.notify(q) {
             bump_owned(&self.cells.wakes);
