@@ -4,7 +4,8 @@
 //! request's root task spawns the n² element tasks (deferred by default: each reads its own row
 //! of A and column of B, sharing little with the spawner; `--spawn immediate` puts them in the
 //! root's immediate queue instead). Each cell is the median of `--reps` interleaved rounds (every
-//! policy runs once per round, in a rotating order), and every product
+//! policy runs once per round, in a rotating order), beside the median of its per-round ratios to
+//! the size's fastest policy (with their 10th–90th percentiles), and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
 //! the check is exact.
 
@@ -21,6 +22,7 @@ use nearflow_rt::{Pinning, Runtime};
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::overhead::summary;
 use crate::bench::{median, progress, Csv};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -67,6 +69,11 @@ pub struct Cell {
     pub policy: String,
     pub ms: f64,
     pub tasks: u64,
+    /// Median over the rounds of (this policy's time / the time of the size's fastest policy by
+    /// median, in the same round); 1.0 for that policy.
+    pub ratio_to_best: f64,
+    /// 10th and 90th percentile of those per-round ratios.
+    pub ratio_spread: [f64; 2],
 }
 
 /// Row-major square matrices, B stored transposed so every dot product reads contiguously.
@@ -192,12 +199,28 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 times[i].push(d);
             }
         }
+        // Per-round ratios to the policy fastest by median: each compares two runs made seconds
+        // apart, which two medians alone do not (see `bench overhead`).
+        let medians: Vec<Duration> = times.iter().map(|t| median(t.clone())).collect();
+        let fastest = (0..policies.len())
+            .min_by_key(|&i| medians[i])
+            .context("no policy")?;
+        let best: Vec<f64> = times[fastest].iter().map(Duration::as_secs_f64).collect();
         for (i, &policy) in policies.iter().enumerate() {
+            let (ratio_to_best, ratio_spread) = summary(
+                times[i]
+                    .iter()
+                    .zip(&best)
+                    .map(|(t, b)| t.as_secs_f64() / b)
+                    .collect(),
+            );
             cells.push(Cell {
                 size: n,
                 policy: policy.name().into(),
                 ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
                 tasks: (n * n) as u64,
+                ratio_to_best,
+                ratio_spread,
             });
             bar.inc(1);
         }
@@ -249,6 +272,30 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 .find(|c| c.size == n && c.policy == p.name())
                 .context("missing cell")?;
             write!(out, " {:>13.1}", c.ms)?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "\nRatio to the fastest policy (by median) of the size, per round: median [10th–90th percentile]"
+    )?;
+    write!(out, "{:>8}", "size")?;
+    for p in &policies {
+        write!(out, " {:>18}", p.name())?;
+    }
+    writeln!(out)?;
+    for &n in &sizes {
+        write!(out, "{n:>8}")?;
+        for p in &policies {
+            let c = cells
+                .iter()
+                .find(|c| c.size == n && c.policy == p.name())
+                .context("missing cell")?;
+            let cell = format!(
+                "{:.2} [{:.2}–{:.2}]",
+                c.ratio_to_best, c.ratio_spread[0], c.ratio_spread[1]
+            );
+            write!(out, " {cell:>18}")?;
         }
         writeln!(out)?;
     }
