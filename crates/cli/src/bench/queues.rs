@@ -259,49 +259,50 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         out,
         "Execution time in milliseconds (cf. Table I of load-balancing-queues.txt)"
     )?;
-    write!(out, "{:>8}", "size")?;
-    for p in &policies {
-        write!(out, " {:>13}", p.name())?;
-    }
-    writeln!(out)?;
-    for &n in &sizes {
-        write!(out, "{n:>8}")?;
-        for p in &policies {
-            let c = cells
-                .iter()
-                .find(|c| c.size == n && c.policy == p.name())
-                .context("missing cell")?;
-            write!(out, " {:>13.1}", c.ms)?;
-        }
-        writeln!(out)?;
-    }
+    table(&mut out, &sizes, &policies, &cells, 13, |c| {
+        format!("{:.1}", c.ms)
+    })?;
     writeln!(
         out,
         "\nRatio to the fastest policy (by median) of the size, per round: median [10th–90th percentile]"
     )?;
+    table(&mut out, &sizes, &policies, &cells, 18, |c| {
+        format!(
+            "{:.2} [{:.2}–{:.2}]",
+            c.ratio_to_best, c.ratio_spread[0], c.ratio_spread[1]
+        )
+    })?;
+    writeln!(out, "\nCSV:\n{}", csv.text())?;
+    if let Some(path) = &cmd.csv {
+        writeln!(out, "(written to {})", path.display())?;
+    }
+    Ok(())
+}
+
+/// One row per size, one column of `width` per policy, each cell as `show` writes it.
+fn table(
+    out: &mut impl Write,
+    sizes: &[usize],
+    policies: &[PolicyKind],
+    cells: &[Cell],
+    width: usize,
+    show: impl Fn(&Cell) -> String,
+) -> Result<()> {
     write!(out, "{:>8}", "size")?;
-    for p in &policies {
-        write!(out, " {:>18}", p.name())?;
+    for p in policies {
+        write!(out, " {:>width$}", p.name())?;
     }
     writeln!(out)?;
-    for &n in &sizes {
+    for &n in sizes {
         write!(out, "{n:>8}")?;
-        for p in &policies {
+        for p in policies {
             let c = cells
                 .iter()
                 .find(|c| c.size == n && c.policy == p.name())
                 .context("missing cell")?;
-            let cell = format!(
-                "{:.2} [{:.2}–{:.2}]",
-                c.ratio_to_best, c.ratio_spread[0], c.ratio_spread[1]
-            );
-            write!(out, " {cell:>18}")?;
+            write!(out, " {:>width$}", show(c))?;
         }
         writeln!(out)?;
-    }
-    writeln!(out, "\nCSV:\n{}", csv.text())?;
-    if let Some(path) = &cmd.csv {
-        writeln!(out, "(written to {})", path.display())?;
     }
     Ok(())
 }
