@@ -124,7 +124,8 @@ impl Heap {
     /// A new superblock for `class` from this node's superblock allocator, formatted and queued.
     unsafe fn add_superblock(&mut self, a: &Allocator, class: usize) -> *mut Superblock {
         let node = self.node.load(Ordering::Relaxed) as usize;
-        let Ok(sb) = a.nodes[node].obtain(a, node, a.superblock_size(), Placement::FirstTouch)
+        let Ok(sb) =
+            a.nodes[node].obtain(a, node, a.superblock_size(), Placement::FirstTouch, class)
         else {
             return ptr::null_mut();
         };
@@ -399,23 +400,26 @@ impl Heap {
         self.subs[..classes].iter().map(|s| s.count as usize).sum()
     }
 
-    /// Blocks handed out and not freed back to us, over all sub-allocators (O(superblocks)).
+    /// Blocks handed out and not freed back to us, and the bytes the blocks of our superblocks
+    /// have covered since they were mapped or purged (an upper bound of their resident pages),
+    /// over all sub-allocators (O(superblocks)).
     ///
     /// # Safety
     /// The caller holds the allocator or it is quiescent.
-    pub(crate) unsafe fn used_blocks(&self, classes: usize) -> usize {
-        let mut n = 0;
+    pub(crate) unsafe fn usage(&self, classes: usize) -> (usize, usize) {
+        let (mut n, mut covered) = (0, 0);
         for s in &self.subs[..classes] {
             let mut sb = s.list;
             while !sb.is_null() {
                 // SAFETY: our superblocks.
                 unsafe {
                     n += (*sb).used as usize;
+                    covered += (*sb).covered();
                     sb = (*sb).next;
                 }
             }
         }
-        n
+        (n, covered)
     }
 
     /// Checks every invariant of the module docs and of each superblock and queue.

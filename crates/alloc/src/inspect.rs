@@ -57,6 +57,12 @@ impl Allocator {
         }
     }
 
+    /// Checks the invariants of every node's caches (`node.rs`); true if they hold.
+    /// O(cached superblocks and large blocks).
+    pub fn check_nodes(&self) -> bool {
+        self.nodes.iter().all(|n| n.is_valid())
+    }
+
     /// Checks every abandoned local allocator (claiming each for the check). True if all hold
     /// their invariants.
     pub fn check_abandoned(&self) -> bool {
@@ -90,14 +96,20 @@ impl Allocator {
             purges: ld(&c.purges),
             large_mapped: ld(&c.large_mapped),
             large_cached: self.nodes.iter().map(|n| n.cached_large()).sum(),
-            superblocks_cached: self.nodes.iter().map(|n| n.cached()).sum(),
             ..Stats::default()
         };
+        for n in &self.nodes {
+            let (cached, covered) = n.cached();
+            s.superblocks_cached += cached;
+            s.covered_cached += covered;
+        }
         for h in self.registered() {
             // SAFETY: heaps are never unmapped; the counts are read racily (documented).
             unsafe {
                 s.superblocks_in_heaps += (*h).superblocks(self.classes.len());
-                s.used_blocks += (*h).used_blocks(self.classes.len());
+                let (used, covered) = (*h).usage(self.classes.len());
+                s.used_blocks += used;
+                s.covered_in_heaps += covered;
                 s.heaps_idle += usize::from((*h).is_abandoned());
             }
         }

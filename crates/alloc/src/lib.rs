@@ -194,8 +194,8 @@ pub use thread::{set_thread_choice, Choice};
 mod core_tests {
     use super::*;
 
-    fn tiny() -> &'static Allocator {
-        Allocator::new(Config {
+    fn tiny_config() -> Config {
+        Config {
             min_block: 256,
             max_block: 2048,
             growth_permille: 1500,
@@ -204,8 +204,11 @@ mod core_tests {
             large_max: 16 << 10,
             node_reserve_bytes: 0,
             purge_delay_ms: 0,
-        })
-        .unwrap()
+        }
+    }
+
+    fn tiny() -> &'static Allocator {
+        Allocator::new(tiny_config()).unwrap()
     }
 
     #[test]
@@ -261,6 +264,48 @@ mod core_tests {
             s.superblocks_in_heaps <= heap::MAX_KEPT as usize + a.classes().len(),
             "at most MAX_KEPT empty superblocks kept, and one per size: {s:?}"
         );
+    }
+
+    /// A node hands a released superblock to the size it served before, even from below the
+    /// head of its stack (`node.rs`, `CLASS_WINDOW`), and the stack keeps its invariants.
+    #[test]
+    fn released_superblocks_go_back_to_their_size() {
+        let a = Allocator::new(Config {
+            cached_superblocks: 16,
+            purge_delay_ms: 3_600_000,
+            ..tiny_config()
+        })
+        .unwrap();
+        // Blocks of 1944 bytes: 6 per superblock; of 256 bytes: 48 per superblock.
+        let big: Vec<*mut u8> = (0..12).map(|_| a.alloc(1944)).collect();
+        let small: Vec<*mut u8> = (0..96).map(|_| a.alloc(256)).collect();
+        for &p in big.iter().chain(&small) {
+            // SAFETY: ours, unused.
+            unsafe { a.free(p) };
+        }
+        a.release_cached();
+        let s = a.stats();
+        assert_eq!(
+            (s.superblocks_in_heaps, s.superblocks_cached),
+            (0, 4),
+            "{s:?}"
+        );
+        assert_eq!(s.covered_in_heaps, 0, "{s:?}");
+        assert!(s.covered_cached >= 12 * 1944 + 96 * 256, "{s:?}");
+        assert!(a.check_nodes());
+        // The 256-byte superblocks are on top; a 1944-byte one is taken from below them.
+        let p = a.alloc(1944);
+        assert!(big.contains(&p), "a 1944-byte superblock came back");
+        let q = a.alloc(256);
+        assert!(small.contains(&q), "a 256-byte superblock came back");
+        assert!(a.check_nodes() && a.check_thread());
+        assert_eq!(a.stats().superblocks_cached, 2);
+        // SAFETY: ours, unused.
+        unsafe {
+            a.free(p);
+            a.free(q);
+        }
+        assert!(a.check_nodes());
     }
 
     /// The large tier (`large.rs`): a block freed by its thread comes back from the thread's

@@ -83,4 +83,9 @@ pub struct Stats {
     /// Blocks of the sub-allocators handed out and not yet freed to their owner (blocks waiting
     /// in a recollection bin count as used).
     pub used_blocks: usize,
+    /// Bytes the blocks of the superblocks held by local allocators have covered since those
+    /// were mapped or last purged: an upper bound of their resident block pages.
+    pub covered_in_heaps: usize,
+    /// The same for the superblocks in the nodes' stacks (purged ones count 0).
+    pub covered_cached: usize,
 }

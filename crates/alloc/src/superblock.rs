@@ -59,7 +59,8 @@ pub(crate) struct Superblock {
     pub(crate) node: u32,
     /// The local allocator that owns the blocks; null while cached by the node.
     pub(crate) owner: *mut Heap,
-    /// Sub-allocator index, block size and number of blocks.
+    /// Sub-allocator index, block size and number of blocks (kept while the superblock is in
+    /// a node's stack: the node hands it to the same sub-allocator first).
     pub(crate) class: u32,
     pub(crate) block_size: u32,
     pub(crate) capacity: u32,
@@ -151,6 +152,14 @@ impl Superblock {
         self.pq_index = NOT_QUEUED;
         self.kept = false;
         self.owner = owner;
+    }
+
+    /// Bytes from `data()` that blocks have covered since the mapping or the last purge: at
+    /// least its resident block pages.
+    #[inline]
+    pub(crate) fn covered(&self) -> usize {
+        self.touched
+            .max(self.bump as usize * self.block_size as usize)
     }
 
     /// Blocks that can still be handed out.

@@ -125,12 +125,14 @@ extern "C" fn report_at_exit() {
     let _ = core::fmt::Write::write_fmt(
         &mut buf,
         format_args!(
-            "nearflow-malloc: {} superblocks ({} in local allocators, {} cached, {} reused), \
-             {} blocks in use, {} large blocks, {} MiB mapped, {} local allocators \
-             ({} adopted, {} idle)\n",
+            "nearflow-malloc: {} superblocks ({} in local allocators covering {} MiB, {} cached \
+             covering {} MiB, {} reused), {} blocks in use, {} large blocks, {} MiB mapped, {} \
+             local allocators ({} adopted, {} idle)\n",
             s.superblocks,
             s.superblocks_in_heaps,
+            s.covered_in_heaps >> 20,
             s.superblocks_cached,
+            s.covered_cached >> 20,
             s.superblocks_reused,
             s.used_blocks,
             s.large_blocks,
