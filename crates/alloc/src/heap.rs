@@ -187,8 +187,7 @@ impl Heap {
                 if self.abandoned {
                     self.drop_superblock(a, sb);
                 } else {
-                    let touched = (*sb).bump as usize * (*sb).block_size as usize;
-                    (*sb).touched = (*sb).touched.max(touched);
+                    (*sb).touched = (*sb).covered();
                     if self.subs[class].count == 1 && (*sb).touched <= SOLE_BYTES {
                         // The only superblock of its sub-allocator stays where it is: the next
                         // block of this size comes from it without a trip to the node.
