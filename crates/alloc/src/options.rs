@@ -6,7 +6,7 @@
 //! | `NEARFLOW_SUPERBLOCK_KB` | [`crate::GLOBAL`], at its first superblock | the superblock size, in KiB |
 //! | `NEARFLOW_MALLOC_STATS` | the `LD_PRELOAD` library, at exit | print the counters to stderr |
 //!
-//! (The runtime's `NEARFLOW_MEMBARRIER` is the runtime's, read in `nearflow-rt`'s `sleep`.)
+//! (The runtime's `NEARFLOW_MEMBARRIER` is the runtime's, read in `nearflow-rt`'s `config`.)
 
 use crate::config::Config;
 

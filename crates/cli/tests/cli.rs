@@ -335,6 +335,47 @@ fn bench_packet_size_and_plans_json() {
             .is_some_and(|ms| ms > 0.0 && ms.is_finite())));
     }
     assert_eq!(cells.iter().filter(|c| c["plans"] == 2).count(), 4, "{v}");
+    // Three rounds, no warm-up: every cell keeps its three times, and LAS is compared with each
+    // of the three other policies on both grid entries, from those per-round times.
+    let v = json(&[
+        "bench", "plans", "--grid", "1x1,1x2", "--rows", "1000", "--reps", "3", "--warmup", "0",
+        "--json",
+    ]);
+    let cells = v["cells"].as_array().unwrap();
+    let times = |policy: &str, grid: &str| -> Vec<f64> {
+        let c = cells
+            .iter()
+            .find(|c| c["policy"] == policy && c["grid"] == grid)
+            .unwrap();
+        c["rounds_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 3 * 2, "{v}");
+    for r in ratios {
+        assert_eq!(r["num"], "las (nearflow)", "{r}");
+        let den = r["den"].as_str().unwrap().trim_end_matches(" (nearflow)");
+        let grid = r["grid"].as_str().unwrap();
+        let (las, other) = (times("las", grid), times(den, grid));
+        assert_eq!(las.len(), 3);
+        let mut per_round: Vec<f64> = las.iter().zip(&other).map(|(a, b)| a / b).collect();
+        per_round.sort_by(f64::total_cmp);
+        let median = r["median"].as_f64().unwrap();
+        assert!((median - per_round[1]).abs() < 1e-9, "{r}: {per_round:?}");
+        let spread = r["spread"].as_array().unwrap();
+        assert!(
+            (spread[0].as_f64().unwrap() - per_round[0]).abs() < 1e-9,
+            "{r}"
+        );
+        assert!(
+            (spread[1].as_f64().unwrap() - per_round[2]).abs() < 1e-9,
+            "{r}"
+        );
+    }
 }
 
 #[test]
@@ -374,6 +415,12 @@ fn allocator_flag_and_the_section_6_4_experiment() {
     assert!(cells
         .iter()
         .all(|c| c["ms"].as_f64().is_some_and(|ms| ms > 0.0) && c["policy"] == "las"));
+    // §6.4's comparison, one per grid entry: nearflow over system, under the same policy.
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 2, "{v}");
+    assert!(ratios
+        .iter()
+        .all(|r| r["num"] == "las (nearflow)" && r["den"] == "las (system)"));
     let v = json(&[
         "run",
         "plan",

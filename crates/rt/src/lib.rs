@@ -74,7 +74,7 @@ mod sync;
 mod trace;
 mod worker;
 
-pub use config::{Allocator, Pinning};
+pub use config::{Allocator, Pinning, SleepBarriers};
 pub use counters::{remote_share, RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
 pub use nearflow_policy::{Home, HomeError};
 pub use request::{live_requests, RequestError, RequestHandle};

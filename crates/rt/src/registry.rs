@@ -71,6 +71,7 @@ impl Shared {
         pinning: Pinning,
         trace: bool,
         allocator: Allocator,
+        barriers: crate::sleep::Barriers,
     ) -> Shared {
         let workers = policy.workers();
         let mut members = vec![0; policy.deferred_queues];
@@ -93,7 +94,7 @@ impl Shared {
                 .map(|&m| DeferredQueue::with_members(m, crate::queue::RING_SLOTS))
                 .collect(),
             deferred_member,
-            sleep: Sleep::new(workers, policy.sleep().domains.len()),
+            sleep: Sleep::with_barriers(workers, policy.sleep().domains.len(), barriers),
             cells: (0..workers).map(|_| WorkerCells::new()).collect(),
             tickets: CachePadded::new(AtomicU64::new(0)),
             next_request: AtomicU64::new(0),

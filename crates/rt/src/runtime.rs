@@ -12,7 +12,7 @@ use nearflow_policy::{
 use nearflow_topo::Machine;
 
 use crate::balancer;
-use crate::config::{Allocator, Pinning};
+use crate::config::{Allocator, Pinning, SleepBarriers};
 use crate::counters::RuntimeCounters;
 use crate::queue::{DeferredQueue, SharedQueue};
 use crate::registry::{bind, Shared};
@@ -41,6 +41,7 @@ pub struct Builder {
     pinning: Pinning,
     trace: bool,
     allocator: Allocator,
+    barriers: Option<SleepBarriers>,
 }
 
 impl Builder {
@@ -70,6 +71,13 @@ impl Builder {
         self
     }
 
+    /// The barriers of the sleep protocol (default: [`SleepBarriers::from_env`], which is
+    /// `membarrier` unless `NEARFLOW_MEMBARRIER=0`).
+    pub fn sleep_barriers(mut self, barriers: SleepBarriers) -> Self {
+        self.barriers = Some(barriers);
+        self
+    }
+
     /// Starts the worker threads.
     pub fn build(self) -> Result<Runtime, RtError> {
         let policy = Policy::new(self.policy, &self.machine);
@@ -95,6 +103,7 @@ impl Builder {
             pinning,
             self.trace,
             self.allocator,
+            sleep::Barriers::resolve(self.barriers.unwrap_or_else(SleepBarriers::from_env)),
         ));
         let mut threads = Vec::with_capacity(workers);
         for (w, deque) in deques.into_iter().enumerate() {
@@ -180,6 +189,7 @@ impl Runtime {
             pinning: Pinning::Group,
             trace: false,
             allocator: Allocator::Nearflow,
+            barriers: None,
         }
     }
 
@@ -306,8 +316,8 @@ impl Runtime {
     }
 
     /// Whether a spawn pays no fence instruction because going to sleep issues a
-    /// `membarrier(2)` instead (see `sleep/README.md`): true on Linux unless the kernel refuses it
-    /// or `NEARFLOW_MEMBARRIER=0` is set.
+    /// `membarrier(2)` instead (see `sleep/README.md`): true when
+    /// [`SleepBarriers::Membarrier`] was chosen and the kernel allows it.
     pub fn asymmetric_barriers(&self) -> bool {
         self.shared.sleep.barriers() == sleep::Barriers::Asymmetric
     }

@@ -44,8 +44,13 @@ use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
 
-/// Probe rounds an idle worker makes, yielding between them, before it registers to sleep.
-const SEARCH_ROUNDS: usize = 16;
+/// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
+/// (rayon-core makes 32 before it gets sleepy). With 16, on the KVM guests of `docs/results.md`,
+/// a worker between two requests submitted back to back went to sleep before the next one came,
+/// and each sleep's `membarrier` interrupted the running threads: `bench overhead` (issue 9,
+/// eighth session, one run each) read the one-task request at 1.91–2.01× rayon's round trip
+/// with 16 rounds and 1.27–1.39× with 32, and the chain at 1.02–1.08× against 0.87–0.88×.
+const SEARCH_ROUNDS: usize = 32;
 
 /// A unit of work of a request: one allocation holding its request, its home and its closure,
 /// behind one fat pointer. Sixteen bytes, so a deque slot is half what a

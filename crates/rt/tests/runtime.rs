@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nearflow_policy::{PolicyKind, TaskKind};
-use nearflow_rt::{Pinning, RequestError, Runtime};
+use nearflow_rt::{Pinning, RequestError, Runtime, SleepBarriers};
 use nearflow_topo::{presets, TopologySpec};
 
 fn rt(preset: &str, policy: PolicyKind) -> Runtime {
@@ -419,4 +419,28 @@ fn mapped_tasks_run_on_their_pus_at_once() {
         assert_eq!(got, vec![(0, 0), (1, 1), (2, 2), (3, 3)], "round {round}");
     }
     assert!(rt.home_on_pu(4).is_err());
+}
+
+#[test]
+fn the_sleep_barriers_are_the_ones_chosen() {
+    let m = presets::build("e5310-smp").unwrap();
+    let fence = Runtime::builder(m.clone())
+        .sleep_barriers(SleepBarriers::Fence)
+        .build()
+        .unwrap();
+    assert!(!fence.asymmetric_barriers());
+    let mb = Runtime::builder(m)
+        .sleep_barriers(SleepBarriers::Membarrier)
+        .build()
+        .unwrap();
+    // Linux ≥ 4.14 allows membarrier unless a seccomp filter refuses it; either way requests
+    // complete on both.
+    if cfg!(target_os = "linux") && !mb.asymmetric_barriers() {
+        eprintln!("membarrier is refused here: the runtime fell back to fences");
+    }
+    for rt in [&fence, &mb] {
+        for i in 0..200u64 {
+            assert_eq!(rt.submit(move |_| i).wait().unwrap(), i);
+        }
+    }
 }

@@ -6,14 +6,16 @@ use std::time::Duration;
 
 use nearflow_policy::PolicyKind;
 use nearflow_rt::stress::{self, StressConfig};
-use nearflow_rt::Runtime;
+use nearflow_rt::{Runtime, SleepBarriers};
 use nearflow_topo::{presets, Machine, TopologySpec};
 
 fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
     for policy in PolicyKind::ALL {
-        for seed in [1, 2] {
+        // Both barriers of the sleep protocol, one seed each.
+        for (seed, barriers) in [(1, SleepBarriers::Fence), (2, SleepBarriers::Membarrier)] {
             let rt = Runtime::builder(machine.clone())
                 .policy(policy)
+                .sleep_barriers(barriers)
                 .build()
                 .unwrap();
             let cfg = StressConfig {
@@ -28,7 +30,7 @@ fn check(machine: Machine, label: &str, tasks: u64, requests: u64) {
                 Ok(r) => {
                     assert!(
                         r.is_exact(),
-                        "{policy} on {label}, seed {seed}: spawned {} executed {} (workers say {}, requests say {}) duplicated {} missing {} requests {}/{}",
+                        "{policy} on {label}, seed {seed} ({barriers}): spawned {} executed {} (workers say {}, requests say {}) duplicated {} missing {} requests {}/{}",
                         r.spawned, r.executed, r.worker_executed, r.request_executed_sum, r.duplicated, r.missing,
                         r.requests_completed, r.requests_submitted
                     );

@@ -21,7 +21,11 @@
 //! is the median over the rounds, with the 10th–90th percentile as its spread; a ratio to rayon
 //! is the median of the per-round ratios (each taken within one round, seconds apart), with its
 //! spread the same way. Between two cells the bench pauses 5 ms, so that the pools that just
-//! ran have stopped spinning and sleep (every contender's threads are alive all along).
+//! ran have stopped spinning and sleep (every contender's threads are alive all along), then
+//! runs the cell `--warmup` times untimed before the timed run: on this project's KVM guests a
+//! vCPU that idles for a few milliseconds can come back to caches the host has given to
+//! someone else (summing a 4 MiB array after a 50 ms sleep took 4× as long as after none), so
+//! a cell of a few milliseconds measured straight after the pause pays that at random.
 //!
 //! Length: its tests and the five workloads written once per contender (nearflow, rayon,
 //! crossbeam) make it about 500 lines; splitting the contenders apart would scatter one table's
@@ -33,10 +37,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use crossbeam_deque::Worker;
 use nearflow_policy::PolicyKind;
-use nearflow_rt::{Pinning, Runtime, TaskCx};
+use nearflow_rt::{Pinning, Runtime, SleepBarriers, TaskCx};
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::args::{machine_label, parse_list, TopoArgs};
 use crate::bench::progress;
 
 #[derive(Args, Debug)]
@@ -61,10 +65,19 @@ pub struct OverheadCmd {
     /// Requests in `request` (`wake` runs a tenth as many, each after 5 ms of idleness).
     #[arg(long, default_value_t = 2000)]
     pub requests: u64,
-    /// Interleaved rounds (each runs every cell once; medians over rounds are reported), after
-    /// one warm-up round.
+    /// Interleaved rounds (each runs every cell once; medians over rounds are reported).
     #[arg(long, default_value_t = 11)]
     pub reps: usize,
+    /// Untimed runs of a cell right before each timed one (not for `wake`, which measures the
+    /// cold start). On a virtual machine whose vCPUs idle in the 5 ms pause between cells, the
+    /// host may take the caches away; a run of a few milliseconds then pays for it at random.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Barriers of the sleep protocol to compare (comma-separated: fence, membarrier); each
+    /// policy runs once per choice, named `policy+barriers` when there are several (default:
+    /// the runtime's default alone).
+    #[arg(long, value_name = "LIST")]
+    pub barriers: Option<String>,
     /// Thread binding for nearflow (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
@@ -319,25 +332,46 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         .num_threads(threads)
         .build()
         .context("rayon pool")?;
-    let runtimes = policies
+    let barriers: Vec<SleepBarriers> = match &cmd.barriers {
+        Some(list) => parse_list(list)?,
+        None => vec![SleepBarriers::from_env()],
+    };
+    if barriers.is_empty() {
+        anyhow::bail!("--barriers is empty");
+    }
+    // (barriers, policy), barrier-major; a name gains `+barriers` when several are compared.
+    let variants: Vec<(SleepBarriers, PolicyKind)> = barriers
         .iter()
-        .map(|&p| {
-            build_runtime(
-                machine.clone(),
-                p,
-                cmd.pinning,
-                false,
-                nearflow_rt::Allocator::Nearflow,
-            )
+        .flat_map(|&b| policies.iter().map(move |&p| (b, p)))
+        .collect();
+    let runtimes = variants
+        .iter()
+        .map(|&(b, p)| {
+            let rt = nearflow_rt::Runtime::builder(machine.clone())
+                .policy(p)
+                .pinning(cmd.pinning)
+                .sleep_barriers(b)
+                .build()
+                .context("cannot start the runtime")?;
+            if rt.asymmetric_barriers() != (b == SleepBarriers::Membarrier) {
+                anyhow::bail!("sleep barriers {b} requested, but the kernel refuses membarrier");
+            }
+            Ok(rt)
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    // The contenders: 0 rayon scope, 1 rayon join (fib only), 2 crossbeam, 3.. the policies.
+        .collect::<Result<Vec<_>>>()?;
+    // The contenders: 0 rayon scope, 1 rayon join (fib only), 2 crossbeam, 3.. the runtimes.
     let mut names: Vec<String> = vec![
         "rayon-scope".into(),
         "rayon-join".into(),
         "crossbeam-deque".into(),
     ];
-    names.extend(policies.iter().map(|p| p.name().to_string()));
+    names.extend(variants.iter().map(|&(b, p)| {
+        if barriers.len() > 1 {
+            format!("{}+{b}", p.name())
+        } else {
+            p.name().to_string()
+        }
+    }));
     let workloads: Vec<Workload> = cmd
         .workloads
         .split(',')
@@ -369,10 +403,12 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         })
     };
     let rounds = cmd.reps.max(1);
-    let bar = progress(((rounds + 1) * cells.len()) as u64, "overhead", cmd.json);
+    let warmups = |w: Workload| if w == Workload::Wake { 0 } else { cmd.warmup };
+    let runs: usize = cells.iter().map(|&(w, _)| warmups(w) + 1).sum();
+    let bar = progress((rounds * runs) as u64, "overhead", cmd.json);
     // times[cell][round], in ns per task.
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cells.len()];
-    for round in 0..=rounds {
+    for round in 0..rounds {
         for k in 0..cells.len() {
             // Rotate the order so that no contender always follows the same one.
             let i = (k + round * 7) % cells.len();
@@ -380,10 +416,13 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
             // Let the previous contender's idle workers finish spinning and fall asleep, so
             // they do not take the CPUs from this one (all contenders' pools are alive).
             std::thread::sleep(Duration::from_millis(5));
-            let d = once(w, c)?;
-            if round > 0 {
-                times[i].push(d.as_secs_f64() * 1e9 / tasks_of(w, cmd) as f64);
+            // Then untimed runs of the same cell: they meet the cold start after the pause.
+            for _ in 0..warmups(w) {
+                once(w, c)?;
+                bar.inc(1);
             }
+            let d = once(w, c)?;
+            times[i].push(d.as_secs_f64() * 1e9 / tasks_of(w, cmd) as f64);
             bar.inc(1);
         }
     }
@@ -463,13 +502,13 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         tasks_of(Workload::Wake, cmd),
         WAKE_IDLE.as_millis()
     );
-    if let Some(rt) = runtimes.first() {
+    if let [b] = barriers[..] {
         println!(
             "sleep barriers: {}",
-            if rt.asymmetric_barriers() {
-                "asymmetric (a spawn pays no fence; going to sleep calls membarrier)"
-            } else {
-                "symmetric (a SeqCst fence on every spawn)"
+            match b {
+                SleepBarriers::Membarrier =>
+                    "membarrier (a spawn pays no fence; going to sleep calls membarrier)",
+                SleepBarriers::Fence => "fence (a SeqCst fence on every spawn and every sleep)",
             }
         );
     }

@@ -2,7 +2,10 @@
 //! entry `NxM`, N·M instances of the generated ~170-operator plan are submitted at once and the
 //! time until all have completed is measured, for every policy, in one run. Each cell is the
 //! median of `--reps` interleaved rounds (every column runs once per round, in a rotating
-//! order); every plan's result is checked against the sequential reference.
+//! order); every plan's result is checked against the sequential reference. The comparisons the
+//! papers make (LAS against each other policy, LAS §6.3; nearflow against the system allocator,
+//! §6.4) are reported as the median of their per-round ratios with the 10th–90th percentiles:
+//! each such ratio compares two runs made moments apart, which two medians alone do not.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,6 +19,7 @@ use nearflow_rt::{Allocator, Pinning};
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::overhead::summary;
 use crate::bench::{median, progress, Csv};
 
 #[derive(Args, Debug, Clone)]
@@ -44,6 +48,12 @@ pub struct PlansCmd {
     /// Timed repetitions per cell (median reported).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
+    /// Untimed runs of a cell right before each timed one. The bench pauses between cells so
+    /// that the previous column's workers fall asleep; on a virtual machine whose vCPUs idle
+    /// in that pause, the next run can start with caches the host has taken away (a 10 ms
+    /// plan then takes 50 % longer, at random); a warm-up run absorbs that.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -61,6 +71,21 @@ pub struct Cell {
     pub policy: String,
     pub allocator: String,
     pub ms: f64,
+    /// Every round's time, in round order (the median above is of these).
+    pub rounds_ms: Vec<f64>,
+}
+
+/// One comparison of two columns on one grid entry, from per-round ratios.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    pub grid: String,
+    /// `policy (allocator)` of the numerator and denominator.
+    pub num: String,
+    pub den: String,
+    /// Median over the rounds of (numerator's time / denominator's time in the same round).
+    pub median: f64,
+    /// 10th and 90th percentile of those per-round ratios.
+    pub spread: [f64; 2],
 }
 
 fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
@@ -123,26 +148,37 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 let (allocator, policy) = columns[ci];
                 let rt = &runtimes[ci];
                 let count = n * m;
-                let mut plans = Vec::with_capacity(count);
-                for _ in 0..count {
-                    let mut b = PlanBuilder::for_runtime(rt);
-                    if let Some(p) = cmd.packet_bytes {
-                        b.packet_bytes(p);
+                // Every run's plans are built first, so that nothing but plans runs between
+                // the warm-up runs and the timed one.
+                let mut runs = Vec::with_capacity(cmd.warmup + 1);
+                for _ in 0..=cmd.warmup {
+                    let mut plans = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        let mut b = PlanBuilder::for_runtime(rt);
+                        if let Some(p) = cmd.packet_bytes {
+                            b.packet_bytes(p);
+                        }
+                        let sinks = genplan::build(&mut b, cmd.rows);
+                        let plan = b.build()?;
+                        ops = plan.len();
+                        plans.push((plan, sinks));
                     }
-                    let sinks = genplan::build(&mut b, cmd.rows);
-                    let plan = b.build()?;
-                    ops = plan.len();
-                    plans.push((plan, sinks));
+                    runs.push(plans);
                 }
                 // Let the previous column's idle workers fall asleep first.
                 std::thread::sleep(Duration::from_millis(5));
-                let t = Instant::now();
-                let handles: Vec<_> = plans.into_iter().map(|(p, s)| (p.submit(rt), s)).collect();
-                let mut outs = Vec::with_capacity(count);
-                for (h, s) in handles {
-                    outs.push((h.wait()?, s));
+                let mut outs = Vec::with_capacity(runs.len() * count);
+                let mut last = Duration::ZERO;
+                for plans in runs {
+                    let t = Instant::now();
+                    let handles: Vec<_> =
+                        plans.into_iter().map(|(p, s)| (p.submit(rt), s)).collect();
+                    for (h, s) in handles {
+                        outs.push((h.wait()?, s));
+                    }
+                    last = t.elapsed();
                 }
-                times[ci][gi].push(t.elapsed());
+                times[ci][gi].push(last);
                 for (o, s) in &outs {
                     if genplan::result(o, s) != expect {
                         bail!("wrong result: {} ({allocator}) with {n}x{m}", policy.name());
@@ -161,6 +197,47 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
                 policy: policy.name().into(),
                 allocator: allocator.name().into(),
                 ms: median(times[ci][gi].clone()).as_secs_f64() * 1e3,
+                rounds_ms: times[ci][gi]
+                    .iter()
+                    .map(|d| d.as_secs_f64() * 1e3)
+                    .collect(),
+            });
+        }
+    }
+    // The papers' comparisons: LAS against every other policy under the same allocator, and
+    // nearflow against the system allocator under the same policy.
+    let col = |a: Allocator, p: PolicyKind| columns.iter().position(|&c| c == (a, p));
+    let mut pairs = Vec::new();
+    for &a in &allocators {
+        if let Some(l) = col(a, PolicyKind::Las) {
+            for &p in policies.iter().filter(|&&p| p != PolicyKind::Las) {
+                pairs.extend(col(a, p).map(|o| (l, o)));
+            }
+        }
+    }
+    if let Some(&sys) = allocators.iter().find(|&&a| a == Allocator::System) {
+        for &p in &policies {
+            if let (Some(nf), Some(s)) = (col(Allocator::Nearflow, p), col(sys, p)) {
+                pairs.push((nf, s));
+            }
+        }
+    }
+    let name = |ci: usize| format!("{} ({})", columns[ci].1.name(), columns[ci].0.name());
+    let mut ratios = Vec::new();
+    for &(a, b) in &pairs {
+        for (gi, &(n, m)) in grid.iter().enumerate() {
+            let per_round = times[a][gi]
+                .iter()
+                .zip(&times[b][gi])
+                .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
+                .collect();
+            let (median, spread) = summary(per_round);
+            ratios.push(Ratio {
+                grid: format!("{n}x{m}"),
+                num: name(a),
+                den: name(b),
+                median,
+                spread,
             });
         }
     }
@@ -182,7 +259,8 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "machine": label, "operators": ops, "rows": cmd.rows, "cells": cells
+                "machine": label, "operators": ops, "rows": cmd.rows, "rounds": cmd.reps,
+                "cells": cells, "ratios": ratios
             }))?
         );
         return Ok(cells);
@@ -192,8 +270,6 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         cmd.rows, cmd.reps
     );
     let np = policies.len();
-    let base = policies.iter().position(|&p| p == PolicyKind::FifoRr);
-    let las = policies.iter().position(|&p| p == PolicyKind::Las);
     for (ai, a) in allocators.iter().enumerate() {
         if allocators.len() > 1 {
             println!("allocator {a}:");
@@ -202,40 +278,25 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         for p in &policies {
             print!(" {:>11}", p.name());
         }
-        if base.is_some() && las.is_some() {
-            print!(" {:>14}", "las/fifo-rr");
-        }
-        println!();
-        for (gi, &(n, m)) in grid.iter().enumerate() {
-            print!("{:>8}", format!("{n}x{m}"));
-            let row: Vec<f64> = (0..np)
-                .map(|pi| cells[(ai * np + pi) * grid.len() + gi].ms)
-                .collect();
-            for ms in &row {
-                print!(" {ms:>11.1}");
-            }
-            if let (Some(b), Some(l)) = (base, las) {
-                print!(" {:>14.3}", row[l] / row[b]);
-            }
-            println!();
-        }
-    }
-    let nf = allocators.iter().position(|&a| a == Allocator::Nearflow);
-    let sys = allocators.iter().position(|&a| a == Allocator::System);
-    if let (Some(nf), Some(sys)) = (nf, sys) {
-        println!("time with nearflow / time with system (LAS §6.4; below 1: nearflow faster):");
-        print!("{:>8}", "grid");
-        for p in &policies {
-            print!(" {:>11}", p.name());
-        }
         println!();
         for (gi, &(n, m)) in grid.iter().enumerate() {
             print!("{:>8}", format!("{n}x{m}"));
             for pi in 0..np {
-                let t = |ai: usize| cells[(ai * np + pi) * grid.len() + gi].ms;
-                print!(" {:>11.3}", t(nf) / t(sys));
+                print!(" {:>11.1}", cells[(ai * np + pi) * grid.len() + gi].ms);
             }
             println!();
+        }
+    }
+    if !ratios.is_empty() {
+        println!(
+            "per-round ratios, median [10th–90th percentile] of {} rounds (below 1: the first is faster):",
+            cmd.reps
+        );
+        for r in &ratios {
+            println!(
+                "{:>8}  {:>20} / {:<20} {:>6.3} [{:.3}–{:.3}]",
+                r.grid, r.num, r.den, r.median, r.spread[0], r.spread[1]
+            );
         }
     }
     println!("all results equal the sequential reference");

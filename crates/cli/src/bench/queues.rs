@@ -5,7 +5,8 @@
 //! of A and column of B, sharing little with the spawner; `--spawn immediate` puts them in the
 //! root's immediate queue instead). Each cell is the median of `--reps` interleaved rounds (every
 //! policy runs once per round, in a rotating order), beside the median of its per-round ratios to
-//! the size's fastest policy (with their 10th–90th percentiles), and every product
+//! the size's fastest policy (with their 10th–90th percentiles); each timed run follows
+//! `--warmup` untimed runs of the same cell, and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
 //! the check is exact.
 
@@ -50,6 +51,10 @@ pub struct QueuesCmd {
     /// Timed repetitions per cell (median reported).
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// Untimed runs of a cell right before each timed one (every product still verified):
+    /// they meet the cold start after the pause between cells (see `bench plans --warmup`).
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
@@ -190,13 +195,20 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 let i = (k + round) % policies.len();
                 let policy = policies[i];
                 bar.set_message(format!("n = {n}: {policy}, round {}", round + 1));
-                // Let the previous policy's idle workers fall asleep first.
+                // Let the previous policy's idle workers fall asleep first, then run the cell
+                // untimed `--warmup` times (see `bench plans`), then timed.
                 std::thread::sleep(std::time::Duration::from_millis(5));
-                let (d, c) = multiply(&runtimes[i], &p, kind)?;
-                if c != reference {
-                    bail!("{policy}, n = {n}: the product differs from the sequential multiply");
+                for run in 0..=cmd.warmup {
+                    let (d, c) = multiply(&runtimes[i], &p, kind)?;
+                    if c != reference {
+                        bail!(
+                            "{policy}, n = {n}: the product differs from the sequential multiply"
+                        );
+                    }
+                    if run == cmd.warmup {
+                        times[i].push(d);
+                    }
                 }
-                times[i].push(d);
             }
         }
         // Per-round ratios to the policy fastest by median: each compares two runs made seconds

@@ -8,13 +8,15 @@ use crate::sync::{fence, lock, wait, AtomicBool, AtomicUsize, Condvar, Mutex, Or
 /// The two barriers of the protocol (`README.md`, "Why no wake-up is lost"): a *light* one on
 /// every spawn and a *heavy* one when a worker registers to sleep.
 ///
-/// **Asymmetric** (Linux ≥ 4.14, the default when the kernel allows it): the light barrier is a
+/// **Asymmetric** (Linux ≥ 4.14, [`SleepBarriers::Membarrier`](crate::SleepBarriers), the
+/// default, when the kernel allows it): the light barrier is a
 /// compiler fence, the heavy one `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which makes
 /// every running thread of the process execute a full memory barrier before it returns (a thread
 /// that is not running passed one when it was switched out). A spawn then costs no fence
 /// instruction at all; going to sleep costs one system call more, next to the futex it is about
-/// to make. **Symmetric** (other systems, a kernel or seccomp filter that refuses `membarrier`,
-/// `NEARFLOW_MEMBARRIER=0`, loom and Miri): a `SeqCst` fence on both sides.
+/// to make. **Symmetric** ([`SleepBarriers::Fence`](crate::SleepBarriers), chosen or with
+/// `NEARFLOW_MEMBARRIER=0`; also other systems, a kernel or seccomp filter that refuses
+/// `membarrier`, loom and Miri): a `SeqCst` fence on both sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Barriers {
     Symmetric,
@@ -22,15 +24,17 @@ pub(crate) enum Barriers {
 }
 
 impl Barriers {
-    /// Asymmetric when this process can use `membarrier` (registered here, once per process).
-    pub(crate) fn detect() -> Barriers {
+    /// The barriers for `choice`: asymmetric only when membarrier was asked for and this
+    /// process can use it (registered here, once per process).
+    pub(crate) fn resolve(choice: crate::SleepBarriers) -> Barriers {
         #[cfg(all(target_os = "linux", not(loom), not(miri)))]
-        {
-            let off = std::env::var_os("NEARFLOW_MEMBARRIER").is_some_and(|v| v == "0");
-            if !off && membarrier::register() {
+        if choice == crate::SleepBarriers::Membarrier {
+            if membarrier::register() {
                 return Barriers::Asymmetric;
             }
+            tracing::warn!("membarrier(2) is refused here: the sleep protocol uses fences");
         }
+        let _ = choice;
         Barriers::Symmetric
     }
 
@@ -163,8 +167,9 @@ pub(crate) struct Sleep {
 
 impl Sleep {
     /// Sleep state for `workers` workers in `domains` domains.
+    #[cfg(all(test, loom))]
     pub(crate) fn new(workers: usize, domains: usize) -> Self {
-        Self::with_barriers(workers, domains, Barriers::detect())
+        Self::with_barriers(workers, domains, Barriers::Symmetric)
     }
 
     /// As [`Sleep::new`], with the given barriers.
@@ -611,7 +616,7 @@ mod tests {
 
     #[test]
     fn no_lost_wake_up_with_asymmetric_barriers() {
-        let detected = Barriers::detect();
+        let detected = Barriers::resolve(crate::SleepBarriers::Membarrier);
         if detected != Barriers::Asymmetric {
             eprintln!("membarrier is not usable here: only the symmetric barriers were tested");
         }
