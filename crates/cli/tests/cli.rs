@@ -78,6 +78,8 @@ fn bad_input_is_a_clear_error() {
     fails_with(&["bench", "queues", "--sizes", "0"], "sizes must be");
     fails_with(&["bench", "queues", "--sizes", "12,abc"], "abc");
     fails_with(&["bench", "overhead", "--fib", "90"], "at most 40");
+    fails_with(&["bench", "overhead", "--barriers", "fence,nope"], "nope");
+    fails_with(&["bench", "plans", "--warmup", "x"], "invalid");
     fails_with(
         &["bench", "queues", "--policies", "las,nope"],
         "unknown policy",
@@ -137,6 +139,51 @@ fn bench_overhead_json_shape() {
         .find(|r| r["policy"] == "rayon-scope" && r["workload"] == "fib")
         .unwrap();
     assert_eq!(scope["ratio_to_rayon"].as_f64().unwrap(), 1.0);
+    // Both sleep barriers side by side: one column per (barriers, policy), named for both.
+    let args = [
+        "bench",
+        "overhead",
+        "--tasks",
+        "2000",
+        "--reps",
+        "1",
+        "--workloads",
+        "chain,request",
+        "--requests",
+        "20",
+        "--policies",
+        "las",
+        "--barriers",
+        "fence,membarrier",
+        "--warmup",
+        "0",
+        "--json",
+    ];
+    let out = nearflow(&args);
+    if !out.status.success() {
+        // Only a kernel (or seccomp filter) that refuses membarrier may fail this, and it says so.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("refuses membarrier"), "{err}");
+        return;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["workload"] == "chain")
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "rayon-scope",
+            "crossbeam-deque",
+            "las+fence",
+            "las+membarrier"
+        ],
+        "{v}"
+    );
 }
 
 #[test]
