@@ -47,9 +47,11 @@ use crate::sync::{lock, Ordering};
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
 /// (rayon-core makes 32 before it gets sleepy). With 16, on the KVM guests of `docs/results.md`,
 /// a worker between two requests submitted back to back went to sleep before the next one came,
-/// and each sleep's `membarrier` interrupted the running threads: `bench overhead` (issue 9,
-/// eighth session, one run each) read the one-task request at 1.91–2.01× rayon's round trip
-/// with 16 rounds and 1.27–1.39× with 32, and the chain at 1.02–1.08× against 0.87–0.88×.
+/// and each sleep's `membarrier` interrupted the running threads. `bench overhead` (issue 9,
+/// eighth session; LAS / rayon, chain, fan-out and request measured together, two runs each)
+/// read the one-task request at 1.91–2.01× and the chain at 1.02–1.08× with 16 rounds, and
+/// 1.27–1.32× and 0.85–0.87× with 64; with all five workloads, 32 rounds read 1.27–1.39× and
+/// 0.87–0.88×, 48 and 64 no better.
 const SEARCH_ROUNDS: usize = 32;
 
 /// A unit of work of a request: one allocation holding its request, its home and its closure,
