@@ -84,6 +84,10 @@ fn bad_input_is_a_clear_error() {
         &["bench", "queues", "--policies", "las,nope"],
         "unknown policy",
     );
+    fails_with(
+        &["bench", "queues", "--orders", "both-ends,sideways"],
+        "unknown order `sideways`",
+    );
 }
 
 #[test]
@@ -241,6 +245,71 @@ fn bench_queues_verifies_and_writes_csv() {
         }
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--orders` adds the plain-thread contenders after the policies, each verified like them and
+/// timed in the same rounds (ratios to the size's fastest policy, which has 1.0).
+#[test]
+fn bench_queues_orders_run_beside_the_policies() {
+    let v = json(&[
+        "bench",
+        "queues",
+        "--sizes",
+        "24",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--policies",
+        "las",
+        "--orders",
+        "--json",
+    ]);
+    assert_eq!(
+        contenders(&v),
+        [
+            "las",
+            "order:youngest-first",
+            "order:oldest-first",
+            "order:both-ends",
+            "order:blocks"
+        ]
+    );
+    let cells = v.as_array().unwrap();
+    for c in cells {
+        assert_eq!(c["tasks"], 24 * 24, "{c}");
+        assert!(c["ms"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["ratio_to_best"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    // The one policy is the reference.
+    assert_eq!(cells[0]["ratio_to_best"], 1.0, "{v}");
+    // A list picks orders; `order:` may be written or not.
+    let v = json(&[
+        "bench",
+        "queues",
+        "--sizes",
+        "8",
+        "--reps",
+        "1",
+        "--policies",
+        "nls",
+        "--orders",
+        "order:blocks,youngest-first",
+        "--json",
+    ]);
+    assert_eq!(
+        contenders(&v),
+        ["nls", "order:blocks", "order:youngest-first"]
+    );
+}
+
+/// The contenders of a `bench queues --json` document, in order.
+fn contenders(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["policy"].as_str().unwrap())
+        .collect()
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //! the size's fastest policy (with their 10th–90th percentiles); each timed run follows
 //! `--warmup` untimed runs of the same cell, and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
-//! the check is exact.
+//! the check is exact. `--orders` adds contenders that compute the product on plain threads in
+//! the orders the policies produce, with no runtime ([`orders`]).
+
+mod orders;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,6 +28,7 @@ use serde::Serialize;
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
 use crate::bench::overhead::summary;
 use crate::bench::{median, progress, Csv};
+use orders::Order;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SpawnKind {
@@ -55,6 +59,18 @@ pub struct QueuesCmd {
     /// they meet the cold start after the pause between cells (see `bench plans --warmup`).
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Also time the product on plain threads (one per PU of the machine), without the runtime,
+    /// in the orders in which the policies hand out the elements: `youngest-first` (LAS rule 3
+    /// with one request), `oldest-first` (central, NLS, FIFO+RR), `both-ends` (random
+    /// stealing), `blocks` (a static partition). They run in the same rounds as the policies.
+    /// Without a list, all four.
+    #[arg(
+        long,
+        value_name = "ORDERS",
+        num_args = 0..=1,
+        default_missing_value = "youngest-first,oldest-first,both-ends,blocks"
+    )]
+    pub orders: Option<String>,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
@@ -66,7 +82,8 @@ pub struct QueuesCmd {
     pub json: bool,
 }
 
-/// One cell of the table. Every product is compared with the sequential multiply; a wrong one
+/// One cell of the table (a policy, or with `--orders` an order on plain threads, named
+/// `order:…`). Every product is compared with the sequential multiply; a wrong one
 /// fails the command, so a cell exists only for correct runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {
@@ -74,7 +91,7 @@ pub struct Cell {
     pub policy: String,
     pub ms: f64,
     pub tasks: u64,
-    /// Median over the rounds of (this policy's time / the time of the size's fastest policy by
+    /// Median over the rounds of (this contender's time / the time of the size's fastest policy by
     /// median, in the same round); 1.0 for that policy.
     pub ratio_to_best: f64,
     /// 10th and 90th percentile of those per-round ratios.
@@ -181,29 +198,44 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
             )
         })
         .collect::<Result<_, _>>()?;
-    let bar = progress((sizes.len() * policies.len()) as u64, "queues", cmd.json);
+    let orders: Vec<Order> = match &cmd.orders {
+        Some(list) => parse_list(list)?,
+        None => Vec::new(),
+    };
+    if cmd.orders.is_some() && orders.is_empty() {
+        bail!("--orders: no order given");
+    }
+    // The contenders, in table order: the policies, then the orders.
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p.name())
+        .chain(orders.iter().map(|o| o.name()))
+        .collect();
+    let threads = machine.pu_count();
+    let bar = progress((sizes.len() * names.len()) as u64, "queues", cmd.json);
     let mut cells = Vec::new();
     for &n in &sizes {
         let p = Arc::new(Problem::new(n, n as u64));
         bar.set_message(format!("n = {n}: sequential reference"));
         let reference = p.sequential();
-        // Interleaved rounds: each round runs every policy once, in an order that rotates from
-        // round to round, so that the policies of a size are measured side by side.
-        let mut times = vec![Vec::new(); policies.len()];
+        // Interleaved rounds: each round runs every contender once, in an order that rotates from
+        // round to round, so that the contenders of a size are measured side by side.
+        let mut times = vec![Vec::new(); names.len()];
         for round in 0..cmd.reps.max(1) {
-            for k in 0..policies.len() {
-                let i = (k + round) % policies.len();
-                let policy = policies[i];
-                bar.set_message(format!("n = {n}: {policy}, round {}", round + 1));
+            for k in 0..names.len() {
+                let i = (k + round) % names.len();
+                let name = names[i];
+                bar.set_message(format!("n = {n}: {name}, round {}", round + 1));
                 // Let the previous policy's idle workers fall asleep first, then run the cell
                 // untimed `--warmup` times (see `bench plans`), then timed.
                 std::thread::sleep(std::time::Duration::from_millis(5));
                 for run in 0..=cmd.warmup {
-                    let (d, c) = multiply(&runtimes[i], &p, kind)?;
+                    let (d, c) = match runtimes.get(i) {
+                        Some(rt) => multiply(rt, &p, kind)?,
+                        None => orders::multiply(&p, orders[i - runtimes.len()], threads)?,
+                    };
                     if c != reference {
-                        bail!(
-                            "{policy}, n = {n}: the product differs from the sequential multiply"
-                        );
+                        bail!("{name}, n = {n}: the product differs from the sequential multiply");
                     }
                     if run == cmd.warmup {
                         times[i].push(d);
@@ -211,14 +243,15 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 }
             }
         }
-        // Per-round ratios to the policy fastest by median: each compares two runs made seconds
-        // apart, which two medians alone do not (see `bench overhead`).
+        // Per-round ratios to the policy fastest by median (orders included, so an order below
+        // 1.0 is that much faster than every policy): each compares two runs made seconds apart,
+        // which two medians alone do not (see `bench overhead`).
         let medians: Vec<Duration> = times.iter().map(|t| median(t.clone())).collect();
         let fastest = (0..policies.len())
             .min_by_key(|&i| medians[i])
             .context("no policy")?;
         let best: Vec<f64> = times[fastest].iter().map(Duration::as_secs_f64).collect();
-        for (i, &policy) in policies.iter().enumerate() {
+        for (i, &name) in names.iter().enumerate() {
             let (ratio_to_best, ratio_spread) = summary(
                 times[i]
                     .iter()
@@ -228,7 +261,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
             );
             cells.push(Cell {
                 size: n,
-                policy: policy.name().into(),
+                policy: name.into(),
                 ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
                 tasks: (n * n) as u64,
                 ratio_to_best,
@@ -239,14 +272,14 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     }
     bar.finish_and_clear();
     let mut header = vec!["size"];
-    header.extend(policies.iter().map(|p| p.name()));
+    header.extend(names.iter().copied());
     let mut csv = Csv::new(&header);
     for &n in &sizes {
         let mut row = vec![n.to_string()];
-        for p in &policies {
+        for &name in &names {
             let c = cells
                 .iter()
-                .find(|c| c.size == n && c.policy == p.name())
+                .find(|c| c.size == n && c.policy == name)
                 .context("missing cell")?;
             row.push(format!("{:.2}", c.ms));
         }
@@ -271,19 +304,30 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         out,
         "Execution time in milliseconds (cf. Table I of load-balancing-queues.txt)"
     )?;
-    table(&mut out, &sizes, &policies, &cells, 13, |c| {
+    let widest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    table(&mut out, &sizes, &names, &cells, widest.max(13), |c| {
         format!("{:.1}", c.ms)
     })?;
     writeln!(
         out,
         "\nRatio to the fastest policy (by median) of the size, per round: median [10th–90th percentile]"
     )?;
-    table(&mut out, &sizes, &policies, &cells, 18, |c| {
+    table(&mut out, &sizes, &names, &cells, widest.max(18), |c| {
         format!(
             "{:.2} [{:.2}–{:.2}]",
             c.ratio_to_best, c.ratio_spread[0], c.ratio_spread[1]
         )
     })?;
+    if !orders.is_empty() {
+        writeln!(
+            out,
+            "\norder:… = the product on {threads} plain threads, no runtime, each claiming its next element \
+             in that order (row-major index: a higher one is a younger task): youngest-first is LAS rule 3 \
+             with one request; oldest-first central, nls and fifo-rr; both-ends random-steal (owner young, \
+             thieves old); blocks a static partition. A policy as far behind another as its order is \
+             behind the other's order loses nothing in its queues."
+        )?;
+    }
     writeln!(out, "\nCSV:\n{}", csv.text())?;
     if let Some(path) = &cmd.csv {
         writeln!(out, "(written to {})", path.display())?;
@@ -295,22 +339,22 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
 fn table(
     out: &mut impl Write,
     sizes: &[usize],
-    policies: &[PolicyKind],
+    names: &[&str],
     cells: &[Cell],
     width: usize,
     show: impl Fn(&Cell) -> String,
 ) -> Result<()> {
     write!(out, "{:>8}", "size")?;
-    for p in policies {
-        write!(out, " {:>width$}", p.name())?;
+    for name in names {
+        write!(out, " {name:>width$}")?;
     }
     writeln!(out)?;
     for &n in sizes {
         write!(out, "{n:>8}")?;
-        for p in policies {
+        for &name in names {
             let c = cells
                 .iter()
-                .find(|c| c.size == n && c.policy == p.name())
+                .find(|c| c.size == n && c.policy == name)
                 .context("missing cell")?;
             write!(out, " {:>width$}", show(c))?;
         }

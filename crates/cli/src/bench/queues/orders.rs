@@ -1,0 +1,207 @@
+//! `bench queues --orders`: the same product on plain threads, without the runtime, in the
+//! orders in which the policies hand out the element tasks.
+//!
+//! With one request and deferred spawns, a policy decides little besides the *order* in which
+//! its workers get the elements: LAS rule 3 (LAS §4.2) has every worker of the group take the
+//! youngest task of the one request, one stream taken from its young end; central, NLS's shared
+//! deferred list and FIFO+RR take the oldest; under random stealing the root's worker takes its
+//! deque's youngest task and the thieves its oldest, two streams from opposite ends. Timing
+//! those orders with no queue at all (each thread claims its next element index from an atomic
+//! word) says how much of a policy's time is its order and how much its queues: a policy behind
+//! another by the same factor as its order is behind the other's order loses nothing in its
+//! own code. These contenders run in the same interleaved rounds as the policies.
+//!
+//! What they leave out: under the runtime the root spawns the elements while the other workers
+//! already take them, so the orders hold only once spawning is done (most of the run at the
+//! large sizes, see docs/results.md).
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use crossbeam_utils::CachePadded;
+
+use super::Problem;
+
+/// An order in which threads claim the element tasks `0..n²` (row-major, so the root's spawn
+/// order: a higher index is a younger task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Every thread claims the youngest unclaimed element (LAS rule 3 with one request).
+    YoungestFirst,
+    /// Every thread claims the oldest (central, NLS's deferred list, FIFO+RR).
+    OldestFirst,
+    /// Thread 0 claims the youngest, the others the oldest (random stealing once the root has
+    /// spawned: the owner takes its deque's young end, the thieves the old end).
+    BothEnds,
+    /// Each thread walks its own contiguous block of rows from the oldest (a static partition).
+    Blocks,
+}
+
+impl Order {
+    pub const ALL: [Order; 4] = [
+        Order::YoungestFirst,
+        Order::OldestFirst,
+        Order::BothEnds,
+        Order::Blocks,
+    ];
+
+    /// The contender's name in the tables: `order:` and the order's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::YoungestFirst => "order:youngest-first",
+            Order::OldestFirst => "order:oldest-first",
+            Order::BothEnds => "order:both-ends",
+            Order::Blocks => "order:blocks",
+        }
+    }
+}
+
+impl FromStr for Order {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Order> {
+        let s = s.trim();
+        Order::ALL
+            .into_iter()
+            .find(|o| o.name() == s || o.name().strip_prefix("order:") == Some(s))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown order `{s}` (known: youngest-first, oldest-first, both-ends, blocks)"
+                )
+            })
+    }
+}
+
+/// The unclaimed indices `lo..hi` of one stream in one word (`hi` in the upper half), so that
+/// a claim from either end is one compare-and-swap that cannot cross the other end.
+struct Span(CachePadded<AtomicU64>);
+
+impl Span {
+    fn new(lo: u32, hi: u32) -> Span {
+        Span(CachePadded::new(AtomicU64::new(pack(lo, hi))))
+    }
+
+    /// Claims the lowest (`young == false`) or highest unclaimed index.
+    fn claim(&self, young: bool) -> Option<u32> {
+        // Relaxed: the word orders nothing but itself; the product's stores are published by the
+        // threads' join.
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let (lo, hi) = unpack(cur);
+            if lo >= hi {
+                return None;
+            }
+            let (next, got) = if young {
+                (pack(lo, hi - 1), hi - 1)
+            } else {
+                (pack(lo + 1, hi), lo)
+            };
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(got),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+fn pack(lo: u32, hi: u32) -> u64 {
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+fn unpack(w: u64) -> (u32, u32) {
+    (w as u32, (w >> 32) as u32)
+}
+
+/// The product on `threads` plain threads claiming elements in `order`; returns the time and the
+/// product.
+pub(super) fn multiply(p: &Problem, order: Order, threads: usize) -> Result<(Duration, Vec<f64>)> {
+    let n = p.n;
+    let Ok(total) = u32::try_from(n * n) else {
+        bail!("n = {n}: too many elements for an order run");
+    };
+    let threads = threads.max(1);
+    let c: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
+    // The streams and, per thread, which stream it claims from and at which end.
+    let (spans, plan): (Vec<Span>, Vec<(usize, bool)>) = match order {
+        Order::YoungestFirst => (vec![Span::new(0, total)], vec![(0, true); threads]),
+        Order::OldestFirst => (vec![Span::new(0, total)], vec![(0, false); threads]),
+        Order::BothEnds => (
+            vec![Span::new(0, total)],
+            (0..threads).map(|t| (0, t == 0)).collect(),
+        ),
+        Order::Blocks => {
+            let rows = |t: usize| (n * t / threads * n) as u32;
+            (
+                (0..threads)
+                    .map(|t| Span::new(rows(t), rows(t + 1)))
+                    .collect(),
+                (0..threads).map(|t| (t, false)).collect(),
+            )
+        }
+    };
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for &(stream, young) in &plan {
+            let (spans, c) = (&spans, &c);
+            s.spawn(move || {
+                while let Some(k) = spans[stream].claim(young) {
+                    let k = k as usize;
+                    // Relaxed: each element is written by one thread; the scope's join orders
+                    // every write before the product is read.
+                    c[k].store(p.element(k / n, k % n).to_bits(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let d = start.elapsed();
+    Ok((
+        d,
+        c.into_iter()
+            .map(|x| f64::from_bits(x.into_inner()))
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_hands_out_every_index_once_from_both_ends() {
+        let s = Span::new(3, 9);
+        let got: Vec<u32> = [true, false, true, false, false, true, true, false]
+            .into_iter()
+            .filter_map(|young| s.claim(young))
+            .collect();
+        assert_eq!(got, [8, 3, 7, 4, 5, 6]);
+        assert_eq!(s.claim(false), None);
+        assert_eq!(Span::new(5, 5).claim(true), None);
+    }
+
+    #[test]
+    fn every_order_computes_the_product_with_any_thread_count() {
+        let p = Problem::new(23, 4);
+        let reference = p.sequential();
+        for order in Order::ALL {
+            for threads in [1, 2, 3, 7, 40] {
+                let (_, c) = multiply(&p, order, threads).unwrap();
+                assert_eq!(c, reference, "{order:?}, {threads} threads");
+            }
+        }
+    }
+
+    #[test]
+    fn orders_parse_with_or_without_the_prefix() {
+        assert_eq!(
+            "youngest-first".parse::<Order>().unwrap(),
+            Order::YoungestFirst
+        );
+        assert_eq!("order:blocks".parse::<Order>().unwrap(), Order::Blocks);
+        let e = "sideways".parse::<Order>().unwrap_err().to_string();
+        assert!(e.contains("unknown order `sideways`"), "{e}");
+    }
+}
