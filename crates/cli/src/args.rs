@@ -70,9 +70,10 @@ where
         .collect()
 }
 
-/// The one way the CLI starts a runtime: `machine`, `policy`, `pinning`, an optional trace and
-/// the allocator setting, checked to be in effect (the binary installs the nearflow global
-/// allocator, so `nearflow` must take effect when asked for).
+/// A runtime for `machine`, `policy`, `pinning`, an optional trace and the allocator setting,
+/// checked to be in effect (the binary installs the nearflow global allocator, so `nearflow`
+/// must take effect when asked for); see [`start_runtime`], through which every runtime of the
+/// CLI starts.
 pub fn build_runtime(
     machine: nearflow_topo::Machine,
     policy: nearflow_policy::PolicyKind,
@@ -80,11 +81,23 @@ pub fn build_runtime(
     trace: bool,
     allocator: nearflow_rt::Allocator,
 ) -> anyhow::Result<nearflow_rt::Runtime> {
+    start_runtime(
+        nearflow_rt::Runtime::builder(machine)
+            .policy(policy)
+            .pinning(pinning)
+            .trace(trace),
+        allocator,
+    )
+}
+
+/// Starts the runtime `builder` describes with `allocator`, failing if another allocator is in
+/// effect (a column of a table would otherwise be mislabelled).
+pub fn start_runtime(
+    builder: nearflow_rt::Builder,
+    allocator: nearflow_rt::Allocator,
+) -> anyhow::Result<nearflow_rt::Runtime> {
     use anyhow::Context;
-    let rt = nearflow_rt::Runtime::builder(machine)
-        .policy(policy)
-        .pinning(pinning)
-        .trace(trace)
+    let rt = builder
         .allocator(allocator)
         .build()
         .context("cannot start the runtime")?;

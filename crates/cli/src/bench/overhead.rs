@@ -40,7 +40,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime, SleepBarriers, TaskCx};
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
+use crate::args::{machine_label, parse_list, start_runtime, TopoArgs};
 use crate::bench::progress;
 
 #[derive(Args, Debug)]
@@ -347,12 +347,13 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let runtimes = variants
         .iter()
         .map(|&(b, p)| {
-            let rt = nearflow_rt::Runtime::builder(machine.clone())
-                .policy(p)
-                .pinning(cmd.pinning)
-                .sleep_barriers(b)
-                .build()
-                .context("cannot start the runtime")?;
+            let rt = start_runtime(
+                Runtime::builder(machine.clone())
+                    .policy(p)
+                    .pinning(cmd.pinning)
+                    .sleep_barriers(b),
+                nearflow_rt::Allocator::Nearflow,
+            )?;
             // Asked for by name, a barrier that is not in effect would mislabel a column; the
             // default falls back to fences quietly and the table's footer says so.
             if cmd.barriers.is_some()

@@ -215,11 +215,9 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
             }
         }
     }
-    if let Some(&sys) = allocators.iter().find(|&&a| a == Allocator::System) {
-        for &p in &policies {
-            if let (Some(nf), Some(s)) = (col(Allocator::Nearflow, p), col(sys, p)) {
-                pairs.push((nf, s));
-            }
+    for &p in &policies {
+        if let (Some(nf), Some(s)) = (col(Allocator::Nearflow, p), col(Allocator::System, p)) {
+            pairs.push((nf, s));
         }
     }
     let name = |ci: usize| format!("{} ({})", columns[ci].1.name(), columns[ci].0.name());
