@@ -69,6 +69,13 @@ impl Drop for RequestInner {
     }
 }
 
+/// How long a waiter watches for completion before it blocks ([`RequestInner::watch`]).
+#[cfg(not(loom))]
+const WATCH: std::time::Duration = std::time::Duration::from_micros(50);
+/// Looks with a spin hint before the watch yields between looks.
+#[cfg(not(loom))]
+const SPINS: u32 = 64;
+
 /// Most credits a running task takes at once (see the module docs).
 pub(crate) const MAX_CREDITS: usize = 256;
 
@@ -81,6 +88,8 @@ pub(crate) struct RequestInner {
     pub(crate) failed: AtomicBool,
     cancelled: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// `done`, readable without the lock: a waiter watches it before it blocks.
+    finished: AtomicBool,
     done: Mutex<bool>,
     done_cv: Condvar,
     pub(crate) spawned_deferred: AtomicU64,
@@ -102,6 +111,7 @@ impl RequestInner {
             failed: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             failure: Mutex::new(None),
+            finished: AtomicBool::new(false),
             done: Mutex::new(false),
             done_cv: Condvar::new(),
             spawned_deferred: AtomicU64::new(1),
@@ -133,7 +143,32 @@ impl RequestInner {
     pub(crate) fn complete(&self) {
         let mut d = lock(&self.done);
         *d = true;
+        // Release: a waiter that sees it (Acquire, `watch`) sees every effect of the request,
+        // as one that takes the lock would.
+        self.finished.store(true, Ordering::Release);
         self.done_cv.notify_all();
+    }
+
+    /// Watches for completion for at most [`WATCH`] before a waiter blocks: first a few spins,
+    /// then yielding the CPU between looks (so that a worker waiting for a CPU gets it). A
+    /// request that ends meanwhile costs its waiter no sleep and its finisher no wake-up through
+    /// the kernel, which on a virtual machine whose idle vCPU has halted is most of a small
+    /// request's round trip (docs/results.md, "Issue 9, tenth session").
+    #[cfg(not(loom))]
+    fn watch(&self) {
+        let start = std::time::Instant::now();
+        let mut looks = 0u32;
+        // Acquire: pairs with the Release store in `complete`.
+        while !self.finished.load(Ordering::Acquire) {
+            looks += 1;
+            if looks <= SPINS {
+                std::hint::spin_loop();
+            } else if start.elapsed() < WATCH {
+                std::thread::yield_now();
+            } else {
+                return;
+            }
+        }
     }
 
     pub(crate) fn counters(&self) -> RequestCounters {
@@ -289,8 +324,12 @@ impl<T> RequestHandle<T> {
     }
 
     /// Blocks until every task of the request has ended; returns the root task's value, or the
-    /// message of the first panic.
+    /// message of the first panic. Before it blocks, the calling thread watches for completion
+    /// for up to 50 µs, yielding its CPU between looks, so that a small request costs no sleep
+    /// and wake-up through the kernel.
     pub fn wait(self) -> Result<T, RequestError> {
+        #[cfg(not(loom))]
+        self.inner.watch();
         let mut d = lock(&self.inner.done);
         while !*d {
             d = wait(&self.inner.done_cv, d);

@@ -126,8 +126,6 @@ pub(crate) struct WorkerLocal<'a> {
     cursors: RefCell<Cursors>,
     rng: RefCell<Rng>,
     last_request: Cell<Option<RequestId>>,
-    /// The queue of the task `find` returned last (the wake chain wakes for it).
-    found_in: Cell<QueueRef>,
     cells: &'a WorkerCells,
     label: Cell<u32>,
     /// The request whose credits this worker holds (see "Held credits").
@@ -324,7 +322,6 @@ impl<'a> WorkerLocal<'a> {
                 0x5DEE_CE66 ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9),
             )),
             last_request: Cell::new(None),
-            found_in: Cell::new(QueueRef::Local(w)),
             cells: &shared.cells[w],
             label: Cell::new(crate::trace::NO_LABEL),
             held: Cell::new(None),
@@ -425,7 +422,6 @@ impl<'a> WorkerLocal<'a> {
         if let Some(rule) = self.local_first.filter(|_| !self.local.is_empty()) {
             if let Some(t) = self.local.pop() {
                 self.count_rule(rule);
-                self.found_in.set(QueueRef::Local(self.w));
                 return Some(t);
             }
         }
@@ -439,7 +435,6 @@ impl<'a> WorkerLocal<'a> {
         if self.shared.is_steal(self.w, probe.queue) {
             bump_owned(&self.cells.steals);
         }
-        self.found_in.set(probe.queue);
         Some(task)
     }
 
@@ -513,12 +508,29 @@ impl<'a> WorkerLocal<'a> {
 
     /// This worker, counted as searching, found a task: if it was its domain's last searcher, a
     /// spawn may have skipped its wake-up because of it, so it wakes for the queue it took from
-    /// as that spawn would have (the sleep README's wake chain: a burst of spawns then wakes one
-    /// worker after another instead of leaving tasks queued beside sleeping workers).
+    /// as that spawn would have, unless nothing else is queued within its reach (the sleep
+    /// README's wake chain: a burst of spawns then wakes one worker after another instead of
+    /// leaving tasks queued beside sleeping workers, and a lone task wakes nobody else).
     fn end_search(&self, domain: usize) {
-        if self.shared.sleep.stop_search(domain) {
-            self.shared.notify(self.found_in.get());
+        if self
+            .shared
+            .sleep
+            .found_while_searching(domain, || self.queued_within_reach())
+        {
+            bump_owned(&self.cells.wakes);
         }
+    }
+
+    /// The wake order of the first queue of this worker's search that holds a task, if any
+    /// (the queues' length hints; exact after a barrier of the sleep protocol, as in its
+    /// re-check).
+    fn queued_within_reach(&self) -> Option<&'a [usize]> {
+        let shared = self.shared;
+        self.search
+            .iter()
+            .flat_map(Step::probes)
+            .find(|p| shared.queue_len(p.queue) > 0)
+            .map(|p| shared.policy.wake_order(p.queue))
     }
 
     /// The worker's main loop.
@@ -556,8 +568,11 @@ impl<'a> WorkerLocal<'a> {
                         }
                         match shared.sleep.sleep(self.w, domain, || self.find()) {
                             Slept::Found { task, searching } => {
-                                let order = shared.policy.wake_order(self.found_in.get());
-                                shared.sleep.found_after_recheck(domain, searching, order);
+                                if shared.sleep.found_after_recheck(domain, searching, || {
+                                    self.queued_within_reach()
+                                }) {
+                                    bump_owned(&self.cells.wakes);
+                                }
                                 self.run(task);
                                 continue 'work;
                             }

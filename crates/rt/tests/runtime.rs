@@ -375,6 +375,54 @@ fn a_burst_of_deferred_tasks_runs_in_parallel() {
     }
 }
 
+/// The other side of the wake chain: a one-task request sent to an idle runtime wakes one
+/// worker, and that worker, finding nothing else queued, wakes nobody (before issue 9's tenth
+/// session it woke a second worker for nothing, which tripled the round trip on a virtual
+/// machine, docs/results.md). Both barrier kinds; every policy whose workers sleep in domains.
+#[test]
+fn a_lone_task_wakes_no_second_worker() {
+    for barriers in [SleepBarriers::Fence, SleepBarriers::Membarrier] {
+        for kind in [
+            PolicyKind::Las,
+            PolicyKind::Nls,
+            PolicyKind::Central,
+            PolicyKind::RandomSteal,
+        ] {
+            let rt = Runtime::builder(
+                TopologySpec::Synthetic("pack:1 l2:4 pu:1".into())
+                    .load()
+                    .unwrap(),
+            )
+            .policy(kind)
+            .sleep_barriers(barriers)
+            .build()
+            .unwrap();
+            for i in 0..5u64 {
+                // Until every worker has searched, given up and blocked.
+                let t = std::time::Instant::now();
+                while rt.asleep() < 4 && t.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                assert_eq!(
+                    rt.asleep(),
+                    4,
+                    "{kind:?}, {barriers:?}: workers stayed awake"
+                );
+                assert_eq!(rt.submit(move |_| i).wait().unwrap(), i);
+            }
+            let c = rt.counters();
+            // One worker woken per request (by the submitter), none by another worker.
+            let woken: u64 = c.workers.iter().map(|w| w.sleeps).sum();
+            let wakes: u64 = c.workers.iter().map(|w| w.wakes).sum();
+            assert_eq!(
+                (woken, wakes),
+                (5, 0),
+                "{kind:?}, {barriers:?}: (workers woken, wakes by workers) for 5 one-task requests"
+            );
+        }
+    }
+}
+
 /// Under `mapped`, tasks homed on four different PUs run on those four PUs, at once: each
 /// waits until all four have started, which completes only if each PU's worker was woken for
 /// its own task (the wake of `Home::pu` reaches exactly that worker).

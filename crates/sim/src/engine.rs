@@ -19,8 +19,9 @@
 //! - A push walks the wake order: it stops at the first domain with a searcher, or wakes that
 //!   domain's most recent sleeper (LIFO, as the runtime's waiting list), who runs `wake_ns`
 //!   later and counts as searching.
-//! - A searcher that finds a task stops searching; if it was its domain's last searcher it wakes
-//!   for the queue it took from (the wake chain).
+//! - A searcher that finds a task stops searching; if it was its domain's last searcher and a
+//!   task is still queued within its reach, it wakes for the first such queue of its search (the
+//!   wake chain).
 //! - The counting-semaphore scheme (FIFO+RR): a permit per queued task; a worker without one
 //!   sleeps; a push hands its permit to a sleeper if there is one.
 //!
@@ -51,7 +52,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use nearflow_policy::{
     balance, choose_node, resolve_deferred, search_reaches, walk, Balance, Cursors, End, Home,
     NodeLoad, Place, Policy, PolicyKind, QueueRef, RequestId, RequestNodes, Rng, RootPlace,
-    SleepScheme, Take, BALANCER_PERIOD,
+    SleepScheme, Step, Take, BALANCER_PERIOD,
 };
 use nearflow_topo::Machine;
 
@@ -92,7 +93,6 @@ struct Worker {
     cursors: Cursors,
     rng: Rng,
     last_request: Option<RequestId>,
-    found_in: QueueRef,
     epoch: u64,
     probe_pending: bool,
     /// Nodes (and remote node pairs) whose bandwidth the running task holds a share of.
@@ -185,7 +185,6 @@ impl<'a, D: Driver> Sim<'a, D> {
                 cursors: Cursors::new(policy.search(w)),
                 rng: Rng::new(seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                 last_request: None,
-                found_in: QueueRef::Local(w),
                 epoch: 0,
                 probe_pending: false,
                 streams: Vec::new(),
@@ -564,7 +563,8 @@ impl<'a, D: Driver> Sim<'a, D> {
     }
 
     /// A searching worker (Domains scheme) looks once; on success it stops searching and, as
-    /// its domain's last searcher, passes the wake on (the wake chain).
+    /// its domain's last searcher, passes the wake on if a task is still queued within its
+    /// reach (the wake chain).
     fn try_start_searching(&mut self, w: usize) -> bool {
         if !self.find_and_start(w) {
             return false;
@@ -572,11 +572,28 @@ impl<'a, D: Driver> Sim<'a, D> {
         let d = self.workers[w].domain;
         self.domains[d].searching -= 1;
         if self.domains[d].searching == 0 {
-            let q = self.workers[w].found_in;
+            let Some(q) = self.queued_within_reach(w) else {
+                return true;
+            };
             let order = self.policy.wake_order(q).to_vec();
             self.wake(&order, Some(w));
         }
         true
+    }
+
+    /// The first queue of `w`'s search that holds a task (rt/src/worker.rs
+    /// `queued_within_reach`).
+    fn queued_within_reach(&self, w: usize) -> Option<QueueRef> {
+        self.policy
+            .search(w)
+            .iter()
+            .flat_map(Step::probes)
+            .map(|p| p.queue)
+            .find(|&q| match q {
+                QueueRef::Local(v) => !self.locals[v].is_empty(),
+                QueueRef::Shared(i) => !self.shared[i].is_empty(),
+                QueueRef::Deferred(i) => !self.deferred[i].is_empty(),
+            })
     }
 
     // ---- finding and running tasks ----
@@ -599,7 +616,6 @@ impl<'a, D: Driver> Sim<'a, D> {
         let steal = self.policy.is_steal(w, probe.queue);
         let wk = &mut self.workers[w];
         wk.last_request = Some(RequestId::from(self.driver.request_of(t)));
-        wk.found_in = probe.queue;
         let rule = usize::from(probe.rule).saturating_sub(1);
         if wk.stats.by_rule.len() <= rule {
             wk.stats.by_rule.resize(rule + 1, 0);

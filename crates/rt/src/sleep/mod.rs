@@ -200,30 +200,89 @@ impl Sleep {
     }
 
     /// The worker stops searching because it found a task. Returns whether it was the domain's
-    /// last searcher: a spawn may then have skipped its wake-up because of this worker, and the
-    /// caller must wake for the queue it took from as that spawn would have (README, "The wake
-    /// chain").
+    /// last searcher: a spawn may then have skipped its wake-up because of it (README, "The wake
+    /// chain"); [`Sleep::found_while_searching`] is what the worker loop calls.
     #[must_use]
-    pub(crate) fn stop_search(&self, d: usize) -> bool {
+    fn stop_search(&self, d: usize) -> bool {
         // Acquire: pairs with the Release decrement of a worker registering to sleep, so
         // the wake that may follow sees its registration in `sleepers`.
         self.domains[d].searching.fetch_sub(1, Ordering::AcqRel) == 1
     }
 
+    /// A worker of domain `d`, counted as searching, found a task. If it was the domain's last
+    /// searcher, spawns may have skipped their wake-ups because of it; it wakes as they would
+    /// have, unless no other task is queued within its reach (README, "The wake chain"). `more`
+    /// looks: it returns the wake order of a queue of the worker's search that holds a task, or
+    /// `None`. Returns whether a worker was woken.
+    pub(crate) fn found_while_searching<'o>(
+        &self,
+        d: usize,
+        more: impl Fn() -> Option<&'o [usize]>,
+    ) -> bool {
+        self.stop_search(d) && self.pass_on(more, true)
+    }
+
     /// A worker whose re-check after registering ([`Sleep::sleep`]) found a task: `searching` is
-    /// the flag [`Slept::Found`] came with, `order` the wake order of the queue it took from. It
-    /// searched until it registered, so spawns may have skipped their wake-ups because of it;
-    /// it wakes as they would have (a searcher that is still there stops the walk).
-    pub(crate) fn found_after_recheck(&self, d: usize, searching: bool, order: &[usize]) {
-        if searching {
-            let _ = self.stop_search(d);
+    /// the flag [`Slept::Found`] came with, `more` as in [`Sleep::found_while_searching`]. It
+    /// searched until it registered, so spawns may have skipped their wake-ups because of it; it
+    /// wakes as they would have (a searcher that is still there stops the walk), unless nothing
+    /// else is queued within its reach. The heavy barrier before its re-check covers the spawns
+    /// that counted it until it registered; a new barrier is needed only if a waker made it a
+    /// searcher again and it was the last.
+    pub(crate) fn found_after_recheck<'o>(
+        &self,
+        d: usize,
+        searching: bool,
+        more: impl Fn() -> Option<&'o [usize]>,
+    ) -> bool {
+        let again = searching && self.stop_search(d);
+        self.pass_on(more, again)
+    }
+
+    /// The end of a link of the wake chain: if any domain has a sleeper and `more` finds a task
+    /// still queued, wakes for that task's queue. With `barrier`, a `SeqCst` fence comes first:
+    /// it pairs with the light barrier (symmetric) or the fence of `searcher_stays`
+    /// (asymmetric) of every spawn that stopped at this worker, so that the loads below see
+    /// that spawn's push and the sleeper it saw (README, "The wake chain").
+    fn pass_on<'o>(&self, more: impl Fn() -> Option<&'o [usize]>, barrier: bool) -> bool {
+        if barrier {
+            fence(Ordering::SeqCst);
         }
-        self.wake(order);
+        // Relaxed: ordered by the fence above, or by the heavy barrier before a re-check.
+        if self
+            .domains
+            .iter()
+            .all(|dom| dom.sleepers.load(Ordering::Relaxed) == 0)
+        {
+            return false;
+        }
+        more().is_some_and(|order| self.wake(order))
+    }
+
+    /// A spawn found a searcher in `dom` after its light barrier: whether it may leave its task
+    /// to that searcher. With symmetric barriers, yes (the light barrier was a `SeqCst` fence).
+    /// With asymmetric ones, if no domain of `order` has a sleeper, yes too: a worker that
+    /// registers later re-checks after its heavy barrier. Otherwise the searcher, when it finds
+    /// a task, decides by what it sees still queued whether to wake a sleeper; for it to see our
+    /// push, this spawn makes a `SeqCst` fence (pairing with the one in `pass_on`) and looks at
+    /// the searchers again: if the last has left meanwhile, nobody will pass the wake on, and
+    /// the caller wakes as if there had been no searcher.
+    fn searcher_stays(&self, order: &[usize], dom: &Domain) -> bool {
+        if self.barriers == Barriers::Symmetric
+            || order
+                .iter()
+                .all(|&e| self.domains[e].sleepers.load(Ordering::Relaxed) == 0)
+        {
+            return true;
+        }
+        fence(Ordering::SeqCst);
+        dom.searching.load(Ordering::Relaxed) > 0
     }
 
     /// Called after a task was pushed: walks the domains of `order`, nearest first, and stops at
     /// the first one with a searching worker (it will find the task, or wake another when it
-    /// finds one) or with a sleeper, whom it wakes; the woken worker counts as searching until
+    /// finds one and sees a task left; see [`Sleep::searcher_stays`]) or with a sleeper, whom it
+    /// wakes; the woken worker counts as searching until
     /// it finds a task or sleeps again. Returns whether a worker was woken.
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
         // Light barrier: pairs with the heavy one in `sleep` (step 2 of the README). Either these
@@ -233,7 +292,7 @@ impl Sleep {
         for &d in order {
             let dom = &self.domains[d];
             // Relaxed: ordered by the fence above.
-            if dom.searching.load(Ordering::Relaxed) > 0 {
+            if dom.searching.load(Ordering::Relaxed) > 0 && self.searcher_stays(order, dom) {
                 return false;
             }
             if dom.sleepers.load(Ordering::Relaxed) == 0 {
@@ -406,8 +465,8 @@ mod harness {
         let mut searching = false;
         loop {
             if let Some(t) = queue.pop(End::Oldest) {
-                if std::mem::take(&mut searching) && sleep.stop_search(d) {
-                    sleep.wake(order);
+                if std::mem::take(&mut searching) {
+                    sleep.found_while_searching(d, || (queue.len() > 0).then_some(order));
                 }
                 task(t);
                 continue;
@@ -421,7 +480,7 @@ mod harness {
             searching = false;
             match sleep.sleep(w, d, || queue.pop(End::Oldest)) {
                 Slept::Found { task: t, searching } => {
-                    sleep.found_after_recheck(d, searching, order);
+                    sleep.found_after_recheck(d, searching, || (queue.len() > 0).then_some(order));
                     task(t);
                 }
                 Slept::Woken => searching = true,
@@ -623,38 +682,91 @@ mod tests {
         bursts(detected);
     }
 
-    /// The wake chain, step by step: with worker 0 searching, two pushes wake nobody; worker 0
-    /// takes the first task and, as the last searcher, wakes worker 1 for the second, while
-    /// worker 0 still runs its task (before the chain, the second task waited for it).
-    #[test]
-    fn a_searcher_that_finds_a_task_wakes_a_sleeper_for_the_next() {
-        let sleep = Arc::new(Sleep::with_barriers(2, 1, Barriers::Symmetric));
+    /// Symmetric, and asymmetric where the kernel allows it.
+    fn both_barriers() -> [Barriers; 2] {
+        [
+            Barriers::Symmetric,
+            Barriers::resolve(crate::SleepBarriers::Membarrier),
+        ]
+    }
+
+    /// Worker 1 registers and blocks; worker 0 searches. Returns worker 1's thread, which
+    /// reports what it found after it was woken.
+    fn one_sleeper_one_searcher(
+        barriers: Barriers,
+    ) -> (
+        Arc<Sleep>,
+        Arc<SharedQueue<u32>>,
+        std::thread::JoinHandle<Option<u32>>,
+    ) {
+        let sleep = Arc::new(Sleep::with_barriers(2, 1, barriers));
         let queue = Arc::new(SharedQueue::<u32>::new());
         let (s, q) = (sleep.clone(), queue.clone());
         let sleeper = std::thread::spawn(move || {
             s.start_search(0);
             match s.sleep(1, 0, || q.pop(End::Oldest)) {
                 Slept::Woken => q.pop(End::Oldest),
+                Slept::Shutdown => None,
                 other => panic!("worker 1 should have blocked and been woken, got {other:?}"),
             }
         });
         let t = Instant::now();
-        while sleep.waiting(0).is_empty() && t.elapsed() < Duration::from_secs(20) {
+        while (sleep.waiting(0).is_empty() || sleep.asleep() == 0)
+            && t.elapsed() < Duration::from_secs(20)
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(sleep.waiting(0), vec![1]);
         sleep.start_search(0); // worker 0
-        for i in 0..2 {
-            queue.push(i);
+        (sleep, queue, sleeper)
+    }
+
+    /// The wake chain, step by step: with worker 0 searching, two pushes wake nobody; worker 0
+    /// takes the first task and, as the last searcher with a task still queued, wakes worker 1
+    /// for the second, while worker 0 still runs its task (before the chain, the second task
+    /// waited for it).
+    #[test]
+    fn a_searcher_that_finds_a_task_wakes_a_sleeper_for_the_next() {
+        for barriers in both_barriers() {
+            let (sleep, queue, sleeper) = one_sleeper_one_searcher(barriers);
+            for i in 0..2 {
+                queue.push(i);
+                assert!(
+                    !sleep.wake(&[0]),
+                    "{barriers:?}: a push woke a worker while another searched"
+                );
+            }
+            assert_eq!(queue.pop(End::Oldest), Some(0));
             assert!(
-                !sleep.wake(&[0]),
-                "a push woke a worker while another searched"
+                sleep.found_while_searching(0, || (queue.len() > 0).then_some(&[0][..])),
+                "{barriers:?}: the last searcher woke nobody for the task left"
             );
+            assert_eq!(sleeper.join().unwrap(), Some(1));
+            sleep.shutdown();
         }
-        assert_eq!(queue.pop(End::Oldest), Some(0));
-        assert!(sleep.stop_search(0), "worker 0 was the last searcher");
-        assert!(sleep.wake(&[0]), "the last searcher woke nobody");
-        assert_eq!(sleeper.join().unwrap(), Some(1));
-        sleep.shutdown();
+    }
+
+    /// The other half: a searcher that takes the only task queued wakes nobody (a woken worker
+    /// would find nothing and go back to sleep: on a virtual machine that cost a small
+    /// request 45 µs, docs/results.md "Issue 9, tenth session").
+    #[test]
+    fn a_searcher_that_takes_the_last_task_wakes_nobody() {
+        for barriers in both_barriers() {
+            let (sleep, queue, sleeper) = one_sleeper_one_searcher(barriers);
+            queue.push(7);
+            assert!(!sleep.wake(&[0]), "{barriers:?}: the push woke a worker");
+            assert_eq!(queue.pop(End::Oldest), Some(7));
+            assert!(
+                !sleep.found_while_searching(0, || (queue.len() > 0).then_some(&[0][..])),
+                "{barriers:?}: the last searcher woke a worker with nothing queued"
+            );
+            assert_eq!(
+                sleep.waiting(0),
+                vec![1],
+                "{barriers:?}: worker 1 was woken"
+            );
+            sleep.shutdown();
+            assert_eq!(sleeper.join().unwrap(), None);
+        }
     }
 }
