@@ -282,8 +282,8 @@ impl Sleep {
     /// Called after a task was pushed: walks the domains of `order`, nearest first, and stops at
     /// the first one with a searching worker (it will find the task, or wake another when it
     /// finds one and sees a task left; see [`Sleep::searcher_stays`]) or with a sleeper, whom it
-    /// wakes; the woken worker counts as searching until
-    /// it finds a task or sleeps again. Returns whether a worker was woken.
+    /// wakes; the woken worker counts as searching until it finds a task or sleeps again.
+    /// Returns whether a worker was woken.
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
         // Light barrier: pairs with the heavy one in `sleep` (step 2 of the README). Either these
         // loads see the searcher's registration (its `searching` decrement and `sleepers`
