@@ -88,9 +88,10 @@ pub(crate) struct RequestInner {
     pub(crate) failed: AtomicBool,
     cancelled: AtomicBool,
     failure: Mutex<Option<String>>,
-    /// `done`, readable without the lock: a waiter watches it before it blocks.
+    /// Whether every task has ended: set once, under `done`'s lock (so that a waiter that
+    /// checked it under the lock cannot miss the notification), read without it by `watch`.
     finished: AtomicBool,
-    done: Mutex<bool>,
+    done: Mutex<()>,
     done_cv: Condvar,
     pub(crate) spawned_deferred: AtomicU64,
     pub(crate) skipped: AtomicU64,
@@ -112,7 +113,7 @@ impl RequestInner {
             cancelled: AtomicBool::new(false),
             failure: Mutex::new(None),
             finished: AtomicBool::new(false),
-            done: Mutex::new(false),
+            done: Mutex::new(()),
             done_cv: Condvar::new(),
             spawned_deferred: AtomicU64::new(1),
             skipped: AtomicU64::new(0),
@@ -141,12 +142,16 @@ impl RequestInner {
     }
 
     pub(crate) fn complete(&self) {
-        let mut d = lock(&self.done);
-        *d = true;
-        // Release: a waiter that sees it (Acquire, `watch`) sees every effect of the request,
-        // as one that takes the lock would.
+        let _d = lock(&self.done);
+        // Release: a waiter that sees it (Acquire) sees every effect of the request.
         self.finished.store(true, Ordering::Release);
         self.done_cv.notify_all();
+    }
+
+    /// Whether every task has ended.
+    fn is_finished(&self) -> bool {
+        // Acquire: pairs with the Release store in `complete`.
+        self.finished.load(Ordering::Acquire)
     }
 
     /// Watches for completion for at most [`WATCH`] before a waiter blocks: first a few spins,
@@ -158,8 +163,7 @@ impl RequestInner {
     fn watch(&self) {
         let start = std::time::Instant::now();
         let mut looks = 0u32;
-        // Acquire: pairs with the Release store in `complete`.
-        while !self.finished.load(Ordering::Acquire) {
+        while !self.is_finished() {
             looks += 1;
             if looks <= SPINS {
                 std::hint::spin_loop();
@@ -301,7 +305,7 @@ impl<T> RequestHandle<T> {
 
     /// Whether every task of the request has ended.
     pub fn is_done(&self) -> bool {
-        *lock(&self.inner.done)
+        self.inner.is_finished()
     }
 
     /// Blocks until every task of the request has ended, at most `timeout`. Returns whether it
@@ -310,7 +314,7 @@ impl<T> RequestHandle<T> {
     pub fn wait_timeout(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         let mut d = lock(&self.inner.done);
-        while !*d {
+        while !self.inner.is_finished() {
             let now = std::time::Instant::now();
             if now >= deadline {
                 return false;
@@ -331,7 +335,7 @@ impl<T> RequestHandle<T> {
         #[cfg(not(loom))]
         self.inner.watch();
         let mut d = lock(&self.inner.done);
-        while !*d {
+        while !self.inner.is_finished() {
             d = wait(&self.inner.done_cv, d);
         }
         drop(d);
@@ -359,8 +363,8 @@ impl<T> RequestHandle<T> {
     /// a completed request changes nothing.
     pub fn cancel(&self) {
         // Under the `done` lock, so a request that completed stays completed.
-        let d = lock(&self.inner.done);
-        if !*d {
+        let _d = lock(&self.inner.done);
+        if !self.inner.is_finished() {
             self.inner.cancel();
         }
     }
