@@ -140,6 +140,9 @@ enum BenchCmd {
     Streammap(bench::streammap::StreammapCmd),
     /// NUMA factors of this host: reversing an array on node j from node i (Bobox paper §6, Table 1).
     NumaFactor(bench::numa_factor::NumaFactorCmd),
+    /// The host's phase: the round trip of a cache line between two of its CPUs, which the
+    /// timing benches also sample once per round (a shared host's speed changes with it).
+    Phase(bench::phase::PhaseCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -161,6 +164,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Split(c)) => bench::split::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::Sp2bench(c)) => bench::sp2bench::run(&c).map(|_| ()),
         Command::Bench(BenchCmd::NumaFactor(c)) => bench::numa_factor::run(&c),
+        Command::Bench(BenchCmd::Phase(c)) => bench::phase::run(&c),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),

@@ -247,6 +247,42 @@ fn bench_queues_verifies_and_writes_csv() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `bench phase` prints one line per sample and the summary the benches print; `bench plans
+/// --json` keeps stdout JSON (with the probe's range) and puts the summary on stderr.
+#[test]
+fn bench_phase_samples_and_the_line_beside_the_tables() {
+    let out = nearflow(&["bench", "phase", "--samples", "3", "--every-ms", "0"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 4, "{text}");
+    for l in &lines[..3] {
+        let ok = l.starts_with("no sample")
+            || l.strip_suffix(" ns")
+                .and_then(|x| x.parse::<f64>().ok())
+                .is_some_and(|ns| ns > 0.0 && ns.is_finite());
+        assert!(ok, "{l:?} in {text}");
+    }
+    assert!(lines[3].starts_with("host phase: "), "{text}");
+    fails_with(&["bench", "phase", "--samples", "0"], "samples");
+
+    let out = nearflow(&[
+        "bench", "plans", "--grid", "1x1", "--rows", "500", "--reps", "2", "--warmup", "0",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host phase: "), "{err}");
+    match v["host_round_trip_ns"].as_array() {
+        Some(r) => {
+            let (lo, hi) = (r[0].as_f64().unwrap(), r[1].as_f64().unwrap());
+            assert!(lo > 0.0 && lo <= hi, "{v}");
+        }
+        None => assert!(v["host_round_trip_ns"].is_null() && err.contains("not measured")),
+    }
+}
+
 /// `--orders` adds the plain-thread contenders after the policies, each verified like them and
 /// timed in the same rounds (ratios to the size's fastest policy, which has 1.0).
 #[test]

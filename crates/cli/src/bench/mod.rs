@@ -5,6 +5,7 @@ pub mod chart;
 pub mod numa_factor;
 pub mod overhead;
 pub mod packet_size;
+pub mod phase;
 pub mod plans;
 pub mod queues;
 pub mod sp2bench;

@@ -41,6 +41,7 @@ use nearflow_rt::{Pinning, Runtime, SleepBarriers, TaskCx};
 use serde::Serialize;
 
 use crate::args::{machine_label, parse_list, start_runtime, TopoArgs};
+use crate::bench::phase::Probe;
 use crate::bench::progress;
 
 #[derive(Args, Debug)]
@@ -413,7 +414,9 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let bar = progress((rounds * runs) as u64, "overhead", cmd.json);
     // times[cell][round], in ns per task.
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cells.len()];
+    let mut probe = Probe::new();
     for round in 0..rounds {
+        probe.sample();
         for k in 0..cells.len() {
             // Rotate the order so that no contender always follows the same one.
             let i = (k + round * 7) % cells.len();
@@ -460,6 +463,7 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
         .collect();
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
+        eprintln!("{}", probe.line());
         return Ok(());
     }
     println!(
@@ -517,6 +521,7 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
             }
         );
     }
+    println!("{}", probe.line());
     Ok(())
 }
 

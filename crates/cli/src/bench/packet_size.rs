@@ -77,7 +77,9 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     // Interleaved rounds: each round runs every size once, in an order that rotates from round
     // to round, so that a size's share of the best is measured side by side with the best.
     let mut times = vec![Vec::new(); sizes.len()];
+    let mut probe = crate::bench::phase::Probe::new();
     for round in 0..cmd.reps {
+        probe.sample();
         for k in 0..sizes.len() {
             let i = (k + round) % sizes.len();
             let bytes = sizes[i];
@@ -108,6 +110,7 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     bar.finish_and_clear();
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&points)?);
+        eprintln!("{}", probe.line());
         return Ok(());
     }
     let best = points.iter().map(|p| p.tuples_per_s).fold(0.0, f64::max);
@@ -132,5 +135,6 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
             if p.default { "  <- default (L2/2)" } else { "" }
         );
     }
+    println!("{}", probe.line());
     Ok(())
 }

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
 use crate::bench::overhead::summary;
+use crate::bench::phase::Probe;
 use crate::bench::{median, progress, Csv};
 
 #[derive(Args, Debug, Clone)]
@@ -141,7 +142,9 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         .collect::<Result<Vec<_>>>()?;
     let label = machine_label(runtimes[0].machine());
     let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); grid.len()]; columns.len()];
+    let mut probe = Probe::new();
     for round in 0..cmd.reps {
+        probe.sample();
         for (gi, &(n, m)) in grid.iter().enumerate() {
             for k in 0..columns.len() {
                 let ci = (k + round) % columns.len();
@@ -258,9 +261,10 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "machine": label, "operators": ops, "rows": cmd.rows, "rounds": cmd.reps,
-                "cells": cells, "ratios": ratios
+                "cells": cells, "ratios": ratios, "host_round_trip_ns": probe.range()
             }))?
         );
+        eprintln!("{}", probe.line());
         return Ok(cells);
     }
     println!(
@@ -298,5 +302,6 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         }
     }
     println!("all results equal the sequential reference");
+    println!("{}", probe.line());
     Ok(cells)
 }

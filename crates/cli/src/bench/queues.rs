@@ -16,7 +16,6 @@ mod orders;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -27,6 +26,7 @@ use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
 use crate::bench::overhead::summary;
+use crate::bench::phase::Probe;
 use crate::bench::{median, progress, Csv};
 use orders::Order;
 
@@ -140,28 +140,60 @@ impl Problem {
     }
 }
 
+/// Where an element task finds the problem and its element of the product: raw pointers, not
+/// `Arc` clones, so that the n² tasks do not all increment and decrement the same two reference
+/// counts from both workers. That cost a cache-line transfer between the cores at every spawn and
+/// every task end, a cost of this benchmark rather than of any queue (the paper's Java tasks
+/// hold plain references, and the `--orders` contenders pay nothing of the kind); without it
+/// every policy ran 512 about 15 % faster here (issue 9, eleventh session).
+#[derive(Clone, Copy)]
+struct Operands {
+    problem: *const Problem,
+    product: *const AtomicU64,
+}
+
+// SAFETY: both point into data that `multiply` borrows or owns until `wait` has returned, and
+// `wait` returns only once every task of the request has ended (run or skipped; a skipped task's
+// closure is only dropped, which reads nothing). `Problem` is only read, the product's elements
+// are atomics.
+unsafe impl Send for Operands {}
+
+impl Operands {
+    /// The problem and element `k` of the product.
+    ///
+    /// # Safety
+    /// `k` < n², from a task of the request `multiply` waits for.
+    unsafe fn get<'a>(self, k: usize) -> (&'a Problem, &'a AtomicU64) {
+        // SAFETY: see `Operands` and the contract above.
+        unsafe { (&*self.problem, &*self.product.add(k)) }
+    }
+}
+
 /// One parallel multiply; returns the time and the product.
-fn multiply(rt: &Runtime, p: &Arc<Problem>, kind: TaskKind) -> Result<(Duration, Vec<f64>)> {
+fn multiply(rt: &Runtime, p: &Problem, kind: TaskKind) -> Result<(Duration, Vec<f64>)> {
     let n = p.n;
-    let c: Arc<Vec<AtomicU64>> = Arc::new((0..n * n).map(|_| AtomicU64::new(0)).collect());
-    let (p2, c2) = (p.clone(), c.clone());
+    let c: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
+    let ops = Operands {
+        problem: p,
+        product: c.as_ptr(),
+    };
     let t = Instant::now();
     rt.submit(move |cx| {
         for i in 0..n {
             for j in 0..n {
-                let (p, c) = (p2.clone(), c2.clone());
                 cx.spawn(kind, move |_| {
+                    // SAFETY: i, j < n, and `multiply` waits for this task.
+                    let (p, c) = unsafe { ops.get(i * n + j) };
                     // Relaxed: each element is written by one task; the request's completion
                     // orders all writes before `wait` returns.
-                    c[i * n + j].store(p.element(i, j).to_bits(), Ordering::Relaxed);
+                    c.store(p.element(i, j).to_bits(), Ordering::Relaxed);
                 });
             }
         }
     })
     .wait()?;
     let d = t.elapsed();
-    let out = Arc::try_unwrap(c)
-        .map_err(|_| anyhow::anyhow!("product still shared"))?
+    let out = c
         .into_iter()
         .map(|x| f64::from_bits(x.into_inner()))
         .collect();
@@ -214,14 +246,16 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     let threads = machine.pu_count();
     let bar = progress((sizes.len() * names.len()) as u64, "queues", cmd.json);
     let mut cells = Vec::new();
+    let mut probe = Probe::new();
     for &n in &sizes {
-        let p = Arc::new(Problem::new(n, n as u64));
+        let p = Problem::new(n, n as u64);
         bar.set_message(format!("n = {n}: sequential reference"));
         let reference = p.sequential();
         // Interleaved rounds: each round runs every contender once, in an order that rotates from
         // round to round, so that the contenders of a size are measured side by side.
         let mut times = vec![Vec::new(); names.len()];
         for round in 0..cmd.reps.max(1) {
+            probe.sample();
             for k in 0..names.len() {
                 let i = (k + round) % names.len();
                 let name = names[i];
@@ -290,6 +324,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     }
     if cmd.json {
         println!("{}", serde_json::to_string_pretty(&cells)?);
+        eprintln!("{}", probe.line());
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
@@ -328,6 +363,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
              behind the other's order loses nothing in its queues."
         )?;
     }
+    writeln!(out, "{}", probe.line())?;
     writeln!(out, "\nCSV:\n{}", csv.text())?;
     if let Some(path) = &cmd.csv {
         writeln!(out, "(written to {})", path.display())?;
@@ -370,7 +406,7 @@ mod tests {
     #[test]
     fn parallel_product_equals_sequential_for_every_policy() {
         let m = nearflow_topo::presets::build("e5310-smp").unwrap();
-        let p = Arc::new(Problem::new(37, 5));
+        let p = Problem::new(37, 5);
         let reference = p.sequential();
         // A naive triple loop agrees with the reference up to rounding.
         for i in 0..37 {
