@@ -13,6 +13,7 @@ use nearflow_rt::Pinning;
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
+use crate::bench::phase::Probe;
 use crate::bench::{median, progress};
 
 #[derive(Args, Debug, Clone)]
@@ -77,7 +78,7 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     // Interleaved rounds: each round runs every size once, in an order that rotates from round
     // to round, so that a size's share of the best is measured side by side with the best.
     let mut times = vec![Vec::new(); sizes.len()];
-    let mut probe = crate::bench::phase::Probe::new();
+    let mut probe = Probe::new();
     for round in 0..cmd.reps {
         probe.sample();
         for k in 0..sizes.len() {

@@ -4,12 +4,12 @@
 //! On the KVM guests this project runs on, the host moves between phases in which every timing
 //! changes together: in one, this probe's round trip between the guest's two vCPUs read about
 //! 45 ns and `bench queues` 512 took about 40 ms per policy; minutes later about 370 ns and
-//! 120–180 ms, with the policies in a different order (issue 9, eleventh session: the runtime's queues hand tasks
-//! between cores, so a policy that moves more lines per task loses more when a line costs four
-//! times as much). Interleaved rounds keep each ratio within one moment, but a reader still needs
-//! to know which moment a table comes from, and whether a run straddled two. The benches sample
-//! this round trip once per round and print its range beside their tables, with a warning when it
-//! moved by more than half during the run.
+//! 120–180 ms, with the policies in a different order (issue 9, eleventh session: the runtime's
+//! queues hand tasks between cores, so a policy that moves more lines per task loses more when a
+//! line costs several times as much). Interleaved rounds keep each ratio within one moment, but a
+//! reader still needs to know which moment a table comes from, and whether a run straddled two.
+//! The benches sample this round trip once per round and print its range beside their tables,
+//! with a warning when it moved by more than half during the run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -63,12 +63,18 @@ pub fn run(cmd: &PhaseCmd) -> anyhow::Result<()> {
 }
 
 /// Samples of the host's CPU-to-CPU round trip, taken between a bench's rounds.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Probe {
     /// The first two CPUs this process may run on; `None` with fewer than two.
     cpus: Option<[usize; 2]>,
     /// Nanoseconds per round trip, one per sample.
     samples: Vec<f64>,
+}
+
+impl Default for Probe {
+    fn default() -> Probe {
+        Probe::new()
+    }
 }
 
 impl Probe {
@@ -151,20 +157,10 @@ fn first_two_cpus() -> Option<[usize; 2]> {
     Some([cpus.next()?, cpus.next()?])
 }
 
-/// Binds the calling thread to `cpu`.
-fn bind(cpu: usize) -> bool {
-    // SAFETY: as above; `cpu` < CPU_SETSIZE (it came from a mask of that size).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
 /// Nanoseconds per round trip of one cache line between two threads bound to `cpus`, over
 /// [`TRIPS`] round trips after a first untimed one: each thread in turn waits for the other's
-/// value and answers with the next. `None` if a thread
-/// could not be bound or the sample took longer than [`GIVE_UP`].
+/// value and answers with the next. `None` if a thread could not be bound or the sample took
+/// longer than [`GIVE_UP`].
 fn round_trip_ns(cpus: [usize; 2]) -> Option<f64> {
     let word = CachePadded::new(AtomicU64::new(0));
     let deadline = Instant::now() + GIVE_UP;
@@ -172,7 +168,7 @@ fn round_trip_ns(cpus: [usize; 2]) -> Option<f64> {
     // `mine + 1`. The first times its round trips 1..=TRIPS (the 0th meets the other thread's
     // start). Returns the time, or `None` if it gave up.
     let play = |cpu: usize, first: bool| -> Option<Duration> {
-        if !bind(cpu) {
+        if nearflow_alloc::placement::pin_to_cpu(cpu).is_err() {
             word.store(u64::MAX, Ordering::Relaxed);
             return None;
         }
