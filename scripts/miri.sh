@@ -22,5 +22,8 @@ MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks -Zmiri-permissive-provenance 
 # The queues' own tests: the deferred queue's lock-free inbox with three producers.
 MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
   cargo +nightly miri test -p nearflow-rt --lib queue::tests "$@"
+# The task blocks' recycling (crates/rt/src/task.rs): a task's block reused, sent to its owner,
+# freed past the caps; tasks dropped unrun. Leaks are checked here (no crossbeam-epoch involved).
+MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p nearflow-rt --lib task::tests "$@"
 MIRIFLAGS="-Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
   cargo +nightly miri test -p nearflow-alloc --lib core_tests "$@"

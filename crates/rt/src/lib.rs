@@ -71,6 +71,7 @@ mod sleep;
 #[cfg(feature = "stress")]
 pub mod stress;
 mod sync;
+mod task;
 mod trace;
 mod worker;
 

@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     /// Per worker: the deferred queue its deferred spawns always go to, if the policy names one
     /// (LAS: its group's), and its member index there (it pushes through its own ring).
     pub(crate) deferred_member: Vec<Option<(usize, usize)>>,
+    /// Per worker: the blocks of its tasks that other workers gave back (`task.rs`).
+    pub(crate) task_returns: Box<[CachePadded<crate::task::Returns>]>,
     /// Sleeping and waking (`sleep/README.md`).
     pub(crate) sleep: Sleep,
     /// Per-worker counters, written by their owner only.
@@ -94,6 +96,9 @@ impl Shared {
                 .map(|&m| DeferredQueue::with_members(m, crate::queue::RING_SLOTS))
                 .collect(),
             deferred_member,
+            task_returns: (0..workers)
+                .map(|_| CachePadded::new(crate::task::Returns::new()))
+                .collect(),
             sleep: Sleep::with_barriers(workers, policy.sleep().domains.len(), barriers),
             cells: (0..workers).map(|_| WorkerCells::new()).collect(),
             tickets: CachePadded::new(AtomicU64::new(0)),

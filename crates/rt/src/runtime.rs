@@ -19,8 +19,9 @@ use crate::registry::{bind, Shared};
 use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
+use crate::task::NO_HOME;
 use crate::trace::{self, TraceEvent};
-use crate::worker::{Task, TaskCx, WorkerLocal, NO_HOME};
+use crate::worker::{Task, TaskCx, WorkerLocal};
 
 /// Errors building a runtime.
 #[derive(Debug, thiserror::Error)]
@@ -266,6 +267,7 @@ impl Runtime {
                 let v = root(cx);
                 *lock(&out) = Some(v);
             },
+            None,
         );
         s.push_shared(q, task);
         s.notify(q);

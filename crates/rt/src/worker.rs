@@ -43,6 +43,8 @@ use crate::registry::Shared;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
+pub(crate) use crate::task::Task;
+use crate::task::{Head, TaskCache, NO_HOME};
 
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
 /// (rayon-core makes 32 before it gets sleepy). With 16, on the KVM guests of `docs/results.md`,
@@ -53,66 +55,6 @@ use crate::sync::{lock, Ordering};
 /// 1.27–1.32× and 0.85–0.87× with 64; with all five workloads, 32 rounds read 1.27–1.39× and
 /// 0.87–0.88×, 48 and 64 no better.
 const SEARCH_ROUNDS: usize = 32;
-
-/// A unit of work of a request: one allocation holding its request, its home and its closure,
-/// behind one fat pointer. Sixteen bytes, so a deque slot is half what a
-/// `(request, Box<dyn FnOnce>, home)` triple took, and `Option<Task>` comes back from a pop in
-/// two registers (the 32-byte triple came back through memory, and reading it stalled on store
-/// forwarding in every `find`, `perf annotate` of the chain workload).
-pub(crate) struct Task(Box<dyn Job>);
-
-/// What the runtime reads of a task.
-#[derive(Clone, Copy)]
-pub(crate) struct Head {
-    pub(crate) req: RequestRef,
-    /// The NUMA node of its data ([`Home`]), or [`NO_HOME`].
-    pub(crate) home: u32,
-}
-
-trait Job: Send {
-    fn head(&self) -> Head;
-    fn call(self: Box<Self>, cx: &TaskCx<'_>);
-}
-
-struct Closure<F> {
-    head: Head,
-    f: F,
-}
-
-impl<F: FnOnce(&TaskCx<'_>) + Send> Job for Closure<F> {
-    #[inline]
-    fn head(&self) -> Head {
-        self.head
-    }
-
-    fn call(self: Box<Self>, cx: &TaskCx<'_>) {
-        let Closure { f, .. } = *self;
-        f(cx)
-    }
-}
-
-impl Task {
-    /// A task of `req` running `f`.
-    #[inline]
-    pub(crate) fn new<F>(req: RequestRef, home: u32, f: F) -> Task
-    where
-        F: FnOnce(&TaskCx<'_>) + Send + 'static,
-    {
-        Task(Box::new(Closure {
-            head: Head { req, home },
-            f,
-        }))
-    }
-
-    /// Its request and home.
-    #[inline]
-    pub(crate) fn head(&self) -> Head {
-        self.0.head()
-    }
-}
-
-/// `Task::home` of a task without a data home.
-pub(crate) const NO_HOME: u32 = u32::MAX;
 
 /// The state a worker keeps to itself.
 pub(crate) struct WorkerLocal<'a> {
@@ -141,6 +83,8 @@ pub(crate) struct WorkerLocal<'a> {
     /// The deferred queue this worker is a member of, and its ring there (see
     /// `queue::DeferredQueue`, "Rings and inbox").
     own_deferred: Option<(usize, RefCell<Pusher>)>,
+    /// The blocks of the tasks this worker spawns and runs (`task.rs`, "Recycling").
+    cache: TaskCache<'a>,
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -225,7 +169,12 @@ impl TaskCx<'_> {
             Some(q) => q,
             None => me.queue_for(kind, self.req),
         };
-        let task = Task::new(self.req, home.map_or(NO_HOME, |h| h.node_index() as u32), f);
+        let task = Task::new(
+            self.req,
+            home.map_or(NO_HOME, |h| h.node_index() as u32),
+            f,
+            Some(&me.cache),
+        );
         me.push_and_wake(q, self.req, task);
     }
 
@@ -335,6 +284,7 @@ impl<'a> WorkerLocal<'a> {
                     .expect("each member's ring is claimed once, by its worker");
                 (q, RefCell::new(pusher))
             }),
+            cache: TaskCache::new(w, &shared.task_returns),
         }
     }
 
@@ -466,7 +416,7 @@ impl<'a> WorkerLocal<'a> {
                 self.label.set(crate::trace::NO_LABEL);
                 (t.now_ns(), crate::trace::thread_cpu_ns())
             });
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.0.call(&cx))) {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.run(&cx, &self.cache))) {
                 req.fail(payload);
             }
             if let (Some(t), Some((start_ns, cpu_start))) = (trace, start) {
