@@ -143,7 +143,7 @@ impl<T> ByRequest<T> {
 const EMPTY_KEPT: usize = 8;
 
 /// Slots of a member's ring: 512 pushes between two takes before the member sorts them itself
-/// (12 KiB per member with 16-byte tasks).
+/// (8 KiB per member: a slot holds a request id and an 8-byte task).
 pub(crate) const RING_SLOTS: usize = 512;
 
 impl<T> DeferredQueue<T> {

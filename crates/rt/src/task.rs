@@ -12,8 +12,9 @@
 //! Every task used to be a `Box`: a malloc on the spawning worker and a free on the worker that
 //! ran it. When one worker spawns and another runs, which is the normal case for deferred tasks,
 //! glibc takes the free on the runner's side and the malloc on the spawner's side through its
-//! arena, and malloc and free were 22–30 % of all samples of `bench queues` under every policy
-//! (`perf`, docs/results.md, "Issue 9, twelfth session").
+//! arena: malloc and free were 22 % of the samples of `bench queues` 512 under LAS, and 25–30 %
+//! under every policy in an earlier profile (`perf`, docs/results.md, "Issue 9, twelfth
+//! session").
 //!
 //! So each worker keeps the blocks of its tasks:
 //!
