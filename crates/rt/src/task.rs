@@ -27,7 +27,8 @@
 //!   - the owner takes its whole stack with one swap when its free list runs dry.
 //! - A worker keeps at most [`CAP`] blocks on its free list and lets at most about `CAP` wait on
 //!   its stack; beyond that blocks go back to the global allocator, so a burst of queued tasks
-//!   does not stay resident.
+//!   does not stay resident. With the batches not yet full (under `BATCH` blocks per other
+//!   worker), a worker holds at most 128 KiB plus 2 KiB per worker of the runtime.
 //! - Blocks are ordinary allocations of the global allocator, one by one, so any block can go
 //!   back to it from any thread: a task dropped without running (its request failed, the runtime
 //!   shut down) does exactly that, as does a worker's cache when the worker ends.
