@@ -85,6 +85,12 @@ pub(crate) struct WorkerLocal<'a> {
     own_deferred: Option<(usize, RefCell<Pusher>)>,
     /// The blocks of the tasks this worker spawns and runs (`task.rs`, "Recycling").
     cache: TaskCache<'a>,
+    /// Where its immediate and deferred spawns go (`Policy::place`), read here rather than
+    /// through the policy's tables on every spawn.
+    places: [Place; 2],
+    /// The sleep domains to wake after a push to its own local queue, when workers sleep by
+    /// domain (`Policy::wake_order`); likewise cached.
+    wake_local: Option<&'a [usize]>,
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -285,6 +291,12 @@ impl<'a> WorkerLocal<'a> {
                 (q, RefCell::new(pusher))
             }),
             cache: TaskCache::new(w, &shared.task_returns),
+            places: [
+                shared.policy.place(TaskKind::Immediate, w),
+                shared.policy.place(TaskKind::Deferred, w),
+            ],
+            wake_local: (shared.policy.sleep().scheme == SleepScheme::Domains)
+                .then(|| shared.policy.wake_order(QueueRef::Local(w))),
         }
     }
 
@@ -308,11 +320,28 @@ impl<'a> WorkerLocal<'a> {
     /// The queue of a task spawned by this worker, as the policy says. Decided before the task
     /// is built, so that the task goes from registers to its queue in one move (passing a built
     /// task by reference to here cost a store-forwarding stall on every spawn, `perf annotate`).
+    /// The common case, a fixed queue, is inlined into the spawn; the others are not.
+    #[inline]
     fn queue_for(&self, kind: TaskKind, req: RequestRef) -> QueueRef {
-        let shared = self.shared;
-        match shared.policy.place(kind, self.w) {
+        let place = match kind {
+            TaskKind::Immediate => self.places[0],
+            TaskKind::Deferred => self.places[1],
+        };
+        match place {
             Place::Queue(q) => q,
-            Place::RoundRobinShared { count } => QueueRef::Shared(shared.next_ticket() % count),
+            other => self.queue_drawn(other, req),
+        }
+    }
+
+    /// The queue of a place that is drawn per task.
+    #[cold]
+    #[inline(never)]
+    fn queue_drawn(&self, place: Place, req: RequestRef) -> QueueRef {
+        match place {
+            Place::Queue(q) => q,
+            Place::RoundRobinShared { count } => {
+                QueueRef::Shared(self.shared.next_ticket() % count)
+            }
             Place::RequestNode => QueueRef::Deferred(lock(&req.get().nodes).next_node()),
         }
     }
@@ -331,7 +360,11 @@ impl<'a> WorkerLocal<'a> {
             }
             (other, _) => shared.push_shared(other, task),
         }
-        if shared.notify(q) {
+        let woken = match (q, self.wake_local) {
+            (QueueRef::Local(_), Some(order)) => shared.sleep.wake(order),
+            _ => shared.notify(q),
+        };
+        if woken {
             bump_owned(&self.cells.wakes);
         }
     }
