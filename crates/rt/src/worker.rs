@@ -266,6 +266,12 @@ impl<'a> WorkerLocal<'a> {
                 .map(|p| p.rule),
             _ => None,
         };
+        let places = [
+            shared.policy.place(TaskKind::Immediate, w),
+            shared.policy.place(TaskKind::Deferred, w),
+        ];
+        // Only a policy whose spawns go to local queues has wake orders for them.
+        let has_local = places.contains(&Place::Queue(QueueRef::Local(w)));
         WorkerLocal {
             shared,
             w,
@@ -291,11 +297,8 @@ impl<'a> WorkerLocal<'a> {
                 (q, RefCell::new(pusher))
             }),
             cache: TaskCache::new(w, &shared.task_returns),
-            places: [
-                shared.policy.place(TaskKind::Immediate, w),
-                shared.policy.place(TaskKind::Deferred, w),
-            ],
-            wake_local: (shared.policy.sleep().scheme == SleepScheme::Domains)
+            places,
+            wake_local: (has_local && shared.policy.sleep().scheme == SleepScheme::Domains)
                 .then(|| shared.policy.wake_order(QueueRef::Local(w))),
         }
     }
