@@ -486,7 +486,7 @@ mod tests {
     /// The count, the lock and the first request's deque share one 64-byte line (see `Hot`).
     #[test]
     fn hot_part_fits_one_line() {
-        assert!(std::mem::size_of::<Hot<crate::worker::Task>>() <= 64);
+        assert!(std::mem::size_of::<Hot<crate::task::Task>>() <= 64);
     }
 
     /// A ring that fills is sorted by its producer, and the youngest task is still the last

@@ -16,8 +16,8 @@ use crate::queue::{DeferredQueue, SharedQueue};
 use crate::request::RequestInner;
 use crate::sleep::Sleep;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
+use crate::task::Task;
 use crate::trace;
-use crate::worker::Task;
 
 /// State shared by all workers and the submitting threads. Every field is immutable after
 /// construction or synchronises itself, except `synced`.

@@ -19,9 +19,10 @@ use crate::registry::{bind, Shared};
 use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
+use crate::task::Task;
 use crate::task::NO_HOME;
 use crate::trace::{self, TraceEvent};
-use crate::worker::{Task, TaskCx, WorkerLocal};
+use crate::worker::{TaskCx, WorkerLocal};
 
 /// Errors building a runtime.
 #[derive(Debug, thiserror::Error)]

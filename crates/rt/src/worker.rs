@@ -43,8 +43,7 @@ use crate::registry::Shared;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
-pub(crate) use crate::task::Task;
-use crate::task::{Head, TaskCache, NO_HOME};
+use crate::task::{Head, Task, TaskCache, NO_HOME};
 
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
 /// (rayon-core makes 32 before it gets sleepy). With 16, on the KVM guests of `docs/results.md`,
