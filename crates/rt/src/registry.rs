@@ -16,7 +16,7 @@ use crate::queue::{DeferredQueue, SharedQueue};
 use crate::request::RequestInner;
 use crate::sleep::Sleep;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
-use crate::task::Task;
+use crate::task::{Returns, Task};
 use crate::trace;
 
 /// State shared by all workers and the submitting threads. Every field is immutable after
@@ -34,7 +34,7 @@ pub(crate) struct Shared {
     /// (LAS: its group's), and its member index there (it pushes through its own ring).
     pub(crate) deferred_member: Vec<Option<(usize, usize)>>,
     /// Per worker: the blocks of its tasks that other workers gave back (`task.rs`).
-    pub(crate) task_returns: Box<[CachePadded<crate::task::Returns>]>,
+    pub(crate) task_returns: Box<[CachePadded<Returns>]>,
     /// Sleeping and waking (`sleep/README.md`).
     pub(crate) sleep: Sleep,
     /// Per-worker counters, written by their owner only.
@@ -97,7 +97,7 @@ impl Shared {
                 .collect(),
             deferred_member,
             task_returns: (0..workers)
-                .map(|_| CachePadded::new(crate::task::Returns::new()))
+                .map(|_| CachePadded::new(Returns::new()))
                 .collect(),
             sleep: Sleep::with_barriers(workers, policy.sleep().domains.len(), barriers),
             cells: (0..workers).map(|_| WorkerCells::new()).collect(),

@@ -19,8 +19,7 @@ use crate::registry::{bind, Shared};
 use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
-use crate::task::Task;
-use crate::task::NO_HOME;
+use crate::task::{Task, NO_HOME};
 use crate::trace::{self, TraceEvent};
 use crate::worker::{TaskCx, WorkerLocal};
 
