@@ -290,6 +290,8 @@ fn bench_queues_orders_run_beside_the_policies() {
     let v = json(&[
         "bench",
         "queues",
+        "--synthetic",
+        "pack:1 [numa] l3:1 core:2 pu:1",
         "--sizes",
         "24",
         "--reps",
@@ -319,24 +321,42 @@ fn bench_queues_orders_run_beside_the_policies() {
     }
     // The one policy is the reference.
     assert_eq!(cells[0]["ratio_to_best"], 1.0, "{v}");
+    // LAS's own order on one core group is youngest-first, and it is divided by it per round;
+    // an order has no own order.
+    assert_eq!(cells[0]["own_order"], "order:youngest-first", "{v}");
+    assert!(
+        cells[0]["ratio_to_own_order"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    let [lo, hi] = [0, 1].map(|i| cells[0]["own_order_spread"][i].as_f64().unwrap());
+    assert!(lo <= hi, "{v}");
+    assert!(cells[1..].iter().all(|c| c["own_order"].is_null()), "{v}");
     // A list picks orders; `order:` may be written or not.
     let v = json(&[
         "bench",
         "queues",
+        "--synthetic",
+        "pack:1 [numa] l3:1 core:2 pu:1",
         "--sizes",
         "8",
         "--reps",
         "1",
         "--policies",
-        "nls",
+        "nls,las",
         "--orders",
         "order:blocks,youngest-first",
         "--json",
     ]);
     assert_eq!(
         contenders(&v),
-        ["nls", "order:blocks", "order:youngest-first"]
+        ["nls", "las", "order:blocks", "order:youngest-first"]
     );
+    // nls's own order (oldest-first) did not run: no ratio.
+    assert!(
+        v[0]["own_order"].is_null() && v[0]["ratio_to_own_order"].is_null(),
+        "{v}"
+    );
+    assert_eq!(v[1]["own_order"], "order:youngest-first", "{v}");
 }
 
 /// The contenders of a `bench queues --json` document, in order.

@@ -9,7 +9,10 @@
 //! `--warmup` untimed runs of the same cell, and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
 //! the check is exact. `--orders` adds contenders that compute the product on plain threads in
-//! the orders the policies produce, with no runtime ([`orders`]).
+//! the orders the policies produce, with no runtime ([`orders`]), and then a table of each
+//! policy's time over its own order's, round by round: what the runtime's queues add, apart from
+//! the order they impose (each policy's order is read from its placement and search,
+//! [`Order::of_policy`]).
 
 mod orders;
 
@@ -62,8 +65,9 @@ pub struct QueuesCmd {
     /// Also time the product on plain threads (one per PU of the machine), without the runtime,
     /// in the orders in which the policies hand out the elements: `youngest-first` (LAS rule 3
     /// with one request), `oldest-first` (central, NLS, FIFO+RR), `both-ends` (random
-    /// stealing), `blocks` (a static partition). They run in the same rounds as the policies.
-    /// Without a list, all four.
+    /// stealing), `blocks` (a static partition). They run in the same rounds as the policies,
+    /// and a last table divides each policy's time by its own order's, round by round. Without
+    /// a list, all four.
     #[arg(
         long,
         value_name = "ORDERS",
@@ -96,6 +100,13 @@ pub struct Cell {
     pub ratio_to_best: f64,
     /// 10th and 90th percentile of those per-round ratios.
     pub ratio_spread: [f64; 2],
+    /// A policy's own order (`order:…`, [`Order::of_policy`]) when that order ran too.
+    pub own_order: Option<String>,
+    /// Median over the rounds of (this policy's time / its own order's time, in the same round):
+    /// what the runtime adds to the cost of the order alone.
+    pub ratio_to_own_order: Option<f64>,
+    /// 10th and 90th percentile of those per-round ratios.
+    pub own_order_spread: Option<[f64; 2]>,
 }
 
 /// Row-major square matrices, B stored transposed so every dot product reads contiguously.
@@ -243,6 +254,17 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         .map(|p| p.name())
         .chain(orders.iter().map(|o| o.name()))
         .collect();
+    // Each policy's own order, if it is among the contenders: where in `names` it is.
+    let own_order: Vec<Option<usize>> = policies
+        .iter()
+        .map(|&k| {
+            let o = Order::of_policy(&nearflow_policy::Policy::new(k, &machine), kind)?;
+            orders
+                .iter()
+                .position(|&x| x == o)
+                .map(|i| policies.len() + i)
+        })
+        .collect();
     let threads = machine.pu_count();
     let bar = progress((sizes.len() * names.len()) as u64, "queues", cmd.json);
     let mut cells = Vec::new();
@@ -285,6 +307,19 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
             .min_by_key(|&i| medians[i])
             .context("no policy")?;
         let best: Vec<f64> = times[fastest].iter().map(Duration::as_secs_f64).collect();
+        // Per-round ratios of each policy to its own order, before `times` is emptied below.
+        let to_order: Vec<Option<(f64, [f64; 2])>> = (0..names.len())
+            .map(|i| {
+                let o = own_order.get(i).copied().flatten()?;
+                Some(summary(
+                    times[i]
+                        .iter()
+                        .zip(&times[o])
+                        .map(|(t, b)| t.as_secs_f64() / b.as_secs_f64())
+                        .collect(),
+                ))
+            })
+            .collect();
         for (i, &name) in names.iter().enumerate() {
             let (ratio_to_best, ratio_spread) = summary(
                 times[i]
@@ -294,6 +329,13 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                     .collect(),
             );
             cells.push(Cell {
+                own_order: own_order
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|o| names[o].to_string()),
+                ratio_to_own_order: to_order[i].map(|r| r.0),
+                own_order_spread: to_order[i].map(|r| r.1),
                 size: n,
                 policy: name.into(),
                 ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
@@ -362,6 +404,34 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
              thieves old); blocks a static partition. A policy as far behind another as its order is \
              behind the other's order loses nothing in its queues."
         )?;
+        if cells.iter().any(|c| c.ratio_to_own_order.is_some()) {
+            writeln!(
+                out,
+                "\nWhat the runtime adds to its policy's own order: time / the time of that order on plain \
+                 threads, per round: median [10th–90th percentile] (the order read from the policy's \
+                 placement and search; – where it is none of the orders, or was not run)"
+            )?;
+            let policy_names = &names[..policies.len()];
+            table(
+                &mut out,
+                &sizes,
+                policy_names,
+                &cells,
+                widest.max(18),
+                |c| match (&c.own_order, c.ratio_to_own_order, c.own_order_spread) {
+                    (Some(_), Some(r), Some([lo, hi])) => format!("{r:.2} [{lo:.2}–{hi:.2}]"),
+                    _ => "–".into(),
+                },
+            )?;
+            let owns: Vec<String> = policy_names
+                .iter()
+                .filter_map(|&p| {
+                    let c = cells.iter().find(|c| c.policy == p)?;
+                    Some(format!("{p} → {}", c.own_order.as_deref()?))
+                })
+                .collect();
+            writeln!(out, "(own orders: {})", owns.join(", "))?;
+        }
     }
     writeln!(out, "{}", probe.line())?;
     writeln!(out, "\nCSV:\n{}", csv.text())?;

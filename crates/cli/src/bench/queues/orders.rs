@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use crossbeam_utils::CachePadded;
+use nearflow_policy::{End, Place, Policy, QueueRef, Step, Take, TaskKind};
 
 use super::Problem;
 
@@ -56,6 +57,56 @@ impl Order {
             Order::Blocks => "order:blocks",
         }
     }
+
+    /// The order in which `policy`'s workers get the element tasks when one worker spawns them
+    /// all as `kind` tasks of one request, read from the policy itself rather than from a list:
+    /// the queue a spawn of that kind goes to, and the end that each worker's first probe of
+    /// that queue takes (a take by request reads, with one request, as its end). `None` where
+    /// that is none of the orders: a queue drawn per task (per-thread's round robin, Bobox's
+    /// request nodes), a worker that never probes the queue, a mix the orders do not have (LAS
+    /// on several core groups: the spawner's group takes young, the other groups old by rule 4),
+    /// or an order that depends on which worker spawns.
+    pub fn of_policy(policy: &Policy, kind: TaskKind) -> Option<Order> {
+        let workers = policy.workers();
+        let mut found = None;
+        for spawner in 0..workers {
+            let Place::Queue(q) = policy.place(kind, spawner) else {
+                return None;
+            };
+            let young: Vec<bool> = (0..workers)
+                .map(|w| takes_young(policy.search(w), q))
+                .collect::<Option<_>>()?;
+            let order = if young.iter().all(|&y| y) {
+                Order::YoungestFirst
+            } else if young.iter().all(|&y| !y) {
+                Order::OldestFirst
+            } else if young.iter().enumerate().all(|(w, &y)| y == (w == spawner)) {
+                Order::BothEnds
+            } else {
+                return None;
+            };
+            if found.is_some_and(|f| f != order) {
+                return None;
+            }
+            found = Some(order);
+        }
+        found
+    }
+}
+
+/// Whether the first probe of `q` in `search` takes its youngest task (`None`: no probe of it).
+fn takes_young(search: &[Step], q: QueueRef) -> Option<bool> {
+    let p = search
+        .iter()
+        .flat_map(Step::probes)
+        .find(|p| p.queue == q)?;
+    Some(match p.take {
+        Take::Plain(End::Youngest) | Take::OldestRequestYoungest => true,
+        Take::Plain(End::Oldest)
+        | Take::SecondOldestRequestOldest
+        | Take::LastRequestOldest
+        | Take::OldestRequestOldest => false,
+    })
 }
 
 impl FromStr for Order {
@@ -169,6 +220,40 @@ pub(super) fn multiply(p: &Problem, order: Order, threads: usize) -> Result<(Dur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The orders the policies are documented with (the module's doc and `--orders`' help),
+    /// read from the policies themselves.
+    #[test]
+    fn each_policy_gets_the_order_its_rules_give() {
+        use nearflow_policy::PolicyKind;
+        let host_like = nearflow_topo::from_synthetic("pack:1 l3:1 l2:2 core:1 pu:1").unwrap();
+        let order = |k: PolicyKind, m: &nearflow_topo::Machine, kind: TaskKind| {
+            Order::of_policy(&Policy::new(k, m), kind)
+        };
+        let d = TaskKind::Deferred;
+        assert_eq!(
+            order(PolicyKind::Las, &host_like, d),
+            Some(Order::YoungestFirst)
+        );
+        for k in [PolicyKind::Central, PolicyKind::Nls, PolicyKind::FifoRr] {
+            assert_eq!(order(k, &host_like, d), Some(Order::OldestFirst), "{k}");
+        }
+        assert_eq!(
+            order(PolicyKind::RandomSteal, &host_like, d),
+            Some(Order::BothEnds)
+        );
+        // Dealt round robin to per-thread queues: none of the orders.
+        assert_eq!(order(PolicyKind::PerThread, &host_like, d), None);
+        // Immediate spawns: LAS's spawner takes its own queue's youngest, its group mate the
+        // oldest (rule 2).
+        assert_eq!(
+            order(PolicyKind::Las, &host_like, TaskKind::Immediate),
+            Some(Order::BothEnds)
+        );
+        // LAS on two core groups: the other group takes the oldest by rule 4, a mix.
+        let two_groups = nearflow_topo::from_synthetic("pack:2 l3:1 core:2 pu:1").unwrap();
+        assert_eq!(order(PolicyKind::Las, &two_groups, d), None);
+    }
 
     #[test]
     fn a_span_hands_out_every_index_once_from_both_ends() {
