@@ -242,8 +242,10 @@ mod tests {
             order(PolicyKind::RandomSteal, &host_like, d),
             Some(Order::BothEnds)
         );
-        // Dealt round robin to per-thread queues: none of the orders.
+        // Dealt round robin to per-thread queues, or to a request's nodes in turn (Bobox):
+        // none of the orders.
         assert_eq!(order(PolicyKind::PerThread, &host_like, d), None);
+        assert_eq!(order(PolicyKind::Bobox2011, &host_like, d), None);
         // Immediate spawns: LAS's spawner takes its own queue's youngest, its group mate the
         // oldest (rule 2).
         assert_eq!(
