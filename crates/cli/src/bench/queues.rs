@@ -254,11 +254,12 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         .map(|p| p.name())
         .chain(orders.iter().map(|o| o.name()))
         .collect();
-    // Each policy's own order, if it is among the contenders: where in `names` it is.
-    let own_order: Vec<Option<usize>> = policies
+    // Each policy's own order, read from the runtime that runs it, if that order is among the
+    // contenders: where in `names` it is.
+    let own_order: Vec<Option<usize>> = runtimes
         .iter()
-        .map(|&k| {
-            let o = Order::of_policy(&nearflow_policy::Policy::new(k, &machine), kind)?;
+        .map(|rt| {
+            let o = Order::of_policy(rt.policy(), kind)?;
             orders
                 .iter()
                 .position(|&x| x == o)
@@ -308,16 +309,17 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
             .context("no policy")?;
         let best: Vec<f64> = times[fastest].iter().map(Duration::as_secs_f64).collect();
         // Per-round ratios of each policy to its own order, before `times` is emptied below.
-        let to_order: Vec<Option<(f64, [f64; 2])>> = (0..names.len())
+        let to_order: Vec<Option<(usize, f64, [f64; 2])>> = (0..names.len())
             .map(|i| {
                 let o = own_order.get(i).copied().flatten()?;
-                Some(summary(
+                let (ratio, spread) = summary(
                     times[i]
                         .iter()
                         .zip(&times[o])
                         .map(|(t, b)| t.as_secs_f64() / b.as_secs_f64())
                         .collect(),
-                ))
+                );
+                Some((o, ratio, spread))
             })
             .collect();
         for (i, &name) in names.iter().enumerate() {
@@ -329,13 +331,9 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                     .collect(),
             );
             cells.push(Cell {
-                own_order: own_order
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .map(|o| names[o].to_string()),
-                ratio_to_own_order: to_order[i].map(|r| r.0),
-                own_order_spread: to_order[i].map(|r| r.1),
+                own_order: to_order[i].map(|(o, ..)| names[o].to_string()),
+                ratio_to_own_order: to_order[i].map(|(_, r, _)| r),
+                own_order_spread: to_order[i].map(|(.., spread)| spread),
                 size: n,
                 policy: name.into(),
                 ms: median(std::mem::take(&mut times[i])).as_secs_f64() * 1e3,
