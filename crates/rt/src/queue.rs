@@ -84,8 +84,14 @@ impl<T> SharedQueue<T> {
 /// the line. A member whose ring is full takes the lock and sorts everything itself, then pushes.
 ///
 /// A deque that drains stays in place (a fan-out drains and refills its request's deque
-/// constantly); empty entries are skipped when choosing a request and pruned once more than
-/// [`EMPTY_KEPT`] entries have gathered.
+/// constantly); empty entries are skipped when choosing a request, and pruned when a new
+/// request's first task arrives or once more than [`EMPTY_KEPT`] entries have gathered. Pruning
+/// when a request arrives keeps the live requests first and, when one is left, inline in the hot
+/// line: kept until the eighth request, the drained entries of earlier requests had moved the
+/// entries to the heap and put the live deque behind them, one more cache line passed between
+/// the takers at every take (each run of `bench queues` is a new request on the same runtime:
+/// LAS 1.11–1.16× the fastest policy at 512 before, 1.00–1.03× after; docs/results.md, "Issue 9,
+/// fourteenth session").
 pub(crate) struct DeferredQueue<T> {
     inbox: Injector<(RequestId, T)>,
     /// One per member, in member order.
@@ -121,10 +127,15 @@ impl<T> ByRequest<T> {
         }
     }
     /// The deque of `request`, created if needed.
+    ///
+    /// A new entry first clears out the empty ones, so that the requests still queued stay
+    /// first and, when one is left, inline in the queue's hot line.
     fn deque(&mut self, request: RequestId) -> &mut VecDeque<T> {
         let i = match self.find(request) {
             Ok(i) => i,
-            Err(i) => {
+            Err(_) => {
+                self.prune();
+                let i = self.find(request).unwrap_err();
                 self.entries.insert(i, (request, VecDeque::new()));
                 i
             }
@@ -134,12 +145,19 @@ impl<T> ByRequest<T> {
     /// Notes that entry `i` may have become empty.
     fn drained(&mut self, i: usize) {
         if self.entries.len() > EMPTY_KEPT && self.entries[i].1.is_empty() {
-            self.entries.retain(|e| !e.1.is_empty());
+            self.prune();
+        }
+    }
+    /// Drops the empty entries, and moves the one left, if so, back inline.
+    fn prune(&mut self) {
+        self.entries.retain(|e| !e.1.is_empty());
+        if self.entries.len() <= self.entries.inline_size() {
+            self.entries.shrink_to_fit();
         }
     }
 }
 
-/// Entries (empty ones included) kept before empty ones are pruned.
+/// Entries (empty ones included) kept before empty ones are pruned, while no new request comes.
 const EMPTY_KEPT: usize = 8;
 
 /// Slots of a member's ring: 512 pushes between two takes before the member sorts them itself
@@ -487,6 +505,44 @@ mod tests {
     #[test]
     fn hot_part_fits_one_line() {
         assert!(std::mem::size_of::<Hot<crate::task::Task>>() <= 64);
+    }
+
+    /// Requests that come one after another on one queue (a runtime's successive requests)
+    /// leave no drained entry behind, and the live one stays inline in the hot line; two live
+    /// requests move to the heap, and come back inline once the older has drained and a new one
+    /// arrives. Before, drained entries were kept up to [`EMPTY_KEPT`], and the entries stayed on
+    /// the heap from the second request on.
+    #[test]
+    fn a_new_request_prunes_the_drained_ones() {
+        let q = DeferredQueue::new();
+        let inline = |q: &DeferredQueue<u64>| {
+            let v = q.hot.by_request.lock();
+            (v.entries.len(), v.entries.spilled())
+        };
+        for r in 1..=2 * EMPTY_KEPT as u64 {
+            q.push(r, 10 * r);
+            q.push(r, 10 * r + 1);
+            assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(10 * r + 1));
+            assert_eq!(inline(&q), (1, false), "request {r}");
+            assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(10 * r));
+        }
+        // Two live requests: on the heap, in request order.
+        q.push(101, 1);
+        q.push(102, 2);
+        q.push(102, 3);
+        assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(1));
+        assert_eq!(inline(&q), (2, true));
+        // 101 has drained; a third request prunes it, and 102 is still taken first.
+        q.push(103, 4);
+        assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(3));
+        assert_eq!(inline(&q), (2, true));
+        assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(2));
+        assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(4));
+        // Both drained: the next request is back inline.
+        q.push(104, 5);
+        assert_eq!(q.take(Take::OldestRequestYoungest, None), Some(5));
+        assert_eq!(inline(&q), (1, false));
+        assert!(q.is_empty());
     }
 
     /// A ring that fills is sorted by its producer, and the youngest task is still the last
