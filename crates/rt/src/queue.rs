@@ -90,8 +90,8 @@ impl<T> SharedQueue<T> {
 /// line: kept until the eighth request, the drained entries of earlier requests had moved the
 /// entries to the heap and put the live deque behind them, one more cache line passed between
 /// the takers at every take (each run of `bench queues` is a new request on the same runtime:
-/// LAS 1.11–1.16× the fastest policy at 512 before, 1.00–1.03× after; docs/results.md, "Issue 9,
-/// fourteenth session").
+/// LAS 1.11–1.16× the fastest of LAS, central and NLS at 512 before, 1.00–1.03× after;
+/// docs/results.md, "Issue 9, fourteenth session").
 pub(crate) struct DeferredQueue<T> {
     inbox: Injector<(RequestId, T)>,
     /// One per member, in member order.
