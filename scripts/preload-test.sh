@@ -50,3 +50,13 @@ got=$(LD_PRELOAD="$lib" sort -n -S 64M "$tmp/shuf" | sha256sum)
 LD_PRELOAD="$lib" gzip -c "$tmp/shuf" | LD_PRELOAD="$lib" gzip -dc | cmp -s - "$tmp/shuf" \
   || { echo "preload: gzip round trip differs" >&2; exit 1; }
 echo "preload: sort -n of 300,000 lines and a gzip round trip: same output"
+
+# The C allocator contract (scripts/malloc-contract.c): huge sizes, errno, alignments, calloc,
+# the same on glibc and under the library, line for line.
+cc -O1 -Wall -Wno-use-after-free -Wno-alloc-size-larger-than -o "$tmp/contract" scripts/malloc-contract.c
+"$tmp/contract" > "$tmp/contract.glibc"
+LD_PRELOAD="$lib" "$tmp/contract" > "$tmp/contract.nearflow" \
+  || { echo "preload: the contract program failed under the library (exit $?)" >&2; exit 1; }
+diff "$tmp/contract.glibc" "$tmp/contract.nearflow" >&2 \
+  || { echo "preload: the C allocator contract differs from glibc's (above: < glibc, > nearflow)" >&2; exit 1; }
+echo "preload: the C allocator contract: $(wc -l < "$tmp/contract.glibc") calls answer as glibc's do"

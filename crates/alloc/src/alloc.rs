@@ -90,7 +90,7 @@ impl Allocator {
         let node = match heap {
             // SAFETY: this thread holds its local allocator; `node` is atomic.
             Some(h) => unsafe {
-                if let Some(sb) = (*h.as_ptr()).large.take(c) {
+                if let Some(sb) = (*h.as_ptr()).large.take_fit(c) {
                     return self.hand_out_large(sb);
                 }
                 (*h.as_ptr()).node.load(Ordering::Relaxed) as usize
@@ -101,6 +101,7 @@ impl Allocator {
             return self.hand_out_large(sb.as_ptr());
         }
         let len = HEADER + self.large.size(c);
+        self.nodes[node].evict_large(self, len);
         match node::fresh(self, node, len, Placement::FirstTouch, Kind::Large, false) {
             Ok(sb) => {
                 // SAFETY: a fresh header of ours.

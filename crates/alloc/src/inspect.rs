@@ -96,6 +96,7 @@ impl Allocator {
             purges: ld(&c.purges),
             large_mapped: ld(&c.large_mapped),
             large_cached: self.nodes.iter().map(|n| n.cached_large()).sum(),
+            large_evicted: ld(&c.large_evicted),
             ..Stats::default()
         };
         for n in &self.nodes {

@@ -348,4 +348,53 @@ mod core_tests {
         }
         assert_eq!(a.stats().large_blocks, 0);
     }
+
+    /// Issue 40, item 10: a cached large block serves a smaller request (it is resident
+    /// already), and a miss unmaps the cached blocks that could not serve it, beyond the
+    /// node's reserve, before mapping a new one.
+    #[test]
+    fn large_blocks_serve_smaller_requests_and_a_miss_evicts() {
+        let a = Allocator::new(Config {
+            purge_delay_ms: u32::MAX,
+            ..tiny_config()
+        })
+        .unwrap();
+        let (small, big) = (3 << 10, 15 << 10);
+        let p = a.alloc(big);
+        // SAFETY: ours.
+        unsafe { a.free(p) };
+        let mapped = a.stats().large_mapped;
+        let q = a.alloc(small);
+        assert_eq!(q, p, "the thread's larger block serves a smaller request");
+        assert_eq!(a.stats().large_mapped, mapped);
+        let foreign = |ps: Vec<usize>| {
+            std::thread::spawn(move || {
+                for p in ps {
+                    // SAFETY: blocks handed to this thread: foreign frees, to the node's cache.
+                    unsafe { a.free(p as *mut u8) };
+                }
+            })
+            .join()
+            .unwrap()
+        };
+        foreign(vec![q as usize]);
+        assert_eq!(a.stats().large_cached, 1);
+        let r = a.alloc(small);
+        assert_eq!(r, p, "the node's larger block serves a smaller request");
+        // Small blocks in the node's cache cannot serve a big request: the miss unmaps them
+        // (the reserve is 0) before it maps one.
+        let smalls: Vec<usize> = (0..4).map(|_| a.alloc(small) as usize).collect();
+        foreign(smalls);
+        assert_eq!(a.stats().large_cached, 4);
+        let big2 = a.alloc(big);
+        assert!(a.owns(big2));
+        assert_eq!(a.stats().large_cached, 0);
+        assert_eq!(a.stats().large_evicted, 4);
+        assert!(a.check_nodes());
+        // SAFETY: ours.
+        unsafe {
+            a.free(r);
+            a.free(big2);
+        }
+    }
 }

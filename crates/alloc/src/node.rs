@@ -29,7 +29,7 @@ use core::ptr::{self, NonNull};
 use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::large::MAX_LARGE;
+use crate::large::{MAX_LARGE, STRETCH};
 use crate::os::{self, OsError};
 use crate::superblock::{Kind, Superblock, HEADER, NOT_QUEUED};
 
@@ -89,6 +89,32 @@ impl Stack {
             prev = p;
             p = unsafe { (*p).next };
             seen += 1;
+        }
+        self.pop()
+    }
+
+    /// Bytes of the members that are not purged (resident, or backed when written).
+    fn resident(&self) -> usize {
+        let (mut n, mut p) = (0, self.head);
+        // SAFETY (the loop): stack members are live mappings owned by the stack; the purged
+        // ones form a suffix.
+        while !p.is_null() && unsafe { !(*p).purged } {
+            unsafe {
+                n += (*p).len;
+                p = (*p).next;
+            }
+        }
+        n
+    }
+
+    /// The head, if it is not purged.
+    ///
+    /// # Safety
+    /// Under the node's lock.
+    unsafe fn pop_resident(&mut self) -> Option<NonNull<Superblock>> {
+        // SAFETY: stack members are live mappings owned by the stack.
+        if self.head.is_null() || unsafe { (*self.head).purged } {
+            return None;
         }
         self.pop()
     }
@@ -277,14 +303,55 @@ impl SuperblockAllocator {
         None
     }
 
-    /// The most recently released large block of class `c`, if the node has one.
+    /// The most recently released large block of class `c`, else of the smallest larger class
+    /// the node has (up to `STRETCH` above).
     pub(crate) fn take_large(&self, a: &crate::Allocator, c: usize) -> Option<NonNull<Superblock>> {
         let mut cache = self.lock();
-        let sb = cache.large[c].pop()?;
+        let sb = (c..(c + STRETCH + 1).min(MAX_LARGE)).find_map(|k| cache.large[k].pop())?;
         // SAFETY: now ours alone.
         unsafe { (*sb.as_ptr()).purged = false };
         cache.maybe_sweep(a, &a.cfg, os::now_ms());
         Some(sb)
+    }
+
+    /// Before a new large block of `need` bytes is mapped (a miss, `large.rs`): unmaps cached
+    /// large blocks until the resident ones plus `need` fit `node_reserve_bytes`, taking each
+    /// class's most recently freed (resident) blocks first. Returns how many it unmapped. The
+    /// unmapping happens after the lock is released.
+    pub(crate) fn evict_large(&self, a: &crate::Allocator, need: usize) -> usize {
+        let mut victims: *mut Superblock = ptr::null_mut();
+        {
+            let mut cache = self.lock();
+            let resident: usize = cache.large.iter().map(Stack::resident).sum();
+            let mut over = (resident + need).saturating_sub(a.cfg.node_reserve_bytes);
+            for stack in cache.large.iter_mut() {
+                while over > 0 {
+                    // SAFETY (the block): stack members are live mappings owned by the stack.
+                    let Some(sb) = (unsafe { stack.pop_resident() }) else {
+                        break;
+                    };
+                    // SAFETY: popped, ours alone; `next` links the victims.
+                    unsafe {
+                        over = over.saturating_sub((*sb.as_ptr()).len);
+                        (*sb.as_ptr()).next = victims;
+                    }
+                    victims = sb.as_ptr();
+                }
+            }
+        }
+        let mut n = 0;
+        while let Some(sb) = NonNull::new(victims) {
+            // SAFETY: a victim taken out of the cache above: nobody else holds it.
+            unsafe {
+                victims = (*sb.as_ptr()).next;
+                destroy(a, sb);
+            }
+            n += 1;
+        }
+        if n > 0 {
+            crate::stats::count(&a.stats.large_evicted, n);
+        }
+        n
     }
 
     /// Keeps a freed large block of class `c` for reuse.
@@ -355,7 +422,11 @@ pub(crate) fn fresh(
     kind: Kind,
     touch: bool,
 ) -> Result<NonNull<Superblock>, OsError> {
-    let base = os::map(size)?;
+    let base = if kind == Kind::Large {
+        os::map_block(size)?
+    } else {
+        os::map(size)?
+    };
     if placement == Placement::Bind {
         if let Err(e) = os::bind(base, size, node) {
             // SAFETY: our fresh mapping, unused.

@@ -22,11 +22,36 @@ pub(crate) enum OsError {
     Node(i32),
 }
 
-/// Maps `len` bytes (a multiple of [`PAGE`]) of zeroed memory starting on a [`GRANULE`] boundary.
-#[cfg(not(miri))]
+/// The largest mapping asked of the OS: C's `PTRDIFF_MAX` less the alignment slack, as glibc
+/// refuses any request above `PTRDIFF_MAX` (a block larger than that could not be indexed).
+pub const MAX_MAP: usize = isize::MAX as usize - GRANULE;
+
+/// Maps `len` bytes (a multiple of [`PAGE`]) of zeroed memory starting on a [`GRANULE`]
+/// boundary, with `MAP_NORESERVE`: for the allocator's own structures and superblocks, which are
+/// backed page by page as they are used.
 pub(crate) fn map(len: usize) -> Result<NonNull<u8>, OsError> {
+    map_with(len, true)
+}
+
+/// As [`map`], for a block handed to a program (the large tier): without `MAP_NORESERVE`, so the
+/// kernel's overcommit policy judges it as it judges glibc's `mmap` of a large block, and a
+/// request larger than the machine can back (64 TiB on a 24 GiB machine, say) is refused here
+/// instead of succeeding and failing at first touch.
+pub(crate) fn map_block(len: usize) -> Result<NonNull<u8>, OsError> {
+    map_with(len, false)
+}
+
+#[cfg(not(miri))]
+fn map_with(len: usize, noreserve: bool) -> Result<NonNull<u8>, OsError> {
     debug_assert!(len % PAGE == 0 && len > 0);
+    // A length near `usize::MAX` would wrap here (issue 40: `malloc(SIZE_MAX - 1 MiB)` mapped a
+    // few pages and the program wrote past them).
+    if len > MAX_MAP {
+        return Err(OsError::NoMemory);
+    }
     let over = len + GRANULE;
+    let flags =
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if noreserve { libc::MAP_NORESERVE } else { 0 };
     // SAFETY: an anonymous private mapping at an address of the kernel's choice; no existing
     // memory is affected.
     let p = unsafe {
@@ -34,7 +59,7 @@ pub(crate) fn map(len: usize) -> Result<NonNull<u8>, OsError> {
             ptr::null_mut(),
             over,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            flags,
             -1,
             0,
         )
@@ -70,8 +95,11 @@ pub(crate) unsafe fn unmap(p: NonNull<u8>, len: usize) {
 }
 
 #[cfg(miri)]
-pub(crate) fn map(len: usize) -> Result<NonNull<u8>, OsError> {
+fn map_with(len: usize, _noreserve: bool) -> Result<NonNull<u8>, OsError> {
     use std::alloc::{GlobalAlloc, Layout, System};
+    if len > MAX_MAP {
+        return Err(OsError::NoMemory);
+    }
     let layout = Layout::from_size_align(len, GRANULE).map_err(|_| OsError::NoMemory)?;
     // SAFETY: the layout has a non-zero size.
     NonNull::new(unsafe { System.alloc_zeroed(layout) }).ok_or(OsError::NoMemory)

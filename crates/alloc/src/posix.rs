@@ -16,9 +16,12 @@ impl Allocator {
             return sys::calloc(n, size);
         }
         let p = self.alloc(total);
-        if !p.is_null() {
-            // SAFETY: `total` bytes were just allocated. (Reused blocks hold old data, fresh
-            // large mappings are zero already but the write is cheap next to the mapping.)
+        // Above the large tier every block is a fresh mapping, zero already: writing it would
+        // back every page (issue 40: a `calloc` of a huge product was OOM-killed where glibc,
+        // which also skips the write for fresh mappings, returns lazily zeroed memory).
+        let fresh = self.class_for(total).is_none() && self.large.class_of(total).is_none();
+        if !p.is_null() && !fresh {
+            // SAFETY: `total` bytes were just allocated; reused blocks hold old data.
             unsafe { p.write_bytes(0, total) };
         }
         p

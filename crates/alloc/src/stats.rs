@@ -16,6 +16,7 @@ pub(crate) struct Counters {
     pub(crate) reclaims: AtomicUsize,
     pub(crate) purges: AtomicUsize,
     pub(crate) large_mapped: AtomicUsize,
+    pub(crate) large_evicted: AtomicUsize,
 }
 
 impl Counters {
@@ -31,6 +32,7 @@ impl Counters {
             reclaims: AtomicUsize::new(0),
             purges: AtomicUsize::new(0),
             large_mapped: AtomicUsize::new(0),
+            large_evicted: AtomicUsize::new(0),
         }
     }
 }
@@ -80,6 +82,8 @@ pub struct Stats {
     pub large_mapped: usize,
     /// Large blocks kept for reuse in the nodes' caches (thread caches not included).
     pub large_cached: usize,
+    /// Cached large blocks unmapped to make room for a new one (`large.rs`, eviction on a miss).
+    pub large_evicted: usize,
     /// Blocks of the sub-allocators handed out and not yet freed to their owner (blocks waiting
     /// in a recollection bin count as used).
     pub used_blocks: usize,

@@ -19,6 +19,12 @@
 //! - `pipeline`: a chain of stages like the dataflow engine's: each stage receives a packet,
 //!   allocates its output packet, writes it, frees the input (made by the previous stage) and
 //!   passes the output on, over bounded channels of 4.
+//! - `large-churn`: blocks of 1–25 MiB (uniform), at most 500 MiB live in all: the threads
+//!   share 20 slots and each replaces a random one of its own per step (issue 40: the large
+//!   tier had kept freed blocks of every size it had seen, 1.35 GB resident for 500 MiB live).
+//! - `producer-consumer`: 64 KiB blocks from producer threads to consumer threads, one block
+//!   at a time over bounded channels of 1,024 (every free foreign, at most about 64 MiB live per
+//!   pair).
 //!
 //! Multi-thread patterns draw sizes log-uniformly from 8–512 KiB, write one byte per 4 KiB page
 //! of each block, and report wall-clock ns per operation (one malloc+free; one packet for the
@@ -71,7 +77,14 @@ pub const LATENCY_SIZES: [usize; 10] = [
 ];
 
 /// Patterns that run threads.
-pub const MT_PATTERNS: [&str; 4] = ["larson", "xmalloc", "cache-scratch", "pipeline"];
+pub const MT_PATTERNS: [&str; 6] = [
+    "larson",
+    "xmalloc",
+    "cache-scratch",
+    "pipeline",
+    "large-churn",
+    "producer-consumer",
+];
 
 const MIN: usize = 8 << 10;
 const MAX: usize = 512 << 10;
@@ -125,7 +138,7 @@ pub fn main(allocator: &str) -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!("allocbench-{allocator}: {e}");
-            eprintln!("usage: allocbench-{allocator} --pattern latency|larson|xmalloc|cache-scratch|pipeline [--threads N] [--scale F]");
+            eprintln!("usage: allocbench-{allocator} --pattern latency|larson|xmalloc|cache-scratch|pipeline|large-churn|producer-consumer [--threads N] [--scale F]");
             return ExitCode::from(2);
         }
     };
@@ -145,16 +158,18 @@ pub fn main(allocator: &str) -> ExitCode {
 fn run(allocator: &str, o: &Opts) -> Vec<Measurement> {
     let n = |base: f64| ((base * o.scale) as u64).max(64);
     reset_peak_rss();
-    let mt = |pattern: &str, ops: u64, ns: f64| Measurement {
-        allocator: allocator.into(),
-        pattern: pattern.into(),
-        size: MAX,
-        size_min: MIN,
-        ns_per_op: ns,
-        peak_rss_bytes: Some(peak_rss()),
-        threads: o.threads,
-        ops,
-    };
+    let mt_sized =
+        |pattern: &str, ops: u64, ns: f64, (size_min, size): (usize, usize)| Measurement {
+            allocator: allocator.into(),
+            pattern: pattern.into(),
+            size,
+            size_min,
+            ns_per_op: ns,
+            peak_rss_bytes: Some(peak_rss()),
+            threads: o.threads,
+            ops,
+        };
+    let mt = |pattern: &str, ops: u64, ns: f64| mt_sized(pattern, ops, ns, (MIN, MAX));
     match o.pattern.as_str() {
         "latency" => latency(allocator, n(100_000.0)),
         "larson" => {
@@ -173,6 +188,14 @@ fn run(allocator: &str, o: &Opts) -> Vec<Measurement> {
         "pipeline" => {
             let (ops, ns) = pipeline(o.threads, n(200_000.0));
             vec![mt("pipeline", ops, ns)]
+        }
+        "large-churn" => {
+            let (ops, ns) = large_churn(o.threads, n(2_000.0));
+            vec![mt_sized("large-churn", ops, ns, (LARGE_MIN, LARGE_MAX))]
+        }
+        "producer-consumer" => {
+            let (ops, ns) = producer_consumer(o.threads, n(200_000.0));
+            vec![mt_sized("producer-consumer", ops, ns, (PC_SIZE, PC_SIZE))]
         }
         _ => unreachable!("checked in parse"),
     }
@@ -465,6 +488,75 @@ fn pipeline(threads: usize, packets: u64) -> (u64, f64) {
         h.join().expect("pipeline stage");
     }
     (packets, t.elapsed().as_nanos() as f64 / packets as f64)
+}
+
+const LARGE_MIN: usize = 1 << 20;
+const LARGE_MAX: usize = 25 << 20;
+/// Slots of `large-churn`, over all threads: at most 20 × 25 MiB = 500 MiB live.
+const LARGE_SLOTS: usize = 20;
+const PC_SIZE: usize = 64 << 10;
+const PC_QUEUE: usize = 1024;
+
+fn large_churn(threads: usize, steps: u64) -> (u64, f64) {
+    let t = Instant::now();
+    let threads = threads.min(LARGE_SLOTS);
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let slots = LARGE_SLOTS / threads + usize::from(i < LARGE_SLOTS % threads);
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x1a79e ^ (i as u64 + 1));
+                let mut live: Slots = Vec::with_capacity(slots);
+                for _ in 0..steps {
+                    if live.len() == slots {
+                        let k = (rng.next() % slots as u64) as usize;
+                        let (p, s) = live.swap_remove(k);
+                        // SAFETY: a live block of this thread.
+                        unsafe { put(p as *mut u8, s) };
+                    }
+                    let s = LARGE_MIN + (rng.next() as usize) % (LARGE_MAX - LARGE_MIN + 1);
+                    let p = get(s);
+                    touch_pages(p, s);
+                    live.push((p as usize, s));
+                }
+                for (p, s) in live {
+                    // SAFETY: as above.
+                    unsafe { put(p as *mut u8, s) };
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("large-churn thread");
+    }
+    let ops = threads as u64 * steps;
+    (ops, t.elapsed().as_nanos() as f64 / ops as f64)
+}
+
+fn producer_consumer(threads: usize, blocks: u64) -> (u64, f64) {
+    let pairs = (threads / 2).max(1);
+    let t = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..pairs {
+        let (tx, rx) = mpsc::sync_channel::<usize>(PC_QUEUE);
+        handles.push(std::thread::spawn(move || {
+            for _ in 0..blocks {
+                let p = get(PC_SIZE);
+                touch_pages(p, PC_SIZE);
+                tx.send(p as usize).expect("consumer");
+            }
+        }));
+        handles.push(std::thread::spawn(move || {
+            for p in rx {
+                // SAFETY: the producer's block, handed over.
+                unsafe { put(p as *mut u8, PC_SIZE) };
+            }
+        }));
+    }
+    for h in handles {
+        h.join().expect("producer-consumer thread");
+    }
+    let ops = pairs as u64 * blocks;
+    (ops, t.elapsed().as_nanos() as f64 / ops as f64)
 }
 
 /// Resets this process's RSS high-water mark to its current RSS (Linux ≥ 4.0: writing 5 to

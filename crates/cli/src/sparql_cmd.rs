@@ -170,17 +170,20 @@ pub fn source_store(machine: &nearflow_topo::Machine, src: &Source, quiet: bool)
 }
 
 pub fn load(cmd: &LoadCmd) -> Result<()> {
+    snapshot::check_target(&cmd.save, &cmd.files)?;
     let machine = cmd.topo.load()?;
     let store = load_files(&machine, &cmd.files, cmd.quiet)?;
     let t = Instant::now();
     snapshot::save(&store, &cmd.save)?;
-    let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
-    eprintln!(
-        "saved {} ({:.1} MiB) in {:.2} s",
-        cmd.save.display(),
-        size as f64 / (1 << 20) as f64,
-        t.elapsed().as_secs_f64()
-    );
+    if !cmd.quiet {
+        let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
+        eprintln!(
+            "saved {} ({:.1} MiB) in {:.2} s",
+            cmd.save.display(),
+            size as f64 / (1 << 20) as f64,
+            t.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
 }
 

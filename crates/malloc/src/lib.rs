@@ -26,9 +26,32 @@
 //! one superblock, touched in full, per block size it uses: smaller superblocks mean a smaller
 //! resident set for programs that use many sizes from many threads.
 
+//! The C contract, as glibc keeps it (checked by `scripts/malloc-contract.c`, which runs with
+//! and without this library and must print the same): a failed allocation returns null with
+//! `errno` set to `ENOMEM` (and `realloc` leaves the old block alone); a size above
+//! `PTRDIFF_MAX`, or one the kernel's overcommit policy will not back, fails instead of
+//! crashing or succeeding on paper; `memalign` and `aligned_alloc` take an alignment up to 16
+//! as plain `malloc`, round one that is not a power of two up to the next, and refuse one above
+//! `SIZE_MAX / 2 + 1` with `EINVAL`; `posix_memalign` returns `EINVAL` for an alignment that is
+//! not a power of two multiple of `sizeof(void *)`.
+
 use core::ffi::c_void;
 
 use nearflow_alloc::GLOBAL;
+
+/// Sets `errno`.
+fn set_errno(e: i32) {
+    // SAFETY: the calling thread's errno location is always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `p`, with `errno = ENOMEM` when it is null.
+fn or_enomem(p: *mut u8) -> *mut c_void {
+    if p.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    p.cast()
+}
 
 /// C `malloc`.
 ///
@@ -36,7 +59,7 @@ use nearflow_alloc::GLOBAL;
 /// Callable from C with any size.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    GLOBAL.alloc(size).cast()
+    or_enomem(GLOBAL.alloc(size))
 }
 
 /// C `free`.
@@ -55,7 +78,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 /// Callable from C with any sizes.
 #[no_mangle]
 pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    GLOBAL.calloc(n, size).cast()
+    or_enomem(GLOBAL.calloc(n, size))
 }
 
 /// C `realloc`.
@@ -65,7 +88,12 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: by the C contract of `realloc`.
-    unsafe { GLOBAL.realloc(p.cast(), size).cast() }
+    let q = unsafe { GLOBAL.realloc(p.cast(), size) };
+    // `realloc(p, 0)` frees `p` and returns null without an error.
+    if q.is_null() && (size != 0 || p.is_null()) {
+        set_errno(libc::ENOMEM);
+    }
+    q.cast()
 }
 
 /// POSIX `posix_memalign`.
@@ -79,6 +107,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     }
     let p = GLOBAL.alloc_aligned(size, align);
     if p.is_null() {
+        // errno is left as it was: posix_memalign reports through its result.
         return libc::ENOMEM;
     }
     // SAFETY: by the C contract, `out` is writable.
@@ -86,13 +115,26 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     0
 }
 
-/// C11 `aligned_alloc`.
+/// C11 `aligned_alloc`: glibc 2.36 (Debian 12) makes it the same function as `memalign`.
 ///
 /// # Safety
 /// Callable from C with any arguments.
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    GLOBAL.alloc_aligned(size, align).cast()
+    // SAFETY: callable with any arguments.
+    unsafe { memalign(align, size) }
+}
+
+/// The alignment `memalign` gives for `align`, as glibc's: at least 16 (plain `malloc`), the
+/// next power of two for one that is not; None above `SIZE_MAX / 2 + 1`.
+fn memalign_alignment(align: usize) -> Option<usize> {
+    if align <= 16 {
+        Some(16)
+    } else if align > usize::MAX / 2 + 1 {
+        None
+    } else {
+        Some(align.next_power_of_two())
+    }
 }
 
 /// Legacy `memalign`.
@@ -101,7 +143,13 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 /// Callable from C with any arguments.
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    GLOBAL.alloc_aligned(size, align).cast()
+    match memalign_alignment(align) {
+        Some(a) => or_enomem(GLOBAL.alloc_aligned(size, a)),
+        None => {
+            set_errno(libc::EINVAL);
+            core::ptr::null_mut()
+        }
+    }
 }
 
 /// GNU `malloc_usable_size`.
@@ -161,5 +209,24 @@ impl core::fmt::Write for StackBuf {
         self.b[self.n..self.n + k].copy_from_slice(&s.as_bytes()[..k]);
         self.n += k;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memalign_alignment;
+
+    #[test]
+    fn memalign_alignments_are_glibcs() {
+        assert_eq!(memalign_alignment(0), Some(16));
+        assert_eq!(memalign_alignment(3), Some(16));
+        assert_eq!(memalign_alignment(16), Some(16));
+        assert_eq!(memalign_alignment(17), Some(32));
+        assert_eq!(memalign_alignment(4096), Some(4096));
+        assert_eq!(
+            memalign_alignment(usize::MAX / 2 + 1),
+            Some(usize::MAX / 2 + 1)
+        );
+        assert_eq!(memalign_alignment(usize::MAX / 2 + 2), None);
     }
 }

@@ -135,6 +135,9 @@ impl RequestNodes {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeLoad {
     pub node: usize,
+    /// Threads of the node (workers whose PUs it holds); 0 for a node without CPUs, or one
+    /// that shares its CPUs with another node that the model gave them to.
+    pub threads: usize,
     /// Threads of the node that are asleep.
     pub idle_threads: usize,
     /// Tasks queued on the node (deferred of its requests and immediate of its threads).
@@ -176,6 +179,11 @@ pub enum Balance {
 /// §5.2: with an overloaded node (the one with most queued tasks) and a partially idle node (the
 /// one with most idle threads), move the overloaded node's newest request that is not shared, or,
 /// when it evaluates a single request, share that request with the idle node.
+///
+/// Beyond §5.2, which assumes every node has CPUs: a node without threads that holds tasks
+/// (none should: [`choose_node`] never picks one) has its newest request moved, never shared,
+/// since a share only sends the request's *new* tasks elsewhere and the queued ones would wait
+/// forever (issue 40: stress on `pack:2 [numa] [numa] core:2 pu:2` stalled).
 pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
     let from = loads
         .iter()
@@ -185,6 +193,14 @@ pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
         .iter()
         .filter(|l| l.partially_idle())
         .max_by_key(|l| (l.idle_threads, std::cmp::Reverse(l.node)))?;
+    if from.threads == 0 {
+        let &(request, _) = from.requests.last()?;
+        return Some(Balance::Move {
+            request,
+            from: from.node,
+            to: to.node,
+        });
+    }
     if from.requests.len() >= 2 {
         if let Some(&(request, _)) = from.requests.iter().rev().find(|(_, shared)| !shared) {
             return Some(Balance::Move {
@@ -206,10 +222,13 @@ pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
 }
 
 /// §5.1: the node with the most free resources — most idle threads, then most free memory (when
-/// known), then fewest requests; ties go to the lowest node.
+/// known), then fewest requests; ties go to the lowest node. Only nodes with threads count: a
+/// node without CPUs has no idle thread, but also the fewest requests, and won every tie while
+/// all threads were busy, so its requests waited for the balancer.
 pub fn choose_node(loads: &[NodeLoad]) -> usize {
     loads
         .iter()
+        .filter(|l| l.threads > 0)
         .max_by_key(|l| {
             (
                 l.idle_threads,
@@ -230,11 +249,42 @@ mod tests {
     fn load(node: usize, idle: usize, queued: usize, requests: &[u64]) -> NodeLoad {
         NodeLoad {
             node,
+            threads: 4,
             idle_threads: idle,
             queued,
             requests: requests.iter().map(|&r| (r, false)).collect(),
             free_memory: None,
         }
+    }
+
+    /// Issue 40, item 4: a node without threads is never chosen for a request, even when it
+    /// has the fewest; one that holds tasks has its request moved, not shared.
+    #[test]
+    fn nodes_without_threads_get_no_requests_and_give_theirs_away() {
+        let cpuless = |node, queued, requests: &[u64]| NodeLoad {
+            threads: 0,
+            ..load(node, 0, queued, requests)
+        };
+        let loads = [
+            load(0, 0, 5, &[1, 2]),
+            cpuless(1, 0, &[]),
+            load(2, 0, 3, &[3]),
+        ];
+        assert_eq!(
+            choose_node(&loads),
+            2,
+            "node 1 has the fewest requests but no thread"
+        );
+        let loads = [load(0, 2, 0, &[1]), cpuless(1, 2, &[4])];
+        assert_eq!(
+            balance(&loads),
+            Some(Balance::Move {
+                request: 4,
+                from: 1,
+                to: 0
+            }),
+            "a share would leave the queued tasks where no thread runs them"
+        );
     }
 
     #[test]

@@ -12,8 +12,20 @@
 //! | 4 × triples × 9 | SPO, POS, OSP, each as three key columns |
 //! | 8 | a checksum of everything before it |
 //!
-//! A short file, a bad checksum, an id out of range or a permutation out of order is an error
-//! that names the file; nothing is half-opened.
+//! The checksum is FNV-1a over 8-byte little-endian words, section by section: the header, the
+//! arena, the end offsets and each of the nine key columns, each section's last word padded with
+//! zeros. It depends only on the bytes of each section, not on how a writer cuts them: a column
+//! is written partition by partition (one per NUMA node), read whole, and both give one sum.
+//!
+//! A short file, a bad checksum, an id out of range, a permutation out of order, or three
+//! permutations that do not hold the same triples is an error that names the file; nothing is
+//! half-opened. The permutations are compared by an order-independent hash of their triples
+//! (every row read once, in the pass that checks the order), so an SPO that disagrees with POS
+//! is refused instead of answering differently by access path.
+//!
+//! [`save`] writes a temporary file beside the target, syncs it, and renames it over the
+//! target, then syncs the directory: a kill or a full disk during the write leaves the previous
+//! snapshot whole, and the temporary file is removed on error.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -50,24 +62,114 @@ pub enum SnapshotError {
     /// Building the partitions failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The target may not be written (see [`check_target`]).
+    #[error("{path}: will not write a snapshot there: it {why}")]
+    Refused {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
 }
 
 /// A running checksum (FNV-1a over 8-byte words; enough to catch a damaged file, not a
-/// malicious one).
-struct Sum(u64);
+/// malicious one). Bytes are taken as they come and folded a word at a time; [`Sum::end`]
+/// closes a section, padding its last word, so a section summed in pieces of any length gives
+/// the same value as the section summed whole.
+struct Sum {
+    value: u64,
+    pending: [u8; 8],
+    filled: usize,
+}
 
 impl Sum {
-    fn add(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
+    fn new() -> Self {
+        Sum {
+            value: 0xcbf2_9ce4_8422_2325,
+            pending: [0; 8],
+            filled: 0,
+        }
+    }
+
+    fn word(&mut self, w: [u8; 8]) {
+        self.value = (self.value ^ u64::from_le_bytes(w)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+
+    fn add(&mut self, mut bytes: &[u8]) {
+        if self.filled > 0 {
+            let k = (8 - self.filled).min(bytes.len());
+            self.pending[self.filled..self.filled + k].copy_from_slice(&bytes[..k]);
+            self.filled += k;
+            bytes = &bytes[k..];
+            if self.filled < 8 {
+                return;
+            }
+            let w = self.pending;
+            self.word(w);
+            self.filled = 0;
+        }
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.word(c.try_into().expect("8 bytes"));
+        }
+        let rest = chunks.remainder();
+        self.pending[..rest.len()].copy_from_slice(rest);
+        self.filled = rest.len();
+    }
+
+    /// Ends a section: its last, partial word is padded with zeros.
+    fn end(&mut self) {
+        if self.filled > 0 {
             let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0 ^ u64::from_le_bytes(w)).wrapping_mul(0x0000_0100_0000_01b3);
+            w[..self.filled].copy_from_slice(&self.pending[..self.filled]);
+            self.word(w);
+            self.filled = 0;
         }
     }
 }
 
+/// An order-independent hash of a set of triples (a sum of a mix of each), so three
+/// permutations can be compared in one pass each. Distinct rows are guaranteed by the order
+/// check, so a sum of a good 64-bit mix is as strong as comparing the sets for damage; a file
+/// crafted to collide is not the threat a checksum guards against.
+fn triple_hash(t: [Id; 3]) -> u64 {
+    let mut x = (u64::from(t[0]) << 32 | u64::from(t[1])) ^ u64::from(t[2]).rotate_left(17);
+    // splitmix64's finaliser.
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The snapshot file, with room for at most `room` more bytes (unbounded outside tests, where
+/// a small room stands for a full disk).
+struct Capped {
+    file: File,
+    room: u64,
+}
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 && !buf.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left on device",
+            ));
+        }
+        let n = (buf.len() as u64).min(self.room) as usize;
+        let n = self.file.write(&buf[..n])?;
+        self.room -= n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
 struct W<'a> {
-    out: BufWriter<File>,
+    out: BufWriter<Capped>,
     sum: Sum,
     path: &'a Path,
 }
@@ -96,16 +198,98 @@ impl W<'_> {
     }
 }
 
-/// Writes `store` to `path`.
+/// Whether `target` may receive a snapshot built from `inputs`: it must not be one of them (a
+/// `load x.ttl --save x.ttl` would replace the data with its snapshot), and a file already
+/// there must be a snapshot (its magic number), so a typo cannot overwrite other data. Checked
+/// before loading, so the user does not wait for a refusal.
+pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotError> {
+    let refuse = |why: String| SnapshotError::Refused {
+        path: target.to_owned(),
+        why,
+    };
+    let Ok(meta) = std::fs::metadata(target) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    let same = |a: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(target)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if let Some(input) = inputs.iter().find(|i| same(i)) {
+        return Err(refuse(format!(
+            "is the input {}; save the snapshot under another name",
+            input.display()
+        )));
+    }
+    let mut magic = [0u8; 6];
+    let is_snapshot = File::open(target)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == MAGIC;
+    if !is_snapshot && meta.len() > 0 {
+        return Err(refuse(
+            "exists and is not a nearflow store snapshot; remove it or choose another name".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `store` to `path`, atomically: into a temporary file in the same directory, synced,
+/// then renamed over `path` (and the directory synced). On any error the temporary file is
+/// removed and whatever was at `path` before is untouched.
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
+    save_capped(store, path, u64::MAX)
+}
+
+fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotError> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
         source,
     };
-    let file = File::create(path).map_err(io)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io(std::io::Error::other("not a file name")))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|source| SnapshotError::Io {
+            path: tmp.clone(),
+            source,
+        })?;
+    let written = write_to(store, Capped { file, room }, &tmp).and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(io)?;
+        // The rename is durable once the directory is: a failure to sync it (some filesystems
+        // do not support it) leaves the file whole either way, so it is not an error.
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotError> {
+    let io = |source| SnapshotError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let mut w = W {
         out: BufWriter::with_capacity(1 << 20, file),
-        sum: Sum(0xcbf2_9ce4_8422_2325),
+        sum: Sum::new(),
         path,
     };
     let (bytes, ends) = store.dict().parts();
@@ -116,22 +300,27 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
         head.extend_from_slice(&n.to_le_bytes());
     }
     w.put(&head)?;
+    w.sum.end();
     w.put(bytes)?;
+    w.sum.end();
     let mut e = Vec::with_capacity(ends.len() * 8);
     for x in ends {
         e.extend_from_slice(&x.to_le_bytes());
     }
     w.put(&e)?;
+    w.sum.end();
     for order in Order::ALL {
         for c in 0..3 {
             for part in store.perm(order).partitions() {
                 w.u32s(&part.data.cols[c])?;
             }
+            w.sum.end();
         }
     }
-    let sum = w.sum.0;
+    let sum = w.sum.value;
     w.out.write_all(&sum.to_le_bytes()).map_err(io)?;
-    w.out.flush().map_err(io)?;
+    let file = w.out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.file.sync_all().map_err(io)?;
     Ok(())
 }
 
@@ -149,6 +338,7 @@ impl R<'_> {
         v.resize(n, 0);
         self.inp.read_exact(&mut v).map_err(|e| self.short(e))?;
         self.sum.add(&v);
+        self.sum.end();
         Ok(v)
     }
 
@@ -191,7 +381,7 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let file_len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
     let mut r = R {
         inp: BufReader::with_capacity(1 << 20, file),
-        sum: Sum(0xcbf2_9ce4_8422_2325),
+        sum: Sum::new(),
         path,
     };
     let head = r.take(32)?;
@@ -225,11 +415,14 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         .collect();
     let t = triples as usize;
     let mut perms: [[Vec<Id>; 3]; 3] = Default::default();
+    let mut hashes = [0u64; 3];
     for (o, order) in Order::ALL.iter().enumerate() {
         for col in perms[o].iter_mut() {
             *col = r.u32s(t)?;
         }
         let cols = &perms[o];
+        let pos = order.positions();
+        let mut h = 0u64;
         for i in 0..t {
             let key = [cols[0][i], cols[1][i], cols[2][i]];
             if key.iter().any(|&id| id == 0 || id as u64 > terms) {
@@ -238,14 +431,182 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
             if i > 0 && [cols[0][i - 1], cols[1][i - 1], cols[2][i - 1]] >= key {
                 return Err(r.invalid(format!("{} is not sorted at row {i}", order.name())));
             }
+            let mut spo = [0; 3];
+            for c in 0..3 {
+                spo[pos[c]] = key[c];
+            }
+            h = h.wrapping_add(triple_hash(spo));
         }
+        hashes[o] = h;
     }
-    let expect = r.sum.0;
+    let expect = r.sum.value;
     let mut tail = [0u8; 8];
     r.inp.read_exact(&mut tail).map_err(|e| r.short(e))?;
     if u64::from_le_bytes(tail) != expect {
         return Err(r.invalid("checksum mismatch (the file is damaged)".into()));
     }
+    for o in 1..3 {
+        if hashes[o] != hashes[0] {
+            return Err(r.invalid(format!(
+                "{} and {} do not hold the same triples",
+                Order::ALL[0].name(),
+                Order::ALL[o].name()
+            )));
+        }
+    }
     let dict = Dict::from_parts(bytes, ends).map_err(|why| r.invalid(why))?;
     Ok(Store::from_sorted(machine, dict, perms)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::term::TermRef;
+    use proptest::prelude::*;
+
+    fn dir(test: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("nearflow-snapshot-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A store of `n` distinct triples over seven terms of a dictionary of nine.
+    fn store(machine: &Machine, n: usize) -> Store {
+        let mut d = Dict::new();
+        let ids: Vec<Id> = (0..9)
+            .map(|i| d.intern(TermRef::Iri(&format!("http://t/{i}"))).unwrap())
+            .collect();
+        let triples = (0..n).map(|i| [ids[i % 7], ids[(i / 7) % 3], ids[(i / 21) % 7]]);
+        Store::build(machine, d, triples.collect()).unwrap()
+    }
+
+    fn all(s: &Store) -> Vec<[Id; 3]> {
+        let mut v = s.matches([None; 3]);
+        v.sort();
+        v
+    }
+
+    /// Issue 40, item 1: a snapshot written with one partition per NUMA node, with odd and
+    /// even row counts per partition, opens on machines of one, two and four nodes.
+    #[test]
+    fn a_snapshot_from_several_nodes_opens_anywhere() {
+        let d = dir("nodes");
+        let machines = [
+            nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap(),
+            nearflow_topo::from_synthetic("pack:4 [numa] core:1 pu:1").unwrap(),
+            nearflow_topo::from_synthetic("core:2 pu:1").unwrap(),
+        ];
+        for n in [0, 1, 2, 3, 5, 7, 63, 64, 65] {
+            for (i, m) in machines.iter().enumerate() {
+                let s = store(m, n);
+                let f = d.join(format!("s{n}-{i}.nfs"));
+                save(&s, &f).unwrap();
+                for other in &machines {
+                    let o = open(&f, other).unwrap_or_else(|e| panic!("{n} triples: {e}"));
+                    assert_eq!(all(&o), all(&s), "{n} triples, written on machine {i}");
+                }
+            }
+        }
+    }
+
+    /// Rewrites the checksum of a snapshot's bytes after a test changed them on purpose.
+    fn reseal(bytes: &mut [u8]) {
+        let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        let (terms, arena, triples) = (n(0) as usize, n(1) as usize, n(2) as usize);
+        let mut sections = vec![32, arena, terms * 8];
+        sections.extend([triples * 4; 9]);
+        let mut sum = Sum::new();
+        let mut at = 0;
+        for len in sections {
+            sum.add(&bytes[at..at + len]);
+            sum.end();
+            at += len;
+        }
+        bytes[at..at + 8].copy_from_slice(&sum.value.to_le_bytes());
+    }
+
+    /// Issue 40, item 3: a snapshot whose checksum holds but whose POS disagrees with SPO is
+    /// refused, saying so.
+    #[test]
+    fn permutations_that_disagree_are_refused() {
+        let d = dir("disagree");
+        let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+        let s = store(&m, 30);
+        let f = d.join("s.nfs");
+        save(&s, &f).unwrap();
+        let mut bytes = std::fs::read(&f).unwrap();
+        let mut copy = bytes.clone();
+        reseal(&mut copy);
+        assert_eq!(copy, bytes, "reseal recomputes the same checksum");
+        // POS's last row's subject (its third column), raised to the largest id: still sorted,
+        // still in range, but no longer a triple SPO holds.
+        let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        let (terms, arena, t) = (n(0) as usize, n(1) as usize, n(2) as usize);
+        let pos_s = 32 + arena + terms * 8 + 3 * t * 4 + 2 * t * 4;
+        let last = pos_s + (t - 1) * 4;
+        let old = u32::from_le_bytes(bytes[last..last + 4].try_into().unwrap());
+        assert!(old < terms as u32, "the test needs room to raise it");
+        bytes[last..last + 4].copy_from_slice(&(terms as u32).to_le_bytes());
+        reseal(&mut bytes);
+        std::fs::write(&f, &bytes).unwrap();
+        let e = open(&f, &m).unwrap_err().to_string();
+        assert!(
+            e.contains("SPO and POS do not hold the same triples"),
+            "{e}"
+        );
+    }
+
+    /// Issue 40, item 2: a write that fails part way (a full disk) leaves the previous snapshot
+    /// whole and no temporary file; a good write replaces it.
+    #[test]
+    fn a_failed_write_keeps_the_previous_snapshot() {
+        let d = dir("atomic");
+        let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+        let f = d.join("s.nfs");
+        let small = store(&m, 5);
+        save(&small, &f).unwrap();
+        let before = std::fs::read(&f).unwrap();
+        let big = store(&m, 100);
+        for room in [0, 10, 100, 1000] {
+            let e = save_capped(&big, &f, room).unwrap_err().to_string();
+            assert!(e.contains("no space left"), "{e}");
+            assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
+            let names: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["s.nfs"], "room {room}: no temporary file is left");
+        }
+        save(&big, &f).unwrap();
+        assert_eq!(all(&open(&f, &m).unwrap()), all(&big));
+        let e = save(&big, &d.join("no-such-dir/s.nfs"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no-such-dir"), "{e}");
+    }
+
+    proptest! {
+        /// The checksum of a section does not depend on how it is cut into pieces.
+        #[test]
+        fn a_section_sums_alike_in_any_pieces(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let mut whole = Sum::new();
+            whole.add(&bytes);
+            whole.end();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut pieces = Sum::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                pieces.add(&bytes[at..c]);
+                at = c;
+            }
+            pieces.end();
+            prop_assert_eq!(whole.value, pieces.value);
+        }
+    }
 }

@@ -181,6 +181,7 @@ impl Shared {
         let mut loads: Vec<NodeLoad> = (0..nodes)
             .map(|n| NodeLoad {
                 node: n,
+                threads: 0,
                 idle_threads: self.sleep.waiting(n).len(),
                 queued: self.deferred[n].len(),
                 requests: Vec::new(),
@@ -188,7 +189,9 @@ impl Shared {
             })
             .collect();
         for w in 0..self.policy.workers() {
-            loads[self.policy.node_of_worker(w)].queued += self.stealers[w].len();
+            let l = &mut loads[self.policy.node_of_worker(w)];
+            l.queued += self.stealers[w].len();
+            l.threads += 1;
         }
         for (id, req) in lock(&self.synced).in_flight.iter() {
             let nodes = lock(&req.nodes);

@@ -89,3 +89,19 @@ fn stress_single_request_many_tasks() {
         check(presets::build(name).unwrap(), name, 30_000, 1);
     }
 }
+
+/// Issue 40, item 4: NUMA nodes that share their CPUs with another node, and nodes without
+/// CPUs (KNL's memory-only MCDRAM, sub-NUMA clusters, CXL memory): hwloc attaches several
+/// nodes to one package, and the model gives each PU to one of them, so some nodes have no
+/// worker. No policy may place work where no worker can take it.
+#[test]
+fn stress_nodes_sharing_cpus_or_without_cpus() {
+    for shape in [
+        "pack:2 [numa] [numa] core:2 pu:2",
+        "[numa] pack:2 [numa] core:2 pu:1",
+        "pack:2 core:2 [numa] [numa] pu:2",
+    ] {
+        let m = nearflow_topo::from_synthetic(shape).unwrap();
+        check(m, shape, 40_000, 64);
+    }
+}

@@ -827,6 +827,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         let mut loads: Vec<NodeLoad> = (0..nodes)
             .map(|n| NodeLoad {
                 node: n,
+                threads: 0,
                 idle_threads: self.domains.get(n).map_or(0, |d| d.waiting.len()),
                 queued: self.deferred[n].values().map(VecDeque::len).sum(),
                 requests: Vec::new(),
@@ -834,8 +835,10 @@ impl<'a, D: Driver> Sim<'a, D> {
             })
             .collect();
         for w in 0..self.policy.workers() {
+            let l = &mut loads[self.policy.node_of_worker(w)];
+            l.threads += 1;
             if let Some(q) = self.locals.get(w) {
-                loads[self.policy.node_of_worker(w)].queued += q.len();
+                l.queued += q.len();
             }
         }
         for (r, nodes) in self.req_nodes.iter().enumerate() {

@@ -23,8 +23,12 @@ pub struct AllocCmd {
     /// Allocators (comma-separated): glibc, mimalloc, jemalloc, nearflow.
     #[arg(long, default_value = "glibc,mimalloc,jemalloc,nearflow")]
     pub allocators: String,
-    /// Patterns (comma-separated): latency, larson, xmalloc, cache-scratch, pipeline.
-    #[arg(long, default_value = "latency,larson,xmalloc,cache-scratch,pipeline")]
+    /// Patterns (comma-separated): latency, larson, xmalloc, cache-scratch, pipeline,
+    /// large-churn, producer-consumer.
+    #[arg(
+        long,
+        default_value = "latency,larson,xmalloc,cache-scratch,pipeline,large-churn,producer-consumer"
+    )]
     pub patterns: String,
     /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
     #[arg(long, default_value_t = 4)]
