@@ -18,6 +18,10 @@ echo "== cargo test (release: the stress tests count millions of tasks)"
 # PROPTEST_RNG_SEED (and PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261123}"
 cargo test --workspace --release
+echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL front end (crates/rdf/tests/fuzz.rs)"
+# Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
+# here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
+NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-rdf --test fuzz
 cargo build --release -q -p nearflow-cli -p nearflow-allocbench
 echo "== the examples (crates/apps/examples), each on a small input"
 cargo build --release -q -p nearflow-apps --examples

@@ -107,3 +107,128 @@ pub fn start_runtime(
     }
     Ok(rt)
 }
+
+/// A parser for an integer flag in `lo..=hi`: a value outside says the range, instead of a
+/// panic or a hang deep in the work (issue 40: `--tasks 18446744073709551615` failed with
+/// "capacity overflow"). Underscores are allowed (`1_000_000`).
+pub fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
+    T::Err: std::fmt::Display,
+{
+    move |s: &str| {
+        let v: T = s
+            .replace('_', "")
+            .parse()
+            .map_err(|e| format!("`{s}` is not a whole number in {lo}..={hi} ({e})"))?;
+        if v < lo || v > hi {
+            return Err(format!("{v} is out of range: give {lo}..={hi}"));
+        }
+        Ok(v)
+    }
+}
+
+/// A parser for a real-number flag in `lo..=hi` (finite).
+pub fn real_in(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let v: f64 = s
+            .parse()
+            .map_err(|e| format!("`{s}` is not a number ({e})"))?;
+        if !(v.is_finite() && v >= lo && v <= hi) {
+            return Err(format!("{s} is out of range: give {lo}..={hi}"));
+        }
+        Ok(v)
+    }
+}
+
+/// Parses a duration: a number of seconds (`30`, `1.5`) or with a unit (`250ms`, `30s`, `2m`,
+/// `1h`), more than 0 and at most a week.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 30, 1.5s, 250ms, 2m)"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => return Err(format!("`{other}` is not a unit of time (ms, s, m, h)")),
+    };
+    let secs = n * scale;
+    if !(secs > 0.0 && secs <= 7.0 * 86400.0) {
+        return Err(format!(
+            "{s} is out of range: give more than 0 and at most a week"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parses a size in bytes: a number with an optional unit, binary (`KiB`, `MiB`, `GiB`, `TiB`,
+/// or `K`, `M`, `G`, `T`) or decimal (`KB`, `MB`, `GB`, `TB`); at least 1 and at most 1 PiB.
+pub fn bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 512MiB, 2G, 1048576)"))?;
+    let scale: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "KiB" | "k" => 1024.0,
+        "M" | "MiB" => 1024.0 * 1024.0,
+        "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "T" | "TiB" => 1024f64.powi(4),
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "`{other}` is not a unit of size (KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    let v = n * scale;
+    if !(v >= 1.0 && v <= 1024f64.powi(5)) {
+        return Err(format!("{s} is out of range: give 1 byte to 1 PiB"));
+    }
+    Ok(v as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_units_and_refusals() {
+        let p = int_in(1u64, 1000);
+        assert_eq!(p("1_000"), Ok(1000));
+        assert!(p("0").unwrap_err().contains("1..=1000"));
+        assert!(p("18446744073709551615")
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(p("18446744073709551616")
+            .unwrap_err()
+            .contains("not a whole number"));
+        assert!(p("-1").is_err());
+        let r = real_in(0.0, 1.0);
+        assert_eq!(r("0.5"), Ok(0.5));
+        assert!(r("NaN").is_err() && r("inf").is_err() && r("2").is_err());
+        assert_eq!(duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+        assert_eq!(duration("2m"), Ok(std::time::Duration::from_secs(120)));
+        assert_eq!(duration("1.5"), Ok(std::time::Duration::from_millis(1500)));
+        assert!(duration("0").is_err() && duration("10y").is_err() && duration("1e400").is_err());
+        assert!(duration("99999999999999999999").is_err());
+        assert_eq!(bytes("2MiB"), Ok(2 << 20));
+        assert_eq!(bytes("1GB"), Ok(1_000_000_000));
+        assert_eq!(bytes("4096"), Ok(4096));
+        assert!(bytes("0").is_err() && bytes("2EiB").is_err() && bytes("9999999999T").is_err());
+    }
+}

@@ -21,7 +21,8 @@ pub enum GenCmd {
 #[derive(Args, Debug, Clone)]
 pub struct Sp2benchGen {
     /// Triples to generate (the last document is completed, so a few more).
-    #[arg(long)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long)]
     pub triples: u64,
     /// The file to write (`.gz`: gzip). Written to a temporary name first, renamed at the end.
     #[arg(long)]

@@ -39,16 +39,20 @@ pub struct MapCmd {
     #[arg(long, default_value = "small")]
     pub window: String,
     /// VWAP: generated ticks.
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
     pub ticks: u64,
     /// LOIS: generated samples (16 channels).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 1_000_000)]
     pub samples: u64,
     /// Packet size in bytes (default: half the L2 of the machine the plan runs on).
-    #[arg(long)]
+    /// Range: 64..=1 GiB.
+    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long)]
     pub packet_bytes: Option<usize>,
     /// Runs per mapping; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub repeat: usize,
     /// Measure in the simulator instead of on the host (SIMULATED).
     #[arg(long)]
@@ -57,7 +61,8 @@ pub struct MapCmd {
     #[arg(long)]
     pub no_measure: bool,
     /// Most mappings Exhaustive may measure (it reports how many there were).
-    #[arg(long, default_value_t = 200)]
+    /// Range: 1..=1e9.
+    #[arg(value_parser = crate::args::int_in(1usize, 1_000_000_000), long, default_value_t = 200)]
     pub max_exhaustive: usize,
     /// Use this profile (JSON, from --profile-out) instead of a profiling run.
     #[arg(long, value_name = "FILE")]
@@ -73,10 +78,12 @@ pub struct MapCmd {
     #[arg(long)]
     pub online: bool,
     /// --online: how often the monitor looks at the running profile.
-    #[arg(long, default_value_t = 50)]
+    /// Range: 1..=60000.
+    #[arg(value_parser = crate::args::int_in(1u64, 60_000), long, default_value_t = 50)]
     pub period_ms: u64,
     /// --online: move only when the predicted cost drops by more than this fraction.
-    #[arg(long, default_value_t = 0.10)]
+    /// Range: 0..=10.
+    #[arg(value_parser = crate::args::real_in(0.0, 10.0), long, default_value_t = 0.10)]
     pub margin: f64,
 }
 

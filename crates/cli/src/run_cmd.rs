@@ -41,7 +41,8 @@ pub struct Common {
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Packet size in bytes (default: half the L2 cache of the topology).
-    #[arg(long, value_name = "BYTES")]
+    /// Range: 64..=1 GiB.
+    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<usize>,
     /// Write a per-PU timeline of the run as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
@@ -63,19 +64,24 @@ pub struct VwapCmd {
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Replay the input this many times (sequence numbers continue).
-    #[arg(long, default_value_t = 1)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1u32, 1000), long, default_value_t = 1)]
     pub repeat: u32,
     /// Ticks to generate when there is no `--input`.
-    #[arg(long, default_value_t = 300_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 300_000)]
     pub ticks: u64,
     /// Branches the stream is split into by hash(ticker).
-    #[arg(long, default_value_t = 4)]
+    /// Range: 1..=64.
+    #[arg(value_parser = crate::args::int_in(1usize, 64), long, default_value_t = 4)]
     pub branches: usize,
     /// Sliding window, in trades per ticker.
-    #[arg(long, default_value_t = 5)]
+    /// Range: 1..=1e6.
+    #[arg(value_parser = crate::args::int_in(1usize, 1_000_000), long, default_value_t = 5)]
     pub window: usize,
     /// Bargains to list.
-    #[arg(long, default_value_t = 10)]
+    /// Range: 1..=1e6.
+    #[arg(value_parser = crate::args::int_in(1usize, 1_000_000), long, default_value_t = 10)]
     pub top: usize,
     /// Skip the comparison with the sequential reference.
     #[arg(long)]
@@ -87,7 +93,8 @@ pub struct PlanCmd {
     #[command(flatten)]
     pub common: Common,
     /// Rows per source of the generated plan.
-    #[arg(long, default_value_t = 200_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 200_000)]
     pub rows: u64,
 }
 

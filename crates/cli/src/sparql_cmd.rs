@@ -59,9 +59,17 @@ pub struct SparqlCmd {
     /// Print only the number of results.
     #[arg(long)]
     pub count: bool,
-    /// Degree of parallelism of the parallel operators (default: the machine's PUs).
-    #[arg(long)]
+    /// Degree of parallelism of the parallel operators, 1..=4096 (default: the machine's PUs).
+    #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
     pub dop: Option<usize>,
+    /// Stop the query after this long (e.g. 30s, 250ms, 2m): its tasks stop inside the
+    /// runtime and it fails with a clear message. No limit by default.
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// Stop the query when its operators (sorts, hash tables, DISTINCT) would hold more than
+    /// this (e.g. 512MiB, 2G). No limit by default.
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
+    pub memory_limit: Option<usize>,
     #[command(flatten)]
     pub topo: TopoArgs,
     /// Thread binding (only applied on the host).
@@ -195,12 +203,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     };
     let machine = cmd.topo.load()?;
     // Parse the query first: a syntax error should not wait for a load.
-    if let Err(e) = spargebra::SparqlParser::new().parse_query(&text) {
-        bail!(
-            "SPARQL syntax error: {}",
-            sparql::syntax_message(&text, &e.to_string())
-        );
-    }
+    sparql::parse(&text)?;
     let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
     let rt = build_runtime(
         machine,
@@ -213,6 +216,8 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         dop: cmd.dop,
         timing: cmd.explain,
         packet_bytes: None,
+        timeout: cmd.timeout,
+        memory_limit: cmd.memory_limit,
     };
     let q = sparql::prepare(&store, &text, &options)?;
     let started = Instant::now();
@@ -224,41 +229,55 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let batches = std::iter::from_fn(|| running.next_batch());
-    let n = match &q.form {
-        Form::Select(vars) => {
-            if cmd.count {
-                let n: usize = batches.map(|b| b.len()).sum();
-                writeln!(out, "{n}")?;
-                n as u64
-            } else {
-                results::write_solutions(&mut out, cmd.format, cx, vars, batches)?
-            }
-        }
-        Form::Ask => {
-            let yes = batches.map(|b| b.len()).sum::<usize>() > 0;
-            if cmd.count {
-                writeln!(out, "{}", u8::from(yes))?;
-            } else {
-                results::write_boolean(&mut out, cmd.format, yes)?;
-            }
-            u64::from(yes)
-        }
-        Form::Construct(_) => {
-            let batches: Vec<_> = batches.collect();
-            let triples = q.construct(&minted, batches.iter().flat_map(|b| b.iter()));
-            if cmd.count {
-                writeln!(out, "{}", triples.len())?;
-            } else {
-                results::write_graph(&mut out, &triples, cmd.turtle)?;
-            }
-            triples.len() as u64
-        }
-    };
-    out.flush()?;
-    drop(out);
+    // Only the streamed formats print before the query has ended: a count, an ASK, a table or
+    // a graph is printed once the run has succeeded, so a query stopped by --timeout or
+    // --memory-limit prints its error and no partial answer.
+    let streamed =
+        matches!(q.form, Form::Select(_)) && !cmd.count && cmd.format != results::Format::Table;
     let ran = running.request_id().is_some();
-    let stats = running.finish()?;
+    let (n, stats) = if streamed {
+        let Form::Select(vars) = &q.form else {
+            unreachable!("checked above")
+        };
+        let batches = std::iter::from_fn(|| running.next_batch());
+        let n = results::write_solutions(&mut out, cmd.format, cx, vars, batches)?;
+        out.flush()?;
+        (n, running.finish()?)
+    } else {
+        let batches: Vec<_> = std::iter::from_fn(|| running.next_batch()).collect();
+        let stats = running.finish()?;
+        let rows = batches.iter().map(|b| b.len()).sum::<usize>() as u64;
+        let n = match &q.form {
+            Form::Select(_) if cmd.count => {
+                writeln!(out, "{rows}")?;
+                rows
+            }
+            Form::Select(vars) => {
+                results::write_solutions(&mut out, cmd.format, cx, vars, batches.into_iter())?
+            }
+            Form::Ask => {
+                let yes = rows > 0;
+                if cmd.count {
+                    writeln!(out, "{}", u8::from(yes))?;
+                } else {
+                    results::write_boolean(&mut out, cmd.format, yes)?;
+                }
+                u64::from(yes)
+            }
+            Form::Construct(_) => {
+                let triples = q.construct(&minted, batches.iter().flat_map(|b| b.iter()));
+                if cmd.count {
+                    writeln!(out, "{}", triples.len())?;
+                } else {
+                    results::write_graph(&mut out, &triples, cmd.turtle)?;
+                }
+                triples.len() as u64
+            }
+        };
+        out.flush()?;
+        (n, stats)
+    };
+    drop(out);
     let took = started.elapsed();
     if cmd.explain {
         eprint!("{}", q.explain());

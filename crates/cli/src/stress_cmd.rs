@@ -21,19 +21,23 @@ pub struct StressCmd {
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Total tasks.
-    #[arg(long, default_value_t = 200_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 200_000)]
     pub tasks: u64,
     /// Concurrent requests.
-    #[arg(long, default_value_t = 64)]
+    /// Range: 1..=1e7.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000), long, default_value_t = 64)]
     pub requests: u64,
     /// Most children of one task.
-    #[arg(long, default_value_t = 8)]
+    /// Range: 1..=1024.
+    #[arg(value_parser = crate::args::int_in(1u32, 1024), long, default_value_t = 8)]
     pub fanout: u32,
     /// Seed of the DAG shapes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Seconds without progress while tasks are queued that count as a stall.
-    #[arg(long, default_value_t = 10)]
+    /// Range: 1..=86400.
+    #[arg(value_parser = crate::args::int_in(1u64, 86_400), long, default_value_t = 10)]
     pub stall_secs: u64,
     /// Print one JSON document.
     #[arg(long)]

@@ -43,7 +43,13 @@ pub fn run(cmd: &TopoCmd) -> Result<()> {
     Ok(())
 }
 
+/// Most PUs for which `--json` prints the PU × PU matrices (they grow with the square of the
+/// PU count: 8192 PUs took 6.8 GB); above, they are null and `pu_matrices` says why. The node
+/// matrices and the core groups carry the same information at that scale.
+pub const JSON_PU_MATRICES_MAX: usize = 256;
+
 pub fn to_json(m: &Machine) -> serde_json::Value {
+    let small = m.pu_count() <= JSON_PU_MATRICES_MAX;
     json!({
         "source": m.source(),
         "pus": m.pu_count(),
@@ -54,13 +60,16 @@ pub fn to_json(m: &Machine) -> serde_json::Value {
         "caches": m.caches(),
         "numa_matrix_raw": m.numa_raw(),
         "numa_hops": m.node_hops(),
-        "cache_distance": m.cache_distance_matrix().iter()
+        "pu_matrices": if small { json!("included") } else {
+            json!(format!("omitted: more than {JSON_PU_MATRICES_MAX} PUs (see numa_hops and core_groups)"))
+        },
+        "cache_distance": small.then(|| m.cache_distance_matrix().iter()
             .map(|r| r.iter().map(|d| match d {
                 nearflow_topo::CacheDistance::Level(l) => json!(l),
                 nearflow_topo::CacheDistance::Infinite => json!(null),
             }).collect::<Vec<_>>())
-            .collect::<Vec<_>>(),
-        "numa_distance": m.numa_distance_matrix(),
+            .collect::<Vec<_>>()),
+        "numa_distance": small.then(|| m.numa_distance_matrix()),
         "tree": m.tree().iter().map(|t| format!("{}{}", "  ".repeat(t.depth), t.label)).collect::<Vec<_>>(),
         "warnings": m.warnings(),
     })

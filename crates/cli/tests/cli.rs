@@ -77,7 +77,7 @@ fn bad_input_is_a_clear_error() {
     );
     fails_with(&["bench", "queues", "--sizes", "0"], "sizes must be");
     fails_with(&["bench", "queues", "--sizes", "12,abc"], "abc");
-    fails_with(&["bench", "overhead", "--fib", "90"], "at most 40");
+    fails_with(&["bench", "overhead", "--fib", "90"], "out of range");
     fails_with(&["bench", "overhead", "--barriers", "fence,nope"], "nope");
     fails_with(&["bench", "plans", "--warmup", "x"], "invalid");
     fails_with(
@@ -443,14 +443,8 @@ fn run_with_trace_writes_svg() {
 
 #[test]
 fn run_and_bench_reject_bad_input() {
-    fails_with(
-        &["run", "vwap", "--branches", "0"],
-        "--branches must be at least 1",
-    );
-    fails_with(
-        &["run", "vwap", "--window", "0"],
-        "--window must be at least 1",
-    );
+    fails_with(&["run", "vwap", "--branches", "0"], "out of range");
+    fails_with(&["run", "vwap", "--window", "0"], "out of range");
     fails_with(
         &["run", "vwap", "--input", "/no/such/file.csv"],
         "/no/such/file.csv",
@@ -469,8 +463,11 @@ fn run_and_bench_reject_bad_input() {
     fails_with(&["bench", "plans", "--grid", "2y2"], "not NxM");
     fails_with(&["bench", "plans", "--grid", "0x2"], "at least 1");
     fails_with(&["bench", "plans", "--policies", "las,nope"], "nope");
-    fails_with(&["bench", "packet-size", "--sizes-kib", "0"], "at least 1");
-    fails_with(&["run", "plan", "--rows", "0"], "--rows must be at least 1");
+    fails_with(
+        &["bench", "packet-size", "--sizes-kib", "0"],
+        "1..=1048576 KiB",
+    );
+    fails_with(&["run", "plan", "--rows", "0"], "out of range");
 }
 
 #[test]
@@ -628,10 +625,7 @@ fn bench_alloc_runs_every_allocator_and_refuses_bad_flags() {
         &["bench", "alloc", "--patterns", "larson,nope"],
         "unknown patterns entry",
     );
-    fails_with(
-        &["bench", "alloc", "--threads", "1"],
-        "--threads must be at least 2",
-    );
+    fails_with(&["bench", "alloc", "--threads", "1"], "out of range");
     fails_with(
         &["bench", "alloc", "--bin-dir", "/nonexistent"],
         "not found",
@@ -655,10 +649,11 @@ fn bench_alloc_runs_every_allocator_and_refuses_bad_flags() {
         "--json",
     ]);
     let ms = v["measurements"].as_array().unwrap();
-    // 4 allocators × (10 sizes × 2 latency patterns + 4 multi-thread patterns)
+    // 4 allocators × (10 sizes × 2 latency patterns + 6 multi-thread patterns)
     let sizes = nearflow_allocbench::LATENCY_SIZES.len();
     assert_eq!(sizes, 10);
-    assert_eq!(ms.len(), 4 * (sizes * 2 + 4), "{v}");
+    assert_eq!(nearflow_allocbench::MT_PATTERNS.len(), 6);
+    assert_eq!(ms.len(), 4 * (sizes * 2 + 6), "{v}");
     for m in ms {
         assert!(m["ns_per_op"].as_f64().unwrap() > 0.0);
         for k in ["allocator", "pattern", "size"] {
@@ -775,7 +770,7 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
     );
     fails_with(
         &["sim", "--workload", "sp2bench", "--triples", "0"],
-        "--triples must be at least 1",
+        "out of range",
     );
     fails_with(
         &["sim", "--workload", "sp2bench", "--queries", "q99"],
@@ -810,7 +805,7 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
     fails_with(&["sim", "--allocators", "tcmalloc"], "unknown allocator");
     fails_with(
         &["sim", "--workload", "matmul", "--size", "0"],
-        "matrix size 0",
+        "out of range",
     );
     fails_with(
         &["sim", "--preset", "e7-4820", "--validate"],
@@ -1108,7 +1103,7 @@ fn bench_streammap_runs_and_refuses_bad_input() {
         &["bench", "streammap", "--micro", "nope"],
         "unknown micro-benchmark",
     );
-    fails_with(&["bench", "streammap", "--repeat", "0"], "at least 1");
+    fails_with(&["bench", "streammap", "--repeat", "0"], "out of range");
     let sim = common::ok(&[
         "bench",
         "streammap",
@@ -1142,4 +1137,112 @@ fn bench_streammap_runs_and_refuses_bad_input() {
         ],
         "unknown micro-benchmark",
     );
+}
+
+/// Issue 40, item 8: every numeric flag has a stated range; a value far outside it (2⁶⁴ − 1)
+/// is refused at once with the range, never a panic ("capacity overflow"), a segfault or a
+/// run that never ends.
+#[test]
+fn numeric_flags_refuse_values_outside_their_range() {
+    const HUGE: &str = "18446744073709551615";
+    let cases: &[&[&str]] = &[
+        &["stress", "--tasks", HUGE],
+        &["stress", "--requests", HUGE],
+        &["stress", "--fanout", HUGE],
+        &["stress", "--stall-secs", HUGE],
+        &["run", "vwap", "--ticks", HUGE],
+        &["run", "vwap", "--packet-bytes", HUGE],
+        &["run", "vwap", "--branches", HUGE],
+        &["run", "vwap", "--window", HUGE],
+        &["run", "vwap", "--top", HUGE],
+        &["run", "vwap", "--repeat", HUGE],
+        &["run", "plan", "--rows", HUGE],
+        &["bench", "overhead", "--tasks", HUGE],
+        &["bench", "overhead", "--fib", HUGE],
+        &["bench", "overhead", "--reps", "0"],
+        &["bench", "packet-size", "--rows", HUGE],
+        &["bench", "plans", "--packet-bytes", HUGE],
+        &["bench", "plans", "--rows", HUGE],
+        &["bench", "plans", "--reps", "0"],
+        &["bench", "queues", "--reps", HUGE],
+        &["bench", "alloc", "--threads", HUGE],
+        &["bench", "alloc", "--scale", "NaN"],
+        &["bench", "split", "--points", HUGE],
+        &["bench", "split", "--dim", HUGE],
+        &["bench", "streammap", "--tuples", HUGE],
+        &["bench", "streammap", "--packet-bytes", HUGE],
+        &["bench", "numa-factor", "--mib", HUGE],
+        &["bench", "phase", "--every-ms", HUGE],
+        &["bench", "sp2bench", "--peer-timeout", "inf"],
+        &["gen", "sp2bench", "--triples", HUGE, "--out", "/tmp/x.n3"],
+        &["map", "--ticks", HUGE],
+        &["map", "--period-ms", HUGE],
+        &["map", "--margin=-1"],
+        &["sim", "--packets", HUGE],
+        &["sim", "--ns-per-byte", "1e400"],
+        &["sim", "--reps", "0"],
+        &["sparql", "--data", "x.ttl", "-e", "ASK {}", "--dop", HUGE],
+    ];
+    for args in cases {
+        let out = nearflow(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("out of range")
+                || err.contains("not a whole number")
+                || err.contains("not a number"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Lists of numbers are checked too.
+    for (args, needle) in [
+        (
+            &["bench", "plans", "--grid", "1x18446744073709551615"][..],
+            "at most 4096 plans",
+        ),
+        (
+            &["bench", "queues", "--sizes", HUGE][..],
+            "between 1 and 8192",
+        ),
+        (
+            &["bench", "packet-size", "--sizes-kib", HUGE][..],
+            "1..=1048576 KiB",
+        ),
+        (
+            &[
+                "bench",
+                "sp2bench",
+                "--data",
+                "/no/such.ttl",
+                "--concurrent",
+                HUGE,
+            ][..],
+            "1..=1024",
+        ),
+    ] {
+        fails_with(args, needle);
+    }
+}
+
+/// Issue 40, item 9: absurd topologies are refused at load, with a clear error, before
+/// anything is sized by them; `topo --json` of a large machine leaves out the PU × PU matrices.
+#[test]
+fn absurd_topologies_are_refused_and_large_ones_print_small() {
+    for (shape, needle) in [
+        ("pu:100000", "at most 4096"),
+        ("l2:1(size=4TiB) pu:2", "at most 64 GiB"),
+        ("l2:1(size=-1) pu:2", "at most 64 GiB"),
+    ] {
+        fails_with(&["topo", "--synthetic", shape], needle);
+        fails_with(&["stress", "--synthetic", shape, "--tasks", "10"], needle);
+    }
+    let v = json(&["topo", "--synthetic", "pack:2 core:200 pu:2", "--json"]);
+    assert_eq!(v["pus"], 800);
+    assert!(
+        v["cache_distance"].is_null() && v["numa_distance"].is_null(),
+        "{}",
+        v["pu_matrices"]
+    );
+    assert!(v["pu_matrices"].as_str().unwrap().contains("omitted"));
 }

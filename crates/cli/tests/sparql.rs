@@ -10,13 +10,14 @@ use common::{nearflow, ok};
 
 /// [`common::fails_with`], and the first line of stderr says it (clap adds a "try --help" line
 /// to usage errors).
-fn fails_with<S: AsRef<std::ffi::OsStr> + Debug>(args: &[S], needle: &str) {
+fn fails_with<S: AsRef<std::ffi::OsStr> + Debug>(args: &[S], needle: &str) -> String {
     let err = common::fails_with(args, needle);
     let first = err.lines().next().unwrap_or("");
     assert!(
         first.contains(needle),
         "{args:?}: the first line lacks {needle:?}: {err}"
     );
+    err
 }
 
 /// `sparql --quiet SOURCE_FLAG SOURCE -e QUERY EXTRA…`.
@@ -410,5 +411,182 @@ fn bench_sp2bench_runs_every_cell_at_every_packet_size() {
             "4096,0",
         ],
         "--packet-bytes",
+    );
+}
+
+/// Issue 40, items 1–3 as a user meets them: a snapshot saved with one partition per NUMA node
+/// opens and answers; `load x --save x` and a save over a file that is not a snapshot are
+/// refused before loading, leaving the file as it was; `--quiet` prints nothing.
+#[test]
+fn snapshots_from_numa_machines_open_and_inputs_are_never_overwritten() {
+    let d = data_file("snapshots_from_numa_machines");
+    let q = "SELECT ?s ?o WHERE { ?s <http://ex/name> ?o } ORDER BY ?o";
+    let want = ok(&sparql("--data", &d, q, &["--format", "tsv"]));
+    for shape in ["pack:2 [numa] core:1 pu:1", "pack:4 [numa] core:1 pu:1"] {
+        let snap = scratch(&format!("numa-{}.store", shape.len()));
+        let snap = snap.to_str().unwrap();
+        let out = nearflow(&["load", "--quiet", "--synthetic", shape, &d, "--save", snap]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "--quiet: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            ok(&sparql("--store", snap, q, &["--format", "tsv"])),
+            want,
+            "{shape}"
+        );
+    }
+    let before = std::fs::read(&d).unwrap();
+    fails_with(&["load", "--quiet", &d, "--save", &d], "is the input");
+    let other = scratch("not-a-snapshot.txt");
+    std::fs::write(&other, "precious").unwrap();
+    fails_with(
+        &["load", "--quiet", &d, "--save", other.to_str().unwrap()],
+        "is not a nearflow store snapshot",
+    );
+    assert_eq!(std::fs::read(&d).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "precious");
+}
+
+/// Issue 40, items 5, 11, 12, 13 and the time and memory limits, as a user meets them.
+#[test]
+fn answers_that_stop_blank_nodes_big_integers_and_xml() {
+    let f = scratch("issue40.ttl");
+    std::fs::write(
+        &f,
+        "@prefix ex: <http://ex/> . @prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+         ex:a ex:v 99999999999999999999999 . ex:b ex:v 5 . ex:c ex:v \"NaN\"^^xsd:double .
+         ex:e ex:v 0 . _:c0_x ex:w \"data\" . ex:z ex:t \"bell\\u0007\" .",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    let tsv = |q: &str| ok(&sparql("--data", f, q, &["--format", "tsv"]));
+    // Item 12: a valid integer beyond 64 bits is a number: true, and ordered by value.
+    assert_eq!(
+        tsv("SELECT ?s { ?s <http://ex/v> ?v FILTER(!?v) } ORDER BY ?s"),
+        "?s\n<http://ex/c>\n<http://ex/e>\n"
+    );
+    assert_eq!(
+        tsv("SELECT ?s { ?s <http://ex/v> ?v } ORDER BY ?v"),
+        "?s\n<http://ex/e>\n<http://ex/b>\n<http://ex/a>\n<http://ex/c>\n"
+    );
+    // Item 11: a fresh blank node never takes a label of the data.
+    let g = ok(&sparql(
+        "--data",
+        f,
+        "CONSTRUCT { _:x <http://q> ?o . ?s <http://r> ?o } WHERE { ?s <http://ex/w> ?o }",
+        &[],
+    ));
+    let labels: std::collections::BTreeSet<&str> = g
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(labels.len(), 2, "two different nodes: {g}");
+    assert!(labels.contains("_:c0_x"), "{g}");
+    // Item 13: XML cannot hold U+0007: a clear error, and the other formats write it.
+    fails_with(
+        &sparql(
+            "--data",
+            f,
+            "SELECT ?o { ?s <http://ex/t> ?o }",
+            &["--format", "xml"],
+        ),
+        "U+0007, which XML 1.0 cannot represent",
+    );
+    assert!(tsv("SELECT ?o { ?s <http://ex/t> ?o }").contains("bell"));
+    // Item 5 and the limits: a cross product stops at its LIMIT; past --timeout or
+    // --memory-limit a query fails, saying so, and prints no partial count.
+    assert_eq!(
+        ok(&sparql(
+            "--data",
+            f,
+            "SELECT * { ?a ?b ?c . ?d ?e ?f } LIMIT 1",
+            &["--count"]
+        )),
+        "1\n"
+    );
+    let big = scratch("issue40-big.nt");
+    let mut text = String::new();
+    for i in 0..3000 {
+        text.push_str(&format!("<http://ex/s{i}> <http://ex/v> \"{i}\" .\n"));
+    }
+    std::fs::write(&big, text).unwrap();
+    let big = big.to_str().unwrap();
+    let cross = "SELECT * { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f";
+    let err = fails_with(
+        &sparql("--data", big, cross, &["--count", "--timeout", "300ms"]),
+        "time limit",
+    );
+    assert!(!err.contains("panicked"));
+    let out = nearflow(&sparql(
+        "--data",
+        big,
+        cross,
+        &["--count", "--memory-limit", "1MiB"],
+    ));
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "no partial count");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("memory limit of 1048576 bytes"));
+    fails_with(
+        &sparql("--data", big, cross, &["--timeout", "0"]),
+        "--timeout",
+    );
+    fails_with(
+        &sparql("--data", big, cross, &["--memory-limit", "lots"]),
+        "--memory-limit",
+    );
+}
+
+/// Issue 40, "Messages": an I/O error says its cause once; a huge bad token is not echoed
+/// whole; a term past the parser's 16 MiB names its line; a named-graph refusal names its line.
+#[test]
+fn load_errors_are_one_short_line_with_a_position() {
+    let q = "SELECT * { ?s ?p ?o }";
+    let dir = scratch("a-directory.ttl");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = fails_with(
+        &sparql("--data", dir.to_str().unwrap(), q, &[]),
+        "Is a directory",
+    );
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+    let tok = scratch("big-token.ttl");
+    std::fs::write(
+        &tok,
+        format!("<http://a> <http://p> {} .\n", "x".repeat(2_000_000)),
+    )
+    .unwrap();
+    let err = fails_with(
+        &sparql("--data", tok.to_str().unwrap(), q, &[]),
+        "big-token.ttl:1:",
+    );
+    assert!(err.len() < 1000, "{} bytes of error", err.len());
+    let term = scratch("big-term.nt");
+    std::fs::write(
+        &term,
+        format!(
+            "<http://a> <http://p> <http://o> .\n<http://a> <http://p> \"{}\" .\n",
+            "x".repeat(17 << 20)
+        ),
+    )
+    .unwrap();
+    fails_with(
+        &sparql("--data", term.to_str().unwrap(), q, &[]),
+        "big-term.nt:2: a term longer than 16 MiB",
+    );
+    let nq = scratch("graphs.nq");
+    std::fs::write(
+        &nq,
+        "<http://a> <http://p> <http://o> .\n<http://a> <http://p> <http://o> <http://g> .\n",
+    )
+    .unwrap();
+    fails_with(
+        &sparql("--data", nq.to_str().unwrap(), q, &[]),
+        "graph <http://g> on line 2",
     );
 }

@@ -135,6 +135,11 @@ impl<T: Send + 'static> Channel<T> {
         }
     }
 
+    /// Whether the consumer has finished, so what is sent is dropped.
+    pub(crate) fn dropping(&self) -> bool {
+        lock(&self.st).discard
+    }
+
     /// End of stream has arrived and every packet was taken.
     pub(crate) fn finished(&self) -> bool {
         let s = lock(&self.st);

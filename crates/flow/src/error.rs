@@ -66,6 +66,24 @@ pub enum FlowError {
     /// The runtime failed the request outside any operator.
     #[error("runtime: {0}")]
     Runtime(String),
+    /// The plan ran past its time limit ([`Limits::time`](crate::Limits::time)) and was
+    /// stopped.
+    #[error("the plan ran past its time limit of {limit:?} and was stopped")]
+    TimeLimit {
+        /// The limit.
+        limit: std::time::Duration,
+    },
+    /// An operator's state would have passed the plan's memory limit
+    /// ([`Limits::memory`](crate::Limits::memory)); the plan was stopped.
+    #[error("operator '{operator}' would hold more than the plan's memory limit of {limit} bytes ({wanted} bytes charged) and was stopped")]
+    MemoryLimit {
+        /// The operator that asked.
+        operator: String,
+        /// The limit.
+        limit: usize,
+        /// What the plan would have held.
+        wanted: usize,
+    },
 }
 
 impl FlowError {

@@ -91,6 +91,11 @@ pub(crate) struct Exec {
     pub(crate) threads: usize,
     /// PUs (workers) of the runtime it runs on.
     pub(crate) workers: usize,
+    /// The time limit and when it expires (set on submission).
+    pub(crate) time_limit: Option<(Duration, std::time::Instant)>,
+    /// The memory limit and the bytes operators have charged.
+    pub(crate) memory_limit: Option<usize>,
+    pub(crate) charged: AtomicUsize,
 }
 
 /// What [`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads) records, as
@@ -183,6 +188,7 @@ impl Exec {
             Vec::new()
         };
         let cap = plan.buffer_packets;
+        let limits = plan.limits;
         // One buffer per connection, made with the input's type.
         let mut in_chans: Vec<Vec<Option<InEdge>>> = plan
             .nodes
@@ -248,7 +254,35 @@ impl Exec {
             threads_of,
             threads,
             workers,
+            time_limit: limits.time.map(|t| (t, std::time::Instant::now() + t)),
+            memory_limit: limits.memory,
+            charged: AtomicUsize::new(0),
         }
+    }
+
+    /// Charges `bytes` of operator `node`'s state against the memory limit.
+    pub(crate) fn charge(&self, node: usize, bytes: usize) -> Result<(), FlowError> {
+        // Relaxed: a counter; operators charging at once may both pass a limit by a packet's
+        // worth, never by more.
+        let now = self.charged.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        match self.memory_limit {
+            Some(limit) if now > limit => Err(FlowError::MemoryLimit {
+                operator: self.ops[node].name.clone(),
+                limit,
+                wanted: now,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives back `bytes` an operator charged and no longer holds.
+    pub(crate) fn uncharge(&self, bytes: usize) {
+        // Relaxed: as in `charge`.
+        let _ = self
+            .charged
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(c.saturating_sub(bytes))
+            });
     }
 
     /// The worker an operator's next task will run on, as far as the plan knows: its thread's
@@ -324,6 +358,13 @@ impl Exec {
         if state.done || state.failed {
             return;
         }
+        if let Some((limit, deadline)) = self.time_limit {
+            if std::time::Instant::now() >= deadline {
+                state.failed = true;
+                self.fail(cx, FlowError::TimeLimit { limit });
+                return;
+            }
+        }
         if !self.flush(cx, node, &mut state) {
             return;
         }
@@ -364,6 +405,7 @@ impl Exec {
                 cx,
                 held,
                 held_high,
+                gone: 0,
             };
             let r = catch_unwind(AssertUnwindSafe(|| op.run(&mut io)));
             let blocked = io.blocked();
@@ -404,6 +446,11 @@ impl Exec {
         }
         if self.profile.is_some() {
             state.state_high = state.state_high.max(state.op.state_bytes());
+        }
+        // The consumers may have finished while it ran (it saw so and stopped): finish now,
+        // since no consumer will schedule it again.
+        if !n.outs.is_empty() && n.outs.iter().all(|(_, _, c)| c.discarding()) {
+            state.finishing = true;
         }
         if state.finishing && state.held.iter().all(|&h| h == 0) {
             state.done = true;

@@ -18,6 +18,9 @@ pub struct Io<'a> {
     /// Per output: packets its buffer holds for this operator (`Chan::held`).
     pub(crate) held: &'a mut Vec<usize>,
     pub(crate) held_high: &'a mut usize,
+    /// Outputs (bit = port, the first 64) whose consumer was seen finished by a send of this
+    /// run: what they are sent is dropped.
+    pub(crate) gone: u64,
 }
 
 impl Io<'_> {
@@ -97,11 +100,14 @@ impl Io<'_> {
             let bytes = (packet.len() * std::mem::size_of::<T>()) as u64;
             prof.sent(from, prof.receiver(self.exec, *consumer, from, w), bytes);
         }
-        match self
-            .typed::<T>(&**chan, "sent on output", port)
-            .send(packet)
-        {
-            Ok(()) => self.exec.schedule(self.cx, *consumer, TaskKind::Immediate),
+        let chan = self.typed::<T>(&**chan, "sent on output", port);
+        match chan.send(packet) {
+            Ok(()) => {
+                if port < 64 && chan.dropping() {
+                    self.gone |= 1 << port;
+                }
+                self.exec.schedule(self.cx, *consumer, TaskKind::Immediate)
+            }
             Err(held) => {
                 self.held[port] = held;
                 let all: usize = self.held.iter().sum();
@@ -110,10 +116,32 @@ impl Io<'_> {
         }
     }
 
-    /// Whether some output holds refused packets: stop producing and return [`Status::Idle`](crate::Status::Idle)
-    /// (the engine runs the operator again when the consumer makes room).
+    /// Whether the operator should stop producing and return [`Status::Idle`](crate::Status::Idle):
+    /// some output holds refused packets (the engine runs the operator again when the consumer
+    /// makes room), or every consumer has finished, as a send of this run found (a `limit`
+    /// downstream has its rows: nothing more is wanted, and the engine finishes the operator).
+    /// An operator whose one input row can make many output rows (a join) checks it between
+    /// them, so that a plan that has its answer stops within a packet.
     pub fn blocked(&self) -> bool {
-        self.held.iter().any(|&h| h > 0)
+        self.held.iter().any(|&h| h > 0) || self.unwanted()
+    }
+
+    /// Whether every output's consumer has finished, as the sends of this run found.
+    pub fn unwanted(&self) -> bool {
+        let outs = self.exec.ops[self.node].outs.len();
+        outs > 0 && outs <= 64 && self.gone == u64::MAX >> (64 - outs)
+    }
+
+    /// Charges `bytes` of state this operator now holds (rows of a sort, a hash table)
+    /// against the plan's memory limit ([`Limits::memory`](crate::Limits::memory)). Past the
+    /// limit it is an error: return it, and the plan stops.
+    pub fn charge(&mut self, bytes: usize) -> Result<(), crate::FlowError> {
+        self.exec.charge(self.node, bytes)
+    }
+
+    /// Gives back `bytes` charged before that the operator no longer holds.
+    pub fn uncharge(&mut self, bytes: usize) {
+        self.exec.uncharge(bytes);
     }
 
     /// The plan's packet size in bytes.

@@ -72,9 +72,11 @@ pub use error::{FlowError, PlanError};
 pub use handle::{PlanHandle, PlanOutput};
 pub use io::Io;
 pub use ops::Emitter;
-pub use packet::{default_packet_bytes, packet_capacity, Packet, FALLBACK_PACKET_BYTES};
+pub use packet::{
+    default_packet_bytes, packet_capacity, Packet, FALLBACK_PACKET_BYTES, MAX_DEFAULT_PACKET_BYTES,
+};
 pub use plan::{
-    Operator, OperatorId, OperatorShape, Plan, PlanBuilder, PlanShape, PortType, Sink, Status,
-    Stream,
+    Limits, Operator, OperatorId, OperatorShape, Plan, PlanBuilder, PlanShape, PortType, Sink,
+    Status, Stream,
 };
 pub use stats::{OperatorSends, PlanStats, ThreadStats};

@@ -3,14 +3,21 @@
 /// Packet size used when the topology reports no L2 cache (a synthetic machine without caches).
 pub const FALLBACK_PACKET_BYTES: usize = 128 * 1024;
 
+/// Largest default packet (64 MiB, half a 128 MiB L2, far above any real one): a model
+/// machine's L2 is bounded at load (`nearflow_topo`), and this keeps a packet allocatable
+/// whatever a hand-made topology says.
+pub const MAX_DEFAULT_PACKET_BYTES: usize = 64 << 20;
+
 /// The default packet size on `machine`: half its L2 cache (001 §5.2, "CPU cache support"), or
-/// [`FALLBACK_PACKET_BYTES`] when it has none.
+/// [`FALLBACK_PACKET_BYTES`] when it has none; at most [`MAX_DEFAULT_PACKET_BYTES`].
 pub fn default_packet_bytes(machine: &nearflow_topo::Machine) -> usize {
     machine
         .pus()
         .first()
         .and_then(|pu| machine.cache_size(pu.index, 2))
-        .map_or(FALLBACK_PACKET_BYTES, |l2| (l2 / 2).max(1) as usize)
+        .map_or(FALLBACK_PACKET_BYTES, |l2| {
+            (l2 / 2).clamp(1, MAX_DEFAULT_PACKET_BYTES as u64) as usize
+        })
 }
 
 /// Tuples of `tuple_bytes` each in a packet of `packet_bytes` (at least one).

@@ -173,6 +173,24 @@ pub struct PlanBuilder {
     dop: Option<usize>,
     thread: Option<usize>,
     profile_threads: bool,
+    limits: Limits,
+}
+
+/// What a plan may use: time from its submission and bytes of operator state. Past either, the
+/// engine fails the plan ([`FlowError::TimeLimit`], [`FlowError::MemoryLimit`]): its request is
+/// cancelled, tasks not yet started are skipped, and its operators' state is freed with it.
+///
+/// [`FlowError::TimeLimit`]: crate::FlowError::TimeLimit
+/// [`FlowError::MemoryLimit`]: crate::FlowError::MemoryLimit
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Time from submission; checked before every operator step, so a plan stops within one
+    /// step (about a packet of work) of it.
+    pub time: Option<std::time::Duration>,
+    /// Bytes that operators holding rows (sorts, hash tables, sets) may charge
+    /// ([`Io::charge`](crate::Io::charge)); packets in flight are bounded by the buffers and
+    /// not counted.
+    pub memory: Option<usize>,
 }
 
 impl Default for PlanBuilder {
@@ -201,7 +219,14 @@ impl PlanBuilder {
             dop: None,
             thread: None,
             profile_threads: false,
+            limits: Limits::default(),
         }
+    }
+
+    /// The plan's limits of time and memory (none by default).
+    pub fn limits(&mut self, limits: Limits) -> &mut Self {
+        self.limits = limits;
+        self
     }
 
     /// Operators added from now on belong to application thread `t` (StreamMap's Threaded
@@ -505,6 +530,7 @@ impl PlanBuilder {
             packet_bytes: self.packet_bytes,
             buffer_packets: self.buffer_packets,
             profile_threads: self.profile_threads,
+            limits: self.limits,
         })
     }
 }
@@ -516,6 +542,7 @@ pub struct Plan {
     pub(crate) packet_bytes: Option<usize>,
     pub(crate) buffer_packets: usize,
     pub(crate) profile_threads: bool,
+    pub(crate) limits: Limits,
 }
 
 impl fmt::Debug for Plan {

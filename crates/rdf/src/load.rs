@@ -60,12 +60,12 @@ impl Format {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// A file could not be opened or read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What went wrong.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A syntax error.
     #[error("{path}:{line}:{column}: {message}")]
@@ -86,6 +86,14 @@ pub enum LoadError {
         path: PathBuf,
         /// What.
         what: String,
+    },
+    /// A term longer than the parser's buffer (16 MiB).
+    #[error("{path}:{line}: a term longer than 16 MiB, the longest the parser reads")]
+    TermTooLong {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line where the reading stopped, inside the term.
+        line: u64,
     },
     /// The file name does not say its format.
     #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt or .nq, optionally with .gz)")]
@@ -206,7 +214,7 @@ impl Read for ReadAhead {
 fn open(path: &Path, progress: &Arc<Progress>) -> Result<Box<dyn Read + Send>, LoadError> {
     let io = |source| LoadError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     };
     let mut f = File::open(path).map_err(io)?;
     let mut magic = [0u8; 2];
@@ -287,13 +295,41 @@ pub fn load_reader(
     load_one(out, name, format, Box::new(reader), prefix, &Arc::default())
 }
 
+/// Longest parser message kept: oxttl quotes the offending token, and a 10 MB bad token was
+/// echoed whole into the error (issue 40).
+const MAX_MESSAGE_CHARS: usize = 300;
+
 fn syntax(path: &Path, e: &dyn SyntaxLike) -> LoadError {
     let (line, column, message) = e.parts();
+    let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => format!(
+            "{}… ({} characters in all)",
+            &message[..cut],
+            message.chars().count()
+        ),
+        None => message,
+    };
     LoadError::Syntax {
         path: path.to_owned(),
         line: line + 1,
         column: column + 1,
         message,
+    }
+}
+
+/// A reader that counts the lines it has passed, so that an error with no position of its
+/// own (a term past the parser's 16 MiB buffer) can say where the reading was.
+struct LineCount<R> {
+    inner: R,
+    newlines: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for LineCount<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let k = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        self.newlines.set(self.newlines.get() + k);
+        Ok(n)
     }
 }
 
@@ -316,10 +352,23 @@ type Batch = Result<Vec<oxrdf::Triple>, LoadError>;
 /// Parses `reader` and sends its triples in batches; stops at the first error (sent) or when
 /// the encoder has gone (it failed).
 fn parse_into(path: &Path, format: Format, reader: impl Read, tx: &SyncSender<Batch>) {
+    let newlines = std::rc::Rc::new(std::cell::Cell::new(0));
+    let reader = LineCount {
+        inner: reader,
+        newlines: newlines.clone(),
+    };
     let fail = |e: oxttl::TurtleParseError| match e {
+        // oxttl's lexer refuses a token past its buffer (16 MiB) with no position: the
+        // reading stopped inside the token, on the line counted so far.
+        oxttl::TurtleParseError::Io(source) if source.kind() == std::io::ErrorKind::OutOfMemory => {
+            LoadError::TermTooLong {
+                path: path.to_owned(),
+                line: newlines.get() + 1,
+            }
+        }
         oxttl::TurtleParseError::Io(source) => LoadError::Io {
             path: path.to_owned(),
-            source,
+            error: source,
         },
         oxttl::TurtleParseError::Syntax(s) => syntax(path, &s),
     };
@@ -346,18 +395,52 @@ fn parse_into(path: &Path, format: Format, reader: impl Read, tx: &SyncSender<Ba
         Format::NTriples => oxttl::NTriplesParser::new()
             .for_reader(reader)
             .all(|t| each(t.map_err(fail))),
-        Format::NQuads => oxttl::NQuadsParser::new().for_reader(reader).all(|q| {
-            each(q.map_err(fail).and_then(|q| {
-                if q.graph_name.is_default_graph() {
-                    Ok(oxrdf::Triple::new(q.subject, q.predicate, q.object))
+        // Line by line, so that a quad this store cannot hold (one in a named graph) is
+        // refused with its line: the reader parser gives no position for a good statement.
+        Format::NQuads => {
+            let mut parser = oxttl::NQuadsParser::new().low_level();
+            let mut input = std::io::BufReader::new(reader);
+            let mut line = Vec::new();
+            let mut at = 0u64;
+            'lines: loop {
+                line.clear();
+                let last = match std::io::BufRead::read_until(&mut input, b'\n', &mut line) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(error) => {
+                        each(Err(LoadError::Io {
+                            path: path.to_owned(),
+                            error,
+                        }));
+                        break false;
+                    }
+                };
+                at += 1;
+                if last {
+                    parser.end();
                 } else {
-                    Err(LoadError::Unsupported {
-                        path: path.to_owned(),
-                        what: format!("named graphs (graph {})", q.graph_name),
-                    })
+                    parser.extend_from_slice(&line);
                 }
-            }))
-        }),
+                while let Some(q) = parser.parse_next() {
+                    let ok = each(match q {
+                        Err(e) => Err(syntax(path, &e)),
+                        Ok(q) if q.graph_name.is_default_graph() => {
+                            Ok(oxrdf::Triple::new(q.subject, q.predicate, q.object))
+                        }
+                        Ok(q) => Err(LoadError::Unsupported {
+                            path: path.to_owned(),
+                            what: format!("named graphs (graph {} on line {at})", q.graph_name),
+                        }),
+                    });
+                    if !ok {
+                        break 'lines false;
+                    }
+                }
+                if last {
+                    break true;
+                }
+            }
+        }
     };
     if finished && !batch.is_empty() {
         let _ = tx.send(Ok(batch));
@@ -385,7 +468,7 @@ fn load_one(
             .spawn_scoped(scope, move || parse_into(path, format, reader, &tx))
             .map_err(|source| LoadError::Io {
                 path: path.to_owned(),
-                source,
+                error: source,
             })?;
         // On an error `rx` is dropped with this closure's return, which stops the parser.
         for batch in rx {

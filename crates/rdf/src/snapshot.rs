@@ -44,12 +44,12 @@ const VERSION: u16 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
     /// Reading or writing failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a whole, valid snapshot.
     #[error("{path}: not a valid nearflow store snapshot: {why}")]
@@ -181,7 +181,7 @@ impl W<'_> {
             .write_all(bytes)
             .map_err(|source| SnapshotError::Io {
                 path: self.path.to_owned(),
-                source,
+                error: source,
             })
     }
 
@@ -246,7 +246,7 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
 fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotError> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
@@ -265,7 +265,7 @@ fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotErro
         .open(&tmp)
         .map_err(|source| SnapshotError::Io {
             path: tmp.clone(),
-            source,
+            error: source,
         })?;
     let written = write_to(store, Capped { file, room }, &tmp).and_then(|()| {
         std::fs::rename(&tmp, path).map_err(io)?;
@@ -285,7 +285,7 @@ fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotErro
 fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotError> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     };
     let mut w = W {
         out: BufWriter::with_capacity(1 << 20, file),
@@ -348,7 +348,7 @@ impl R<'_> {
         } else {
             SnapshotError::Io {
                 path: self.path.to_owned(),
-                source: e,
+                error: e,
             }
         }
     }
@@ -376,7 +376,7 @@ impl R<'_> {
 pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let file = File::open(path).map_err(|source| SnapshotError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let file_len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
     let mut r = R {

@@ -27,10 +27,10 @@ use crate::worker::{TaskCx, WorkerLocal};
 #[derive(Debug, thiserror::Error)]
 pub enum RtError {
     /// The OS refused a thread.
-    #[error("cannot start worker thread {worker}: {source}")]
+    #[error("cannot start worker thread {worker}: {error}")]
     Spawn {
         worker: usize,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -117,7 +117,10 @@ impl Builder {
                     s.allocator.apply_to_thread();
                     WorkerLocal::new(&s, w, deque).main_loop();
                 })
-                .map_err(|source| RtError::Spawn { worker: w, source });
+                .map_err(|source| RtError::Spawn {
+                    worker: w,
+                    error: source,
+                });
             match h {
                 Ok(h) => threads.push(h),
                 Err(e) => {

@@ -21,6 +21,79 @@ const CACHE_TYPES: [ObjectType; 5] = [
     ObjectType::L5Cache,
 ];
 
+/// Most PUs a machine may have: Linux's largest `NR_CPUS` on x86-64 is 8192, and every PU
+/// becomes a runtime worker; 4096 PUs load in about a second (issue 40: `pu:100000` hung with
+/// no output).
+pub const MAX_PUS: usize = 4096;
+
+/// Largest OS index of a PU or NUMA node: hwloc sizes its bitmaps by the largest index, so
+/// `os_index="4294967295"` cost 520 MB before anything could check it.
+pub const MAX_OS_INDEX: u64 = 1 << 16;
+
+/// Largest cache accepted (64 GiB, far above any CPU cache): the engine's packets are half the
+/// L2, so an absurd size made every plan abort allocating exabytes.
+pub const MAX_CACHE_BYTES: u64 = 64 << 30;
+
+/// Largest hwloc XML file read (64 MiB; a 4096-PU machine's is a few MiB).
+const MAX_XML_BYTES: u64 = 64 << 20;
+
+/// Refuses a synthetic description that would make more than [`MAX_PUS`] PUs, before hwloc
+/// builds it: the product of the arities (`pack:2 core:4 pu:2` is 16).
+fn check_synthetic(description: &str) -> Result<(), TopoError> {
+    let mut pus: u64 = 1;
+    for token in description.split_whitespace() {
+        let Some((_, rest)) = token.split_once(':') else {
+            continue;
+        };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>() {
+            pus = pus.saturating_mul(n);
+        } else if !digits.is_empty() {
+            pus = u64::MAX;
+        }
+    }
+    if pus > MAX_PUS as u64 {
+        return Err(TopoError::BadSynthetic {
+            input: description.to_string(),
+            reason: format!(
+                "it describes {} PUs; nearflow models at most {MAX_PUS}",
+                if pus == u64::MAX {
+                    "more than 2^64".to_string()
+                } else {
+                    pus.to_string()
+                }
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses an XML file that is too large or names an OS index beyond [`MAX_OS_INDEX`], before
+/// hwloc reads it.
+fn check_xml(path: &Path) -> Result<(), String> {
+    let len = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if len > MAX_XML_BYTES {
+        return Err(format!(
+            "the file has {len} bytes; nearflow reads at most {MAX_XML_BYTES}"
+        ));
+    }
+    let text = std::fs::read(path).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&text);
+    for (at, _) in text.match_indices("os_index=\"") {
+        let digits: String = text[at + 10..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if digits.parse::<u64>().map_or(true, |v| v > MAX_OS_INDEX) {
+            let line = text[..at].matches('\n').count() + 1;
+            return Err(format!(
+                "line {line}: os_index {digits} is beyond {MAX_OS_INDEX}, the largest nearflow accepts"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn builder() -> Result<TopologyBuilder, TopoError> {
     let mut b = Topology::builder();
     // Keep every data/unified cache level even when it brings no structure (a private L2 under
@@ -62,6 +135,7 @@ pub(crate) fn from_synthetic_with(
             reason: "the description is empty".into(),
         });
     }
+    check_synthetic(description)?;
     let topo = builder()?
         .from_synthetic(description)
         .map_err(|e| TopoError::BadSynthetic {
@@ -89,6 +163,7 @@ pub fn from_xml_file(path: &Path) -> Result<Machine, TopoError> {
         path: path.display().to_string(),
         reason,
     };
+    check_xml(path).map_err(bad)?;
     let topo = builder()?
         .from_xml_file(path)
         .map_err(|e| bad(e.to_string()))?
@@ -117,11 +192,22 @@ fn convert(
         .filter_map(|(i, n)| n.os_index().map(|os| (os, i)))
         .collect();
 
+    let pu_count = topo.objects_with_type(ObjectType::PU).count();
+    if pu_count > MAX_PUS {
+        return Err(TopoError::Invalid(format!(
+            "the machine has {pu_count} PUs; nearflow models at most {MAX_PUS}"
+        )));
+    }
     let mut pus = Vec::new();
     // (cache type, cache logical index) -> (level, size, pus)
     let mut caches: BTreeMap<(u8, usize), Cache> = BTreeMap::new();
     for (index, obj) in topo.objects_with_type(ObjectType::PU).enumerate() {
         let os_index = obj.os_index().unwrap_or(index);
+        if os_index as u64 > MAX_OS_INDEX {
+            return Err(TopoError::Invalid(format!(
+                "PU {index} has OS index {os_index}, beyond {MAX_OS_INDEX}"
+            )));
+        }
         let core = obj
             .ancestors()
             .find(|a| a.object_type() == ObjectType::Core)
@@ -141,6 +227,12 @@ fn convert(
                     Some(ObjectAttributes::Cache(c)) => c.size().map(|s| s.get()),
                     _ => None,
                 };
+                if let Some(bytes) = size.filter(|&b| b > MAX_CACHE_BYTES) {
+                    return Err(TopoError::Invalid(format!(
+                        "an L{level} cache of {bytes} bytes; nearflow accepts caches of at most {} GiB",
+                        MAX_CACHE_BYTES >> 30
+                    )));
+                }
                 caches
                     .entry((level, a.logical_index()))
                     .or_insert_with(|| Cache {

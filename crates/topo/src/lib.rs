@@ -34,6 +34,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 pub use bind::bind_current_thread;
+pub use hwloc::{MAX_CACHE_BYTES, MAX_OS_INDEX, MAX_PUS};
 pub use model::{
     hops_and_warnings, hops_from_matrix, Cache, CacheDistance, CoreGroup, GroupId, Machine, NodeId,
     Pu, PuId, Source, TreeLine,

@@ -154,3 +154,54 @@ fn spec_parsing() {
         "the error lists the known presets: {err}"
     );
 }
+
+/// Issue 40, item 9: sizes and counts are bounded at load with a clear error, before anything
+/// allocates by them: too many PUs (also before hwloc builds them), absurd cache sizes, OS
+/// indices hwloc would size a bitmap by.
+#[test]
+fn absurd_sizes_and_counts_are_refused_at_load() {
+    for (bad, why) in [
+        ("pu:100000", "100000 PUs"),
+        ("pack:64 core:64 pu:2", "8192 PUs"),
+        ("pack:99999999999999999999 pu:2", "more than 2^64"),
+        ("l2:1(size=4TiB) pu:2", "at most 64 GiB"),
+        ("l2:1(size=-1) pu:2", "at most 64 GiB"),
+    ] {
+        let err = nearflow_topo::from_synthetic(bad).unwrap_err().to_string();
+        assert!(err.contains(why), "{bad:?}: {err}");
+    }
+    let m = nearflow_topo::from_synthetic("pack:4 core:512 pu:2").unwrap();
+    assert_eq!(m.pu_count(), nearflow_topo::MAX_PUS);
+
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let good = std::fs::read_to_string(format!("{dir}/two-nodes.xml")).unwrap();
+    let tmp = std::env::temp_dir().join(format!("nearflow-topo-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let variants = [
+        (
+            "os-index.xml",
+            good.replacen(
+                r#"<object type="PU" os_index="1""#,
+                r#"<object type="PU" os_index="4294967295""#,
+                1,
+            ),
+            "os_index 4294967295",
+        ),
+        (
+            "cache.xml",
+            good.replacen(
+                r#"cache_size="262144""#,
+                r#"cache_size="18446744073709551615""#,
+                1,
+            ),
+            "at most 64 GiB",
+        ),
+    ];
+    for (name, text, why) in variants {
+        assert_ne!(text, good, "{name}: the edit applies");
+        let f = tmp.join(name);
+        std::fs::write(&f, text).unwrap();
+        let err = nearflow_topo::from_xml_file(&f).unwrap_err().to_string();
+        assert!(err.contains(why), "{name}: {err}");
+    }
+}

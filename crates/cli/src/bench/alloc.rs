@@ -31,10 +31,12 @@ pub struct AllocCmd {
     )]
     pub patterns: String,
     /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
-    #[arg(long, default_value_t = 4)]
+    /// Range: 2..=1024.
+    #[arg(value_parser = crate::args::int_in(2usize, 1024), long, default_value_t = 4)]
     pub threads: usize,
     /// Multiplies the operation counts (1.0 takes about a minute on a 2-CPU machine).
-    #[arg(long, default_value_t = 1.0)]
+    /// Range: 0.0001..=1000.
+    #[arg(value_parser = crate::args::real_in(0.0001, 1000.0), long, default_value_t = 1.0)]
     pub scale: f64,
     /// Directory of the allocbench-* programs (default: next to this executable).
     #[arg(long, value_name = "DIR")]

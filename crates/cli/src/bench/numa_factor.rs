@@ -20,10 +20,12 @@ use crate::bench::{host_cpu, in_a_vm, median};
 #[derive(Args, Debug, Clone)]
 pub struct NumaFactorCmd {
     /// Array size in MiB (larger than the last-level cache, so the reversal goes to memory).
-    #[arg(long, default_value_t = 256)]
+    /// Range: 1..=65536 (64 GiB).
+    #[arg(value_parser = crate::args::int_in(1usize, 65_536), long, default_value_t = 256)]
     pub mib: usize,
     /// Passes per cell (median reported).
-    #[arg(long, default_value_t = 5)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Print this paper machine's stored NUMA factors instead of measuring (`nearflow topo --list`).
     #[arg(long, value_name = "NAME")]

@@ -55,24 +55,29 @@ pub struct OverheadCmd {
     )]
     pub policies: String,
     /// Tasks in `chain` and `fanout`.
-    #[arg(long, default_value_t = 200_000)]
+    /// Range: 1..=1e9.
+    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub tasks: u64,
     /// n of `fib` (fib(25) is 242,785 tasks).
-    #[arg(long, default_value_t = 25)]
+    /// Range: 1..=40.
+    #[arg(value_parser = crate::args::int_in(1u32, 40), long, default_value_t = 25)]
     pub fib: u32,
     /// Workloads (comma-separated): chain, fanout, fib, request, wake.
     #[arg(long, default_value = "chain,fanout,fib,request,wake")]
     pub workloads: String,
     /// Requests in `request` (`wake` runs a tenth as many, each after 5 ms of idleness).
-    #[arg(long, default_value_t = 2000)]
+    /// Range: 1..=1e7.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000), long, default_value_t = 2000)]
     pub requests: u64,
     /// Interleaved rounds (each runs every cell once; medians over rounds are reported).
-    #[arg(long, default_value_t = 11)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 11)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (not for `wake`, which measures the
     /// cold start). On a virtual machine whose vCPUs idle in the 5 ms pause between cells, the
     /// host may take the caches away; a run of a few milliseconds then pays for it at random.
-    #[arg(long, default_value_t = 1)]
+    /// Range: 0..=100.
+    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Barriers of the sleep protocol to compare (comma-separated: fence, membarrier); each
     /// policy runs once per choice, named `policy+barriers` when there are several (default:

@@ -24,7 +24,8 @@ pub struct PacketSizeCmd {
     #[arg(long, default_value = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")]
     pub sizes_kib: String,
     /// Rows per source of the generated plan.
-    #[arg(long, default_value_t = 200_000)]
+    /// Range: 1..=1e9.
+    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub rows: u64,
     /// Scheduling policy.
     #[arg(long, default_value = "las")]
@@ -33,7 +34,8 @@ pub struct PacketSizeCmd {
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Timed repetitions per size (median reported).
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Print JSON: a list of {packet_bytes, tuples_per_s, default}.
     #[arg(long)]
@@ -62,10 +64,10 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     let default = nearflow_flow::default_packet_bytes(rt.machine());
     let mut sizes: Vec<usize> = parse_list::<usize>(&cmd.sizes_kib)?
         .into_iter()
-        .map(|k| k * 1024)
+        .map(|k| k.saturating_mul(1024))
         .collect();
-    if sizes.is_empty() || sizes.contains(&0) {
-        bail!("--sizes-kib needs sizes of at least 1");
+    if sizes.is_empty() || sizes.iter().any(|&b| b == 0 || b > 1 << 30) {
+        bail!("--sizes-kib needs sizes of 1..=1048576 KiB (1 GiB)");
     }
     if !sizes.contains(&default) {
         sizes.push(default);

@@ -35,7 +35,8 @@ pub struct PhaseCmd {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub samples: u32,
     /// Pause between samples, in milliseconds.
-    #[arg(long, default_value_t = 200)]
+    /// Range: 0..=60000.
+    #[arg(value_parser = crate::args::int_in(0u64, 60_000), long, default_value_t = 200)]
     pub every_ms: u64,
 }
 

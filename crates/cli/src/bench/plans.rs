@@ -38,22 +38,26 @@ pub struct PlansCmd {
     #[arg(long, default_value = "nearflow")]
     pub allocators: String,
     /// Rows per source of each plan.
-    #[arg(long, default_value_t = 20_000)]
+    /// Range: 1..=1e9.
+    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
     pub rows: u64,
     /// Packet size in bytes (default: half the L2 cache of the topology).
-    #[arg(long, value_name = "BYTES")]
+    /// Range: 64..=1 GiB.
+    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<usize>,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Timed repetitions per cell (median reported).
-    #[arg(long, default_value_t = 5)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one. The bench pauses between cells so
     /// that the previous column's workers fall asleep; on a virtual machine whose vCPUs idle
     /// in that pause, the next run can start with caches the host has taken away (a 10 ms
     /// plan then takes 50 % longer, at random); a warm-up run absorbs that.
-    #[arg(long, default_value_t = 1)]
+    /// Range: 0..=100.
+    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
@@ -103,8 +107,8 @@ fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
             .trim()
             .parse()
             .with_context(|| format!("grid entry `{g}`"))?;
-        if n == 0 || m == 0 {
-            bail!("grid entry `{g}`: N and M must be at least 1");
+        if n == 0 || m == 0 || n.saturating_mul(m) > 4096 {
+            bail!("grid entry `{g}`: N and M must be at least 1, and N·M at most 4096 plans");
         }
         out.push((n, m));
     }

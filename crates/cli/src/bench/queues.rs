@@ -56,11 +56,13 @@ pub struct QueuesCmd {
     #[arg(long, value_enum, default_value = "deferred")]
     pub spawn: SpawnKind,
     /// Timed repetitions per cell (median reported).
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (every product still verified):
     /// they meet the cold start after the pause between cells (see `bench plans --warmup`).
-    #[arg(long, default_value_t = 1)]
+    /// Range: 0..=100.
+    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also time the product on plain threads (one per PU of the machine), without the runtime,
     /// in the orders in which the policies hand out the elements: `youngest-first` (LAS rule 3

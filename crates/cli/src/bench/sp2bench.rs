@@ -48,13 +48,15 @@ pub struct Sp2benchCmd {
     #[arg(long, value_name = "BYTES[,BYTES…]")]
     pub packet_bytes: Option<String>,
     /// Timed repetitions per cell (median reported).
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Run the queries in a peer engine too: `oxigraph`.
     #[arg(long)]
     pub peer: Option<String>,
     /// The peer's time limit per query, in seconds ("> limit" in the table).
-    #[arg(long, default_value_t = 60.0)]
+    /// Range: 0.001..=86400 s.
+    #[arg(value_parser = crate::args::real_in(0.001, 86_400.0), long, default_value_t = 60.0)]
     pub peer_timeout: f64,
     #[command(flatten)]
     pub topo: TopoArgs,
@@ -148,14 +150,19 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
         None => vec![None],
         Some(list) => parse_list::<usize>(list)?.into_iter().map(Some).collect(),
     };
-    if packets.is_empty() || packets.contains(&Some(0)) {
-        bail!("--packet-bytes must list sizes of at least 1 byte");
+    if packets.is_empty()
+        || packets
+            .iter()
+            .flatten()
+            .any(|&p| !(64..=1 << 30).contains(&p))
+    {
+        bail!("--packet-bytes must list sizes of 64..=1073741824 bytes (1 GiB)");
     }
     if policies.is_empty() || concurrent.is_empty() || names.is_empty() || allocators.is_empty() {
         bail!("give at least one query, policy, allocator and concurrency");
     }
-    if concurrent.contains(&0) || cmd.reps == 0 {
-        bail!("--concurrent and --reps must be at least 1");
+    if concurrent.iter().any(|&c| c == 0 || c > 1024) {
+        bail!("--concurrent must list counts of 1..=1024 copies");
     }
     if let Some(p) = &cmd.peer {
         if p != "oxigraph" {

@@ -42,25 +42,31 @@ pub struct SplitCmd {
     #[arg(long, default_value = "las,nls,bobox2011")]
     pub policies: String,
     /// Queries per round.
-    #[arg(long, default_value_t = 2000)]
+    /// Range: 1..=1e7.
+    #[arg(value_parser = crate::args::int_in(1usize, 10_000_000), long, default_value_t = 2000)]
     pub queries: usize,
     /// Feature vectors in the database.
-    #[arg(long, default_value_t = 200_000)]
+    /// Range: 1..=1e8.
+    #[arg(value_parser = crate::args::int_in(1usize, 100_000_000), long, default_value_t = 200_000)]
     pub points: usize,
     /// Dimensions of a feature vector.
-    #[arg(long, default_value_t = 64)]
+    /// Range: 1..=4096.
+    #[arg(value_parser = crate::args::int_in(1usize, 4096), long, default_value_t = 64)]
     pub dim: usize,
     /// Results per query.
-    #[arg(long, default_value_t = 10)]
+    /// Range: 1..=10000.
+    #[arg(value_parser = crate::args::int_in(1usize, 10_000), long, default_value_t = 10)]
     pub k: usize,
     /// Partitions per NUMA node or per core group.
     #[arg(long, value_enum, default_value = "node")]
     pub by: By,
     /// Timed rounds (median reported).
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Queries checked against brute force.
-    #[arg(long, default_value_t = 100)]
+    /// Range: 0..=1e6.
+    #[arg(value_parser = crate::args::int_in(0usize, 1_000_000), long, default_value_t = 100)]
     pub check_queries: usize,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
@@ -416,7 +422,9 @@ mod tests {
 
     #[test]
     fn bad_sizes_are_errors() {
-        assert!(run(&cmd(&["--points", "0"])).is_err());
+        // Out of range: refused by the parser, with the range.
+        let e = T::try_parse_from(["t", "--points", "0"]).err().unwrap();
+        assert!(e.to_string().contains("1..=100000000"), "{e}");
         assert!(run(&cmd(&["--policies", "nope"])).is_err());
     }
 }

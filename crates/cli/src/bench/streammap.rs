@@ -32,16 +32,20 @@ pub struct StreammapCmd {
     #[arg(long, default_value = "pc,contention,barrier")]
     pub micro: String,
     /// Tuples per chain (pc, contention).
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Range: 1..=1e10.
+    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
     pub tuples: u64,
     /// Meetings of the two barrier threads (the paper: 10,000,000).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Range: 1..=1e9.
+    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 1_000_000)]
     pub rounds: u64,
     /// Runs per case; the median is reported (the simulator is deterministic: one run).
-    #[arg(long, default_value_t = 3)]
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub repeat: usize,
     /// Packet size in bytes (pc, contention).
-    #[arg(long, default_value_t = 64 * 1024)]
+    /// Range: 64..=1 GiB.
+    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, default_value_t = 64 * 1024)]
     pub packet_bytes: usize,
     /// Simulate on these machines instead (comma-separated presets, e.g.
     /// x5355,e5320-uma,nehalem-2x4; SIMULATED).

@@ -50,8 +50,9 @@ pub enum Node {
     Minus(Box<Node>, Box<Node>),
     /// FILTER.
     Filter(Expr, Box<Node>),
-    /// UNION.
-    Union(Box<Node>, Box<Node>),
+    /// UNION of its branches (a chain `{A} UNION {B} UNION {C}` is one node, so a query of
+    /// thousands of branches is not thousands of levels deep).
+    Union(Vec<Node>),
     /// DISTINCT (and REDUCED, which may drop duplicates: it drops them all).
     Distinct(Box<Node>),
     /// ORDER BY: expressions, descending?
@@ -99,12 +100,22 @@ fn unsupported(what: &str) -> QueryError {
     QueryError::Unsupported(what.to_owned())
 }
 
+/// How deep graph patterns and expressions may nest (each of them). Translation, planning,
+/// building and evaluation all recurse over the trees, evaluation on a worker thread of 2 MiB
+/// stack; issue 40 found stack overflows (an abort) from 10k BINDs or OPTIONALs, 2.3k UNION
+/// branches or a 3.5k-term `+`. UNION chains and `&&`/`||` chains do not count (they are made
+/// one node, or a balanced tree: both are associative); other nesting past the bound is
+/// refused with an error saying so.
+pub const MAX_DEPTH: usize = 512;
+
 /// Translates a pattern.
 pub struct Translator<'s> {
     /// The store (for constants' ids).
     pub store: &'s Store,
     /// The columns.
     pub vars: Vars,
+    /// Current nesting depth of patterns and expressions (see [`MAX_DEPTH`]).
+    depth: usize,
 }
 
 /// An `oxrdf` literal as our term (tags lower case, as the loader stores them).
@@ -112,7 +123,43 @@ pub fn literal_term(l: &oxrdf::Literal) -> Term {
     Term::from_oxrdf_literal(l)
 }
 
-impl Translator<'_> {
+impl<'s> Translator<'s> {
+    /// A translator over `store`.
+    pub fn new(store: &'s Store) -> Self {
+        Translator {
+            store,
+            vars: Vars::default(),
+            depth: 0,
+        }
+    }
+
+    /// Enters one more level of nesting; an error past [`MAX_DEPTH`].
+    fn deeper(&mut self, what: &str) -> Result<(), QueryError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(QueryError::Unsupported(format!(
+                "{what} nested more than {MAX_DEPTH} levels deep"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Translates a graph pattern.
+    pub fn pattern(&mut self, p: &GraphPattern) -> Result<Node, QueryError> {
+        self.deeper("graph patterns")?;
+        let out = self.pattern_at(p);
+        self.depth -= 1;
+        out
+    }
+
+    /// Compiles an expression.
+    pub fn expr(&mut self, e: &Expression) -> Result<Expr, QueryError> {
+        self.deeper("expressions")?;
+        let out = self.expr_at(e);
+        self.depth -= 1;
+        out
+    }
+
     fn id_of(&self, t: TermRef<'_>) -> Option<Id> {
         self.store.id_of(t)
     }
@@ -143,8 +190,7 @@ impl Translator<'_> {
         ])
     }
 
-    /// Translates a graph pattern.
-    pub fn pattern(&mut self, p: &GraphPattern) -> Result<Node, QueryError> {
+    fn pattern_at(&mut self, p: &GraphPattern) -> Result<Node, QueryError> {
         let b = |x: Node| Box::new(x);
         Ok(match p {
             GraphPattern::Bgp { patterns } => Node::Bgp(
@@ -173,8 +219,20 @@ impl Translator<'_> {
                 let i = self.pattern(inner)?;
                 Node::Filter(self.expr(expr)?, b(i))
             }
-            GraphPattern::Union { left, right } => {
-                Node::Union(b(self.pattern(left)?), b(self.pattern(right)?))
+            GraphPattern::Union { .. } => {
+                // The chain's branches, gathered without recursion, left to right.
+                let mut branches = Vec::new();
+                let mut todo = vec![p];
+                while let Some(q) = todo.pop() {
+                    match q {
+                        GraphPattern::Union { left, right } => {
+                            todo.push(right);
+                            todo.push(left);
+                        }
+                        other => branches.push(self.pattern(other)?),
+                    }
+                }
+                Node::Union(branches)
             }
             GraphPattern::Distinct { inner } | GraphPattern::Reduced { inner } => {
                 Node::Distinct(b(self.pattern(inner)?))
@@ -223,16 +281,59 @@ impl Translator<'_> {
         })
     }
 
-    /// Compiles an expression.
-    pub fn expr(&mut self, e: &Expression) -> Result<Expr, QueryError> {
+    /// The operands of a chain of one associative operator (`&&` or `||`), gathered without
+    /// recursion, compiled, and made a balanced tree.
+    fn chain(
+        &mut self,
+        e: &Expression,
+        split: fn(&Expression) -> Option<(&Expression, &Expression)>,
+        join: fn(Expr, Expr) -> Expr,
+    ) -> Result<Expr, QueryError> {
+        let mut operands = Vec::new();
+        let mut todo = vec![e];
+        while let Some(x) = todo.pop() {
+            match split(x) {
+                Some((a, c)) => {
+                    todo.push(c);
+                    todo.push(a);
+                }
+                None => operands.push(self.expr(x)?),
+            }
+        }
+        Ok(super::expr::balanced(operands, join).expect("a chain has operands"))
+    }
+
+    fn expr_at(&mut self, e: &Expression) -> Result<Expr, QueryError> {
+        match e {
+            Expression::Or(..) => {
+                return self.chain(
+                    e,
+                    |x| match x {
+                        Expression::Or(a, c) => Some((a, c)),
+                        _ => None,
+                    },
+                    |a, c| Expr::Or(Box::new(a), Box::new(c)),
+                )
+            }
+            Expression::And(..) => {
+                return self.chain(
+                    e,
+                    |x| match x {
+                        Expression::And(a, c) => Some((a, c)),
+                        _ => None,
+                    },
+                    |a, c| Expr::And(Box::new(a), Box::new(c)),
+                )
+            }
+            _ => {}
+        }
         let mut bx =
             |e: &Expression| -> Result<Box<Expr>, QueryError> { Ok(Box::new(self.expr(e)?)) };
         Ok(match e {
             Expression::NamedNode(n) => Expr::Const(Term::Iri(n.as_str().to_owned())),
             Expression::Literal(l) => Expr::Const(literal_term(l)),
             Expression::Variable(v) => Expr::Var(self.vars.col(v.as_str())),
-            Expression::Or(a, c) => Expr::Or(bx(a)?, bx(c)?),
-            Expression::And(a, c) => Expr::And(bx(a)?, bx(c)?),
+            Expression::Or(..) | Expression::And(..) => unreachable!("chains, above"),
             Expression::Equal(a, c) => Expr::Eq(bx(a)?, bx(c)?),
             Expression::SameTerm(a, c) => Expr::SameTerm(bx(a)?, bx(c)?),
             Expression::Greater(a, c) => Expr::Cmp(bx(a)?, bx(c)?, CmpOp::Gt),

@@ -235,37 +235,71 @@ impl<const N: usize> Operator for ScanOp<N> {
     }
 }
 
-/// Looks `pat` up for one input row: the row extended by each match.
-fn index_lookup<const N: usize>(
-    store: &Store,
-    pat: &Pat,
-    row: &Row<N>,
-    mut out: impl FnMut(Row<N>),
-) {
-    let mut bound = bound_of(pat);
-    for i in 0..3 {
-        if let Slot::Var(c) = pat[i] {
-            if row[c] != UNBOUND {
-                bound[i] = Some(row[c]);
+/// One input row's lookup of a pattern, resumable: the row, the permutation and key prefix its
+/// bound positions give, and where in which partition the next match is.
+struct Lookup<const N: usize> {
+    row: Row<N>,
+    order: Order,
+    prefix: Vec<Id>,
+    part: usize,
+    /// The rest of the current partition's range; `None` before the partition is searched.
+    range: Option<std::ops::Range<usize>>,
+}
+
+impl<const N: usize> Lookup<N> {
+    fn new(pat: &Pat, row: Row<N>) -> Self {
+        let mut bound = bound_of(pat);
+        for i in 0..3 {
+            if let Slot::Var(c) = pat[i] {
+                if row[c] != UNBOUND {
+                    bound[i] = Some(row[c]);
+                }
             }
+        }
+        let (order, k) = Order::for_bound(bound.map(|x| x.is_some()));
+        Lookup {
+            row,
+            order,
+            prefix: key_prefix(order, bound, k),
+            part: 0,
+            range: None,
         }
     }
-    let (order, k) = Order::for_bound(bound.map(|x| x.is_some()));
-    let prefix = key_prefix(order, bound, k);
-    let pos = order.positions();
-    for part in store.perm(order).partitions() {
-        let cols = &part.data;
-        for i in cols.range(&prefix) {
-            let key = cols.row(i);
-            let mut t = [0; 3];
-            for c in 0..3 {
-                t[pos[c]] = key[c];
+
+    /// Pushes the row extended by each match of `pat` until the matches end (true) or the
+    /// output blocks between two of them (false: call again to go on). `n` counts the rows.
+    fn run(
+        &mut self,
+        store: &Store,
+        pat: &Pat,
+        io: &mut Io<'_>,
+        out: &mut Emitter<Row<N>>,
+        n: &mut u64,
+    ) -> bool {
+        let parts = store.perm(self.order).partitions();
+        let pos = self.order.positions();
+        while self.part < parts.len() {
+            let cols = &parts[self.part].data;
+            let range = self.range.get_or_insert_with(|| cols.range(&self.prefix));
+            for i in range.by_ref() {
+                let key = cols.row(i);
+                let mut t = [0; 3];
+                for c in 0..3 {
+                    t[pos[c]] = key[c];
+                }
+                let mut r = self.row;
+                if bind(pat, t, &mut r) {
+                    out.push(io, r);
+                    *n += 1;
+                    if io.blocked() {
+                        return false;
+                    }
+                }
             }
-            let mut r = *row;
-            if bind(pat, t, &mut r) {
-                out(r);
-            }
+            self.part += 1;
+            self.range = None;
         }
+        true
     }
 }
 
@@ -304,6 +338,8 @@ struct IndexJoinOp<const N: usize> {
     store: Arc<Store>,
     pat: Pat,
     queue: VecDeque<Row<N>>,
+    /// An input row whose matches were interrupted.
+    looking: Option<Lookup<N>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
@@ -323,12 +359,19 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
         let _t = Timer::new(self.timing, &stat);
         let mut n = 0;
         let (store, pat, out) = (&self.store, &self.pat, &mut self.out);
-        let done = pump(io, &mut self.queue, 0, true, |io, row| {
-            index_lookup(store, pat, &row, |r| {
-                out.push(io, r);
-                n += 1;
+        if let Some(mut l) = self.looking.take() {
+            if !l.run(store, pat, io, out, &mut n) {
+                self.looking = Some(l);
+            }
+        }
+        let looking = &mut self.looking;
+        let done = looking.is_none()
+            && pump(io, &mut self.queue, 0, true, |io, row| {
+                let mut l = Lookup::new(pat, row);
+                if !l.run(store, pat, io, out, &mut n) {
+                    *looking = Some(l);
+                }
             });
-        });
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         if done {
             self.out.flush(io);
@@ -441,8 +484,9 @@ struct MergeJoinOp<const N: usize> {
     sides: [Side; 2],
     /// Next unread position of each side.
     at: [usize; 2],
-    /// The group being paired: each side's `lo..hi`, and the first side's next row.
-    group: Option<([std::ops::Range<usize>; 2], usize)>,
+    /// The group being paired: each side's `lo..hi`, the first side's row, and the second
+    /// side's next row for it.
+    group: Option<([std::ops::Range<usize>; 2], usize, usize)>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
@@ -469,19 +513,26 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
             if io.blocked() || n >= budget {
                 break Status::More;
             }
-            if let Some((g, i)) = &mut self.group {
+            if let Some((g, i, j)) = &mut self.group {
                 if *i < g[0].end {
                     let mut left = [UNBOUND; N];
                     if bind(&a.pat, a.run.triple(&store, *i), &mut left) {
-                        for j in g[1].clone() {
+                        // One left row may pair with a whole group: stop between two rows when
+                        // the output blocks, and go on from `j` next time.
+                        while *j < g[1].end && !io.blocked() {
                             let mut row = left;
-                            if bind(&b.pat, b.run.triple(&store, j), &mut row) {
+                            if bind(&b.pat, b.run.triple(&store, *j), &mut row) {
                                 self.out.push(io, row);
                                 n += 1;
                             }
+                            *j += 1;
+                        }
+                        if *j < g[1].end {
+                            continue;
                         }
                     }
                     *i += 1;
+                    *j = g[1].start;
                     continue;
                 }
                 self.group = None;
@@ -504,7 +555,7 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
                     let ea = a.run.seek(&store, self.at[0], a.col, va, true);
                     let eb = b.run.seek(&store, self.at[1], b.col, va, true);
                     let g = [self.at[0]..ea, self.at[1]..eb];
-                    self.group = Some((g, self.at[0]));
+                    self.group = Some((g, self.at[0], self.at[1]));
                     self.at = [ea, eb];
                 }
             }
@@ -583,14 +634,15 @@ impl<const N: usize> Table<N> {
         self.rows.push(row);
     }
 
-    /// The rows whose key hash is `key`, last inserted first.
-    fn matches(&self, key: u64) -> impl Iterator<Item = &Row<N>> + '_ {
-        let mut at = self.heads.get(&key).copied().unwrap_or(NONE);
-        std::iter::from_fn(move || {
-            let row = self.rows.get(at)?;
-            at = self.next[at];
-            Some(row)
-        })
+    /// The first entry of the chain of rows whose key hash is `key` (last inserted first);
+    /// [`NONE`] when there is none.
+    fn head(&self, key: u64) -> usize {
+        self.heads.get(&key).copied().unwrap_or(NONE)
+    }
+
+    /// Chain entry `at`: its row and the next entry; `None` past the end.
+    fn entry(&self, at: usize) -> Option<(Row<N>, usize)> {
+        Some((*self.rows.get(at)?, self.next[at]))
     }
 }
 
@@ -606,20 +658,40 @@ struct JoinOp<const N: usize> {
     table: Table<N>,
     built: bool,
     queue: VecDeque<Row<N>>,
+    /// A probe row whose matches were interrupted.
+    probing: Option<Probing<N>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
 }
 
+/// A probe row part way through its matches: the output blocked (or its consumer finished)
+/// between two of them.
+struct Probing<const N: usize> {
+    row: Row<N>,
+    /// The next entry of the row's chain in the table.
+    at: usize,
+    /// Whether some match was found so far (OPTIONAL, anti-join and MINUS need it).
+    matched: bool,
+}
+
 impl<const N: usize> JoinOp<N> {
-    fn probe_one(&mut self, io: &mut Io<'_>, p: Row<N>) -> u64 {
+    /// Probes one row from chain entry `at` (a fresh row starts at its key's head), pushing
+    /// merged rows until the chain ends or the output blocks between two matches; then the
+    /// rest waits in `self.probing`. Returns the rows pushed.
+    fn probe(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
         let cx = Cx {
             store: &self.store,
             minted: &self.minted,
         };
+        let p = st.row;
         let mut emitted = 0;
-        let mut matched = false;
-        for b in self.table.matches(self.probe_key.key(&p)) {
+        while let Some((b, next)) = self.table.entry(st.at) {
+            if io.blocked() {
+                self.probing = Some(st);
+                return emitted;
+            }
+            st.at = next;
             if self.keys.iter().any(|&c| p[c] != b[c]) {
                 continue;
             }
@@ -640,7 +712,7 @@ impl<const N: usize> JoinOp<N> {
             }
             if self.mode == JoinMode::Minus {
                 if overlap {
-                    matched = true;
+                    st.matched = true;
                     break;
                 }
                 continue;
@@ -656,7 +728,7 @@ impl<const N: usize> JoinOp<N> {
                     continue;
                 }
             }
-            matched = true;
+            st.matched = true;
             match self.mode {
                 JoinMode::Anti => break,
                 _ => {
@@ -665,11 +737,20 @@ impl<const N: usize> JoinOp<N> {
                 }
             }
         }
-        if !matched && self.mode != JoinMode::Inner {
+        if !st.matched && self.mode != JoinMode::Inner {
             self.out.push(io, p);
             emitted += 1;
         }
         emitted
+    }
+
+    /// A fresh probe of row `p`.
+    fn start(&self, p: Row<N>) -> Probing<N> {
+        Probing {
+            row: p,
+            at: self.table.head(self.probe_key.key(&p)),
+            matched: false,
+        }
     }
 }
 
@@ -686,7 +767,10 @@ impl<const N: usize> Operator for JoinOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if !self.built {
+            // A row, its chain link and (at most) a head entry of the table.
+            let entry = std::mem::size_of::<Row<N>>() + 2 * std::mem::size_of::<usize>() + 8;
             while let Some(p) = io.recv::<Row<N>>(1) {
+                io.charge(p.len() * entry)?;
                 for b in p {
                     self.table.insert(self.build_key.key(&b), b);
                 }
@@ -694,10 +778,15 @@ impl<const N: usize> Operator for JoinOp<N> {
             self.built = io.finished::<Row<N>>(1);
         }
         let mut n = 0;
+        if let Some(st) = self.probing.take() {
+            n += self.probe(io, st);
+        }
         let mut queue = std::mem::take(&mut self.queue);
-        let done = pump(io, &mut queue, 0, self.built, |io, p| {
-            n += self.probe_one(io, p)
-        });
+        let done = self.probing.is_none()
+            && pump(io, &mut queue, 0, self.built, |io, p| {
+                let st = self.start(p);
+                n += self.probe(io, st)
+            });
         self.queue = queue;
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         if done {
@@ -710,6 +799,8 @@ impl<const N: usize> Operator for JoinOp<N> {
 
 struct SortOp<const N: usize> {
     keys: Arc<Vec<(Expr, bool)>>,
+    /// Keep only the first `limit` rows of the order (a top-k).
+    limit: Option<usize>,
     store: Arc<Store>,
     minted: Arc<Minted>,
     rows: Vec<Row<N>>,
@@ -717,6 +808,60 @@ struct SortOp<const N: usize> {
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
+}
+
+impl<const N: usize> SortOp<N> {
+    /// `rows` in ORDER BY's order, cut to the first `keep` when given: by the keys' values,
+    /// ties broken by the terms themselves (`1` before `1.0e0` by datatype), so the order is
+    /// the same in every run whatever order the rows came in.
+    fn order_rows(&self, rows: Vec<Row<N>>, keep: Option<usize>) -> Vec<Row<N>> {
+        let (store, minted) = (self.store.clone(), self.minted.clone());
+        let cx = Cx {
+            store: &store,
+            minted: &minted,
+        };
+        let mut keyed: Vec<(Vec<Option<super::expr::Val<'_>>>, Row<N>)> = rows
+            .into_iter()
+            .map(|r| {
+                (
+                    self.keys.iter().map(|(e, _)| e.eval(cx, &r).ok()).collect(),
+                    r,
+                )
+            })
+            .collect();
+        let cmp = |(a, ra): &(Vec<Option<super::expr::Val<'_>>>, Row<N>),
+                   (b, rb): &(Vec<Option<super::expr::Val<'_>>>, Row<N>)| {
+            for (i, (_, desc)) in self.keys.iter().enumerate() {
+                let o = order(a[i].as_ref(), b[i].as_ref());
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            // Every key ties by value: SPARQL leaves the order free; break it by the terms.
+            for (i, (_, desc)) in self.keys.iter().enumerate() {
+                let o = term_order(a[i].as_ref(), b[i].as_ref());
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            // Rows equal in every key: by their ids, so a top-k keeps the same rows as a
+            // whole sort cut afterwards, whatever the arrival order.
+            ra.cmp(rb)
+        };
+        if let Some(k) = keep {
+            if keyed.len() > k {
+                if k == 0 {
+                    return Vec::new();
+                }
+                keyed.select_nth_unstable_by(k - 1, cmp);
+                keyed.truncate(k);
+            }
+        }
+        keyed.sort_unstable_by(cmp);
+        keyed.into_iter().map(|(_, r)| r).collect()
+    }
 }
 
 impl<const N: usize> Operator for SortOp<N> {
@@ -732,47 +877,26 @@ impl<const N: usize> Operator for SortOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if self.sorted.is_none() {
+            let row = std::mem::size_of::<Row<N>>();
             while let Some(p) = io.recv::<Row<N>>(0) {
+                io.charge(p.len() * row)?;
                 self.rows.extend(p);
+                // A top-k holds at most twice k rows (or k plus a few packets): past that it
+                // keeps the best k, so its memory is bounded by k, not by its input.
+                if let Some(k) = self.limit {
+                    if self.rows.len() >= k.saturating_mul(2).max(k.saturating_add(4096)) {
+                        let rows = std::mem::take(&mut self.rows);
+                        let before = rows.len();
+                        self.rows = self.order_rows(rows, Some(k));
+                        io.uncharge((before - self.rows.len()) * row);
+                    }
+                }
             }
             if !io.finished::<Row<N>>(0) {
                 return Ok(Status::Idle);
             }
-            let (store, minted) = (self.store.clone(), self.minted.clone());
-            let cx = Cx {
-                store: &store,
-                minted: &minted,
-            };
-            let mut keyed: Vec<(Vec<Option<super::expr::Val<'_>>>, Row<N>)> =
-                std::mem::take(&mut self.rows)
-                    .into_iter()
-                    .map(|r| {
-                        (
-                            self.keys.iter().map(|(e, _)| e.eval(cx, &r).ok()).collect(),
-                            r,
-                        )
-                    })
-                    .collect();
-            keyed.sort_by(|(a, _), (b, _)| {
-                for (i, (_, desc)) in self.keys.iter().enumerate() {
-                    let o = order(a[i].as_ref(), b[i].as_ref());
-                    let o = if *desc { o.reverse() } else { o };
-                    if o != std::cmp::Ordering::Equal {
-                        return o;
-                    }
-                }
-                // Every key ties by value: SPARQL leaves the order free; break it by the
-                // terms themselves (`1` before `1.0e0` by datatype), the same in every run.
-                for (i, (_, desc)) in self.keys.iter().enumerate() {
-                    let o = term_order(a[i].as_ref(), b[i].as_ref());
-                    let o = if *desc { o.reverse() } else { o };
-                    if o != std::cmp::Ordering::Equal {
-                        return o;
-                    }
-                }
-                std::cmp::Ordering::Equal
-            });
-            self.sorted = Some(keyed.into_iter().map(|(_, r)| r).collect());
+            let rows = std::mem::take(&mut self.rows);
+            self.sorted = Some(self.order_rows(rows, self.limit).into());
         }
         let q = self.sorted.as_mut().expect("sorted above");
         let mut n = 0;
@@ -790,6 +914,52 @@ impl<const N: usize> Operator for SortOp<N> {
             }
         }
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        Ok(Status::Idle)
+    }
+}
+
+/// DISTINCT: passes each row the first time it comes, holding every row seen (charged against
+/// the plan's memory limit).
+struct DistinctOp<const N: usize> {
+    seen: HashSet<Row<N>>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for DistinctOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        // A row and its hash-table slot overhead.
+        let entry = std::mem::size_of::<Row<N>>() + 8;
+        let mut n = 0;
+        while !io.blocked() {
+            let Some(p) = io.recv::<Row<N>>(0) else {
+                break;
+            };
+            let before = self.seen.len();
+            for r in p {
+                if self.seen.insert(r) {
+                    self.out.push(io, r);
+                    n += 1;
+                }
+            }
+            io.charge((self.seen.len() - before) * entry)?;
+        }
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        if io.finished::<Row<N>>(0) && !io.blocked() {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
         Ok(Status::Idle)
     }
 }
@@ -908,6 +1078,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
                             store: cx.store.clone(),
                             pat: *pat,
                             queue: VecDeque::new(),
+                            looking: None,
                             out: Emitter::new(0),
                             stat: stat.clone(),
                             timing,
@@ -972,6 +1143,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
                             table: Table::new(),
                             built: false,
                             queue: VecDeque::new(),
+                            probing: None,
                             out: Emitter::new(0),
                             stat: stat.clone(),
                             timing,
@@ -1074,20 +1246,25 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
         }
         Op::Distinct => {
             let input = build::<N>(cx, b, &p.inputs[0]);
-            let mut seen: HashSet<Row<N>> = HashSet::new();
-            b.filter(input, move |r: &Row<N>| {
-                let _t = Timer::new(timing, &stat);
-                let new = !seen.contains(r) && seen.insert(*r);
-                count(&stat, u64::from(new));
-                new
-            })
+            let op = b.add(
+                "distinct",
+                DistinctOp::<N> {
+                    seen: HashSet::new(),
+                    out: Emitter::new(0),
+                    stat,
+                    timing,
+                },
+            );
+            b.feed(input, op, 0);
+            b.stream::<Row<N>>(op, 0).expect("distinct outputs rows")
         }
-        Op::Sort(keys) => {
+        Op::Sort(keys, limit) => {
             let input = build::<N>(cx, b, &p.inputs[0]);
             let op = b.add(
                 "order by",
                 SortOp::<N> {
                     keys: keys.clone(),
+                    limit: *limit,
                     store: cx.store.clone(),
                     minted: cx.minted.clone(),
                     rows: Vec::new(),

@@ -279,9 +279,18 @@ impl<'a> Val<'a> {
         match self.xsd_type()? {
             "integer" | "long" | "int" | "short" | "byte" | "nonNegativeInteger"
             | "nonPositiveInteger" | "negativeInteger" | "positiveInteger" | "unsignedLong"
-            | "unsignedInt" | "unsignedShort" | "unsignedByte" => {
-                Integer::from_str(v).ok().map(Num::I)
-            }
+            | "unsignedInt" | "unsignedShort" | "unsignedByte" => match Integer::from_str(v) {
+                Ok(i) => Some(Num::I(i)),
+                // A valid integer beyond 64 bits (issue 40: it was taken as ill-typed, so
+                // `!?v` kept it and ORDER BY put it after NaN): exact as a decimal up to about
+                // 1.7e20, else its double approximation. Arithmetic on it then gives a decimal
+                // or a double, not an integer: the engine has no integers beyond 64 bits.
+                Err(_) if is_integer_lexical(v) => Decimal::from_str(v)
+                    .ok()
+                    .map(Num::D)
+                    .or_else(|| Double::from_str(v).ok().map(Num::Db)),
+                Err(_) => None,
+            },
             "decimal" => Decimal::from_str(v).ok().map(Num::D),
             "float" => Float::from_str(v).ok().map(Num::F),
             "double" => Double::from_str(v).ok().map(Num::Db),
@@ -979,6 +988,30 @@ pub fn value_key(cx: Cx<'_>, id: Id) -> u64 {
         return 3 << 60;
     }
     u64::from(id)
+}
+
+/// Whether `v` is a valid lexical form of `xsd:integer`: an optional sign and digits.
+fn is_integer_lexical(v: &str) -> bool {
+    let digits = v.strip_prefix(['+', '-']).unwrap_or(v);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `items` combined by `join` as a balanced binary tree (depth log₂ n), in their order; `None`
+/// when empty. For associative operators only (`&&`, `||`): a chain of thousands of operands
+/// would otherwise be thousands of levels deep for every recursive pass over it.
+pub fn balanced<T>(mut items: Vec<T>, join: impl Fn(T, T) -> T + Copy) -> Option<T> {
+    while items.len() > 1 {
+        let mut next = Vec::with_capacity(items.len().div_ceil(2));
+        let mut it = items.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => join(a, b),
+                None => a,
+            });
+        }
+        items = next;
+    }
+    items.pop()
 }
 
 #[cfg(test)]

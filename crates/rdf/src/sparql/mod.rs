@@ -62,6 +62,39 @@ pub enum QueryError {
     /// The plan failed while running.
     #[error("query execution failed: {0}")]
     Exec(String),
+    /// The query ran past [`Options::timeout`] and was stopped.
+    #[error("the query ran past its time limit of {0:.3?} and was stopped")]
+    Timeout(std::time::Duration),
+    /// The query's operators would have held more than [`Options::memory_limit`]; it was
+    /// stopped.
+    #[error("the query would hold more than its memory limit of {limit} bytes ({operator} asked for {wanted} in all) and was stopped")]
+    MemoryLimit {
+        /// The operator that asked.
+        operator: String,
+        /// The limit.
+        limit: usize,
+        /// What the query would have held.
+        wanted: usize,
+    },
+}
+
+impl QueryError {
+    fn from_flow(e: nearflow_flow::FlowError) -> Self {
+        use nearflow_flow::FlowError;
+        match e {
+            FlowError::TimeLimit { limit } => QueryError::Timeout(limit),
+            FlowError::MemoryLimit {
+                operator,
+                limit,
+                wanted,
+            } => QueryError::MemoryLimit {
+                operator,
+                limit,
+                wanted,
+            },
+            other => QueryError::Exec(other.to_string()),
+        }
+    }
 }
 
 /// How to run a query.
@@ -73,6 +106,12 @@ pub struct Options {
     pub timing: bool,
     /// Packet size in bytes (default: half the L2 of the runtime's machine, 001 §5.2).
     pub packet_bytes: Option<usize>,
+    /// How long a run may take from its start; past it the run's request is cancelled inside
+    /// the runtime (its tasks stop within a step) and [`Running::finish`] says so.
+    pub timeout: Option<std::time::Duration>,
+    /// Bytes the run's operators may hold (sorts, hash tables, DISTINCT's set); past it the
+    /// run is stopped the same way.
+    pub memory_limit: Option<usize>,
 }
 
 /// A position of a CONSTRUCT template.
@@ -111,13 +150,8 @@ pub struct Prepared {
 
 /// Parses and plans `text` against `store`.
 pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
-    let query = spargebra::SparqlParser::new()
-        .parse_query(text)
-        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
-    let mut tr = Translator {
-        store,
-        vars: Default::default(),
-    };
+    let query = parse(text)?;
+    let mut tr = Translator::new(store);
     let (form, pattern, dataset) = match &query {
         spargebra::Query::Select {
             pattern, dataset, ..
@@ -213,6 +247,128 @@ pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prep
     })
 }
 
+/// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
+/// (`!`, `-`, `+`) may follow each other: the parser recurses once per level, and about 3,500
+/// levels overflowed the stack (issue 40). No hand-written query comes near.
+pub const MAX_NESTING: usize = 256;
+
+/// Parses a query: its nesting is checked first ([`MAX_NESTING`]), then `spargebra` parses it;
+/// a syntax error is one line with its position.
+pub fn parse(text: &str) -> Result<spargebra::Query, QueryError> {
+    check_nesting(text)?;
+    spargebra::SparqlParser::new()
+        .parse_query(text)
+        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))
+}
+
+/// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
+/// naming the line and column. Strings, IRIs and comments are skipped.
+fn check_nesting(text: &str) -> Result<(), QueryError> {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut depth, mut unary) = (0usize, 0usize);
+    let (mut line, mut col) = (1usize, 0usize);
+    let mut i = 0;
+    // Whether the last token could end an operand (then `-`/`+` is binary).
+    let mut after_operand = false;
+    let refuse = |line: usize, col: usize, what: &str| {
+        Err(QueryError::Syntax(format!(
+            "at {line}:{col}: {what} more than {MAX_NESTING} deep; nearflow refuses such a query"
+        )))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        col += 1;
+        let skip_to = |i: &mut usize, line: &mut usize, col: &mut usize, end: &[char]| {
+            // Advance past the closing `end` (or to the end of the text).
+            *i += 1;
+            while *i < chars.len() {
+                if chars[*i..].starts_with(end) {
+                    *i += end.len();
+                    *col += end.len();
+                    return;
+                }
+                if chars[*i] == '\\' {
+                    *i += 1;
+                    *col += 1;
+                }
+                if chars.get(*i) == Some(&'\n') {
+                    *line += 1;
+                    *col = 0;
+                } else {
+                    *col += 1;
+                }
+                *i += 1;
+            }
+        };
+        match c {
+            '\n' => {
+                line += 1;
+                col = 0;
+                i += 1;
+                continue;
+            }
+            '#' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            '"' | '\'' => {
+                let long = chars[i..].starts_with(&[c, c, c]);
+                if long {
+                    i += 2;
+                    skip_to(&mut i, &mut line, &mut col, &[c, c, c]);
+                } else {
+                    skip_to(&mut i, &mut line, &mut col, &[c]);
+                }
+                after_operand = true;
+                unary = 0;
+                continue;
+            }
+            '<' => {
+                // An IRI if a `>` closes it before any space; otherwise the operator.
+                let end = chars[i + 1..]
+                    .iter()
+                    .position(|&x| x == '>' || x.is_whitespace() || x == '<');
+                if let Some(k) = end.filter(|&k| chars[i + 1 + k] == '>') {
+                    i += k + 2;
+                    col += k + 1;
+                    after_operand = true;
+                    unary = 0;
+                    continue;
+                }
+                after_operand = false;
+            }
+            '(' | '{' | '[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return refuse(line, col, "brackets nested");
+                }
+                after_operand = false;
+                unary = 0;
+            }
+            ')' | '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                after_operand = true;
+                unary = 0;
+            }
+            '!' | '-' | '+' if !after_operand => {
+                unary += 1;
+                if unary > MAX_NESTING {
+                    return refuse(line, col, "unary operators chained");
+                }
+            }
+            c if c.is_whitespace() => {}
+            c => {
+                after_operand = c.is_alphanumeric() || "?$_:.".contains(c);
+                unary = 0;
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 /// `spargebra`'s message on one line: an undeclared prefix named, long "expected one of"
 /// lists cut.
 pub fn syntax_message(text: &str, message: &str) -> String {
@@ -270,6 +426,10 @@ pub struct Running {
     /// yields nothing: [`plan::yields_nothing`]).
     run: Option<(PlanHandle, PlanShape)>,
     minted: Arc<Minted>,
+    /// The time limit and its expiry: the engine checks it before each operator step; the
+    /// reader checks it too, for a plan that waits on nothing but the reader.
+    deadline: Option<(std::time::Duration, std::time::Instant)>,
+    timed_out: bool,
 }
 
 impl Running {
@@ -290,10 +450,28 @@ impl Running {
         self.run.as_ref().map(|(h, _)| h.request_id())
     }
 
-    /// The next batch of solution rows; `None` at the end.
+    /// Stops the run: its request is cancelled (tasks not started are skipped, running
+    /// operators stop at their next step); [`Running::finish`] then reports it.
+    pub fn cancel(&self) {
+        if let Some((h, _)) = &self.run {
+            h.cancel();
+        }
+    }
+
+    /// The next batch of solution rows; `None` at the end (or once the time limit passed:
+    /// [`Running::finish`] then says so).
     pub fn next_batch(&mut self) -> Option<Rows> {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
+            if let Some((_, at)) = self.deadline {
+                if !self.timed_out && std::time::Instant::now() >= at {
+                    self.timed_out = true;
+                    self.cancel();
+                }
+            }
+            if self.timed_out {
+                return None;
+            }
             match self.rx.recv_timeout(std::time::Duration::from_millis(20)) {
                 Ok(b) => return Some(b),
                 Err(RecvTimeoutError::Disconnected) => return None,
@@ -310,13 +488,26 @@ impl Running {
 
     /// Waits for the plan to end (after the last batch was read, or dropping the rest).
     pub fn finish(self) -> Result<PlanStats, QueryError> {
-        let Running { rx, run, minted } = self;
+        let Running {
+            rx,
+            run,
+            minted,
+            deadline,
+            timed_out,
+        } = self;
         let Some((handle, _)) = run else {
             return Ok(PlanStats::default());
         };
-        let out = handle.wait().map_err(|e| QueryError::Exec(e.to_string()));
+        let out = handle.wait();
         drop(rx);
-        let stats = out?.stats;
+        let stats = match (out, deadline) {
+            (Ok(o), _) if !timed_out => o.stats,
+            (Ok(_) | Err(nearflow_flow::FlowError::Cancelled), Some((limit, _))) if timed_out => {
+                return Err(QueryError::Timeout(limit))
+            }
+            (Ok(o), _) => o.stats,
+            (Err(e), _) => return Err(QueryError::from_flow(e)),
+        };
         if minted.overflowed() {
             return Err(QueryError::Exec(format!(
                 "the query's expressions made more terms than 32-bit ids can number ({} made)",
@@ -381,10 +572,16 @@ impl Prepared {
                 rx,
                 run: None,
                 minted,
+                deadline: None,
+                timed_out: false,
             });
         }
         let mut b = PlanBuilder::for_runtime(rt);
         b.default_dop(self.options.dop.unwrap_or(1));
+        b.limits(nearflow_flow::Limits {
+            time: self.options.timeout,
+            memory: self.options.memory_limit,
+        });
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
         }
@@ -399,10 +596,16 @@ impl Prepared {
         exec::build_into(&cx, &mut b, &self.phys, tx);
         let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
         let shape = plan.shape();
+        let deadline = self
+            .options
+            .timeout
+            .map(|t| (t, std::time::Instant::now() + t));
         Ok(Running {
             rx,
             run: Some((plan.submit(rt), shape)),
             minted,
+            deadline,
+            timed_out: false,
         })
     }
 
@@ -438,6 +641,28 @@ impl Prepared {
         let Form::Construct(template) = &self.form else {
             return Vec::new();
         };
+        let rows: Vec<&[Id]> = rows.into_iter().collect();
+        // Fresh blank nodes are labelled `{prefix}{row}_{label}`, with a prefix that no blank
+        // node of the data in the output starts with (issue 40: `_:c<row>_<label>` could
+        // equal a data label and merge two different nodes).
+        let mut data_labels = Vec::new();
+        for row in &rows {
+            for t in template {
+                for slot in t {
+                    if let TemplateSlot::Var(c) = slot {
+                        if let Some(TermRef::Blank(l)) =
+                            (row[*c] != UNBOUND).then(|| cx.term(row[*c]))
+                        {
+                            data_labels.push(l);
+                        }
+                    }
+                }
+            }
+        }
+        let mut prefix = String::from("c");
+        while data_labels.iter().any(|l| l.starts_with(prefix.as_str())) {
+            prefix.push('c');
+        }
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for (n, row) in rows.into_iter().enumerate() {
@@ -448,7 +673,7 @@ impl Prepared {
                             (row[*c] != UNBOUND).then(|| cx.term(row[*c]).into())
                         }
                         TemplateSlot::Term(t) => Some(t.clone()),
-                        TemplateSlot::Blank(l) => Some(Term::Blank(format!("c{n}_{l}"))),
+                        TemplateSlot::Blank(l) => Some(Term::Blank(format!("{prefix}{n}_{l}"))),
                     }
                 };
                 let (Some(s), Some(p), Some(o)) = (term(&t[0]), term(&t[1]), term(&t[2])) else {
@@ -533,7 +758,8 @@ impl Prepared {
             Op::Filter(_) => "filter".to_string(),
             Op::Union => "union".to_string(),
             Op::Distinct => "distinct".to_string(),
-            Op::Sort(k) => format!("order by ({} keys)", k.len()),
+            Op::Sort(k, None) => format!("order by ({} keys)", k.len()),
+            Op::Sort(k, Some(n)) => format!("order by ({} keys), top {n}", k.len()),
             Op::Slice(a, b) => format!(
                 "slice offset {a} limit {}",
                 b.map_or("-".into(), |x| x.to_string())

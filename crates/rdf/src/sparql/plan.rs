@@ -96,8 +96,9 @@ pub enum Op {
     Union,
     /// DISTINCT.
     Distinct,
-    /// ORDER BY.
-    Sort(Arc<Vec<(Expr, bool)>>),
+    /// ORDER BY; with a limit, only the first `limit` rows of the order are kept (a top-k:
+    /// a LIMIT above it, through projections and BINDs, which keep every row).
+    Sort(Arc<Vec<(Expr, bool)>>, Option<usize>),
     /// OFFSET/LIMIT.
     Slice(usize, Option<usize>),
     /// Projection (other columns cleared).
@@ -167,13 +168,8 @@ fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
-fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
-    let first = es.pop()?;
-    Some(
-        es.into_iter()
-            .rev()
-            .fold(first, |acc, e| Expr::And(Box::new(e), Box::new(acc))),
-    )
+fn and_all(es: Vec<Expr>) -> Option<Expr> {
+    super::expr::balanced(es, |a, b| Expr::And(Box::new(a), Box::new(b)))
 }
 
 /// The columns an expression reads.
@@ -266,10 +262,12 @@ impl Planner<'_> {
             Node::Join(a, b) => match (*a, *b) {
                 // A BGP joined with a UNION: join it into each branch (exact for bags), so a
                 // selective BGP drives each branch's plan (SP²Bench Q8, Q12b).
-                (x, Node::Union(u1, u2)) | (Node::Union(u1, u2), x) if is_bgp_tree(&x) => {
-                    let l = Node::Join(Box::new(x.clone()), u1);
-                    let r = Node::Join(Box::new(x), u2);
-                    self.plan(Node::Union(Box::new(l), Box::new(r)))
+                (x, Node::Union(us)) | (Node::Union(us), x) if is_bgp_tree(&x) => {
+                    let branches = us
+                        .into_iter()
+                        .map(|u| Node::Join(Box::new(x.clone()), Box::new(u)))
+                        .collect();
+                    self.plan(Node::Union(branches))
                 }
                 // A BGP joined with a filtered BGP whose filter reads only that BGP's own
                 // variables: one BGP with the filter (the filter sees the same values).
@@ -313,13 +311,17 @@ impl Planner<'_> {
                 let (l, r) = (self.plan(*l), self.plan(*r));
                 self.hash_join(JoinMode::Minus, l, r, None)
             }
-            Node::Union(a, b) => {
-                let (a, b) = (self.plan(*a), self.plan(*b));
-                let cert = a.cert.intersection(&b.cert).copied().collect();
-                let mut maybe: BTreeSet<usize> = a.bound().union(&b.bound()).copied().collect();
+            Node::Union(branches) => {
+                let ps: Vec<Phys> = branches.into_iter().map(|b| self.plan(b)).collect();
+                let mut cert = ps.first().map(|p| p.cert.clone()).unwrap_or_default();
+                let mut maybe = BTreeSet::new();
+                for p in &ps {
+                    cert = cert.intersection(&p.cert).copied().collect();
+                    maybe.extend(p.bound());
+                }
                 maybe = maybe.difference(&cert).copied().collect();
-                let est = a.est + b.est;
-                Phys::new(Op::Union, vec![a, b], est, cert, maybe)
+                let est = ps.iter().map(|p| p.est).sum();
+                Phys::new(Op::Union, ps, est, cert, maybe)
             }
             Node::Distinct(i) => {
                 let p = self.plan(*i);
@@ -329,7 +331,7 @@ impl Planner<'_> {
             Node::OrderBy(i, keys) => {
                 let p = self.plan(*i);
                 let est = p.est;
-                Phys::over(Op::Sort(Arc::new(keys)), p, est)
+                Phys::over(Op::Sort(Arc::new(keys), None), p, est)
             }
             Node::Project(i, cols) => {
                 let p = self.plan(*i);
@@ -358,7 +360,18 @@ impl Planner<'_> {
                 out
             }
             Node::Slice(i, start, len) => {
-                let p = self.plan(*i);
+                let mut p = self.plan(*i);
+                // ORDER BY … LIMIT: the sort keeps only the rows the slice can take (issue 40:
+                // `ORDER BY ?c LIMIT 1` kept every row, 4 GB in 9 s, for one).
+                if let Some(len) = len {
+                    let mut below = &mut p;
+                    while matches!(below.op, Op::Project(_) | Op::Extend(..)) {
+                        below = &mut below.inputs[0];
+                    }
+                    if let Op::Sort(_, limit) = &mut below.op {
+                        *limit = Some(start.saturating_add(len));
+                    }
+                }
                 let est = (p.est - start as f64)
                     .max(0.0)
                     .min(len.map_or(f64::INFINITY, |l| l as f64));
@@ -662,7 +675,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::IndexJoin { .. }
         | Op::Filter(_)
         | Op::Distinct
-        | Op::Sort(_)
+        | Op::Sort(..)
         | Op::Slice(..)
         | Op::Project(_)
         | Op::Extend(..) => input(0),

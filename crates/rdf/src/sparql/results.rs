@@ -100,6 +100,24 @@ pub fn write_solutions(
         .serialize_solutions_to_writer(out, variables.clone())?;
     for batch in batches {
         for row in batch.iter() {
+            if format == Format::Xml {
+                for (name, c) in vars {
+                    if row[*c] == UNBOUND {
+                        continue;
+                    }
+                    if let Some(ch) = xml_unrepresentable(cx.term(row[*c])) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!(
+                                "solution {}, ?{name}: the term holds U+{:04X}, which XML 1.0 \
+                                 cannot represent; use --format json, csv or tsv",
+                                n + 1,
+                                ch as u32
+                            ),
+                        ));
+                    }
+                }
+            }
             w.serialize(
                 vars.iter()
                     .zip(&variables)
@@ -111,6 +129,21 @@ pub fn write_solutions(
     }
     w.finish()?;
     Ok(n)
+}
+
+/// The first character of `t` that XML 1.0 cannot hold, escaped or not (issue 40: C0 control
+/// characters were written raw, so the document was not well-formed): U+0000–U+001F except tab,
+/// newline and carriage return, and U+FFFE, U+FFFF.
+fn xml_unrepresentable(t: TermRef<'_>) -> Option<char> {
+    let bad = |c: &char| {
+        (*c < ' ' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    };
+    match t {
+        TermRef::Iri(s) | TermRef::Blank(s) => s.chars().find(bad),
+        TermRef::Literal {
+            value, datatype, ..
+        } => value.chars().chain(datatype.chars()).find(bad),
+    }
 }
 
 /// Writes an ASK answer.

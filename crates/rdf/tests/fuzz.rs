@@ -1,0 +1,295 @@
+//! Property-based fuzzing of what reads untrusted input (issue 40): the snapshot reader, the RDF
+//! loaders' error paths (plain and gzip) and the SPARQL front end. Inputs are valid ones
+//! damaged (bytes flipped, inserted, cut off) and query shapes drawn at random, wide and deep.
+//! The property everywhere: an answer or an error, never a panic, an abort or a hang; an error
+//! is short and, for a syntax error, names its line and column.
+//!
+//! `./test.sh` runs a brief pass (64 cases a target, a fixed seed); run longer with
+//! `NEARFLOW_FUZZ_CASES=20000 cargo test --release -p nearflow-rdf --test fuzz` (and another
+//! `PROPTEST_RNG_SEED` to explore elsewhere).
+
+use std::io::Write as _;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use nearflow_rdf::load::{self, Format, LoadError, Loaded};
+use nearflow_rdf::sparql::{self, Options};
+use nearflow_rdf::{snapshot, Store};
+use proptest::prelude::*;
+use proptest::test_runner::Config;
+
+fn cases() -> u32 {
+    std::env::var("NEARFLOW_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+fn config() -> Config {
+    Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+const TURTLE: &str = r#"@prefix ex: <http://ex/> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+ex:a ex:name "Alice"@en ; ex:age "30"^^xsd:integer ; ex:knows ex:b , _:c .
+ex:b ex:name """two
+lines""" ; ex:score 1.5e3 ; ex:when "2020-01-01T00:00:00Z"^^xsd:dateTime .
+_:c ex:p ( 1 2 3 ) ; ex:q [ ex:r "nested" ] .
+"#;
+
+const NTRIPLES: &str = "<http://a> <http://p> \"x\\u0041\" .\n_:b <http://p> <http://c> .\n<http://a> <http://q> \"1\"^^<http://www.w3.org/2001/XMLSchema#integer> .\n";
+
+const NQUADS: &str = "<http://a> <http://p> <http://o> .\n<http://a> <http://p> \"v\"@en .\n<http://a> <http://p> <http://o> <http://g> .\n";
+
+/// Damage: flip bytes, insert bytes, cut the end.
+#[derive(Clone, Debug)]
+enum Edit {
+    Flip(usize, u8),
+    Insert(usize, u8),
+    Cut(usize),
+}
+
+fn edits() -> impl Strategy<Value = Vec<Edit>> {
+    proptest::collection::vec(
+        prop_oneof![
+            (any::<usize>(), 1u8..=255).prop_map(|(i, b)| Edit::Flip(i, b)),
+            (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Edit::Insert(i, b)),
+            any::<usize>().prop_map(Edit::Cut),
+        ],
+        1..6,
+    )
+}
+
+fn apply(mut bytes: Vec<u8>, edits: &[Edit]) -> Vec<u8> {
+    for e in edits {
+        let n = bytes.len().max(1);
+        match *e {
+            Edit::Flip(i, b) if !bytes.is_empty() => bytes[i % n] ^= b,
+            Edit::Insert(i, b) => bytes.insert(i % (bytes.len() + 1), b),
+            Edit::Cut(i) => bytes.truncate(i % (bytes.len() + 1)),
+            _ => {}
+        }
+    }
+    bytes
+}
+
+fn machine() -> nearflow_topo::Machine {
+    nearflow_topo::presets::build("nehalem-2x4").unwrap()
+}
+
+fn scratch() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("nearflow-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// An error's text: one line, short, and a syntax error with its position.
+fn check_error(e: &LoadError) {
+    let s = e.to_string();
+    assert!(s.len() < 2000, "an error of {} bytes", s.len());
+    if let LoadError::Syntax { line, column, .. } = e {
+        assert!(*line >= 1 && *column >= 1, "{s}");
+    }
+}
+
+fn load_bytes(name: &str, format: Format, bytes: &[u8]) -> Result<Loaded, LoadError> {
+    let mut l = Loaded::default();
+    load::load_reader(&mut l, name.as_ref(), format, bytes, "")?;
+    Ok(l)
+}
+
+/// The valid snapshot every snapshot case damages: two partitions (two NUMA nodes).
+fn snapshot_bytes() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let l = load_bytes("t.ttl", Format::Turtle, TURTLE.as_bytes()).unwrap();
+        let store = l.into_store(&machine()).unwrap();
+        let f = scratch().join("valid.nfs");
+        snapshot::save(&store, &f).unwrap();
+        std::fs::read(&f).unwrap()
+    })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// A damaged snapshot is refused with a reason, or (where the damage left it valid) opens
+    /// consistent: the three permutations hold the same triples.
+    #[test]
+    fn snapshot_reader(e in edits()) {
+        let bytes = apply(snapshot_bytes().to_vec(), &e);
+        let f = scratch().join(format!("damaged-{}.nfs", std::thread::current().name().unwrap_or("t").len()));
+        std::fs::write(&f, &bytes).unwrap();
+        match snapshot::open(&f, &machine()) {
+            Ok(s) => {
+                let all = s.matches([None; 3]).len() as u64;
+                prop_assert_eq!(all, s.len());
+            }
+            Err(err) => prop_assert!(err.to_string().contains("damaged") || err.to_string().contains("valid")
+                || err.to_string().contains("truncated") || err.to_string().contains("trailing"), "{}", err),
+        }
+    }
+
+    /// Damaged Turtle, N-Triples and N-Quads: loaded, or one short error with a position.
+    #[test]
+    fn rdf_loaders(which in 0usize..3, e in edits()) {
+        let (name, format, text) = [
+            ("t.ttl", Format::Turtle, TURTLE),
+            ("t.nt", Format::NTriples, NTRIPLES),
+            ("t.nq", Format::NQuads, NQUADS),
+        ][which];
+        let bytes = apply(text.as_bytes().to_vec(), &e);
+        if let Err(err) = load_bytes(name, format, &bytes) {
+            check_error(&err);
+        }
+    }
+
+    /// Damaged gzip files go through the decoder's error path: an error, never a panic.
+    #[test]
+    fn gzip_loader(e in edits()) {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(TURTLE.as_bytes()).unwrap();
+        let bytes = apply(gz.finish().unwrap(), &e);
+        let f = scratch().join("damaged.ttl.gz");
+        std::fs::write(&f, &bytes).unwrap();
+        if let Err(err) = load::load_files(&[f], &Arc::default()) {
+            check_error(&err);
+        }
+    }
+
+    /// Random query shapes, wide and deep, and damaged queries: prepared and run (with a time
+    /// and memory limit), or refused with an error; never a panic or a stack overflow.
+    #[test]
+    fn sparql_front_end(q in query(), e in proptest::collection::vec(any::<(usize, u8)>(), 0..3)) {
+        let mut bytes = q.into_bytes();
+        for (i, b) in e {
+            if !bytes.is_empty() {
+                let n = bytes.len();
+                bytes[i % n] = b;
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let (store, rt) = env();
+        // On a 2 MiB stack, as the runtime's workers and the harness's threads have.
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn_scoped(s, || {
+                    let options = Options {
+                        timeout: Some(Duration::from_secs(10)),
+                        memory_limit: Some(64 << 20),
+                        ..Options::default()
+                    };
+                    if let Ok(p) = sparql::prepare(store, &text, &options) {
+                        let _ = p.explain();
+                        let _ = p.run_collect(rt);
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+    }
+}
+
+fn env() -> &'static (Arc<Store>, nearflow_rt::Runtime) {
+    static ENV: OnceLock<(Arc<Store>, nearflow_rt::Runtime)> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let l = load_bytes("t.ttl", Format::Turtle, TURTLE.as_bytes()).unwrap();
+        let m = machine();
+        let store = Arc::new(l.into_store(&m).unwrap());
+        (store, nearflow_rt::Runtime::builder(m).build().unwrap())
+    })
+}
+
+/// A query: `SELECT *`, `ASK` or `CONSTRUCT` over a random group pattern, with modifiers.
+fn query() -> impl Strategy<Value = String> {
+    (0usize..3, group(), any::<bool>(), 0usize..4).prop_map(|(form, g, distinct, limit)| {
+        let modifiers = match limit {
+            0 => String::new(),
+            1 => " LIMIT 2".into(),
+            2 => " ORDER BY ?x LIMIT 3".into(),
+            _ => " ORDER BY DESC(?y) OFFSET 1".into(),
+        };
+        match form {
+            0 => format!(
+                "SELECT {}* WHERE {g}{modifiers}",
+                if distinct { "DISTINCT " } else { "" }
+            ),
+            1 => format!("ASK {g}"),
+            _ => format!("CONSTRUCT {{ ?x <http://q> _:b }} WHERE {g}{modifiers}"),
+        }
+    })
+}
+
+fn var() -> impl Strategy<Value = String> {
+    prop_oneof![Just("?x"), Just("?y"), Just("?z"), Just("?w")].prop_map(String::from)
+}
+
+fn term() -> impl Strategy<Value = String> {
+    prop_oneof![
+        var(),
+        Just("<http://ex/a>".to_string()),
+        Just("<http://ex/name>".to_string()),
+        Just("\"Alice\"@en".to_string()),
+        Just("30".to_string()),
+        Just("99999999999999999999999".to_string()),
+        Just("_:b".to_string()),
+    ]
+}
+
+fn triple() -> impl Strategy<Value = String> {
+    (term(), term(), term()).prop_map(|(s, p, o)| format!("{s} {p} {o} ."))
+}
+
+/// Expressions: leaves, then operators nested up to a few levels, and now and then a long
+/// chain or a deep nest (the shapes that overflowed a stack).
+fn expr() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![var(), Just("1".to_string()), Just("\"a\"".to_string())];
+    let nested = leaf.prop_recursive(4, 24, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone(), 0usize..8).prop_map(|(a, b, op)| {
+                let op = ["+", "-", "*", "/", "=", "<", "&&", "||"][op];
+                format!("({a} {op} {b})")
+            }),
+            inner.clone().prop_map(|a| format!("!{a}")),
+            inner.clone().prop_map(|a| format!("STR({a})")),
+            (inner.clone(), inner).prop_map(|(a, b)| format!("IF(BOUND(?x), {a}, {b})")),
+        ]
+    });
+    prop_oneof![
+        8 => nested,
+        1 => (1usize..2000, 0usize..3).prop_map(|(n, op)| {
+            vec!["?x"; n].join([" + ", " && ", " || "][op])
+        }),
+        1 => (1usize..400).prop_map(|n| format!("{}?x{}", "(".repeat(n), ")".repeat(n))),
+        1 => (1usize..400).prop_map(|n| format!("{}?x", "-".repeat(n))),
+    ]
+}
+
+/// Group patterns: triples, FILTER, BIND, OPTIONAL, UNION, MINUS, subqueries, nested a few
+/// levels; and now and then thousands of UNION branches or OPTIONALs in a row.
+fn group() -> impl Strategy<Value = String> {
+    let base =
+        proptest::collection::vec(triple(), 0..3).prop_map(|ts| format!("{{ {} }}", ts.join(" ")));
+    let nested = base.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{{ {a} UNION {b} }}")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{{ {a} OPTIONAL {b} }}")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{{ {a} MINUS {b} }}")),
+            (inner.clone(), expr()).prop_map(|(a, e)| format!("{{ {a} FILTER({e}) }}")),
+            (inner.clone(), expr()).prop_map(|(a, e)| format!("{{ {a} BIND({e} AS ?v) }}")),
+            inner.prop_map(|a| format!("{{ SELECT * WHERE {a} LIMIT 5 }}")),
+        ]
+    });
+    prop_oneof![
+        8 => nested,
+        1 => (1usize..3000).prop_map(|n| format!("{{ {} }}", vec!["{ ?x ?y ?z }"; n].join(" UNION "))),
+        1 => (1usize..3000).prop_map(|n| format!("{{ ?x ?y ?z {} }}", "OPTIONAL { ?x ?y ?w } ".repeat(n))),
+        1 => (1usize..400).prop_map(|n| format!("{}?x ?y ?z{}", "{".repeat(n), "}".repeat(n))),
+    ]
+}
