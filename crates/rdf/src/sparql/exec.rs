@@ -641,8 +641,8 @@ impl<const N: usize> Table<N> {
     }
 
     /// Chain entry `at`: its row and the next entry; `None` past the end.
-    fn entry(&self, at: usize) -> Option<(Row<N>, usize)> {
-        Some((*self.rows.get(at)?, self.next[at]))
+    fn entry(&self, at: usize) -> Option<(&Row<N>, usize)> {
+        Some((self.rows.get(at)?, self.next[at]))
     }
 }
 
@@ -812,8 +812,8 @@ struct SortOp<const N: usize> {
 
 impl<const N: usize> SortOp<N> {
     /// `rows` in ORDER BY's order, cut to the first `keep` when given: by the keys' values,
-    /// ties broken by the terms themselves (`1` before `1.0e0` by datatype), so the order is
-    /// the same in every run whatever order the rows came in.
+    /// ties broken by the terms themselves (`1` before `1.0e0` by datatype); rows equal in every
+    /// key keep their arrival order (SPARQL leaves it free), and a top-k keeps any of them.
     fn order_rows(&self, rows: Vec<Row<N>>, keep: Option<usize>) -> Vec<Row<N>> {
         let (store, minted) = (self.store.clone(), self.minted.clone());
         let cx = Cx {
@@ -829,8 +829,8 @@ impl<const N: usize> SortOp<N> {
                 )
             })
             .collect();
-        let cmp = |(a, ra): &(Vec<Option<super::expr::Val<'_>>>, Row<N>),
-                   (b, rb): &(Vec<Option<super::expr::Val<'_>>>, Row<N>)| {
+        let cmp = |(a, _): &(Vec<Option<super::expr::Val<'_>>>, Row<N>),
+                   (b, _): &(Vec<Option<super::expr::Val<'_>>>, Row<N>)| {
             for (i, (_, desc)) in self.keys.iter().enumerate() {
                 let o = order(a[i].as_ref(), b[i].as_ref());
                 let o = if *desc { o.reverse() } else { o };
@@ -846,9 +846,7 @@ impl<const N: usize> SortOp<N> {
                     return o;
                 }
             }
-            // Rows equal in every key: by their ids, so a top-k keeps the same rows as a
-            // whole sort cut afterwards, whatever the arrival order.
-            ra.cmp(rb)
+            std::cmp::Ordering::Equal
         };
         if let Some(k) = keep {
             if keyed.len() > k {
@@ -859,7 +857,7 @@ impl<const N: usize> SortOp<N> {
                 keyed.truncate(k);
             }
         }
-        keyed.sort_unstable_by(cmp);
+        keyed.sort_by(cmp);
         keyed.into_iter().map(|(_, r)| r).collect()
     }
 }
