@@ -100,6 +100,14 @@ impl Allocator {
         if let Some(sb) = self.nodes[node].take_large(self, c) {
             return self.hand_out_large(sb.as_ptr());
         }
+        self.map_large(node, c)
+    }
+
+    /// A miss of the large tier: room made on `node` (`large.rs`, eviction), then a new block
+    /// of class `c` mapped. Out of line, so the hit path stays small.
+    #[cold]
+    #[inline(never)]
+    fn map_large(&self, node: usize, c: usize) -> *mut u8 {
         let len = HEADER + self.large.size(c);
         self.nodes[node].evict_large(self, len);
         match node::fresh(self, node, len, Placement::FirstTouch, Kind::Large, false) {

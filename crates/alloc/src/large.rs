@@ -58,6 +58,15 @@ pub(crate) const THREAD_BYTES: usize = 32 << 20;
 /// mimalloc took 69 µs and 584 MiB.
 pub(crate) const STRETCH: usize = MAX_LARGE;
 
+/// The smallest class in `c..=c + STRETCH` whose bit is set in `held`.
+#[inline]
+pub(crate) fn first_at_or_above(held: u64, c: usize) -> Option<usize> {
+    const _: () = assert!(MAX_LARGE <= 64, "one bit per class");
+    let above = held.checked_shr(c as u32)?;
+    let k = c + above.trailing_zeros() as usize;
+    (above != 0 && k <= c + STRETCH).then_some(k)
+}
+
 /// Eight steps per doubling: 2^(k/8) in permille, k = 1..8.
 const STEPS: [usize; 8] = [1091, 1189, 1297, 1414, 1542, 1682, 1834, 2000];
 
@@ -123,6 +132,9 @@ impl LargeClasses {
 #[repr(C)]
 pub(crate) struct ThreadCache {
     bytes: usize,
+    /// Bit `c` set when class `c` holds a block: the smallest class at or above the one asked
+    /// for is one bit scan, not a walk over the empty ones.
+    held: u64,
     count: [u8; MAX_LARGE],
     slots: [[*mut Superblock; PER_CLASS]; MAX_LARGE],
 }
@@ -132,7 +144,7 @@ impl ThreadCache {
     /// the thread keeps (up to [`STRETCH`] above).
     #[inline]
     pub(crate) fn take_fit(&mut self, c: usize) -> Option<*mut Superblock> {
-        (c..(c + STRETCH + 1).min(MAX_LARGE)).find_map(|k| self.take(k))
+        self.take(first_at_or_above(self.held, c)?)
     }
 
     /// The most recently kept block of class `c`, if any.
@@ -143,6 +155,9 @@ impl ThreadCache {
             return None;
         }
         self.count[c] -= 1;
+        if n == 1 {
+            self.held &= !(1 << c);
+        }
         let sb = self.slots[c][n - 1];
         // SAFETY: a kept mapping is live and ours alone.
         self.bytes -= unsafe { (*sb).len };
@@ -160,6 +175,7 @@ impl ThreadCache {
         }
         self.slots[c][n] = sb;
         self.count[c] += 1;
+        self.held |= 1 << c;
         self.bytes += len;
         true
     }
@@ -177,6 +193,17 @@ impl ThreadCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_held_class_at_or_above() {
+        let held = 1 << 3 | 1 << 10 | 1 << 63;
+        assert_eq!(first_at_or_above(held, 0), Some(3));
+        assert_eq!(first_at_or_above(held, 3), Some(3));
+        assert_eq!(first_at_or_above(held, 4), Some(10));
+        assert_eq!(first_at_or_above(held, 11), Some(63));
+        assert_eq!(first_at_or_above(0, 5), None);
+        assert_eq!(first_at_or_above(held, 64), None);
+    }
 
     #[test]
     fn classes_cover_the_range_in_steps_of_at_most_9_5_percent() {

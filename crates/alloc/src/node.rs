@@ -29,7 +29,7 @@ use core::ptr::{self, NonNull};
 use std::sync::Mutex;
 
 use crate::config::Config;
-use crate::large::{MAX_LARGE, STRETCH};
+use crate::large::{first_at_or_above, MAX_LARGE};
 use crate::os::{self, OsError};
 use crate::superblock::{Kind, Superblock, HEADER, NOT_QUEUED};
 
@@ -186,6 +186,8 @@ impl Stack {
 struct Cache {
     superblocks: Stack,
     large: [Stack; MAX_LARGE],
+    /// Bit `c` set when `large[c]` is not empty.
+    large_held: u64,
     /// No sweep before this time (ms).
     next_sweep: u64,
 }
@@ -234,6 +236,7 @@ impl SuperblockAllocator {
             cache: Mutex::new(Cache {
                 superblocks: Stack::new(),
                 large: [const { Stack::new() }; MAX_LARGE],
+                large_held: 0,
                 next_sweep: 0,
             }),
         }
@@ -307,7 +310,11 @@ impl SuperblockAllocator {
     /// the node has (up to `STRETCH` above).
     pub(crate) fn take_large(&self, a: &crate::Allocator, c: usize) -> Option<NonNull<Superblock>> {
         let mut cache = self.lock();
-        let sb = (c..(c + STRETCH + 1).min(MAX_LARGE)).find_map(|k| cache.large[k].pop())?;
+        let k = first_at_or_above(cache.large_held, c)?;
+        let sb = cache.large[k].pop()?;
+        if cache.large[k].len == 0 {
+            cache.large_held &= !(1 << k);
+        }
         // SAFETY: now ours alone.
         unsafe { (*sb.as_ptr()).purged = false };
         cache.maybe_sweep(a, &a.cfg, os::now_ms());
@@ -324,7 +331,10 @@ impl SuperblockAllocator {
             let mut cache = self.lock();
             let resident: usize = cache.large.iter().map(Stack::resident).sum();
             let mut over = (resident + need).saturating_sub(a.cfg.node_reserve_bytes);
-            for stack in cache.large.iter_mut() {
+            let Cache {
+                large, large_held, ..
+            } = &mut *cache;
+            for (c, stack) in large.iter_mut().enumerate() {
                 while over > 0 {
                     // SAFETY (the block): stack members are live mappings owned by the stack.
                     let Some(sb) = (unsafe { stack.pop_resident() }) else {
@@ -336,6 +346,9 @@ impl SuperblockAllocator {
                         (*sb.as_ptr()).next = victims;
                     }
                     victims = sb.as_ptr();
+                }
+                if stack.len == 0 {
+                    *large_held &= !(1 << c);
                 }
             }
         }
@@ -364,6 +377,7 @@ impl SuperblockAllocator {
         let now = os::now_ms();
         // SAFETY: handed over by the caller.
         unsafe { cache.large[c].push(sb.as_ptr(), now) };
+        cache.large_held |= 1 << c;
         cache.maybe_sweep(a, &a.cfg, now);
     }
 
@@ -396,7 +410,8 @@ impl SuperblockAllocator {
                 p = (*p).next;
             }
         }
-        c.superblocks.is_valid() && c.large.iter().all(Stack::is_valid)
+        let mask_ok = (0..MAX_LARGE).all(|k| (c.large_held >> k & 1 == 1) == (c.large[k].len > 0));
+        mask_ok && c.superblocks.is_valid() && c.large.iter().all(Stack::is_valid)
     }
 
     /// Number of large blocks in the node's cache.

@@ -208,10 +208,10 @@ fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: 
             println!();
         }
         println!(
-            "multi-thread patterns on {label}: {threads} threads, blocks of 8–512 KiB; wall-clock \
-             ns per operation (pipeline: per packet) and peak RSS (MiB)"
+            "multi-thread patterns on {label}: {threads} threads; wall-clock ns per operation \
+             (pipeline: per packet) and peak RSS (MiB)"
         );
-        print!("{:>14}", "pattern");
+        print!("{:>17} {:>13}", "pattern", "blocks");
         for a in allocators {
             print!(" {a:>9}");
         }
@@ -225,7 +225,14 @@ fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: 
         println!();
         for key in &multi {
             let r = &by[*key];
-            print!("{:>14}", key.0);
+            let blocks = r.values().next().map_or(String::new(), |m| {
+                if m.size_min == m.size {
+                    size_label(m.size)
+                } else {
+                    format!("{}–{}", size_label(m.size_min), size_label(m.size))
+                }
+            });
+            print!("{:>17} {blocks:>13}", key.0);
             for a in allocators {
                 match r.get(*a) {
                     Some(m) => print!(" {:>9.1}", m.ns_per_op),
