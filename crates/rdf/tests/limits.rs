@@ -6,33 +6,19 @@
 //! Each query runs on a thread of 2 MiB stack, the size of the runtime's workers and of the
 //! test harness's threads, so that a pass that recursed too deep would abort the test.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nearflow_rdf::load::{self, Format, Loaded};
 use nearflow_rdf::sparql::{self, Options, QueryError};
 
 /// A store of `n` subjects, each with one `ex:v` value, on a two-node preset, and a runtime.
 fn store(n: usize) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
-    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-    let mut text = String::new();
-    for i in 0..n {
-        text.push_str(&format!("<http://ex/s{i}> <http://ex/v> {i} .\n"));
-    }
-    let mut l = Loaded::default();
-    load::load_reader(
-        &mut l,
-        "t.ttl".as_ref(),
-        Format::Turtle,
-        text.as_bytes(),
-        "",
-    )
-    .unwrap();
-    let store = Arc::new(l.into_store(&machine).unwrap());
-    (
-        store,
-        nearflow_rt::Runtime::builder(machine).build().unwrap(),
-    )
+    let text: String = (0..n)
+        .map(|i| format!("<http://ex/s{i}> <http://ex/v> {i} .\n"))
+        .collect();
+    common::ours_of(&text)
 }
 
 /// Runs `text` on a 2 MiB thread: its rows, or the error.

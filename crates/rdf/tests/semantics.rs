@@ -6,8 +6,7 @@ mod common;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use common::{compare, ours_on, oxigraph_from_turtle, reference, Answer, Expected};
-use nearflow_rdf::load::{self, Format, Loaded};
+use common::{compare, ours_of, ours_on, oxigraph_from_turtle, reference, Answer, Expected};
 use nearflow_rdf::sparql;
 
 const DATA: &str = r#"
@@ -20,25 +19,6 @@ _:x ex:n "abc"^^xsd:integer ; ex:name "" .
 ex:d ex:n "-3"^^xsd:integer ; ex:flag "true"^^xsd:boolean ; ex:p ex:d .
 ex:e ex:name "Ann" ; ex:when "2020-01-01T00:00:00Z"^^xsd:dateTime .
 "#;
-
-/// Our store of a Turtle text (N-Triples is Turtle) on a two-node preset, and a runtime.
-fn ours_of(text: &str) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
-    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-    let mut l = Loaded::default();
-    load::load_reader(
-        &mut l,
-        "t.ttl".as_ref(),
-        Format::Turtle,
-        text.as_bytes(),
-        "",
-    )
-    .unwrap();
-    let store = Arc::new(l.into_store(&machine).unwrap());
-    (
-        store,
-        nearflow_rt::Runtime::builder(machine).build().unwrap(),
-    )
-}
 
 fn stores() -> (
     Arc<nearflow_rdf::Store>,

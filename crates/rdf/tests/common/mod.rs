@@ -262,3 +262,22 @@ pub fn matches_oxigraph(
     }
     want
 }
+
+/// Our store of a Turtle text (N-Triples is Turtle) on a two-node preset, and a runtime.
+pub fn ours_of(text: &str) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
+    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+    let mut l = load::Loaded::default();
+    load::load_reader(
+        &mut l,
+        "t.ttl".as_ref(),
+        load::Format::Turtle,
+        text.as_bytes(),
+        "",
+    )
+    .unwrap();
+    let store = Arc::new(l.into_store(&machine).unwrap());
+    (
+        store,
+        nearflow_rt::Runtime::builder(machine).build().unwrap(),
+    )
+}
