@@ -23,9 +23,9 @@ echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-rdf --test fuzz
 cargo build --release -q -p nearflow-cli -p nearflow-allocbench
-echo "== the examples (crates/apps/examples), each on a small input"
+echo "== the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
 cargo build --release -q -p nearflow-apps --examples
-for e in runtime custom_operator join allocator; do
+for e in runtime custom_operator join allocator readme; do
   target/release/examples/"$e" 2000
 done
 echo "== the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"

@@ -28,10 +28,7 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v cpio >/dev/null || need+=(cpio)
 ls /boot/vmlinuz-*-cloud-amd64 >/dev/null 2>&1 || need+=(linux-image-cloud-amd64)
 if [ ${#need[@]} -gt 0 ]; then
-  echo "numa-vm-test: installing ${need[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  scripts/apt-install.sh numa-vm-test "${need[@]}"
 fi
 kernel=$(ls /boot/vmlinuz-*-cloud-amd64 | sort -V | tail -1)
 if [ ! -r "$kernel" ]; then

@@ -4,10 +4,7 @@
 # the library, and NEARFLOW_MALLOC_STATS must show that the library served blocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v python3 >/dev/null; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 >/dev/null
-fi
+command -v python3 >/dev/null || scripts/apt-install.sh preload-test python3
 cargo build --profile preload -q -p nearflow-malloc
 lib=$PWD/target/preload/libnearflow_malloc.so
 tmp=$(mktemp -d)

@@ -61,6 +61,16 @@ pub fn sp2bench_file(c: &Sp2benchGen) -> Result<sp2bench::Summary> {
         .out
         .file_name()
         .with_context(|| format!("{}: not a file name", c.out.display()))?;
+    // The generator writes Turtle (SP²Bench's own format, `@prefix` lines): a name the loader
+    // would read as N-Triples or N-Quads is refused rather than written wrongly (issue 35).
+    let plain = name.to_string_lossy();
+    let plain = plain.strip_suffix(".gz").unwrap_or(&plain);
+    if plain.ends_with(".nt") || plain.ends_with(".nq") {
+        bail!(
+            "{}: the generator writes Turtle; name the file .ttl or .n3 (optionally with .gz)",
+            c.out.display()
+        );
+    }
     let mut tmp_name = name.to_os_string();
     tmp_name.push(".partial");
     let tmp = c.out.with_file_name(tmp_name);

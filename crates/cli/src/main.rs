@@ -261,6 +261,11 @@ fn demo_steps(csv: &std::path::Path, sp2b: &Sp2bData) -> Vec<Vec<String>> {
 }
 
 fn main() -> ExitCode {
+    // Output to a pipe that closed (`nearflow topo --json | head`) ends the program quietly, as
+    // it ends any Unix filter, instead of a panic in `println!` (Rust ignores SIGPIPE by
+    // default, so every write would fail with EPIPE).
+    // SAFETY: restores the default action of one signal before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NEARFLOW_LOG")

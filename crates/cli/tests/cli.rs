@@ -1246,3 +1246,53 @@ fn absurd_topologies_are_refused_and_large_ones_print_small() {
     );
     assert!(v["pu_matrices"].as_str().unwrap().contains("omitted"));
 }
+
+/// Issue 35's small faults: a closed stdout ends the program quietly; `gen sp2bench` refuses a
+/// name the loader would read as N-Triples; `bench sp2bench --peer` without `--data` is refused
+/// before any query runs.
+#[test]
+fn a_closed_pipe_a_wrong_extension_and_a_missing_flag_fail_early_and_quietly() {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(["topo", "--synthetic", "pack:2 core:128 pu:1", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(status.code(), Some(101), "a panic's exit status: {err}");
+    for out in ["/tmp/nearflow-gen.nt", "/tmp/nearflow-gen.nq.gz"] {
+        fails_with(
+            &["gen", "sp2bench", "--triples", "10", "--out", out],
+            "writes Turtle",
+        );
+        assert!(!std::path::Path::new(out).exists());
+    }
+    fails_with(
+        &[
+            "bench",
+            "sp2bench",
+            "--store",
+            "/no/such.nfs",
+            "--peer",
+            "oxigraph",
+        ],
+        "--peer oxigraph needs --data",
+    );
+}

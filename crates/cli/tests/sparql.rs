@@ -367,7 +367,7 @@ fn bench_sp2bench_runs_every_cell_at_every_packet_size() {
         "--out",
         data.to_str().unwrap(),
     ]);
-    ok(&[
+    let table = ok(&[
         "bench",
         "sp2bench",
         "--data",
@@ -386,6 +386,22 @@ fn bench_sp2bench_runs_every_cell_at_every_packet_size() {
         "--csv",
         csv.to_str().unwrap(),
     ]);
+    // One unit per column (issue 35): milliseconds, named in the header.
+    assert!(table.contains("las/4 KiB ×1 (ms)"), "{table}");
+    let cells: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| q") && !l.starts_with("| query"))
+        .flat_map(|l| l.split('|').skip(3))
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert!(!cells.is_empty(), "{table}");
+    for c in cells {
+        assert!(
+            c.parse::<f64>().is_ok(),
+            "a cell without its unit: {c:?} in {table}"
+        );
+    }
     let text = std::fs::read_to_string(&csv).unwrap();
     let rows: Vec<Vec<&str>> = text
         .lines()

@@ -168,6 +168,10 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
         if p != "oxigraph" {
             bail!("unknown peer '{p}' (the only one is oxigraph)");
         }
+        // Checked before any query runs, not after all of them (issue 35).
+        if cmd.source.data.is_empty() {
+            bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
+        }
     }
     if !(cmd.peer_timeout > 0.0 && cmd.peer_timeout.is_finite()) {
         bail!("--peer-timeout must be a positive number of seconds");
@@ -301,9 +305,6 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
     let mut peer_load = None;
     if cmd.peer.is_some() {
         let files = &cmd.source.data;
-        if files.is_empty() {
-            bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
-        }
         let t = Instant::now();
         let ox = oxigraph::store::Store::new()?;
         let mut loader = ox.bulk_loader();
@@ -455,6 +456,21 @@ pub fn secs(s: f64) -> String {
     }
 }
 
+/// Seconds as milliseconds for the table: three significant digits below 100 ms, whole
+/// milliseconds above.
+pub fn ms(s: f64) -> String {
+    let m = s * 1e3;
+    if m < 1.0 {
+        format!("{m:.3}")
+    } else if m < 10.0 {
+        format!("{m:.2}")
+    } else if m < 100.0 {
+        format!("{m:.1}")
+    } else {
+        format!("{m:.0}")
+    }
+}
+
 fn print_table(
     cmd: &Sp2benchCmd,
     names: &[String],
@@ -463,7 +479,9 @@ fn print_table(
     peer: Option<Duration>,
 ) {
     let cols = columns(cells);
-    let head: Vec<String> = cols.iter().map(|(e, c)| format!("{e} ×{c}")).collect();
+    // One unit for every cell (ms), so that a column reads at a glance; the precision follows
+    // the size (3 significant digits or whole milliseconds).
+    let head: Vec<String> = cols.iter().map(|(e, c)| format!("{e} ×{c} (ms)")).collect();
     println!("| query | rows | {} |", head.join(" | "));
     println!("|---|---:|{}|", vec!["---:"; cols.len()].join("|"));
     for q in names {
@@ -478,8 +496,8 @@ fn print_table(
                     .iter()
                     .find(|c| &c.query == q && &c.engine == e && c.concurrent == *n)
                     .map_or("-".into(), |c| match c.seconds {
-                        Some(s) => secs(s),
-                        None => format!("> {} s", cmd.peer_timeout),
+                        Some(s) => ms(s),
+                        None => format!("> {}", ms(cmd.peer_timeout)),
                     })
             })
             .collect();
