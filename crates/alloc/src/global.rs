@@ -4,7 +4,8 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::config::{Config, SizeClasses};
-use crate::thread::{self, Choice};
+use crate::thread;
+use crate::AllocatorKind;
 use crate::{sys, Allocator};
 
 const CLASSES: SizeClasses = match SizeClasses::new(
@@ -20,21 +21,21 @@ const CLASSES: SizeClasses = match SizeClasses::new(
 /// the `LD_PRELOAD` library allocate from it.
 pub static GLOBAL: Allocator = Allocator::build(Config::DEFAULT, CLASSES);
 
-static DEFAULT_CHOICE: AtomicU8 = AtomicU8::new(Choice::Nearflow as u8);
+static DEFAULT_CHOICE: AtomicU8 = AtomicU8::new(AllocatorKind::Nearflow as u8);
 
 /// Sets the choice of every thread that has not made its own ([`crate::set_thread_choice`]).
-pub fn set_default_choice(c: Choice) {
+pub fn set_default_choice(c: AllocatorKind) {
     // Relaxed: a setting read on each allocation; threads started later see it through the
     // spawn's happens-before.
     DEFAULT_CHOICE.store(c as u8, Ordering::Relaxed);
 }
 
 /// The choice the calling thread's allocations follow.
-pub fn current_choice() -> Choice {
+pub fn current_choice() -> AllocatorKind {
     if use_nearflow() {
-        Choice::Nearflow
+        AllocatorKind::Nearflow
     } else {
-        Choice::System
+        AllocatorKind::System
     }
 }
 
@@ -47,7 +48,7 @@ fn use_nearflow() -> bool {
     } else {
         c
     };
-    c == Choice::Nearflow as u8
+    c == AllocatorKind::Nearflow as u8
 }
 
 /// `GlobalAlloc` over [`GLOBAL`]: `#[global_allocator] static A: nearflow_alloc::Nearflow =
@@ -55,7 +56,7 @@ fn use_nearflow() -> bool {
 ///
 /// Requests below 8 KB go to the system allocator, 8–512 KB to the calling thread's local
 /// allocator, larger ones to the OS (§5). A thread (or the process, by default) may choose the
-/// system allocator for everything instead ([`Choice`]); frees find the owner of a block from its
+/// system allocator for everything instead ([`AllocatorKind`]); frees find the owner of a block from its
 /// address, so blocks of either kind may be freed under either choice.
 pub struct Nearflow;
 

@@ -166,6 +166,7 @@ mod sys;
 mod thread;
 
 mod bin;
+mod kind;
 mod sync;
 
 #[cfg(not(loom))]
@@ -176,6 +177,7 @@ pub use global::{current_choice, set_default_choice, Nearflow, GLOBAL};
 pub use heap::MAX_HEAPS;
 #[cfg(not(loom))]
 pub use instance::{AllocError, Allocator};
+pub use kind::AllocatorKind;
 #[cfg(not(loom))]
 pub use node::MAX_NODES;
 /// The node each page is on (`move_pages(2)`), for placement checks.
@@ -186,7 +188,7 @@ pub use os::{current_node, GRANULE, PAGE};
 #[cfg(not(loom))]
 pub use stats::Stats;
 #[cfg(not(loom))]
-pub use thread::{set_thread_choice, Choice};
+pub use thread::set_thread_choice;
 
 /// The single-threaded core (and one foreign free) with a small configuration, small enough to
 /// run under Miri (`scripts/miri.sh`), whose OS layer is `std::alloc::System`.

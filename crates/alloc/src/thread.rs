@@ -16,19 +16,9 @@ use std::sync::Once;
 
 use crate::heap::Heap;
 use crate::Allocator;
+use crate::AllocatorKind;
 
 const SLOTS: usize = 8;
-
-/// Which allocator the thread's requests in the sub-allocators' range go to, through
-/// [`crate::Nearflow`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Choice {
-    /// The nearflow allocator (§5).
-    Nearflow = 1,
-    /// The system allocator, for everything.
-    System = 2,
-}
 
 struct Local {
     slots: [Cell<(*const Allocator, *mut Heap)>; SLOTS],
@@ -36,7 +26,7 @@ struct Local {
     dead: Cell<bool>,
     /// The key is set on this thread.
     keyed: Cell<bool>,
-    /// 0: the process default; else a [`Choice`].
+    /// 0: the process default; else an [`AllocatorKind`].
     choice: Cell<u8>,
 }
 
@@ -141,10 +131,10 @@ pub(crate) fn current_heap(a: &Allocator) -> Option<NonNull<Heap>> {
 pub(crate) fn choice() -> u8 {
     LOCAL
         .try_with(|l| l.choice.get())
-        .unwrap_or(Choice::System as u8)
+        .unwrap_or(AllocatorKind::System as u8)
 }
 
 /// Sets the calling thread's choice (see [`crate::Nearflow`]).
-pub fn set_thread_choice(c: Choice) {
+pub fn set_thread_choice(c: AllocatorKind) {
     let _ = LOCAL.try_with(|l| l.choice.set(c as u8));
 }

@@ -1,7 +1,7 @@
 //! `Nearflow` as the global allocator of a whole test program: std collections, threads, and a
 //! change of choice while blocks of both kinds are alive.
 
-use nearflow_alloc::{set_thread_choice, Choice, Nearflow, GLOBAL};
+use nearflow_alloc::{set_thread_choice, AllocatorKind, Nearflow, GLOBAL};
 
 #[global_allocator]
 static A: Nearflow = Nearflow;
@@ -33,7 +33,7 @@ fn blocks_cross_threads_and_choices() {
         .map(|t| {
             std::thread::spawn(move || {
                 if t % 2 == 1 {
-                    set_thread_choice(Choice::System);
+                    set_thread_choice(AllocatorKind::System);
                 }
                 (0..100)
                     .map(|i| vec![t as u8; 8192 + i * 1000])

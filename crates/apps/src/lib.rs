@@ -12,6 +12,8 @@
 //! - `sp2bench/` — documents of SP²Bench's shape from the data README's distributions, the
 //!   input of the LAS paper's experiments (§6.1.1), and our wording of its 17 queries
 //!   (`queries.rs`) ([`sp2bench`]);
+//! - `matmul.rs` — the matrix product with one task per element of the queue study
+//!   (`load-balancing-queues.txt` §III) ([`matmul`]);
 //! - `rng.rs` — the seeded generator shared by the generated workloads ([`rng`]).
 //!
 //! The `examples/` directory shows the four entry points of nearflow, one small program each
@@ -28,6 +30,7 @@
 pub mod ferret;
 pub mod genplan;
 pub mod lois;
+pub mod matmul;
 pub mod rng;
 pub mod sp2bench;
 pub mod vwap;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use nearflow_topo::{Machine, TopologySpec};
 
@@ -37,75 +37,46 @@ impl TopoArgs {
 
     /// Loads the machine, printing what it accepted with a caveat on stderr.
     pub fn load(&self) -> Result<Machine> {
-        let spec = self.spec()?;
-        let m = spec
-            .load()
-            .with_context(|| format!("cannot build topology {spec:?}"))?;
-        for w in m.warnings() {
-            eprintln!("warning: {w}");
+        nearflow_lab::harness::load_machine(&self.spec()?)
+    }
+}
+
+pub use nearflow_lab::harness::{build_runtime, machine_label};
+
+/// Where a store comes from (`sparql`, `bench sp2bench`).
+#[derive(Args, Debug, Clone)]
+#[group(required = true, multiple = false)]
+pub struct SourceArgs {
+    /// RDF files to load (Turtle/.n3, N-Triples, N-Quads; gzip recognised), comma-separated.
+    #[arg(long, value_name = "FILE[,FILE…]", value_delimiter = ',')]
+    pub data: Vec<PathBuf>,
+    /// A store snapshot written by `nearflow load … --save`.
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    /// The source these flags name.
+    pub fn source(&self) -> nearflow_lab::store::Source {
+        match &self.store {
+            Some(p) => nearflow_lab::store::Source::Snapshot(p.clone()),
+            None => nearflow_lab::store::Source::Files(self.data.clone()),
         }
-        Ok(m)
     }
 }
 
-/// A short human name of a machine's source.
-pub fn machine_label(m: &Machine) -> String {
-    match m.source() {
-        nearflow_topo::Source::Host => format!("host ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Preset(p) => format!("{p} ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Synthetic(s) => format!("synthetic \"{s}\" ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Xml(x) => format!("xml {x} ({} PUs)", m.pu_count()),
+/// Prints an experiment's report: one JSON document (and its notes on stderr) when `json`,
+/// else its tables.
+pub fn print_report<T: serde::Serialize>(r: &nearflow_lab::Report<T>, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        if !r.notes.is_empty() {
+            eprintln!("{}", r.notes.trim_end());
+        }
+    } else {
+        print!("{}", r.text);
     }
-}
-
-/// Parses a comma-separated list.
-pub fn parse_list<T: std::str::FromStr>(s: &str) -> Result<Vec<T>>
-where
-    T::Err: std::fmt::Display,
-{
-    s.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| x.parse::<T>().map_err(|e| anyhow::anyhow!("`{x}`: {e}")))
-        .collect()
-}
-
-/// A runtime for `machine`, `policy`, `pinning`, an optional trace and the allocator setting,
-/// checked to be in effect (the binary installs the nearflow global allocator, so `nearflow`
-/// must take effect when asked for); see [`start_runtime`], through which every runtime of the
-/// CLI starts.
-pub fn build_runtime(
-    machine: nearflow_topo::Machine,
-    policy: nearflow_policy::PolicyKind,
-    pinning: nearflow_rt::Pinning,
-    trace: bool,
-    allocator: nearflow_rt::Allocator,
-) -> anyhow::Result<nearflow_rt::Runtime> {
-    start_runtime(
-        nearflow_rt::Runtime::builder(machine)
-            .policy(policy)
-            .pinning(pinning)
-            .trace(trace),
-        allocator,
-    )
-}
-
-/// Starts the runtime `builder` describes with `allocator`, failing if another allocator is in
-/// effect (a column of a table would otherwise be mislabelled).
-pub fn start_runtime(
-    builder: nearflow_rt::Builder,
-    allocator: nearflow_rt::Allocator,
-) -> anyhow::Result<nearflow_rt::Runtime> {
-    use anyhow::Context;
-    let rt = builder
-        .allocator(allocator)
-        .build()
-        .context("cannot start the runtime")?;
-    let in_effect = rt.allocator_in_effect();
-    if in_effect != allocator {
-        anyhow::bail!("allocator {allocator} requested but {in_effect} is in effect");
-    }
-    Ok(rt)
+    Ok(())
 }
 
 /// A parser for an integer flag in `lo..=hi`: a value outside says the range, instead of a

@@ -19,40 +19,28 @@
 //!
 //! ## Files
 //!
-//! - `args.rs` — machine flags, list parsing, [`args::build_runtime`].
-//! - `topo_cmd.rs` — `topo`.
-//! - `stress_cmd.rs` — `stress`.
-//! - `run_cmd.rs` — `run vwap`, `run plan`.
-//! - `check_cmd.rs` — `check placement`.
-//! - `sparql_cmd.rs` — `sparql`, `load`.
-//! - `gen_cmd.rs` — `gen sp2bench`.
-//! - `map_cmd.rs` — `map`; `map_report.rs` — its rows, measuring and printing;
-//!   `map_apps.rs` — its applications, profiling run and LLC counters;
-//!   `map_sim.rs` — its `--simulate`; `map_online.rs` — its `--online`.
-//! - `sim_cmd.rs` — `sim`; `sim_validate.rs` — its `--validate` (the graph on the real runtime);
-//!   `sim_calibrate.rs` — the plan models from traced runs (generated plan, VWAP, SPARQL);
-//!   `sim_report.rs` — its table and timelines.
-//! - `bench/` — one file per benchmark, shared helpers in `bench/mod.rs`, charts in
-//!   `bench/chart.rs`.
+//! The CLI parses, calls and prints; the work is in the library crates, the experiments in
+//! `nearflow-lab` (each subcommand's flags become a lab config, its report comes back and is
+//! printed). No file here imports another subcommand's file.
+//!
+//! - `args.rs` — flags several commands share (machine, store source), number parsers,
+//!   printing a lab report.
+//! - `topo_cmd.rs` — `topo`; `stress_cmd.rs` — `stress`; `run_cmd.rs` — `run vwap`, `run plan`;
+//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `gen_cmd.rs` —
+//!   `gen sp2bench`.
+//! - `bench_cmd.rs` — every `bench` subcommand; `sim_cmd.rs` — `sim`; `map_cmd.rs` — `map`.
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod args;
-mod bench;
+mod bench_cmd;
 mod check_cmd;
 mod gen_cmd;
-mod map_apps;
 mod map_cmd;
-mod map_online;
-mod map_report;
-mod map_sim;
 mod run_cmd;
-mod sim_calibrate;
 mod sim_cmd;
-mod sim_report;
-mod sim_validate;
 mod sparql_cmd;
 mod stress_cmd;
 mod topo_cmd;
@@ -90,7 +78,7 @@ enum Command {
     Run(run_cmd::RunCmd),
     /// Benchmarks.
     #[command(subcommand)]
-    Bench(BenchCmd),
+    Bench(bench_cmd::BenchCmd),
     /// Checks of this machine's behaviour (exit status 1 when one fails).
     #[command(subcommand)]
     Check(CheckCmd),
@@ -118,34 +106,6 @@ enum Command {
 }
 
 #[derive(Subcommand, Debug)]
-enum BenchCmd {
-    /// Spawn+run cost of empty tasks, every policy beside rayon and crossbeam-deque.
-    Overhead(bench::overhead::OverheadCmd),
-    /// Matrix multiplication with one task per element (load-balancing-queues.txt, Table I).
-    Queues(bench::queues::QueuesCmd),
-    /// One plan with packet sizes from 1 KB to 4 MB (task-scheduling paper, Fig. 1).
-    PacketSize(bench::packet_size::PacketSizeCmd),
-    /// N·M concurrent generated plans under several policies (task-scheduling paper, Fig. 3;
-    /// with `--allocators nearflow,system`, the allocator experiment of LAS §6.4).
-    Plans(bench::plans::PlansCmd),
-    /// The nearflow allocator beside glibc, mimalloc and jemalloc (LAS paper §5).
-    Alloc(bench::alloc::AllocCmd),
-    /// Ferret's similarity search, plain against SplittableData (SplittableData paper §2.3, §3).
-    Split(bench::split::SplitCmd),
-    /// SP²Bench SPARQL queries, single and concurrent, per policy, with Oxigraph as the peer
-    /// (LAS paper §6.2–6.4).
-    Sp2bench(bench::sp2bench::Sp2benchCmd),
-    /// StreamMap's micro-benchmarks on this host: producer/consumer, contention table,
-    /// barrier (StreamMap §III, Fig. 4, Tables I–II, Fig. 5).
-    Streammap(bench::streammap::StreammapCmd),
-    /// NUMA factors of this host: reversing an array on node j from node i (Bobox paper §6, Table 1).
-    NumaFactor(bench::numa_factor::NumaFactorCmd),
-    /// The host's phase: the round trip of a cache line between two of its CPUs, which the
-    /// timing benches also sample once per round (a shared host's speed changes with it).
-    Phase(bench::phase::PhaseCmd),
-}
-
-#[derive(Subcommand, Debug)]
 enum CheckCmd {
     /// Pages of the allocator and the runtime's threads are on the right NUMA nodes.
     Placement(check_cmd::PlacementCmd),
@@ -155,16 +115,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Topo(c) => topo_cmd::run(&c),
         Command::Stress(c) => stress_cmd::run(&c),
-        Command::Bench(BenchCmd::Overhead(c)) => bench::overhead::run(&c),
-        Command::Bench(BenchCmd::Streammap(c)) => bench::streammap::run(&c),
-        Command::Bench(BenchCmd::Queues(c)) => bench::queues::run(&c),
-        Command::Bench(BenchCmd::PacketSize(c)) => bench::packet_size::run(&c),
-        Command::Bench(BenchCmd::Plans(c)) => bench::plans::run(&c).map(|_| ()),
-        Command::Bench(BenchCmd::Alloc(c)) => bench::alloc::run(&c).map(|_| ()),
-        Command::Bench(BenchCmd::Split(c)) => bench::split::run(&c).map(|_| ()),
-        Command::Bench(BenchCmd::Sp2bench(c)) => bench::sp2bench::run(&c).map(|_| ()),
-        Command::Bench(BenchCmd::NumaFactor(c)) => bench::numa_factor::run(&c),
-        Command::Bench(BenchCmd::Phase(c)) => bench::phase::run(&c),
+        Command::Bench(c) => bench_cmd::run(&c),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),

@@ -1,26 +1,20 @@
-//! `nearflow map`: StreamMap's workflow (`streammap-cache-topology-mapping.txt` §IV.A, Fig. 7)
-//! — profile the application once, compute each mapper's thread-to-PU mapping for the target
-//! machine, and measure them beside the OS default, a random mapping and Exhaustive's best and
-//! worst (§V, Figs. 12, 14, 15), normalised to the single-threaded OS-default run.
-//!
-//! Measuring needs the machine: on the host the mappings run for real (the `mapped` policy,
-//! workers bound to their PUs; the OS default runs the same threads unbound); on any other
-//! machine `--simulate` runs them in the simulator (SIMULATED), and without it only the
-//! mappings are printed.
+//! `nearflow map`: StreamMap's workflow (`streammap-cache-topology-mapping.txt` §IV.A, Fig. 7),
+//! run by `nearflow_lab::map`: profile the application once, compute each mapper's
+//! thread-to-PU mapping for the target machine, and measure them beside the OS default, a
+//! random mapping and Exhaustive's best and worst, on the host or `--simulate`d.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use nearflow_apps::{lois, vwap};
-use nearflow_map::{exhaustive, CacheTree, Mapper, Profile};
-use nearflow_policy::PolicyKind;
-use nearflow_rt::{Pinning, Runtime};
+use anyhow::Result;
+use nearflow_lab::map;
 
-use crate::args::{machine_label, parse_list, TopoArgs};
-use crate::map_apps::{check_threads, App};
-use crate::map_report::{fill, median, print_report, random_mapping, Report, Row};
+use crate::args::{print_report, TopoArgs};
 
-/// Map an application's threads to PUs with StreamMap's mappers and measure the mappings.
+/// Maps, measures and prints.
+pub fn run(cmd: &MapCmd) -> Result<()> {
+    print_report(&map::run(&cmd.config()?)?, cmd.json)
+}
+
 #[derive(clap::Args, Debug)]
 pub struct MapCmd {
     /// The application: vwap (Fig. 9) or lois (Fig. 10).
@@ -87,253 +81,27 @@ pub struct MapCmd {
     pub margin: f64,
 }
 
-fn app_of(cmd: &MapCmd) -> Result<App> {
-    Ok(match cmd.app.as_str() {
-        "vwap" => {
-            let window = match cmd.window.as_str() {
-                "small" => 5,
-                "large" => 75_000,
-                w => w
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&w| w > 0)
-                    .with_context(|| {
-                        format!("--window {w}: expected small, large or a number > 0")
-                    })?,
-            };
-            App::Vwap {
-                ticks: vwap::generate(cmd.ticks, 0x5eed),
-                window,
-            }
-        }
-        "lois" => App::Lois {
-            samples: lois::generate(cmd.samples, 16, 0x1015),
-            cfg: lois::Config::default(),
-        },
-        other => bail!("unknown --app {other:?}: expected vwap or lois"),
-    })
-}
-
-pub fn run(cmd: &MapCmd) -> Result<()> {
-    let threads: Vec<usize> = parse_list(&cmd.threads)?;
-    for &t in &threads {
-        check_threads(&cmd.app, t)?;
+impl MapCmd {
+    fn config(&self) -> Result<map::Config> {
+        Ok(map::Config {
+            app: self.app.clone(),
+            threads: self.threads.clone(),
+            topology: self.topo.spec()?,
+            mapper: self.mapper.clone(),
+            window: self.window.clone(),
+            ticks: self.ticks,
+            samples: self.samples,
+            packet_bytes: self.packet_bytes,
+            repeat: self.repeat,
+            simulate: self.simulate,
+            no_measure: self.no_measure,
+            max_exhaustive: self.max_exhaustive,
+            profile: self.profile.clone(),
+            profile_out: self.profile_out.clone(),
+            quiet: self.json,
+            online: self.online,
+            period_ms: self.period_ms,
+            margin: self.margin,
+        })
     }
-    if cmd.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    if !(0.0..1.0).contains(&cmd.margin) {
-        bail!("--margin must be in [0, 1)");
-    }
-    if cmd.online {
-        if threads.len() != 1 {
-            bail!("--online takes one thread count");
-        }
-        return crate::map_online::run(cmd, threads[0]);
-    }
-    let mappers: Vec<Mapper> = if cmd.mapper == "all" {
-        Mapper::ALL.to_vec()
-    } else {
-        parse_list(&cmd.mapper)?
-    };
-    let target = cmd.topo.load()?;
-    let app = app_of(cmd)?;
-    let measure_host = !cmd.no_measure && !cmd.simulate && target.source().is_host();
-    let simulate = cmd.simulate && !cmd.no_measure;
-    let sim_packet =
-        cmd.packet_bytes
-            .unwrap_or_else(|| nearflow_flow::default_packet_bytes(&target)) as u64;
-    let mut reports = Vec::new();
-    let baseline = if measure_host {
-        let one = Runtime::builder(nearflow_topo::from_synthetic("pack:1 core:1 pu:1")?)
-            .policy(PolicyKind::Mapped)
-            .build()?;
-        let mut v: Vec<f64> = (0..cmd.repeat)
-            .map(|_| {
-                app.run(&one, 1, None, cmd.packet_bytes, false)
-                    .map(|r| r.throughput())
-            })
-            .collect::<Result<_>>()?;
-        Some(median(&mut v))
-    } else if simulate {
-        if !cmd.json {
-            eprintln!("calibrating {} with 1 thread on this host …", app.label());
-        }
-        Some(app.calibrate(1, sim_packet)?.throughput(&target, &[0])?)
-    } else {
-        None
-    };
-    for (k, &n) in threads.iter().enumerate() {
-        let profile = match &cmd.profile {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read profile {}", p.display()))?;
-                let prof = Profile::from_json(&text)
-                    .with_context(|| format!("profile {}", p.display()))?;
-                if prof.threads.len() != n {
-                    bail!(
-                        "profile {} has {} threads, not {n}",
-                        p.display(),
-                        prof.threads.len()
-                    );
-                }
-                prof
-            }
-            None => {
-                if !cmd.json {
-                    eprintln!("profiling {} with {n} threads …", app.label());
-                }
-                app.profile(n, cmd.packet_bytes)?
-            }
-        };
-        if k == 0 {
-            if let Some(out) = &cmd.profile_out {
-                std::fs::write(out, serde_json::to_string_pretty(&profile)?)
-                    .with_context(|| format!("cannot write {}", out.display()))?;
-            }
-        }
-        let slots = n.div_ceil(target.pu_count());
-        let tree = CacheTree::new(&target).with_slots(slots);
-        let mut profile = profile;
-        let sim = if simulate {
-            if !cmd.json {
-                eprintln!(
-                    "calibrating {} with {n} threads on this host …",
-                    app.label()
-                );
-            }
-            let sim = app.calibrate(n, sim_packet)?;
-            // Holistic's second profiling run (§IV.B.4): the TreeMatch-S mapping, with the
-            // misses counted — here the simulator's, per PU, shared by the PU's threads.
-            let first = nearflow_map::map(Mapper::TreeMatchS, &tree, &profile)?;
-            let per_pu = sim.dram_bytes(&target, &first)?;
-            let on = |p: usize| first.iter().filter(|&&q| q == p).count().max(1) as f64;
-            profile.contention = first.iter().map(|&p| per_pu[p] as f64 / on(p)).collect();
-            profile.contention_unit = nearflow_map::ContentionUnit::SimulatedLlcMisses;
-            profile.notes.retain(|n| !n.contains("contention ="));
-            profile.notes.push(format!(
-                "contention = bytes each thread read from memory in a simulated run of the TreeMatch-S mapping on {} (SIMULATED)",
-                machine_label(&target)
-            ));
-            Some(sim)
-        } else {
-            None
-        };
-        let mut rows: Vec<Row> = Vec::new();
-        for &m in mappers.iter().filter(|&&m| m != Mapper::Exhaustive) {
-            let r = nearflow_map::map(m, &tree, &profile);
-            rows.push(Row {
-                name: m.name().into(),
-                pus: r.as_ref().map(Clone::clone).unwrap_or_default(),
-                tuples_per_s: None,
-                normalised: None,
-                error: r.err().map(|e| e.to_string()),
-            });
-        }
-        rows.push(Row {
-            name: "random".into(),
-            pus: random_mapping(&tree, n, 0x5eed + n as u64),
-            tuples_per_s: None,
-            normalised: None,
-            error: None,
-        });
-        let all = if mappers.contains(&Mapper::Exhaustive) {
-            Some(exhaustive::mappings(&tree, n, cmd.max_exhaustive))
-        } else {
-            None
-        };
-        let mut report = Report {
-            app: app.label(),
-            machine: machine_label(&target),
-            threads: n,
-            pus: target.pu_count(),
-            measured: if measure_host {
-                format!("measured on {}", crate::bench::host_cpu())
-            } else if simulate {
-                "SIMULATED".into()
-            } else {
-                "not measured".into()
-            },
-            profile,
-            rows,
-            exhaustive_mappings: None,
-            baseline_tuples_per_s: baseline,
-            found_best: Vec::new(),
-        };
-        match &all {
-            Some(Ok(list)) => report.exhaustive_mappings = Some(list.len()),
-            Some(Err(e)) => report.rows.push(Row {
-                name: "exhaustive".into(),
-                pus: Vec::new(),
-                tuples_per_s: None,
-                normalised: None,
-                error: Some(e.to_string()),
-            }),
-            None => {}
-        }
-        if measure_host {
-            let list = match &all {
-                Some(Ok(l)) => l.clone(),
-                _ => Vec::new(),
-            };
-            measure_on_host(cmd, &app, &target, n, &mut report, &list)?;
-        } else if let Some(sim) = &sim {
-            let list = match &all {
-                Some(Ok(l)) => l.clone(),
-                _ => Vec::new(),
-            };
-            let mut eval = |pus: Option<&[usize]>| -> Result<Option<f64>> {
-                pus.map(|p| sim.throughput(&target, p)).transpose()
-            };
-            fill(&mut report, &list, 1, &mut eval)?;
-        }
-        reports.push(report);
-    }
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-    } else {
-        for r in &reports {
-            print_report(r);
-        }
-    }
-    Ok(())
-}
-
-/// Runs every mapping on the host, `cmd.repeat` rounds ([`fill`]), checking every run's
-/// result is the same.
-fn measure_on_host(
-    cmd: &MapCmd,
-    app: &App,
-    host: &nearflow_topo::Machine,
-    n: usize,
-    report: &mut Report,
-    exhaustive: &[Vec<usize>],
-) -> Result<()> {
-    if !cmd.json {
-        eprintln!(
-            "measuring {n} threads: {} rounds over the mappings and the OS default …",
-            cmd.repeat
-        );
-    }
-    let bound = Runtime::builder(host.clone())
-        .policy(PolicyKind::Mapped)
-        .pinning(Pinning::Pu)
-        .build()?;
-    let unbound = Runtime::builder(nearflow_topo::from_synthetic(&format!(
-        "pack:1 core:{n} pu:1"
-    ))?)
-    .policy(PolicyKind::Mapped)
-    .build()?;
-    let mut checksum = None;
-    let mut eval = |pus: Option<&[usize]>| -> Result<Option<f64>> {
-        let r = match pus {
-            Some(p) => app.run(&bound, n, Some(p), cmd.packet_bytes, false)?,
-            None => app.run(&unbound, n, None, cmd.packet_bytes, false)?,
-        };
-        if *checksum.get_or_insert(r.checksum) != r.checksum {
-            bail!("mapping {pus:?} computed a different result: the engine is broken");
-        }
-        Ok(Some(r.throughput()))
-    };
-    fill(report, exhaustive, cmd.repeat, &mut eval)
 }

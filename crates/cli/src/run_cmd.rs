@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use nearflow_apps::{genplan, vwap};
 use nearflow_flow::{trace, PlanBuilder};
 use nearflow_policy::PolicyKind;
-use nearflow_rt::{Allocator, Pinning, Runtime};
+use nearflow_rt::{AllocatorKind, Pinning, Runtime};
 use serde::Serialize;
 
 use crate::args::{build_runtime, machine_label, TopoArgs};
@@ -47,10 +47,10 @@ pub struct Common {
     /// Write a per-PU timeline of the run as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub trace: Option<PathBuf>,
-    /// Allocator of the packet buffers (and every 8–512 KiB block): nearflow (LAS paper §5)
+    /// AllocatorKind of the packet buffers (and every 8–512 KiB block): nearflow (LAS paper §5)
     /// or system (glibc).
     #[arg(long, default_value = "nearflow")]
-    pub allocator: Allocator,
+    pub allocator: AllocatorKind,
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -101,8 +101,8 @@ pub struct PlanCmd {
 /// The runtime and a plan builder as the common flags say (allocator, machine, policy,
 /// pinning, trace, packet size).
 fn runtime_and_builder(c: &Common) -> Result<(Runtime, PlanBuilder)> {
-    if c.allocator == Allocator::System {
-        nearflow_alloc::set_default_choice(nearflow_alloc::Choice::System);
+    if c.allocator == AllocatorKind::System {
+        nearflow_alloc::set_default_choice(nearflow_alloc::AllocatorKind::System);
     }
     let rt = build_runtime(
         c.topo.load()?,

@@ -1,24 +1,21 @@
 //! `nearflow sim`: a workload on a model of a machine, under several policies, in the
-//! discrete-event simulator (`nearflow-sim`). Every figure it prints is SIMULATED.
-//!
-//! `--validate` (on this host's topology only) also runs the very same work on the real runtime
-//! — a task graph task by task, or the generated plans on the engine — and prints measured
-//! against simulated makespans, per policy and grid entry (median of `--reps` interleaved
-//! rounds).
-//!
-//! The real runs of `--validate` are in `sim_validate.rs`, the calibration of plans in
-//! `sim_calibrate.rs`, the table and timelines in `sim_report.rs`.
+//! discrete-event simulator (`nearflow_lab::sim`). Every figure it prints is SIMULATED.
+//! `--validate` (on this host's topology only) also runs the very same work on the real
+//! runtime and prints measured against simulated makespans.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
-use nearflow_policy::PolicyKind;
-use nearflow_sim::workload::{self, PipelineSpec};
-use nearflow_sim::{simulate_plan, simulate_traced, Allocator, Graph, Model, Report, RunOptions};
+use nearflow_lab::sim::{self, Workload};
+use nearflow_lab::store::Source;
 
-use crate::args::{parse_list, TopoArgs};
-use crate::bench::{progress, Csv};
+use crate::args::{print_report, TopoArgs};
+
+/// Simulates and prints.
+pub fn run(cmd: &SimCmd) -> Result<()> {
+    print_report(&sim::run(&cmd.config()?)?, cmd.json)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SimWorkload {
@@ -160,242 +157,52 @@ pub struct SimCmd {
     pub reps: usize,
 }
 
-fn parse_grid(s: &str) -> Result<Vec<(u32, u32)>> {
-    s.split(',')
-        .map(|e| {
-            let (a, b) = e
-                .trim()
-                .split_once('x')
-                .with_context(|| format!("grid entry `{e}` is not NxM"))?;
-            let (a, b): (u32, u32) = (
-                a.parse().with_context(|| format!("grid entry `{e}`"))?,
-                b.parse().with_context(|| format!("grid entry `{e}`"))?,
-            );
-            if a == 0 || b == 0 || a * b > 4096 {
-                bail!("grid entry `{e}`: N and M must be positive, N·M at most 4096");
-            }
-            Ok((a, b))
+impl SimCmd {
+    fn config(&self) -> Result<sim::Config> {
+        Ok(sim::Config {
+            topology: self.topo.spec()?,
+            workload: match self.workload {
+                SimWorkload::Pipeline => Workload::Pipeline,
+                SimWorkload::Fib => Workload::Fib,
+                SimWorkload::Fanout => Workload::Fanout,
+                SimWorkload::Matmul => Workload::Matmul,
+                SimWorkload::Stress => Workload::Stress,
+                SimWorkload::FerretPlain => Workload::FerretPlain,
+                SimWorkload::FerretSplit => Workload::FerretSplit,
+                SimWorkload::Plans => Workload::Plans,
+                SimWorkload::Vwap => Workload::Vwap,
+                SimWorkload::Sp2bench => Workload::Sp2bench,
+            },
+            grid: self.grid.clone(),
+            policies: self.policies.clone(),
+            allocators: self.allocators.clone(),
+            size: self.size,
+            packets: self.packets,
+            operators: self.operators,
+            packet_bytes: self.packet_bytes,
+            ns_per_byte: self.ns_per_byte,
+            homed_input: self.homed_input,
+            rows: self.rows,
+            ticks: self.ticks,
+            branches: self.branches,
+            queries: self.queries.clone(),
+            queries_dir: self.queries_dir.clone(),
+            concurrent: self.concurrent.clone(),
+            source: match (&self.store, self.data.is_empty()) {
+                (Some(p), _) => Some(Source::Snapshot(p.clone())),
+                (None, false) => Some(Source::Files(self.data.clone())),
+                (None, true) => None,
+            },
+            triples: self.triples,
+            db_bytes: self.db_bytes,
+            work_ns: self.work_ns,
+            seed: self.seed,
+            model: self.model.clone(),
+            csv: self.csv.clone(),
+            trace: self.trace.clone(),
+            quiet: self.json,
+            validate: self.validate,
+            reps: self.reps,
         })
-        .collect()
-}
-
-fn graph(cmd: &SimCmd, machine: &nearflow_topo::Machine, requests: u32) -> Result<Graph> {
-    let size = cmd.size;
-    Ok(match cmd.workload {
-        SimWorkload::Pipeline => {
-            let packet_bytes = match cmd.packet_bytes {
-                Some(0) => bail!("--packet-bytes must be positive"),
-                Some(b) => b,
-                None => machine
-                    .cache_size(0, 2)
-                    .map_or(256 << 10, |l2| (l2 / 2).max(4096)),
-            };
-            if !(cmd.ns_per_byte.is_finite() && cmd.ns_per_byte >= 0.0) {
-                bail!("--ns-per-byte must be a number ≥ 0");
-            }
-            workload::pipeline(&PipelineSpec {
-                requests,
-                packets: size.unwrap_or(cmd.packets),
-                operators: cmd.operators,
-                packet_bytes,
-                ns_per_byte: cmd.ns_per_byte,
-                homed_input: cmd.homed_input,
-                nodes: machine.node_count(),
-            })?
-        }
-        SimWorkload::Fib => workload::fib(size.unwrap_or(20), cmd.work_ns, requests)?,
-        SimWorkload::Fanout => workload::fanout(size.unwrap_or(20_000), cmd.work_ns, requests)?,
-        SimWorkload::Matmul => workload::matmul(size.unwrap_or(256), 1.0)?,
-        SimWorkload::Stress => {
-            workload::stress(requests, size.unwrap_or(20_000), cmd.work_ns, cmd.seed)?
-        }
-        SimWorkload::FerretPlain | SimWorkload::FerretSplit => {
-            workload::similarity(&workload::SimilaritySpec {
-                requests,
-                queries: size.unwrap_or(500),
-                nodes: machine.node_count(),
-                db_bytes: cmd.db_bytes,
-                chunks: 256,
-                probes: 16,
-                ns_per_byte: 0.25,
-                key_ns: 2_000.0,
-                split: cmd.workload == SimWorkload::FerretSplit,
-                seed: cmd.seed,
-            })?
-        }
-        SimWorkload::Plans | SimWorkload::Vwap | SimWorkload::Sp2bench => {
-            unreachable!("plans are not task graphs")
-        }
-    })
-}
-
-pub fn run(cmd: &SimCmd) -> Result<()> {
-    let machine = cmd.topo.load()?;
-    let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
-    let allocators: Vec<Allocator> = parse_list(&cmd.allocators)?;
-    if policies.is_empty() || allocators.is_empty() {
-        bail!("no policy or no allocator given");
-    }
-    if !(cmd.work_ns.is_finite() && cmd.work_ns >= 0.0) {
-        bail!("--work-ns must be a number ≥ 0");
-    }
-    let mut model = Model::default();
-    for kv in &cmd.model {
-        model.set(kv)?;
-    }
-    let grid: Vec<(String, usize)> = match cmd.workload {
-        SimWorkload::Matmul => vec![("1x1".into(), 1)],
-        SimWorkload::Sp2bench => parse_list::<usize>(&cmd.concurrent)?
-            .into_iter()
-            .map(|c| {
-                if c == 0 || c > 4096 {
-                    bail!("--concurrent: copies must be between 1 and 4096");
-                }
-                Ok((format!("x{c}"), c))
-            })
-            .collect::<Result<_>>()?,
-        _ => parse_grid(&cmd.grid)?
-            .into_iter()
-            .map(|(n, m)| (format!("{n}x{m}"), (n * m) as usize))
-            .collect(),
-    };
-    if grid.is_empty() {
-        bail!("nothing to run: no grid entry or concurrency given");
-    }
-    if cmd.validate && !machine.source().is_host() {
-        bail!("--validate compares with real runs, so it needs this host's topology (no --preset, --synthetic or --xml)");
-    }
-    if cmd.validate && matches!(cmd.workload, SimWorkload::Sp2bench | SimWorkload::Vwap) {
-        bail!(
-            "--validate does not cover {} yet: validate the engine's model with --workload plans",
-            if cmd.workload == SimWorkload::Vwap {
-                "vwap"
-            } else {
-                "sp2bench"
-            }
-        );
-    }
-    if matches!(cmd.packet_bytes, Some(0)) {
-        bail!("--packet-bytes must be positive");
-    }
-    let plans = crate::sim_calibrate::calibrated_plans(cmd, &machine)?;
-    let bar = progress(
-        (grid.len() * policies.len() * allocators.len() * plans.len().max(1)) as u64,
-        "sim",
-        cmd.json,
-    );
-    let mut reports: Vec<(String, Report)> = Vec::new();
-    let mut graphs = Vec::new();
-    let models: Vec<Option<&(String, nearflow_sim::PlanModel)>> = if plans.is_empty() {
-        vec![None]
-    } else {
-        plans.iter().map(Some).collect()
-    };
-    for plan in models {
-        for (label, requests) in &grid {
-            let label = match plan {
-                Some((q, _)) if cmd.workload == SimWorkload::Sp2bench => format!("{q} {label}"),
-                _ => label.clone(),
-            };
-            let g = match plan {
-                Some(_) => Graph::default(),
-                None => graph(cmd, &machine, *requests as u32)?,
-            };
-            for &alloc in &allocators {
-                for &p in &policies {
-                    bar.set_message(format!("{label} {p} {alloc}"));
-                    let (r, spans) = match plan {
-                        Some((_, plan)) => simulate_plan(
-                            &machine,
-                            p,
-                            &model,
-                            plan,
-                            *requests,
-                            RunOptions {
-                                alloc,
-                                seed: cmd.seed,
-                                traced: cmd.trace.is_some(),
-                            },
-                        )?,
-                        None => simulate_traced(&machine, p, &model, &g, alloc, cmd.seed)?,
-                    };
-                    if let Some(path) = &cmd.trace {
-                        let runs =
-                            grid.len() * policies.len() * allocators.len() * plans.len().max(1);
-                        let file = crate::sim_report::trace_file(
-                            path,
-                            runs,
-                            &label,
-                            p,
-                            alloc,
-                            allocators.len(),
-                        );
-                        crate::sim_report::write_trace(&file, &spans, &r, &label)?;
-                    }
-                    reports.push((label.clone(), r));
-                    bar.inc(1);
-                }
-            }
-            graphs.push((label, std::sync::Arc::new(g)));
-        }
-    }
-    bar.finish_and_clear();
-    if cmd.validate {
-        if !plans.is_empty() {
-            let grid: Vec<(u32, u32)> = parse_grid(&cmd.grid)?;
-            return crate::sim_validate::validate_plans(cmd, &machine, &policies, &grid, &reports);
-        }
-        return crate::sim_validate::validate(cmd, &machine, &policies, &graphs, &reports);
-    }
-    if cmd.json {
-        let all: Vec<&Report> = reports.iter().map(|(_, r)| r).collect();
-        println!("{}", serde_json::to_string_pretty(&all)?);
-    } else {
-        crate::sim_report::print_table(&reports);
-    }
-    if let Some(path) = &cmd.csv {
-        let mut csv = Csv::new(&[
-            "simulated",
-            "machine",
-            "grid",
-            "workload",
-            "policy",
-            "allocator",
-            "makespan_ms",
-            "utilisation",
-            "remote_share",
-            "steals",
-            "wakes",
-        ]);
-        for (grid, r) in &reports {
-            csv.row(&[
-                "true".into(),
-                r.machine.clone(),
-                grid.clone(),
-                r.workload.clone(),
-                r.policy.clone(),
-                r.allocator.clone(),
-                format!("{:.4}", r.makespan_ns as f64 / 1e6),
-                format!("{:.4}", r.utilisation()),
-                format!("{:.4}", r.remote_share),
-                r.steals.to_string(),
-                r.wakes.to_string(),
-            ]);
-        }
-        csv.write(path)?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grids_parse_and_bad_ones_are_errors() {
-        assert_eq!(parse_grid("1x1, 4x4").unwrap(), vec![(1, 1), (4, 4)]);
-        for bad in ["4", "0x1", "ax2", "100x100"] {
-            assert!(parse_grid(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -1,21 +1,20 @@
 //! `nearflow sparql` (run a query) and `nearflow load` (build a store snapshot).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use nearflow_policy::PolicyKind;
+use nearflow_rdf::snapshot;
 use nearflow_rdf::sparql::{self, results, Form, Options};
-use nearflow_rdf::{load, snapshot, Store};
 use nearflow_rt::Pinning;
 
-use crate::args::{build_runtime, TopoArgs};
+use crate::args::{build_runtime, SourceArgs, TopoArgs};
+use nearflow_lab::store;
 
-/// Where a store comes from.
 #[derive(Args, Debug, Clone)]
 #[group(required = true, multiple = false)]
 pub struct Source {
@@ -30,7 +29,7 @@ pub struct Source {
 #[derive(Args, Debug, Clone)]
 pub struct SparqlCmd {
     #[command(flatten)]
-    pub source: Source,
+    pub source: SourceArgs,
     /// The query, from a file.
     #[arg(
         long,
@@ -95,92 +94,10 @@ pub struct LoadCmd {
     pub quiet: bool,
 }
 
-/// Loads files with a progress bar on stderr; prints triples/s at the end.
-pub fn load_files(
-    machine: &nearflow_topo::Machine,
-    files: &[PathBuf],
-    quiet: bool,
-) -> Result<Store> {
-    for f in files {
-        if !f.exists() {
-            bail!("{}: no such file", f.display());
-        }
-    }
-    let progress = Arc::new(load::Progress::default());
-    let started = Instant::now();
-    let bar = (!quiet).then(|| {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("loading {bar:30} {bytes}/{total_bytes} {msg}")
-                .expect("a valid template"),
-        );
-        b
-    });
-    let loaded = std::thread::scope(|s| {
-        let p = progress.clone();
-        let worker = s.spawn(move || load::load_files(files, &p));
-        while !worker.is_finished() {
-            if let Some(b) = &bar {
-                b.set_length(progress.bytes_total.load(Ordering::Relaxed));
-                b.set_position(progress.bytes_read.load(Ordering::Relaxed));
-                b.set_message(format!(
-                    "{} triples",
-                    progress.triples.load(Ordering::Relaxed)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        worker.join().expect("the loader does not panic")
-    });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let loaded = loaded?;
-    let parsed = started.elapsed();
-    let store = loaded.into_store(machine)?;
-    let total = started.elapsed();
-    if !quiet {
-        eprintln!(
-            "loaded {} triples ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
-            store.len(),
-            store.dict().len(),
-            total.as_secs_f64(),
-            parsed.as_secs_f64(),
-            (total - parsed).as_secs_f64(),
-            store.len() as f64 / total.as_secs_f64(),
-            store.heap_bytes() as f64 / (store.len().max(1)) as f64
-        );
-    }
-    Ok(store)
-}
-
-/// Opens a snapshot, reporting the time.
-pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) -> Result<Store> {
-    let t = Instant::now();
-    let store = snapshot::open(path, machine)?;
-    if !quiet {
-        eprintln!(
-            "opened {} ({} triples) in {:.2} s",
-            path.display(),
-            store.len(),
-            t.elapsed().as_secs_f64()
-        );
-    }
-    Ok(store)
-}
-
-/// The store a [`Source`] names.
-pub fn source_store(machine: &nearflow_topo::Machine, src: &Source, quiet: bool) -> Result<Store> {
-    match &src.store {
-        Some(p) => open_store(machine, p, quiet),
-        None => load_files(machine, &src.data, quiet),
-    }
-}
-
 pub fn load(cmd: &LoadCmd) -> Result<()> {
     snapshot::check_target(&cmd.save, &cmd.files)?;
     let machine = cmd.topo.load()?;
-    let store = load_files(&machine, &cmd.files, cmd.quiet)?;
+    let store = store::load_files(&machine, &cmd.files, cmd.quiet)?;
     let t = Instant::now();
     snapshot::save(&store, &cmd.save)?;
     if !cmd.quiet {
@@ -204,13 +121,13 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse(&text)?;
-    let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
+    let store = Arc::new(cmd.source.source().open(&machine, cmd.quiet)?);
     let rt = build_runtime(
         machine,
         cmd.policy,
         cmd.pinning,
         false,
-        nearflow_rt::Allocator::Nearflow,
+        nearflow_rt::AllocatorKind::Nearflow,
     )?;
     let options = Options {
         dop: cmd.dop,
@@ -223,7 +140,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let started = Instant::now();
     let mut running = q.start(&rt)?;
     let minted = running.minted();
-    let cx = sparql::expr::Cx {
+    let cx = sparql::expr::EvalCx {
         store: &store,
         minted: &minted,
     };

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::stress::{self, StressConfig};
-use nearflow_rt::{Allocator, Pinning};
+use nearflow_rt::{AllocatorKind, Pinning};
 
 use crate::args::{build_runtime, machine_label, TopoArgs};
 
@@ -47,7 +47,13 @@ pub struct StressCmd {
 pub fn run(cmd: &StressCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     let label = machine_label(&machine);
-    let rt = build_runtime(machine, cmd.policy, cmd.pinning, false, Allocator::Nearflow)?;
+    let rt = build_runtime(
+        machine,
+        cmd.policy,
+        cmd.pinning,
+        false,
+        AllocatorKind::Nearflow,
+    )?;
     let cfg = StressConfig {
         tasks: cmd.tasks,
         requests: cmd.requests,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nearflow_flow::ops::Emitter;
 use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status};
-use nearflow_rt::{Allocator, Runtime};
+use nearflow_rt::{AllocatorKind, Runtime};
 
 #[global_allocator]
 static A: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
@@ -53,7 +53,7 @@ impl Operator for Probe {
 /// The tests of this file read the process-wide allocator's counters: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn run(allocator: Allocator) -> (u64, u64) {
+fn run(allocator: AllocatorKind) -> (u64, u64) {
     run_on(
         "pack:1 l3:1(size=8MiB) l2:2(size=256KiB) core:1 pu:1",
         allocator,
@@ -62,7 +62,7 @@ fn run(allocator: Allocator) -> (u64, u64) {
     )
 }
 
-fn run_on(synthetic: &str, allocator: Allocator, packet: Option<usize>, n: u64) -> (u64, u64) {
+fn run_on(synthetic: &str, allocator: AllocatorKind, packet: Option<usize>, n: u64) -> (u64, u64) {
     let machine = nearflow_topo::from_synthetic(synthetic).expect("a valid synthetic topology");
     let rt = Runtime::builder(machine)
         .allocator(allocator)
@@ -97,12 +97,12 @@ fn run_on(synthetic: &str, allocator: Allocator, packet: Option<usize>, n: u64) 
 #[test]
 fn packets_follow_the_runtime_allocator() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let (ours, system) = run(Allocator::Nearflow);
+    let (ours, system) = run(AllocatorKind::Nearflow);
     assert!(
         ours >= 24 && system == 0,
         "nearflow runtime: {ours} ours, {system} system"
     );
-    let (ours, system) = run(Allocator::System);
+    let (ours, system) = run(AllocatorKind::System);
     assert!(
         ours == 0 && system >= 24,
         "system runtime: {ours} ours, {system} system"
@@ -122,12 +122,12 @@ fn large_packets_are_reused_without_new_mappings() {
         let machine = nearflow_topo::from_synthetic(&synthetic).unwrap();
         assert_eq!(nearflow_flow::default_packet_bytes(&machine), packet);
         let n = (24 * packet / 8) as u64; // 24 packets of u64 from the source
-        let (first, _) = run_on(&synthetic, Allocator::Nearflow, None, n);
+        let (first, _) = run_on(&synthetic, AllocatorKind::Nearflow, None, n);
         assert!(first >= 24, "{l2}: {first} packets from the allocator");
         let before = nearflow_alloc::GLOBAL.stats();
         let mut packets = 0;
         for _ in 0..8 {
-            let (ours, system) = run_on(&synthetic, Allocator::Nearflow, None, n);
+            let (ours, system) = run_on(&synthetic, AllocatorKind::Nearflow, None, n);
             assert_eq!(system, 0);
             packets += ours;
         }

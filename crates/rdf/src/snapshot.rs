@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use nearflow_topo::Machine;
 
 use crate::dict::Dict;
-use crate::store::{Order, Store, StoreError};
+use crate::store::{Permutation, Store, StoreError};
 use crate::term::Id;
 
 const MAGIC: &[u8; 6] = b"NFRDF\0";
@@ -309,7 +309,7 @@ fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotErro
     }
     w.put(&e)?;
     w.sum.end();
-    for order in Order::ALL {
+    for order in Permutation::ALL {
         for c in 0..3 {
             for part in store.perm(order).partitions() {
                 w.u32s(&part.data.cols[c])?;
@@ -416,7 +416,7 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let t = triples as usize;
     let mut perms: [[Vec<Id>; 3]; 3] = Default::default();
     let mut hashes = [0u64; 3];
-    for (o, order) in Order::ALL.iter().enumerate() {
+    for (o, order) in Permutation::ALL.iter().enumerate() {
         for col in perms[o].iter_mut() {
             *col = r.u32s(t)?;
         }
@@ -449,8 +449,8 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         if hashes[o] != hashes[0] {
             return Err(r.invalid(format!(
                 "{} and {} do not hold the same triples",
-                Order::ALL[0].name(),
-                Order::ALL[o].name()
+                Permutation::ALL[0].name(),
+                Permutation::ALL[o].name()
             )));
         }
     }

@@ -20,7 +20,7 @@ use crate::term::{Id, TermRef};
 
 /// A permutation: the order of the three positions in its sort key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Order {
+pub enum Permutation {
     /// subject, predicate, object.
     Spo,
     /// predicate, object, subject.
@@ -29,40 +29,40 @@ pub enum Order {
     Osp,
 }
 
-impl Order {
+impl Permutation {
     /// All three, in the order the store holds them.
-    pub const ALL: [Order; 3] = [Order::Spo, Order::Pos, Order::Osp];
+    pub const ALL: [Permutation; 3] = [Permutation::Spo, Permutation::Pos, Permutation::Osp];
 
     /// For each key column, the triple position (0 = s, 1 = p, 2 = o) it holds.
     pub fn positions(self) -> [usize; 3] {
         match self {
-            Order::Spo => [0, 1, 2],
-            Order::Pos => [1, 2, 0],
-            Order::Osp => [2, 0, 1],
+            Permutation::Spo => [0, 1, 2],
+            Permutation::Pos => [1, 2, 0],
+            Permutation::Osp => [2, 0, 1],
         }
     }
 
     /// The permutation whose key starts with exactly the bound positions (`bound[i]`: position
     /// `i` of s, p, o is bound), and how many key columns that prefix is.
-    pub fn for_bound(bound: [bool; 3]) -> (Order, usize) {
+    pub fn for_bound(bound: [bool; 3]) -> (Permutation, usize) {
         match bound {
-            [false, false, false] => (Order::Spo, 0),
-            [true, false, false] => (Order::Spo, 1),
-            [false, true, false] => (Order::Pos, 1),
-            [false, false, true] => (Order::Osp, 1),
-            [true, true, false] => (Order::Spo, 2),
-            [false, true, true] => (Order::Pos, 2),
-            [true, false, true] => (Order::Osp, 2),
-            [true, true, true] => (Order::Spo, 3),
+            [false, false, false] => (Permutation::Spo, 0),
+            [true, false, false] => (Permutation::Spo, 1),
+            [false, true, false] => (Permutation::Pos, 1),
+            [false, false, true] => (Permutation::Osp, 1),
+            [true, true, false] => (Permutation::Spo, 2),
+            [false, true, true] => (Permutation::Pos, 2),
+            [true, false, true] => (Permutation::Osp, 2),
+            [true, true, true] => (Permutation::Spo, 3),
         }
     }
 
     /// Its name, for plans.
     pub fn name(self) -> &'static str {
         match self {
-            Order::Spo => "SPO",
-            Order::Pos => "POS",
-            Order::Osp => "OSP",
+            Permutation::Spo => "SPO",
+            Permutation::Pos => "POS",
+            Permutation::Osp => "OSP",
         }
     }
 
@@ -191,17 +191,17 @@ impl Store {
         triples.dedup();
         let mut stats = StatsBuilder::default();
         stats.spo(triples.len(), |i| triples[i]);
-        let spo = split(machine, &triples, Order::Spo)?;
+        let spo = split(machine, &triples, Permutation::Spo)?;
         let mut t = triples;
         let pos = {
             t.sort_unstable_by_key(|x| [x[1], x[2], x[0]]);
             stats.pos(t.len(), |i| [t[i][1], t[i][2], t[i][0]]);
-            split(machine, &t, Order::Pos)?
+            split(machine, &t, Permutation::Pos)?
         };
         let osp = {
             t.sort_unstable_by_key(|x| [x[2], x[0], x[1]]);
             stats.osp(t.len(), |i| [t[i][2], t[i][0], t[i][1]]);
-            split(machine, &t, Order::Osp)?
+            split(machine, &t, Permutation::Osp)?
         };
         Ok(Store {
             dict,
@@ -212,7 +212,7 @@ impl Store {
     }
 
     /// Rebuilds a store from its permutations' columns (the snapshot), which must be sorted:
-    /// `parts[o]` holds permutation `Order::ALL[o]`'s key columns, whole.
+    /// `parts[o]` holds permutation `Permutation::ALL[o]`'s key columns, whole.
     pub(crate) fn from_sorted(
         machine: &Machine,
         dict: Dict,
@@ -271,7 +271,7 @@ impl Store {
     }
 
     /// A permutation's partitions.
-    pub fn perm(&self, order: Order) -> &SplittableData<Columns> {
+    pub fn perm(&self, order: Permutation) -> &SplittableData<Columns> {
         &self.perms[order.index()]
     }
 
@@ -282,7 +282,7 @@ impl Store {
 
     /// Triples matching a pattern (`None` = any), exactly, by binary search.
     pub fn count(&self, pattern: [Option<Id>; 3]) -> u64 {
-        let (order, k) = Order::for_bound(pattern.map(|x| x.is_some()));
+        let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
         let prefix = key_prefix(order, pattern, k);
         self.perm(order)
             .partitions()
@@ -294,7 +294,7 @@ impl Store {
     /// Every triple matching a pattern, in the chosen permutation's order (for tests and small
     /// lookups; the engine scans partition by partition).
     pub fn matches(&self, pattern: [Option<Id>; 3]) -> Vec<[Id; 3]> {
-        let (order, k) = Order::for_bound(pattern.map(|x| x.is_some()));
+        let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
         let prefix = key_prefix(order, pattern, k);
         let pos = order.positions();
         let mut out = Vec::new();
@@ -324,7 +324,7 @@ impl Store {
 }
 
 /// The first `k` ids of a pattern's key in `order`.
-pub(crate) fn key_prefix(order: Order, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
+pub(crate) fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
     order.positions()[..k]
         .iter()
         .map(|&p| pattern[p].expect("bound by for_bound"))
@@ -338,7 +338,7 @@ fn slice_of(n: usize, index: usize, parts: usize) -> std::ops::Range<usize> {
 fn split(
     machine: &Machine,
     sorted: &[[Id; 3]],
-    order: Order,
+    order: Permutation,
 ) -> Result<SplittableData<Columns>, StoreError> {
     let pos = order.positions();
     let parts = nearflow_split::layout(machine, SplitBy::Node).len();
@@ -443,7 +443,7 @@ mod tests {
     fn counts_and_matches_agree_with_a_scan() {
         let s = tiny();
         assert_eq!(s.len(), 4, "the duplicate is dropped");
-        assert_eq!(s.perm(Order::Spo).len(), 2, "one partition per node");
+        assert_eq!(s.perm(Permutation::Spo).len(), 2, "one partition per node");
         let all = s.matches([None; 3]);
         for sb in [None, Some(1), Some(2)] {
             for pb in [None, Some(4), Some(5)] {

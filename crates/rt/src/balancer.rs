@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nearflow_policy::{balance, Balance};
 
-use crate::registry::Shared;
+use crate::registry::Registry;
 use crate::sync::os::{Arc as StdArc, Condvar as StdCondvar, Mutex as StdMutex};
 use crate::sync::{lock, Arc, Ordering};
 
@@ -30,7 +30,7 @@ impl Balancer {
     }
 }
 
-pub(crate) fn start(shared: Arc<Shared>) -> Balancer {
+pub(crate) fn start(shared: Arc<Registry>) -> Balancer {
     let stop = StdArc::new((StdMutex::new(false), StdCondvar::new()));
     let st = stop.clone();
     let handle = std::thread::Builder::new()
@@ -54,7 +54,7 @@ pub(crate) fn start(shared: Arc<Shared>) -> Balancer {
 }
 
 /// One round of §5.2.
-pub(crate) fn tick(s: &Shared) {
+pub(crate) fn tick(s: &Registry) {
     if s.sleep.asleep() == 0 {
         return; // no idle logical processor: the balancer does not run
     }

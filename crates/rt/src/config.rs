@@ -1,5 +1,5 @@
 //! The runtime's settings that are plain values: how threads are bound ([`Pinning`]), which
-//! allocator the workers use ([`Allocator`]) and which barriers the sleep protocol uses
+//! allocator the workers use ([`AllocatorKind`](crate::AllocatorKind), re-exported from `nearflow-alloc`) and which barriers the sleep protocol uses
 //! ([`SleepBarriers`]).
 
 use std::fmt;
@@ -37,65 +37,6 @@ impl fmt::Display for Pinning {
             Pinning::Pu => "pu",
             Pinning::None => "none",
         })
-    }
-}
-
-/// Which allocator the workers' requests of 8–512 KiB (the dataflow engine's packet buffers,
-/// LAS paper §5, §6.4) go to.
-///
-/// The choice acts through the process's global allocator: it takes effect when the program
-/// installs `nearflow_alloc::Nearflow` (`#[global_allocator]`), as the `nearflow` binary does.
-/// Otherwise every block comes from the program's own global allocator and
-/// [`Runtime::allocator_in_effect`](crate::Runtime::allocator_in_effect) says so.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Allocator {
-    /// The NUMA-aware allocator of `nearflow-alloc`; workers drain their recollection bins after
-    /// each task (§5.1).
-    #[default]
-    Nearflow,
-    /// The system allocator (glibc malloc) for everything.
-    System,
-}
-
-impl Allocator {
-    /// Both, for experiments.
-    pub const ALL: [Allocator; 2] = [Allocator::Nearflow, Allocator::System];
-
-    /// The CLI name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Allocator::Nearflow => "nearflow",
-            Allocator::System => "system",
-        }
-    }
-
-    /// Makes the calling thread allocate through this allocator.
-    pub fn apply_to_thread(self) {
-        #[cfg(not(loom))]
-        nearflow_alloc::set_thread_choice(match self {
-            Allocator::Nearflow => nearflow_alloc::Choice::Nearflow,
-            Allocator::System => nearflow_alloc::Choice::System,
-        });
-    }
-}
-
-impl fmt::Display for Allocator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Allocator {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "nearflow" => Ok(Allocator::Nearflow),
-            "system" => Ok(Allocator::System),
-            _ => Err(format!(
-                "unknown allocator {s:?} (expected nearflow or system)"
-            )),
-        }
     }
 }
 

@@ -43,9 +43,10 @@
 //! ## Files
 //!
 //! - `lib.rs` — this overview, the re-exports and [`panic_message`].
-//! - `config.rs` — [`Pinning`] and [`Allocator`], the plain settings.
+//! - `config.rs` — [`Pinning`] and [`SleepBarriers`], the plain settings ([`AllocatorKind`] is
+//!   `nearflow-alloc`'s).
 //! - `runtime.rs` — [`Builder`] and [`Runtime`]: starting, submitting, counters, shutdown.
-//! - `registry.rs` — the pool's shared state: lock-free `Shared`, and `Synced` behind one mutex.
+//! - `registry.rs` — the pool's shared state: lock-free `Registry`, and `Synced` behind one mutex.
 //! - `worker.rs` — a worker's loop, task finding by the policy's search order, [`TaskCx`].
 //! - `request.rs` — requests: completion counts (held credits), failure, [`RequestHandle`].
 //! - `queue.rs` — the locked shared deque and the LAS/Bobox deferred queue.
@@ -75,8 +76,9 @@ mod task;
 mod trace;
 mod worker;
 
-pub use config::{Allocator, Pinning, SleepBarriers};
+pub use config::{Pinning, SleepBarriers};
 pub use counters::{remote_share, RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
+pub use nearflow_alloc::AllocatorKind;
 pub use nearflow_policy::{Home, HomeError};
 pub use request::{live_requests, RequestError, RequestHandle};
 pub use runtime::{Builder, RtError, Runtime};

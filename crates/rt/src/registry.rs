@@ -1,7 +1,7 @@
 //! The pool's shared state (rayon-core's `registry.rs`), split as tokio's multi-thread
-//! scheduler splits its own: [`Shared`] holds what every worker and submitter reads without a
+//! scheduler splits its own: [`Registry`] holds what every worker and submitter reads without a
 //! lock (queues, sleep, counters: each synchronises itself, and its type says how), and
-//! [`Synced`] is the little that lives behind the one mutex `Shared::synced`.
+//! [`Synced`] is the little that lives behind the one mutex `Registry::synced`.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use nearflow_policy::{NodeLoad, Place, Policy, QueueRef, RequestId, SleepScheme, TaskKind};
 use nearflow_topo::Machine;
 
-use crate::config::{Allocator, Pinning};
+use crate::config::Pinning;
 use crate::counters::WorkerCells;
 use crate::queue::{DeferredQueue, SharedQueue};
 use crate::request::RequestInner;
@@ -18,10 +18,11 @@ use crate::sleep::Sleep;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::task::{Returns, Task};
 use crate::trace;
+use nearflow_alloc::AllocatorKind;
 
 /// State shared by all workers and the submitting threads. Every field is immutable after
 /// construction or synchronises itself, except `synced`.
-pub(crate) struct Shared {
+pub(crate) struct Registry {
     pub(crate) machine: Machine,
     pub(crate) policy: Policy,
     /// Thieves' ends of the workers' local deques (owners hold the other end).
@@ -49,14 +50,14 @@ pub(crate) struct Shared {
     pub(crate) pinning: Pinning,
     /// Task timeline, when enabled (its own lock).
     pub(crate) trace: Option<trace::Trace>,
-    pub(crate) allocator: Allocator,
+    pub(crate) allocator: AllocatorKind,
     /// What is behind the lock.
     pub(crate) synced: Mutex<Synced>,
     /// Signalled when `Synced::active` drops to zero.
     pub(crate) idle: Condvar,
 }
 
-/// The part of the shared state behind `Shared::synced`.
+/// The part of the shared state behind `Registry::synced`.
 pub(crate) struct Synced {
     /// Requests submitted and not yet completed.
     pub(crate) active: usize,
@@ -65,16 +66,16 @@ pub(crate) struct Synced {
     pub(crate) in_flight: BTreeMap<RequestId, Arc<RequestInner>>,
 }
 
-impl Shared {
+impl Registry {
     pub(crate) fn new(
         machine: Machine,
         policy: Policy,
         stealers: Vec<Stealer<Task>>,
         pinning: Pinning,
         trace: bool,
-        allocator: Allocator,
+        allocator: AllocatorKind,
         barriers: crate::sleep::Barriers,
-    ) -> Shared {
+    ) -> Registry {
         let workers = policy.workers();
         let mut members = vec![0; policy.deferred_queues];
         let deferred_member = (0..workers)
@@ -86,7 +87,7 @@ impl Shared {
                 _ => None,
             })
             .collect();
-        Shared {
+        Registry {
             stealers,
             shared_queues: (0..policy.shared_queues)
                 .map(|_| SharedQueue::new())
@@ -205,7 +206,7 @@ impl Shared {
 }
 
 /// Binds the calling worker thread `w` as `s.pinning` says.
-pub(crate) fn bind(s: &Shared, w: usize) {
+pub(crate) fn bind(s: &Registry, w: usize) {
     let pus: Vec<usize> = match s.pinning {
         Pinning::None => return,
         Pinning::Pu => vec![w],

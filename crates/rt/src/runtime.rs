@@ -12,16 +12,17 @@ use nearflow_policy::{
 use nearflow_topo::Machine;
 
 use crate::balancer;
-use crate::config::{Allocator, Pinning, SleepBarriers};
+use crate::config::{Pinning, SleepBarriers};
 use crate::counters::RuntimeCounters;
 use crate::queue::{DeferredQueue, SharedQueue};
-use crate::registry::{bind, Shared};
+use crate::registry::{bind, Registry};
 use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
 use crate::task::{Task, NO_HOME};
 use crate::trace::{self, TraceEvent};
 use crate::worker::{TaskCx, WorkerLocal};
+use nearflow_alloc::AllocatorKind;
 
 /// Errors building a runtime.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +42,7 @@ pub struct Builder {
     policy: PolicyKind,
     pinning: Pinning,
     trace: bool,
-    allocator: Allocator,
+    allocator: AllocatorKind,
     barriers: Option<SleepBarriers>,
 }
 
@@ -66,8 +67,8 @@ impl Builder {
         self
     }
 
-    /// The allocator of the workers' 8–512 KiB blocks (default: nearflow); see [`Allocator`].
-    pub fn allocator(mut self, allocator: Allocator) -> Self {
+    /// The allocator of the workers' 8–512 KiB blocks (default: nearflow); see [`AllocatorKind`].
+    pub fn allocator(mut self, allocator: AllocatorKind) -> Self {
         self.allocator = allocator;
         self
     }
@@ -97,7 +98,7 @@ impl Builder {
             Pinning::None
         };
         let deques: Vec<Deque<Task>> = (0..workers).map(|_| Deque::new_lifo()).collect();
-        let shared = Arc::new(Shared::new(
+        let shared = Arc::new(Registry::new(
             self.machine,
             policy,
             deques.iter().map(Deque::stealer).collect(),
@@ -107,14 +108,20 @@ impl Builder {
             sleep::Barriers::resolve(self.barriers.unwrap_or_else(SleepBarriers::from_env)),
         ));
         let mut threads = Vec::with_capacity(workers);
+        let thread_ids: std::sync::Arc<[std::sync::OnceLock<i32>]> =
+            (0..workers).map(|_| std::sync::OnceLock::new()).collect();
         for (w, deque) in deques.into_iter().enumerate() {
             let s = shared.clone();
+            let ids = thread_ids.clone();
             let group = s.machine.group_of(w);
             let h = std::thread::Builder::new()
                 .name(format!("nearflow-g{group}-w{w}"))
                 .spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    let _ = ids[w].set(unsafe { libc::gettid() });
                     bind(&s, w);
-                    s.allocator.apply_to_thread();
+                    #[cfg(not(loom))]
+                    nearflow_alloc::set_thread_choice(s.allocator);
                     WorkerLocal::new(&s, w, deque).main_loop();
                 })
                 .map_err(|source| RtError::Spawn {
@@ -140,6 +147,7 @@ impl Builder {
         Ok(Runtime {
             shared,
             threads,
+            thread_ids,
             balancer,
         })
     }
@@ -147,8 +155,10 @@ impl Builder {
 
 /// The runtime: worker threads, queues and the policy that drives them.
 pub struct Runtime {
-    shared: Arc<Shared>,
+    shared: Arc<Registry>,
     threads: Vec<JoinHandle<()>>,
+    /// Each worker's Linux thread id, set by the worker as it starts.
+    thread_ids: std::sync::Arc<[std::sync::OnceLock<i32>]>,
     balancer: Option<balancer::Balancer>,
 }
 
@@ -164,25 +174,39 @@ impl fmt::Debug for Runtime {
 
 impl Runtime {
     /// The allocator setting of the workers ([`Builder::allocator`]).
-    pub fn allocator(&self) -> Allocator {
+    pub fn allocator(&self) -> AllocatorKind {
         self.shared.allocator
     }
 
     /// Whether the workers' 8–512 KiB blocks really come from the nearflow allocator: the
-    /// setting is [`Allocator::Nearflow`] and the process's global allocator is
+    /// setting is [`AllocatorKind::Nearflow`] and the process's global allocator is
     /// `nearflow_alloc::Nearflow`.
-    pub fn allocator_in_effect(&self) -> Allocator {
+    pub fn allocator_in_effect(&self) -> AllocatorKind {
         #[cfg(not(loom))]
-        if self.shared.allocator == Allocator::Nearflow {
+        if self.shared.allocator == AllocatorKind::Nearflow {
             let probe = self.submit(|_| {
                 let v = vec![0u8; 16 << 10];
                 nearflow_alloc::GLOBAL.owns(v.as_ptr())
             });
             if probe.wait().unwrap_or(false) {
-                return Allocator::Nearflow;
+                return AllocatorKind::Nearflow;
             }
         }
-        Allocator::System
+        AllocatorKind::System
+    }
+
+    /// The Linux thread id of each worker, in worker order (for per-thread tools such as
+    /// `perf_event_open` counters). Waits for workers that have not started yet.
+    pub fn worker_thread_ids(&self) -> Vec<i32> {
+        self.thread_ids
+            .iter()
+            .map(|id| loop {
+                if let Some(&tid) = id.get() {
+                    break tid;
+                }
+                std::thread::yield_now();
+            })
+            .collect()
     }
 
     /// A builder for a runtime on `machine`.
@@ -192,7 +216,7 @@ impl Runtime {
             policy: PolicyKind::Las,
             pinning: Pinning::Group,
             trace: false,
-            allocator: Allocator::Nearflow,
+            allocator: AllocatorKind::Nearflow,
             barriers: None,
         }
     }

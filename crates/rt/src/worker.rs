@@ -39,7 +39,7 @@ use nearflow_policy::{
 
 use crate::counters::{bump_owned, WorkerCells};
 use crate::queue::Pusher;
-use crate::registry::Shared;
+use crate::registry::Registry;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
@@ -57,7 +57,7 @@ const SEARCH_ROUNDS: usize = 32;
 
 /// The state a worker keeps to itself.
 pub(crate) struct WorkerLocal<'a> {
-    pub(crate) shared: &'a Shared,
+    pub(crate) shared: &'a Registry,
     pub(crate) w: usize,
     pub(crate) local: Deque<Task>,
     search: &'a [Step],
@@ -70,12 +70,12 @@ pub(crate) struct WorkerLocal<'a> {
     cells: &'a WorkerCells,
     label: Cell<u32>,
     /// The request whose credits this worker holds (see "Held credits").
-    held: Cell<Option<RequestRef>>,
-    /// Credits held: at least one whenever `held` is set and no task runs.
+    credited: Cell<Option<RequestRef>>,
+    /// Credits held: at least one whenever `credited` is set and no task runs.
     credits: Cell<usize>,
     /// Size of the next batch of credits.
     batch: Cell<usize>,
-    /// Statistics gathered for `held`.
+    /// Statistics gathered for `credited`.
     stats: Cell<TaskStats>,
     /// This worker's NUMA node.
     node: u32,
@@ -157,7 +157,7 @@ impl TaskCx<'_> {
         // This task has not finished, so its request is alive and not complete, and its worker
         // holds the request's credits (`run` made sure).
         let me = self.me;
-        debug_assert!(me.held.get().is_some_and(|h| h.same(self.req)));
+        debug_assert!(me.credited.get().is_some_and(|h| h.same(self.req)));
         if me.credits.get() == 0 {
             let n = me.batch.get();
             self.req.get().take_credits(n);
@@ -251,7 +251,7 @@ fn steal(s: &Stealer<Task>) -> Option<Task> {
 }
 
 impl<'a> WorkerLocal<'a> {
-    pub(crate) fn new(shared: &'a Shared, w: usize, local: Deque<Task>) -> Self {
+    pub(crate) fn new(shared: &'a Registry, w: usize, local: Deque<Task>) -> Self {
         let search = shared.policy.search(w);
         let own = Probe {
             queue: QueueRef::Local(w),
@@ -284,7 +284,7 @@ impl<'a> WorkerLocal<'a> {
             last_request: Cell::new(None),
             cells: &shared.cells[w],
             label: Cell::new(crate::trace::NO_LABEL),
-            held: Cell::new(None),
+            credited: Cell::new(None),
             credits: Cell::new(0),
             batch: Cell::new(1),
             stats: Cell::new(TaskStats::default()),
@@ -305,7 +305,7 @@ impl<'a> WorkerLocal<'a> {
     /// Gives back the credits this worker holds, with its gathered statistics, and completes
     /// the request if that was its last count (see "Held credits").
     pub(crate) fn give_back(&self) {
-        let Some(handle) = self.held.take() else {
+        let Some(handle) = self.credited.take() else {
             return;
         };
         // Held credits keep the request alive until the decrement below.
@@ -426,9 +426,9 @@ impl<'a> WorkerLocal<'a> {
     /// Runs a task (unless its request failed); its count then becomes a credit of this worker.
     pub(crate) fn run(&self, task: Task) {
         let Head { req: handle, home } = task.head();
-        if !self.held.get().is_some_and(|h| h.same(handle)) {
+        if !self.credited.get().is_some_and(|h| h.same(handle)) {
             self.give_back();
-            self.held.set(Some(handle));
+            self.credited.set(Some(handle));
         }
         // This task has not finished, so its request is alive.
         let req = handle.get();
@@ -483,7 +483,7 @@ impl<'a> WorkerLocal<'a> {
                 self.stats.set(st);
             }
             #[cfg(not(loom))]
-            if self.shared.allocator == crate::Allocator::Nearflow {
+            if self.shared.allocator == crate::AllocatorKind::Nearflow {
                 // §5.1: a worker scans its recollection bins when it finishes a task.
                 nearflow_alloc::GLOBAL.collect();
             }
@@ -547,7 +547,7 @@ impl<'a> WorkerLocal<'a> {
                             }
                         }
                         #[cfg(not(loom))]
-                        if shared.allocator == crate::Allocator::Nearflow {
+                        if shared.allocator == crate::AllocatorKind::Nearflow {
                             // Idle: what this worker's local allocator keeps goes back to its node.
                             nearflow_alloc::GLOBAL.release_cached();
                         }

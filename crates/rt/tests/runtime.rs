@@ -492,3 +492,28 @@ fn the_sleep_barriers_are_the_ones_chosen() {
         }
     }
 }
+
+/// The ids a runtime gives for its workers are its workers': a task run on worker `w` reads
+/// its own thread id, and it is the `w`-th of the list.
+#[test]
+fn worker_thread_ids_name_the_workers() {
+    let m = nearflow_topo::from_synthetic("pack:1 core:4 pu:1").unwrap();
+    let rt = Runtime::builder(m).build().unwrap();
+    let ids = rt.worker_thread_ids();
+    assert_eq!(ids.len(), rt.workers());
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "ids are distinct: {ids:?}");
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() };
+    assert!(!ids.contains(&me));
+    for _ in 0..200 {
+        let (w, tid) = rt
+            // SAFETY: gettid has no preconditions.
+            .submit(|cx| (cx.worker(), unsafe { libc::gettid() }))
+            .wait()
+            .unwrap();
+        assert_eq!(ids[w], tid, "worker {w}");
+    }
+}

@@ -61,7 +61,7 @@ use crate::driver::Driver;
 use crate::model::Model;
 use crate::report::{PuStats, Report};
 use crate::workload::{BlockId, TaskId};
-use crate::{Allocator, SimError, TaskSpan};
+use crate::{AllocatorKind, SimError, TaskSpan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -120,7 +120,7 @@ pub(crate) struct Sim<'a, D: Driver> {
     policy: Policy,
     model: &'a Model,
     driver: D,
-    alloc: Allocator,
+    alloc: AllocatorKind,
     now: u64,
     seq: u64,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
@@ -161,7 +161,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         kind: PolicyKind,
         model: &'a Model,
         driver: D,
-        alloc: Allocator,
+        alloc: AllocatorKind,
         seed: u64,
     ) -> Self {
         let policy = Policy::new(kind, machine);
@@ -727,9 +727,9 @@ impl<'a, D: Driver> Sim<'a, D> {
         if self.block_home[b as usize].is_none() {
             self.block_home[b as usize] = Some(match self.alloc {
                 // First touch by the writer's per-thread allocator on its node (LAS §5).
-                Allocator::Nearflow => self.workers[w].node,
+                AllocatorKind::Nearflow => self.workers[w].node,
                 // A recycled block may come from any node's memory (glibc's arenas keep no node).
-                Allocator::System => (b as usize).wrapping_mul(0x9E37_79B1) % nodes,
+                AllocatorKind::System => (b as usize).wrapping_mul(0x9E37_79B1) % nodes,
             });
         }
         // Write invalidates: copies in caches this PU does not use are dropped.

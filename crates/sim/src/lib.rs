@@ -39,7 +39,7 @@
 //!
 //! ## Files
 //!
-//! - `lib.rs` — this overview, [`simulate`], [`simulate_traced`], [`Allocator`], [`SimError`].
+//! - `lib.rs` — this overview, [`simulate`], [`simulate_traced`], [`AllocatorKind`], [`SimError`].
 //! - `model.rs` — [`Model`]: every cost constant with its source.
 //! - `cache.rs` — one cache: an LRU of blocks bounded by bytes.
 //! - `workload.rs` — [`Graph`] and the generators.
@@ -56,9 +56,6 @@ mod plan;
 mod report;
 pub mod workload;
 
-use std::fmt;
-use std::str::FromStr;
-
 use nearflow_policy::PolicyKind;
 use nearflow_topo::Machine;
 
@@ -68,42 +65,10 @@ pub use plan::{OpKind, OpModel, PlanModel};
 pub use report::{machine_name, LevelStats, PuStats, Report};
 pub use workload::{Graph, WorkloadError};
 
-/// Whose memory a written block is: where it goes when a task writes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Allocator {
-    /// nearflow's NUMA allocator (LAS §5): on the writer's node.
-    Nearflow,
-    /// The system allocator: any node (a recycled block keeps no node).
-    System,
-}
-
-impl Allocator {
-    /// The CLI name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Allocator::Nearflow => "nearflow",
-            Allocator::System => "system",
-        }
-    }
-}
-
-impl fmt::Display for Allocator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Allocator {
-    type Err = SimError;
-    fn from_str(s: &str) -> Result<Self, SimError> {
-        match s {
-            "nearflow" => Ok(Allocator::Nearflow),
-            "system" => Ok(Allocator::System),
-            _ => Err(SimError::UnknownAllocator(s.to_string())),
-        }
-    }
-}
+/// Whose memory a written block is, by the allocator that gives it: nearflow's NUMA allocator
+/// (LAS §5) puts it on the writer's node; the system allocator on any node (a recycled block
+/// keeps no node). The project's one choice of allocator, from `nearflow-alloc`.
+pub use nearflow_alloc::AllocatorKind;
 
 /// Why a simulation did not produce a report.
 #[derive(Debug, thiserror::Error)]
@@ -114,8 +79,6 @@ pub enum SimError {
     NoSuchNode { node: usize, nodes: usize },
     #[error("the simulation stalled at {at_ns} ns with {left} requests unfinished: no worker will look for their tasks (a lost wake-up)")]
     Stalled { left: usize, at_ns: u64 },
-    #[error("unknown allocator `{0}`; known: nearflow, system")]
-    UnknownAllocator(String),
     #[error("{0}")]
     Model(String),
 }
@@ -136,7 +99,7 @@ pub fn simulate(
     policy: PolicyKind,
     model: &Model,
     graph: &Graph,
-    alloc: Allocator,
+    alloc: AllocatorKind,
     seed: u64,
 ) -> Result<Report, SimError> {
     run_graph(machine, policy, model, graph, alloc, seed, false).map(|r| r.0)
@@ -148,7 +111,7 @@ pub fn simulate_traced(
     policy: PolicyKind,
     model: &Model,
     graph: &Graph,
-    alloc: Allocator,
+    alloc: AllocatorKind,
     seed: u64,
 ) -> Result<(Report, Vec<TaskSpan>), SimError> {
     run_graph(machine, policy, model, graph, alloc, seed, true)
@@ -159,7 +122,7 @@ fn run_graph(
     policy: PolicyKind,
     model: &Model,
     graph: &Graph,
-    alloc: Allocator,
+    alloc: AllocatorKind,
     seed: u64,
     traced: bool,
 ) -> Result<(Report, Vec<TaskSpan>), SimError> {
@@ -172,7 +135,7 @@ fn run_graph(
 /// How to run: the allocator rule, the seed, and whether to record every task.
 #[derive(Clone, Copy, Debug)]
 pub struct RunOptions {
-    pub alloc: Allocator,
+    pub alloc: AllocatorKind,
     pub seed: u64,
     pub traced: bool,
 }

@@ -6,7 +6,7 @@ use nearflow_topo::Machine;
 use serde::Serialize;
 
 use crate::model::Model;
-use crate::Allocator;
+use crate::AllocatorKind;
 
 /// One PU's figures.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -86,7 +86,7 @@ impl Report {
         workload: String,
         requests: usize,
         model: &Model,
-        alloc: Allocator,
+        alloc: AllocatorKind,
         levels: &[u8],
     ) -> Self {
         Report {

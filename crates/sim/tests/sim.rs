@@ -4,7 +4,7 @@
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload::{self, PipelineSpec};
 use nearflow_sim::{
-    simulate, simulate_plan, Allocator, Graph, Model, OpKind, OpModel, PlanModel, Report,
+    simulate, simulate_plan, AllocatorKind, Graph, Model, OpKind, OpModel, PlanModel, Report,
     RunOptions,
 };
 use nearflow_topo::{from_synthetic, presets, Machine};
@@ -13,7 +13,7 @@ use proptest::prelude::*;
 const PRESETS: [&str; 5] = ["e5310-smp", "e7-4820", "e7540", "nehalem-2x4", "i7-2600"];
 
 fn run(m: &Machine, p: PolicyKind, g: &Graph) -> Report {
-    simulate(m, p, &Model::default(), g, Allocator::Nearflow, 1)
+    simulate(m, p, &Model::default(), g, AllocatorKind::Nearflow, 1)
         .unwrap_or_else(|e| panic!("{p} on {}: {e}", nearflow_sim::machine_name(m)))
 }
 
@@ -81,7 +81,7 @@ fn one_pu_and_free_memory_give_the_sum_of_the_work() {
     let m = from_synthetic("pack:1 l2:1(size=1MiB) core:1 pu:1").unwrap();
     let g = workload::stress(3, 300, 1000.0, 9).unwrap();
     for p in PolicyKind::ALL {
-        let r = simulate(&m, p, &Model::free(), &g, Allocator::Nearflow, 1).unwrap();
+        let r = simulate(&m, p, &Model::free(), &g, AllocatorKind::Nearflow, 1).unwrap();
         let sum: f64 = g.tasks.iter().map(|t| t.work_ns.ceil()).sum();
         assert_eq!(r.makespan_ns as f64, sum, "{p}");
         assert_eq!(r.per_pu[0].utilisation, 1.0, "{p}");
@@ -97,8 +97,8 @@ fn runs_are_deterministic_per_seed() {
         PolicyKind::RandomSteal,
         PolicyKind::Bobox2011,
     ] {
-        let a = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, 42).unwrap();
-        let b = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, 42).unwrap();
+        let a = simulate(&m, p, &Model::default(), &g, AllocatorKind::Nearflow, 42).unwrap();
+        let b = simulate(&m, p, &Model::default(), &g, AllocatorKind::Nearflow, 42).unwrap();
         assert_eq!(a.makespan_ns, b.makespan_ns, "{p}");
         assert_eq!(a.events, b.events, "{p}");
         assert_eq!(a.rules, b.rules, "{p}");
@@ -137,7 +137,7 @@ fn remote_reads_follow_homes() {
         PolicyKind::FifoRr,
         &Model::default(),
         &homed,
-        Allocator::System,
+        AllocatorKind::System,
         1,
     )
     .unwrap();
@@ -163,7 +163,7 @@ fn bad_workloads_are_errors() {
         PolicyKind::Las,
         &Model::default(),
         &g,
-        Allocator::Nearflow,
+        AllocatorKind::Nearflow,
         1,
     )
     .unwrap_err();
@@ -175,7 +175,7 @@ fn bad_workloads_are_errors() {
         PolicyKind::Las,
         &Model::default(),
         &g,
-        Allocator::Nearflow,
+        AllocatorKind::Nearflow,
         1
     )
     .is_err());
@@ -198,7 +198,7 @@ proptest! {
         let m = from_synthetic(&desc).unwrap();
         let g = workload::stress(requests, tasks, 400.0, seed).unwrap();
         let p = PolicyKind::ALL[policy];
-        let r = simulate(&m, p, &Model::default(), &g, Allocator::Nearflow, seed).unwrap();
+        let r = simulate(&m, p, &Model::default(), &g, AllocatorKind::Nearflow, seed).unwrap();
         check_complete(&r, &g);
     }
 }
@@ -266,7 +266,7 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
 #[test]
 fn plans_finish_with_all_their_work() {
     let opts = RunOptions {
-        alloc: Allocator::Nearflow,
+        alloc: AllocatorKind::Nearflow,
         seed: 1,
         traced: false,
     };
@@ -300,7 +300,7 @@ fn plans_finish_with_all_their_work() {
 #[test]
 fn reading_sources_move_their_data_from_memory() {
     let opts = RunOptions {
-        alloc: Allocator::Nearflow,
+        alloc: AllocatorKind::Nearflow,
         seed: 1,
         traced: false,
     };

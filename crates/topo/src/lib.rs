@@ -26,6 +26,7 @@
 //! - `bind.rs` — binding the calling thread to PUs.
 
 mod bind;
+pub mod host;
 mod hwloc;
 mod model;
 pub mod presets;

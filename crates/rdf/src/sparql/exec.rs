@@ -30,10 +30,10 @@ use std::time::Instant;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
 use super::algebra::{Pat, Slot};
-use super::expr::{order, term_order, value_key, Cx, Expr};
+use super::expr::{order_by_cmp, term_order, value_key, EvalCx, Expr};
 use super::minted::Minted;
 use super::plan::{bound_of, JoinMode, Op, OpStat, Phys};
-use crate::store::{key_prefix, Order, Store};
+use crate::store::{key_prefix, Permutation, Store};
 use crate::term::{Id, UNBOUND};
 
 /// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
@@ -129,7 +129,7 @@ fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
 const PAR_MIN_ROWS: f64 = 20_000.0;
 
 /// What the builder needs.
-pub struct Ctx {
+pub struct ExecCx {
     /// The store.
     pub store: Arc<Store>,
     /// The terms the query makes.
@@ -188,7 +188,7 @@ fn bind(pat: &Pat, t: [Id; 3], row: &mut [Id]) -> bool {
 
 struct ScanOp<const N: usize> {
     store: Arc<Store>,
-    order: Order,
+    order: Permutation,
     part: usize,
     range: std::ops::Range<usize>,
     pat: Pat,
@@ -239,7 +239,7 @@ impl<const N: usize> Operator for ScanOp<N> {
 /// bound positions give, and where in which partition the next match is.
 struct Lookup<const N: usize> {
     row: Row<N>,
-    order: Order,
+    order: Permutation,
     prefix: Vec<Id>,
     part: usize,
     /// The rest of the current partition's range; `None` before the partition is searched.
@@ -256,7 +256,7 @@ impl<const N: usize> Lookup<N> {
                 }
             }
         }
-        let (order, k) = Order::for_bound(bound.map(|x| x.is_some()));
+        let (order, k) = Permutation::for_bound(bound.map(|x| x.is_some()));
         Lookup {
             row,
             order,
@@ -384,14 +384,14 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
 /// A key range of one permutation across its partitions, read as one sorted sequence (the
 /// partitions are consecutive slices of one sorted permutation): `(partition, range)` pieces.
 #[derive(Clone, Debug)]
-struct Run {
-    order: Order,
+struct KeyRange {
+    order: Permutation,
     pieces: Vec<(usize, std::ops::Range<usize>)>,
 }
 
-impl Run {
+impl KeyRange {
     /// The matches of `pat`'s bound prefix in `order`.
-    fn of(store: &Store, pat: &Pat, order: Order) -> Run {
+    fn of(store: &Store, pat: &Pat, order: Permutation) -> KeyRange {
         let bound = bound_of(pat);
         let k = bound.iter().filter(|x| x.is_some()).count();
         let prefix = key_prefix(order, bound, k);
@@ -403,7 +403,7 @@ impl Run {
             .map(|(i, part)| (i, part.data.range(&prefix)))
             .filter(|(_, r)| !r.is_empty())
             .collect();
-        Run { order, pieces }
+        KeyRange { order, pieces }
     }
 
     fn len(&self) -> usize {
@@ -451,7 +451,7 @@ impl Run {
     }
 
     /// Positions `lo..hi` as a run of their own.
-    fn slice(&self, lo: usize, hi: usize) -> Run {
+    fn slice(&self, lo: usize, hi: usize) -> KeyRange {
         let mut pieces = Vec::new();
         let mut at = 0;
         for (part, r) in &self.pieces {
@@ -461,7 +461,7 @@ impl Run {
             }
             at += r.len();
         }
-        Run {
+        KeyRange {
             order: self.order,
             pieces,
         }
@@ -472,7 +472,7 @@ impl Run {
 #[derive(Clone, Debug)]
 struct Side {
     pat: Pat,
-    run: Run,
+    run: KeyRange,
     col: usize,
 }
 
@@ -593,7 +593,7 @@ impl KeyFn {
             h = mix(
                 h,
                 value_key(
-                    Cx {
+                    EvalCx {
                         store: &self.store,
                         minted: &self.minted,
                     },
@@ -680,7 +680,7 @@ impl<const N: usize> JoinOp<N> {
     /// merged rows until the chain ends or the output blocks between two matches; then the
     /// rest waits in `self.probing`. Returns the rows pushed.
     fn probe(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
-        let cx = Cx {
+        let cx = EvalCx {
             store: &self.store,
             minted: &self.minted,
         };
@@ -816,7 +816,7 @@ impl<const N: usize> SortOp<N> {
     /// key keep their arrival order (SPARQL leaves it free), and a top-k keeps any of them.
     fn order_rows(&self, rows: Vec<Row<N>>, keep: Option<usize>) -> Vec<Row<N>> {
         let (store, minted) = (self.store.clone(), self.minted.clone());
-        let cx = Cx {
+        let cx = EvalCx {
             store: &store,
             minted: &minted,
         };
@@ -832,7 +832,7 @@ impl<const N: usize> SortOp<N> {
         let cmp = |(a, _): &(Vec<Option<super::expr::Val<'_>>>, Row<N>),
                    (b, _): &(Vec<Option<super::expr::Val<'_>>>, Row<N>)| {
             for (i, (_, desc)) in self.keys.iter().enumerate() {
-                let o = order(a[i].as_ref(), b[i].as_ref());
+                let o = order_by_cmp(a[i].as_ref(), b[i].as_ref());
                 let o = if *desc { o.reverse() } else { o };
                 if o != std::cmp::Ordering::Equal {
                     return o;
@@ -1000,7 +1000,7 @@ impl<const N: usize> Operator for ChannelSink<N> {
 }
 
 /// Adds `p` to the flow plan; its output stream.
-fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<N>> {
+fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<N>> {
     let stat = p.stat.clone();
     let timing = cx.timing;
     let count = move |stat: &Arc<OpStat>, n: u64| {
@@ -1159,10 +1159,10 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
                 let Op::Scan { pat, order } = &p.inputs[i].op else {
                     unreachable!("a merge join joins two scans")
                 };
-                let (_, k) = Order::for_bound(bound_of(pat).map(|x| x.is_some()));
+                let (_, k) = Permutation::for_bound(bound_of(pat).map(|x| x.is_some()));
                 Side {
                     pat: *pat,
-                    run: Run::of(&cx.store, pat, *order),
+                    run: KeyRange::of(&cx.store, pat, *order),
                     col: k,
                 }
             };
@@ -1228,7 +1228,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
             let (store, minted, e) = (cx.store.clone(), cx.minted.clone(), e.clone());
             b.filter(input, move |r: &Row<N>| {
                 let _t = Timer::new(timing, &stat);
-                let cx = Cx {
+                let cx = EvalCx {
                     store: &store,
                     minted: &minted,
                 };
@@ -1285,7 +1285,7 @@ fn build<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys) -> Stream<Row<
             let (store, minted, e, col) = (cx.store.clone(), cx.minted.clone(), e.clone(), *col);
             b.map(input, move |mut r: Row<N>| {
                 let _t = Timer::new(timing, &stat);
-                let cx = Cx {
+                let cx = EvalCx {
                     store: &store,
                     minted: &minted,
                 };
@@ -1373,8 +1373,8 @@ impl<'a> IntoIterator for &'a Rows {
 ///
 /// # Panics
 /// If the width is past [`MAX_WIDTH`] (`prepare` refuses such queries).
-pub fn build_into(cx: &Ctx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
-    fn with<const N: usize>(cx: &Ctx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+pub fn build_into(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+    fn with<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
         let s = build::<N>(cx, b, p);
         let sink = ChannelSink::<N> {
             tx: Some(tx),

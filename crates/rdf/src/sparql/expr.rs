@@ -535,7 +535,7 @@ pub fn compare(a: &Val<'_>, b: &Val<'_>) -> R<Ordering> {
 /// ORDER BY's order (§15.1): unbound < blank nodes < IRIs < literals; literals by [`compare`]
 /// where it is defined (values it finds equal tie, and the next key decides), otherwise by
 /// datatype, lexical form and tag, so that the order is total.
-pub fn order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
+pub fn order_by_cmp(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
     let rank = |v: Option<&Val<'_>>| match v {
         None => 0,
         Some(Val::Blank(_)) => 1,
@@ -562,7 +562,7 @@ pub fn order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
     }
 }
 
-/// Breaks [`order`]'s ties between distinct terms of equal value (`1`, `1.0e0`): literals by
+/// Breaks [`order_by_cmp`]'s ties between distinct terms of equal value (`1`, `1.0e0`): literals by
 /// datatype, lexical form and tag. Only for terms `order` finds equal.
 pub fn term_order(a: Option<&Val<'_>>, b: Option<&Val<'_>>) -> Ordering {
     match (a, b) {
@@ -596,14 +596,14 @@ fn lit_key<'v>(v: &'v Val<'_>) -> (u8, &'v str, &'v str, &'v str) {
 /// The context an expression is evaluated in: where the terms of ids are — the store, and the
 /// terms the query made ([`Minted`]).
 #[derive(Clone, Copy)]
-pub struct Cx<'s> {
+pub struct EvalCx<'s> {
     /// The store.
     pub store: &'s Store,
     /// The query's own terms.
     pub minted: &'s Minted,
 }
 
-impl<'s> Cx<'s> {
+impl<'s> EvalCx<'s> {
     /// The term of a bound id.
     #[inline]
     pub fn term(&self, id: Id) -> TermRef<'s> {
@@ -630,16 +630,16 @@ impl<'s> Cx<'s> {
 
 impl Expr {
     /// Evaluates as a FILTER does: true keeps the row; false and errors drop it.
-    pub fn holds(&self, cx: Cx<'_>, row: &[Id]) -> bool {
+    pub fn holds(&self, cx: EvalCx<'_>, row: &[Id]) -> bool {
         self.eval(cx, row).and_then(|v| v.ebv()).unwrap_or(false)
     }
 
-    fn bool_of(&self, cx: Cx<'_>, row: &[Id]) -> R<bool> {
+    fn bool_of(&self, cx: EvalCx<'_>, row: &[Id]) -> R<bool> {
         self.eval(cx, row)?.ebv()
     }
 
     /// Evaluates to a value or the error value.
-    pub fn eval<'s>(&'s self, cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
+    pub fn eval<'s>(&'s self, cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
         Ok(match self {
             Expr::Var(c) => cx.val(row[*c]).ok_or(EvalError)?,
             Expr::Const(t) => Val::from_term(t.as_ref()),
@@ -720,7 +720,7 @@ impl Expr {
     }
 }
 
-fn call<'s>(f: Func, args: &'s [Expr], cx: Cx<'s>, row: &[Id]) -> R<Val<'s>> {
+fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
     let arg = |i: usize| args[i].eval(cx, row);
     Ok(match f {
         Func::Str => match arg(0)? {
@@ -969,7 +969,7 @@ pub fn compile_regex(pattern: &str, flags: &str) -> Result<regex::Regex, String>
 ///   themselves (or error): their id;
 /// - numbers are `=` across types by value: the value as f64 (rounding only merges keys);
 /// - booleans by value; all dateTimes share one key (time zones make value equality subtle).
-pub fn value_key(cx: Cx<'_>, id: Id) -> u64 {
+pub fn value_key(cx: EvalCx<'_>, id: Id) -> u64 {
     if id == UNBOUND {
         return 0;
     }
@@ -1103,7 +1103,11 @@ mod tests {
         ];
         for (i, a) in vals.iter().enumerate() {
             for (j, b) in vals.iter().enumerate() {
-                assert_eq!(order(a.as_ref(), b.as_ref()), i.cmp(&j), "{a:?} vs {b:?}");
+                assert_eq!(
+                    order_by_cmp(a.as_ref(), b.as_ref()),
+                    i.cmp(&j),
+                    "{a:?} vs {b:?}"
+                );
             }
         }
     }
@@ -1115,7 +1119,7 @@ mod tests {
     fn equal_numbers_tie_and_nan_goes_last() {
         let one = lit("1", "integer");
         let one_d = lit("1.0e0", "double");
-        assert_eq!(order(Some(&one), Some(&one_d)), Ordering::Equal);
+        assert_eq!(order_by_cmp(Some(&one), Some(&one_d)), Ordering::Equal);
         let nums = [
             lit("-INF", "double"),
             lit("0.5", "decimal"),
@@ -1125,7 +1129,7 @@ mod tests {
         ];
         for (i, a) in nums.iter().enumerate() {
             for (j, b) in nums.iter().enumerate() {
-                assert_eq!(order(Some(a), Some(b)), i.cmp(&j), "{a:?} vs {b:?}");
+                assert_eq!(order_by_cmp(Some(a), Some(b)), i.cmp(&j), "{a:?} vs {b:?}");
             }
         }
     }

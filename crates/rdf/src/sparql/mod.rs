@@ -41,7 +41,7 @@ use spargebra::term::{NamedNodePattern, TermPattern};
 
 use self::algebra::{literal_term, Node, Translator};
 pub use self::exec::Rows;
-use self::expr::Cx;
+use self::expr::EvalCx;
 use self::minted::Minted;
 use self::plan::{Op, Phys, Planner};
 use crate::store::Store;
@@ -440,7 +440,7 @@ impl Running {
     }
 
     /// The terms the query makes (BIND, SELECT expressions): rows may hold their ids, so
-    /// results are read through them (see [`Cx::term`]).
+    /// results are read through them (see [`EvalCx::term`]).
     pub fn minted(&self) -> Arc<Minted> {
         self.minted.clone()
     }
@@ -542,8 +542,8 @@ impl Collected {
     }
 
     /// Where its ids' terms are.
-    pub fn cx(&self) -> Cx<'_> {
-        Cx {
+    pub fn cx(&self) -> EvalCx<'_> {
+        EvalCx {
             store: &self.store,
             minted: &self.minted,
         }
@@ -585,7 +585,7 @@ impl Prepared {
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
         }
-        let cx = exec::Ctx {
+        let cx = exec::ExecCx {
             store: self.store.clone(),
             minted: minted.clone(),
             width: self.width,
@@ -634,7 +634,7 @@ impl Prepared {
         minted: &Minted,
         rows: impl IntoIterator<Item = &'r [Id]>,
     ) -> Vec<[Term; 3]> {
-        let cx = Cx {
+        let cx = EvalCx {
             store: &self.store,
             minted,
         };

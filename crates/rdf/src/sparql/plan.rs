@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use super::algebra::{Node, Pat, Slot};
 use super::expr::Expr;
-use crate::store::{Order, Store};
+use crate::store::{Permutation, Store};
 use crate::term::{Id, TermRef, XSD_STRING};
 
 /// Counters of one operator, filled while it runs.
@@ -63,7 +63,7 @@ pub enum Op {
         /// The pattern.
         pat: Pat,
         /// The permutation read.
-        order: Order,
+        order: Permutation,
     },
     /// A lookup of `pat` per input row.
     IndexJoin {
@@ -633,7 +633,7 @@ impl Planner<'_> {
     }
 
     fn scan(&self, pat: Pat, card: f64) -> Phys {
-        let (order, _) = Order::for_bound(bound_of(&pat).map(|x| x.is_some()));
+        let (order, _) = Permutation::for_bound(bound_of(&pat).map(|x| x.is_some()));
         let cert: BTreeSet<usize> = pat.iter().filter_map(|s| s.var()).collect();
         Phys::new(Op::Scan { pat, order }, vec![], card, cert, BTreeSet::new())
     }
@@ -684,8 +684,8 @@ pub fn yields_nothing(p: &Phys) -> bool {
 
 /// The column a scan's output is sorted on: the variable in the first key column after its
 /// bound prefix (a scan reads its permutation in key order, partition after partition).
-pub fn sorted_on(pat: &Pat, order: Order) -> Option<usize> {
-    let (_, k) = Order::for_bound(bound_of(pat).map(|x| x.is_some()));
+pub fn sorted_on(pat: &Pat, order: Permutation) -> Option<usize> {
+    let (_, k) = Permutation::for_bound(bound_of(pat).map(|x| x.is_some()));
     let pos = *order.positions().get(k)?;
     match pat[pos] {
         Slot::Var(c) => Some(c),

@@ -7,7 +7,7 @@ use oxrdf::{BlankNodeRef, LiteralRef, NamedNodeRef, VariableRef};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
 use super::exec::Rows;
-use super::expr::Cx;
+use super::expr::EvalCx;
 use crate::term::{Term, TermRef, UNBOUND};
 
 /// An output format.
@@ -68,7 +68,7 @@ fn sparesults_format(f: Format) -> QueryResultsFormat {
 pub fn write_solutions(
     out: &mut dyn Write,
     format: Format,
-    cx: Cx<'_>,
+    cx: EvalCx<'_>,
     vars: &[(String, usize)],
     batches: impl Iterator<Item = Rows>,
 ) -> io::Result<u64> {

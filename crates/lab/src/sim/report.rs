@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use nearflow_policy::PolicyKind;
-use nearflow_sim::{Allocator, Model, Report, TaskSpan};
+use nearflow_sim::{AllocatorKind, Model, Report, TaskSpan};
 use std::path::PathBuf;
 
 pub(crate) fn trace_file(
@@ -11,7 +11,7 @@ pub(crate) fn trace_file(
     runs: usize,
     grid: &str,
     p: PolicyKind,
-    alloc: Allocator,
+    alloc: AllocatorKind,
     allocators: usize,
 ) -> PathBuf {
     if runs == 1 {
@@ -55,11 +55,15 @@ pub(crate) fn write_trace(
     Ok(())
 }
 
-pub(crate) fn print_table(reports: &[(String, Report)]) {
+/// The table of every run, its workloads and the rules that found tasks.
+pub(crate) fn table(reports: &[(String, Report)]) -> Result<String, std::fmt::Error> {
+    use std::fmt::Write;
+    let mut out = String::new();
     let Some((_, first)) = reports.first() else {
-        return;
+        return Ok(out);
     };
-    println!(
+    writeln!(
+        out,
         "SIMULATED on a model of {} — not measured; model constants: crates/sim/src/model.rs{}",
         first.machine,
         if first.model == Model::default() {
@@ -67,29 +71,31 @@ pub(crate) fn print_table(reports: &[(String, Report)]) {
         } else {
             " (changed with --model)"
         }
-    );
+    )?;
     let levels: Vec<u8> = first.levels.iter().map(|l| l.level).collect();
     let mut seen: Vec<&str> = Vec::new();
     for (grid, r) in reports {
         if !seen.contains(&grid.as_str()) {
             seen.push(grid);
-            println!("{grid}: {} ({} tasks)", r.workload, r.tasks);
+            writeln!(out, "{grid}: {} ({} tasks)", r.workload, r.tasks)?;
         }
     }
-    print!(
+    write!(
+        out,
         "{:<6} {:<10} {:<9} {:>12} {:>8} {:>7} {:>8}",
         "grid", "policy", "alloc", "makespan ms", "vs 1st", "util", "remote"
-    );
+    )?;
     for l in &levels {
-        print!(" {:>7}", format!("L{l} hit"));
+        write!(out, " {:>7}", format!("L{l} hit"))?;
     }
-    println!(" {:>8} {:>8}", "steals", "wakes");
+    writeln!(out, " {:>8} {:>8}", "steals", "wakes")?;
     for (grid, r) in reports {
         let base = reports
             .iter()
             .find(|(g, x)| g == grid && x.allocator == r.allocator)
             .map_or(r.makespan_ns, |(_, x)| x.makespan_ns);
-        print!(
+        write!(
+            out,
             "{:<6} {:<10} {:<9} {:>12.3} {:>7.2}x {:>6.1}% {:>7.1}%",
             grid,
             r.policy,
@@ -98,24 +104,26 @@ pub(crate) fn print_table(reports: &[(String, Report)]) {
             r.makespan_ns as f64 / base.max(1) as f64,
             100.0 * r.utilisation(),
             100.0 * r.remote_share
-        );
+        )?;
         for l in &r.levels {
-            print!(" {:>6.1}%", 100.0 * l.hit_rate);
+            write!(out, " {:>6.1}%", 100.0 * l.hit_rate)?;
         }
-        println!(" {:>8} {:>8}", r.steals, r.wakes);
+        writeln!(out, " {:>8} {:>8}", r.steals, r.wakes)?;
     }
-    println!("tasks found per rule (all PUs):");
+    writeln!(out, "tasks found per rule (all PUs):")?;
     for (grid, r) in reports {
         let rules: Vec<String> = r
             .rules
             .iter()
             .map(|(n, c)| format!("{}: {c}", n.split(' ').next().unwrap_or(n)))
             .collect();
-        println!(
+        writeln!(
+            out,
             "  {grid} {} {}: {}",
             r.policy,
             r.allocator,
             rules.join(", ")
-        );
+        )?;
     }
+    Ok(out)
 }

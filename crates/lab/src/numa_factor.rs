@@ -10,41 +10,38 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use nearflow_alloc::placement;
 use nearflow_split::NodeBuffer;
+use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use serde::Serialize;
 
-use crate::bench::{host_cpu, in_a_vm, median};
+use crate::harness::median;
+use crate::Report;
 
-#[derive(Args, Debug, Clone)]
-pub struct NumaFactorCmd {
+#[derive(Debug, Clone)]
+pub struct Config {
     /// Array size in MiB (larger than the last-level cache, so the reversal goes to memory).
-    /// Range: 1..=65536 (64 GiB).
-    #[arg(value_parser = crate::args::int_in(1usize, 65_536), long, default_value_t = 256)]
     pub mib: usize,
     /// Passes per cell (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Print this paper machine's stored NUMA factors instead of measuring (`nearflow topo --list`).
-    #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
-    /// Print one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
-#[derive(Serialize)]
-struct Report {
-    source: String,
-    host: String,
-    emulated: bool,
-    nodes: Vec<usize>,
-    /// Seconds per pass, `[accessing node][memory node]`.
-    seconds: Vec<Vec<f64>>,
+/// The factors, measured or stored.
+#[derive(Clone, Debug, Serialize)]
+pub struct Factors {
+    /// `measured on this host`, or the preset whose paper gives them.
+    pub source: String,
+    pub host: String,
+    pub emulated: bool,
+    pub nodes: Vec<usize>,
+    /// Seconds per pass, `[accessing node][memory node]` (empty for a preset).
+    pub seconds: Vec<Vec<f64>>,
     /// Each row divided by its diagonal.
-    factors: Vec<Vec<f64>>,
+    pub factors: Vec<Vec<f64>>,
 }
 
 fn reverse_pass(buf: &mut [u64]) -> Duration {
@@ -54,21 +51,36 @@ fn reverse_pass(buf: &mut [u64]) -> Duration {
     t.elapsed()
 }
 
-pub fn run(cmd: &NumaFactorCmd) -> Result<()> {
+/// Measures the factors of this host, or reads a preset's.
+pub fn run(cmd: &Config) -> Result<Report<Factors>> {
+    use std::fmt::Write;
+    let mut out = String::new();
     if let Some(name) = &cmd.preset {
         let m = nearflow_topo::presets::build(name)?;
         let Some(raw) = m.numa_raw() else {
             bail!("preset {name} has no NUMA distance matrix (one node)");
         };
-        println!("{name}: NUMA factors as stored from its paper (NOT measured here)");
-        for row in raw {
-            let line: Vec<String> = row
-                .iter()
-                .map(|d| format!("{:.1}", *d as f64 / 10.0))
-                .collect();
-            println!("  {}", line.join("  "));
+        writeln!(
+            out,
+            "{name}: NUMA factors as stored from its paper (NOT measured here)"
+        )?;
+        let factors: Vec<Vec<f64>> = raw
+            .iter()
+            .map(|row| row.iter().map(|&d| d as f64 / 10.0).collect())
+            .collect();
+        for row in &factors {
+            let line: Vec<String> = row.iter().map(|d| format!("{d:.1}")).collect();
+            writeln!(out, "  {}", line.join("  "))?;
         }
-        return Ok(());
+        let data = Factors {
+            source: format!("stored from the paper of preset {name} (not measured)"),
+            host: host_cpu(),
+            emulated: false,
+            nodes: (0..factors.len()).collect(),
+            seconds: Vec::new(),
+            factors,
+        };
+        return Ok(Report::new(data, out));
     }
     if cmd.mib == 0 || cmd.reps == 0 {
         bail!("--mib and --reps must be positive");
@@ -105,7 +117,7 @@ pub fn run(cmd: &NumaFactorCmd) -> Result<()> {
         .map(|(i, r)| r.iter().map(|t| t / r[i].max(f64::MIN_POSITIVE)).collect())
         .collect();
     let emulated = in_a_vm() && nodes.len() > 1;
-    let report = Report {
+    let report = Factors {
         source: "measured on this host".into(),
         host: host_cpu(),
         emulated,
@@ -113,26 +125,30 @@ pub fn run(cmd: &NumaFactorCmd) -> Result<()> {
         seconds,
         factors,
     };
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    println!(
+    writeln!(
+        out,
         "NUMA factors of this host ({}), {} MiB reversed in place, median of {}",
         report.host, cmd.mib, cmd.reps
-    );
+    )?;
     if emulated {
-        println!("EMULATED NUMA (virtual machine): the timings say nothing about real hardware");
+        writeln!(
+            out,
+            "EMULATED NUMA (virtual machine): the timings say nothing about real hardware"
+        )?;
     }
-    println!("rows: node of the thread; columns: node of the memory; 1.0 = local");
+    writeln!(
+        out,
+        "rows: node of the thread; columns: node of the memory; 1.0 = local"
+    )?;
     for (i, r) in report.factors.iter().enumerate() {
         let line: Vec<String> = r.iter().map(|f| format!("{f:.2}")).collect();
-        println!(
+        writeln!(
+            out,
             "  node {}: {}   ({:.1} ms local)",
             report.nodes[i],
             line.join("  "),
             report.seconds[i][i] * 1e3
-        );
+        )?;
     }
-    Ok(())
+    Ok(Report::new(report, out))
 }

@@ -12,65 +12,53 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rdf::sparql::{self, Options};
-use nearflow_rt::{Allocator, Pinning};
+use nearflow_rt::{AllocatorKind, Pinning};
+use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
+use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::{host_cpu, in_a_vm, median, size_label, Csv};
-use crate::sparql_cmd::{source_store, Source};
+use crate::harness::{
+    build_runtime, load_machine, machine_label, median, parse_list, size_label, Csv,
+};
+use crate::store::Source;
+use crate::Report;
 
-#[derive(Args, Debug, Clone)]
-pub struct Sp2benchCmd {
-    #[command(flatten)]
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The store: RDF files or a snapshot.
     pub source: Source,
     /// Queries (file names without `.sparql` in `--queries-dir`), comma-separated.
-    #[arg(long, default_value = "q2,q4,q5a,q6,q7,q8,q9,q11")]
     pub queries: String,
     /// Where the query files are (`NAME.sparql`). Default: the original benchmark's files in
     /// `../shared/data/sp2bench/queries` when present, else our own wording of the 17 queries
     /// (`nearflow_apps::sp2bench::queries`).
-    #[arg(long)]
     pub queries_dir: Option<PathBuf>,
     /// Policies (comma-separated).
-    #[arg(long, default_value = "las,nls")]
     pub policies: String,
     /// Copies of each query run at once (comma-separated).
-    #[arg(long, default_value = "1,16")]
     pub concurrent: String,
     /// Allocators of the runtime (comma-separated: nearflow, system).
-    #[arg(long, default_value = "nearflow")]
     pub allocators: String,
     /// Packet sizes in bytes (comma-separated); the default is the plan's (half the L2 cache
     /// of the topology). With more than one, each is a column of its own.
-    #[arg(long, value_name = "BYTES[,BYTES…]")]
     pub packet_bytes: Option<String>,
     /// Timed repetitions per cell (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Run the queries in a peer engine too: `oxigraph`.
-    #[arg(long)]
     pub peer: Option<String>,
     /// The peer's time limit per query, in seconds ("> limit" in the table).
-    /// Range: 0.001..=86400 s.
-    #[arg(value_parser = crate::args::real_in(0.001, 86_400.0), long, default_value_t = 60.0)]
     pub peer_timeout: f64,
-    #[command(flatten)]
-    pub topo: TopoArgs,
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Also write the table as CSV to this file.
-    #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Also draw the table as an SVG bar chart (log time axis, one group per query).
-    #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// No progress output.
-    #[arg(long)]
     pub quiet: bool,
 }
 
@@ -141,10 +129,13 @@ fn peer_run(
     Ok((Some(took.as_secs_f64()), n))
 }
 
-pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
+/// Runs every query under every engine, single and concurrent, then the peer; every row count
+/// is checked against the first engine's.
+pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
+    let mut out = String::new();
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
     let concurrent: Vec<usize> = parse_list(&cmd.concurrent)?;
-    let allocators: Vec<Allocator> = parse_list(&cmd.allocators)?;
+    let allocators: Vec<AllocatorKind> = parse_list(&cmd.allocators)?;
     let names: Vec<String> = parse_list(&cmd.queries)?;
     let packets: Vec<Option<usize>> = match &cmd.packet_bytes {
         None => vec![None],
@@ -169,7 +160,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
             bail!("unknown peer '{p}' (the only one is oxigraph)");
         }
         // Checked before any query runs, not after all of them (issue 35).
-        if cmd.source.data.is_empty() {
+        if !matches!(cmd.source, Source::Files(_)) {
             bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
         }
     }
@@ -177,15 +168,16 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
         bail!("--peer-timeout must be a positive number of seconds");
     }
     let texts = query_texts(cmd.queries_dir.as_deref(), &names)?;
-    let machine = cmd.topo.load()?;
+    let machine = load_machine(&cmd.topology)?;
     let load_started = Instant::now();
-    let store = Arc::new(source_store(&machine, &cmd.source, cmd.quiet)?);
+    let store = Arc::new(cmd.source.open(&machine, cmd.quiet)?);
     let our_load = load_started.elapsed();
     let sizes: Vec<String> = packets
         .iter()
         .map(|p| size_label(p.unwrap_or_else(|| nearflow_flow::default_packet_bytes(&machine))))
         .collect();
-    println!(
+    writeln!(
+        out,
         "SP²Bench: {} triples; machine {}; host CPU {}{}; packets {}; {} reps, median",
         store.len(),
         machine_label(&machine),
@@ -193,7 +185,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
         if in_a_vm() { " (a VM)" } else { "" },
         sizes.join(", "),
         cmd.reps
-    );
+    )?;
     // Every engine (packet size × allocator × policy) is built first, and the repetitions of a
     // cell go round the engines in turn, so that a drift of the machine (another guest, the
     // page cache) falls on all of them alike; each engine runs each query once untimed first.
@@ -286,11 +278,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
             for ((engine, _, _), times) in engines.iter().zip(times) {
                 let secs = median(times).as_secs_f64();
                 if !cmd.quiet {
-                    eprintln!(
-                        "{} {engine} ×{c}: {}",
-                        names[qi],
-                        super::sp2bench::secs(secs)
-                    );
+                    eprintln!("{} {engine} ×{c}: {}", names[qi], self::secs(secs));
                 }
                 cells.push(Cell {
                     query: names[qi].clone(),
@@ -304,7 +292,9 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
     }
     let mut peer_load = None;
     if cmd.peer.is_some() {
-        let files = &cmd.source.data;
+        let Source::Files(files) = &cmd.source else {
+            bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
+        };
         let t = Instant::now();
         let ox = oxigraph::store::Store::new()?;
         let mut loader = ox.bulk_loader();
@@ -323,7 +313,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
                 eprintln!(
                     "{} oxigraph: {}",
                     names[qi],
-                    secs.map_or(format!("> {} s", cmd.peer_timeout), super::sp2bench::secs)
+                    secs.map_or(format!("> {} s", cmd.peer_timeout), self::secs)
                 );
             }
             if let (Some(_), Some(r)) = (secs, reference[qi]) {
@@ -340,7 +330,7 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
             });
         }
     }
-    print_table(cmd, &names, &cells, our_load, peer_load);
+    table(&mut out, cmd, &names, &cells, our_load, peer_load)?;
     if let Some(path) = &cmd.csv {
         let mut csv = Csv::new(&["query", "engine", "concurrent", "seconds", "rows"]);
         for c in &cells {
@@ -353,13 +343,13 @@ pub fn run(cmd: &Sp2benchCmd) -> Result<Vec<Cell>> {
             ]);
         }
         csv.write(path)?;
-        println!("wrote {}", path.display());
+        writeln!(out, "wrote {}", path.display())?;
     }
     if let Some(path) = &cmd.svg {
         draw(cmd, path, &names, &cells, store.len())?;
-        println!("wrote {}", path.display());
+        writeln!(out, "wrote {}", path.display())?;
     }
-    Ok(cells)
+    Ok(Report::new(cells, out))
 }
 
 /// The original benchmark's query files, when there.
@@ -400,13 +390,13 @@ pub fn query_texts(dir: Option<&std::path::Path>, names: &[String]) -> Result<Ve
 
 /// The table as a chart: one group per query, one bar per engine and concurrency.
 fn draw(
-    cmd: &Sp2benchCmd,
+    cmd: &Config,
     path: &std::path::Path,
     names: &[String],
     cells: &[Cell],
     triples: u64,
 ) -> Result<()> {
-    use super::chart::{log_bars, Bar};
+    use crate::chart::{log_bars, Bar};
     let cols = columns(cells);
     let bars: Vec<Vec<Bar>> = names
         .iter()
@@ -471,19 +461,20 @@ pub fn ms(s: f64) -> String {
     }
 }
 
-fn print_table(
-    cmd: &Sp2benchCmd,
+fn table(
+    out: &mut String,
+    cmd: &Config,
     names: &[String],
     cells: &[Cell],
     ours: Duration,
     peer: Option<Duration>,
-) {
+) -> std::fmt::Result {
     let cols = columns(cells);
     // One unit for every cell (ms), so that a column reads at a glance; the precision follows
     // the size (3 significant digits or whole milliseconds).
     let head: Vec<String> = cols.iter().map(|(e, c)| format!("{e} ×{c} (ms)")).collect();
-    println!("| query | rows | {} |", head.join(" | "));
-    println!("|---|---:|{}|", vec!["---:"; cols.len()].join("|"));
+    writeln!(out, "| query | rows | {} |", head.join(" | "))?;
+    writeln!(out, "|---|---:|{}|", vec!["---:"; cols.len()].join("|"))?;
     for q in names {
         let rows = cells
             .iter()
@@ -501,14 +492,16 @@ fn print_table(
                     })
             })
             .collect();
-        println!("| {q} | {rows} | {} |", vals.join(" | "));
+        writeln!(out, "| {q} | {rows} | {} |", vals.join(" | "))?;
     }
     match peer {
-        Some(p) => println!(
+        Some(p) => writeln!(
+            out,
             "load: nearflow {:.2} s, oxigraph bulk load {:.2} s",
             ours.as_secs_f64(),
             p.as_secs_f64()
-        ),
-        None => println!("load: nearflow {:.2} s", ours.as_secs_f64()),
+        )?,
+        None => writeln!(out, "load: nearflow {:.2} s", ours.as_secs_f64())?,
     }
+    Ok(())
 }

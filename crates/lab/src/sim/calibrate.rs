@@ -93,12 +93,12 @@ pub(crate) fn flow_app<S>(
     check: impl Fn(&nearflow_flow::PlanOutput, &S) -> bool,
 ) -> Result<Calibration> {
     let host = nearflow_topo::detect_host()?;
-    let rt = crate::args::build_runtime(
+    let rt = crate::harness::build_runtime(
         host,
         nearflow_policy::PolicyKind::Las,
         nearflow_rt::Pinning::Group,
         true,
-        nearflow_rt::Allocator::Nearflow,
+        nearflow_rt::AllocatorKind::Nearflow,
     )?;
     let run = |rt: &nearflow_rt::Runtime| -> Result<Vec<(PlanShape, PlanStats, u64)>> {
         let mut handles = Vec::new();
@@ -158,12 +158,12 @@ pub(crate) fn sparql(
     } else {
         nearflow_rt::Pinning::None
     };
-    let rt = crate::args::build_runtime(
+    let rt = crate::harness::build_runtime(
         machine,
         nearflow_policy::PolicyKind::Las,
         pinning,
         true,
-        nearflow_rt::Allocator::Nearflow,
+        nearflow_rt::AllocatorKind::Nearflow,
     )?;
     let q = sparql::prepare(store, text, &Options::default())
         .with_context(|| format!("query {name}"))?;
@@ -363,23 +363,25 @@ fn derive(
     })
 }
 
+/// Plan models by name (the generated plan, `vwap`, or a query).
+pub(crate) type NamedPlans = Vec<(String, nearflow_sim::PlanModel)>;
+
 /// The plans of `--workload plans` (the generated plan) and `--workload sp2bench` (one per
 /// query), calibrated on this host; none for the task-graph workloads.
+///
+/// Also returns what was calibrated, a line per plan, for the report.
 pub(crate) fn calibrated_plans(
-    cmd: &crate::sim_cmd::SimCmd,
+    cmd: &super::config::Config,
     machine: &nearflow_topo::Machine,
-) -> Result<Vec<(String, nearflow_sim::PlanModel)>> {
-    let say = |line: String| {
-        if !cmd.json {
-            println!("{line}");
-        }
-    };
+) -> Result<(NamedPlans, Vec<String>)> {
+    let mut said = Vec::new();
+    let mut say = |line: String| said.push(line);
     match cmd.workload {
-        crate::sim_cmd::SimWorkload::Plans | crate::sim_cmd::SimWorkload::Vwap => {
+        super::config::Workload::Plans | super::config::Workload::Vwap => {
             let packet_bytes = cmd
                 .packet_bytes
                 .unwrap_or_else(|| nearflow_flow::default_packet_bytes(machine) as u64);
-            let plans = cmd.workload == crate::sim_cmd::SimWorkload::Plans;
+            let plans = cmd.workload == super::config::Workload::Plans;
             let (name, what) = if plans {
                 (
                     "plan",
@@ -400,34 +402,34 @@ pub(crate) fn calibrated_plans(
             say(format!(
                 "calibrated on this host ({}): {what}, {} operators, 4 copies at once, traced, \
                  {:.1} ms at {} B packets (LAS); simulated at {} B packets",
-                crate::bench::host_cpu(),
+                nearflow_topo::host::cpu_label(),
                 c.model.operators.len(),
                 c.traced_ms,
                 c.host_packet_bytes,
                 packet_bytes
             ));
-            Ok(vec![(name.into(), c.model)])
+            Ok((vec![(name.into(), c.model)], said))
         }
-        crate::sim_cmd::SimWorkload::Sp2bench => {
-            let names: Vec<String> = crate::args::parse_list(&cmd.queries)?;
+        super::config::Workload::Sp2bench => {
+            let names: Vec<String> = crate::harness::parse_list(&cmd.queries)?;
             if names.is_empty() {
                 bail!("--queries: no query given");
             }
-            let texts = crate::bench::sp2bench::query_texts(cmd.queries_dir.as_deref(), &names)?;
+            let texts = crate::sp2bench::query_texts(cmd.queries_dir.as_deref(), &names)?;
             let (store, data) = sp2bench_store(cmd, machine)?;
             let store = std::sync::Arc::new(store);
             let mut out = Vec::new();
             for (name, text) in names.iter().zip(&texts) {
                 eprintln!(
                     "calibrating: {name}, traced, on a runtime of {} on this host",
-                    crate::args::machine_label(machine)
+                    crate::harness::machine_label(machine)
                 );
                 let c = sparql(&store, name, text, cmd.packet_bytes)?;
                 say(format!(
                     "calibrated on this host ({}): {name} on {data} ({} rows), {} operators, 4 \
                      copies at once on {} workers, traced (thread CPU time), {:.1} ms at {} B \
                      packets (LAS); simulated at {} B packets",
-                    crate::bench::host_cpu(),
+                    nearflow_topo::host::cpu_label(),
                     c.rows,
                     c.model.operators.len(),
                     machine.pu_count(),
@@ -437,9 +439,9 @@ pub(crate) fn calibrated_plans(
                 ));
                 out.push((name.clone(), c.model));
             }
-            Ok(out)
+            Ok((out, said))
         }
-        _ => Ok(Vec::new()),
+        _ => Ok((Vec::new(), said)),
     }
 }
 
@@ -463,15 +465,11 @@ fn generated_store(machine: &nearflow_topo::Machine, triples: u64) -> Result<Sto
 
 /// The store of `--workload sp2bench`, built for `machine`, and what it holds.
 fn sp2bench_store(
-    cmd: &crate::sim_cmd::SimCmd,
+    cmd: &super::config::Config,
     machine: &nearflow_topo::Machine,
 ) -> Result<(nearflow_rdf::Store, String)> {
-    if cmd.store.is_some() || !cmd.data.is_empty() {
-        let src = crate::sparql_cmd::Source {
-            data: cmd.data.clone(),
-            store: cmd.store.clone(),
-        };
-        let store = crate::sparql_cmd::source_store(machine, &src, cmd.json)?;
+    if let Some(src) = &cmd.source {
+        let store = src.open(machine, cmd.quiet)?;
         let n = store.len();
         return Ok((store, format!("{n} triples")));
     }
@@ -484,6 +482,68 @@ fn sp2bench_store(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The generated plan's model: one operator per operator of the plan, the simulated packet
+    /// size asked for, sources producing every row, the sinks taking the reference's result
+    /// sizes, finite costs; and it simulates to the end.
+    #[test]
+    fn the_generated_plan_model_carries_its_rows_from_sources_to_sinks() {
+        let rows = 3000;
+        let c = genplan(rows, 32 << 10).unwrap();
+        let m = &c.model;
+        let mut b = PlanBuilder::new();
+        let _ = genplan::build(&mut b, rows);
+        assert_eq!(m.operators.len(), b.len());
+        assert_eq!(m.packet_bytes, 32 << 10);
+        assert!(c.traced_ms > 0.0);
+        let t = m.tuples_in();
+        let produced: f64 = m
+            .operators
+            .iter()
+            .zip(&t)
+            .filter(|(o, _)| matches!(o.kind, OpKind::Source { .. }))
+            .map(|(_, &n)| n)
+            .sum();
+        let want = (6 * (rows + rows / 2)) as f64;
+        assert!(
+            (produced - want).abs() <= 0.01 * want,
+            "{produced} vs {want}"
+        );
+        let reference = genplan::reference(rows);
+        let mut sinks: Vec<u64> = m
+            .operators
+            .iter()
+            .zip(&t)
+            .filter(|(o, _)| o.feeds.is_empty())
+            .map(|(_, &n)| n.round() as u64)
+            .collect();
+        sinks.sort_unstable();
+        let mut want = vec![
+            reference.groups.len() as u64,
+            reference.distinct_keys as u64,
+        ];
+        want.sort_unstable();
+        assert_eq!(sinks, want);
+        for o in &m.operators {
+            assert!(o.ns_per_tuple.is_finite() && o.ns_per_tuple >= 0.0, "{o:?}");
+        }
+        let machine = nearflow_topo::from_synthetic("pack:2 [numa] core:2 pu:1").unwrap();
+        let (r, _) = nearflow_sim::simulate_plan(
+            &machine,
+            nearflow_policy::PolicyKind::Las,
+            &nearflow_sim::Model::default(),
+            m,
+            3,
+            nearflow_sim::RunOptions {
+                alloc: nearflow_sim::AllocatorKind::Nearflow,
+                seed: 1,
+                traced: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(r.request_done_ns.len(), 3);
+        assert!(r.request_done_ns.iter().all(|&t| t > 0));
+    }
 
     /// A calibrated SPARQL plan, on a runtime of a 2-node synthetic machine: its model's ratios
     /// carry the scans' tuples to the query's result size at the sink, its reading scans are
@@ -522,7 +582,7 @@ mod tests {
                 m,
                 2,
                 nearflow_sim::RunOptions {
-                    alloc: nearflow_sim::Allocator::Nearflow,
+                    alloc: nearflow_sim::AllocatorKind::Nearflow,
                     seed: 1,
                     traced: false,
                 },

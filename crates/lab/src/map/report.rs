@@ -19,8 +19,9 @@ pub struct Row {
     pub error: Option<String>,
 }
 
-#[derive(Serialize, Debug)]
-pub struct Report {
+/// One thread count's mappings and what they measured.
+#[derive(Serialize, Debug, Clone)]
+pub struct Mappings {
     pub app: String,
     pub machine: String,
     pub threads: usize,
@@ -43,7 +44,7 @@ pub struct Report {
 /// interleaved so that drift of a noisy host hits them alike; fills in the rows, adds the OS
 /// default and Exhaustive's best and worst, and names the mappers that found the best.
 pub fn fill(
-    report: &mut Report,
+    report: &mut Mappings,
     exhaustive: &[Vec<usize>],
     repeat: usize,
     eval: &mut Eval<'_>,
@@ -147,13 +148,16 @@ pub fn random_mapping(tree: &CacheTree, n: usize, seed: u64) -> Vec<usize> {
     places
 }
 
-pub fn print_report(r: &Report) {
-    println!(
+/// The text of one thread count's mappings.
+pub fn text(out: &mut String, r: &Mappings) -> std::fmt::Result {
+    use std::fmt::Write;
+    writeln!(
+        out,
         "{} — {} threads on {} ({})",
         r.app, r.threads, r.machine, r.measured
-    );
+    )?;
     for note in &r.profile.notes {
-        println!("  profile: {note}");
+        writeln!(out, "  profile: {note}")?;
     }
     if let Some(b) = r.baseline_tuples_per_s {
         let what = if r.measured == "SIMULATED" {
@@ -161,12 +165,13 @@ pub fn print_report(r: &Report) {
         } else {
             "1-thread OS default"
         };
-        println!("  {what}: {:.3} M tuples/s (= 1.00)", b / 1e6);
+        writeln!(out, "  {what}: {:.3} M tuples/s (= 1.00)", b / 1e6)?;
     }
-    println!(
+    writeln!(
+        out,
         "  {:<18} {:>10} {:>8}  mapping",
         "mapping", "Mtuples/s", "norm."
-    );
+    )?;
     for row in &r.rows {
         let tput = row
             .tuples_per_s
@@ -177,20 +182,25 @@ pub fn print_report(r: &Report) {
             (None, true) => "unbound".into(),
             (None, false) => nearflow_map::describe(&r.profile.threads, &row.pus),
         };
-        println!("  {:<18} {tput:>10} {norm:>8}  {what}", row.name);
+        writeln!(out, "  {:<18} {tput:>10} {norm:>8}  {what}", row.name)?;
     }
     if let Some(n) = r.exhaustive_mappings {
-        println!("  exhaustive: {n} mappings up to the cache tree's symmetries");
+        writeln!(
+            out,
+            "  exhaustive: {n} mappings up to the cache tree's symmetries"
+        )?;
     }
     if r.threads > r.pus {
-        println!(
+        writeln!(
+            out,
             "  note: {} threads share {} PUs; the mappers weigh communication, sharing and cache \
              contention, not CPU load (StreamMap maps at most one thread per core)",
             r.threads, r.pus
-        );
+        )?;
     }
     if !r.found_best.is_empty() {
-        println!("  within 2 % of the best: {}", r.found_best.join(", "));
+        writeln!(out, "  within 2 % of the best: {}", r.found_best.join(", "))?;
     }
-    println!();
+    writeln!(out)?;
+    Ok(())
 }

@@ -10,10 +10,12 @@ use nearflow_flow::PlanBuilder;
 use nearflow_map::CacheTree;
 use nearflow_topo::Machine;
 
-use super::streammap::{chain, mix, StreammapCmd, OPS};
-use crate::map_sim::{calibrate_plan, simulate_mapped};
+use super::micro::{chain, mix, Config, Measure, Out, OPS};
+use crate::map::sim::{calibrate_plan, simulate_mapped};
 
-pub fn run(cmd: &StreammapCmd, presets: &str) -> Result<()> {
+/// Runs the micro-benchmarks of `cmd` on the machines `presets` names, into `o`.
+pub(crate) fn run(cmd: &Config, presets: &str, o: &mut Out) -> Result<()> {
+    use std::fmt::Write;
     let machines: Vec<Machine> = presets
         .split(',')
         .map(|p| nearflow_topo::presets::build(p.trim()).map_err(anyhow::Error::from))
@@ -29,10 +31,11 @@ pub fn run(cmd: &StreammapCmd, presets: &str) -> Result<()> {
     {
         bail!("unknown micro-benchmark {m:?}: expected pc, contention, barrier");
     }
-    println!(
+    writeln!(
+        o.text,
         "StreamMap micro-benchmarks, SIMULATED on {presets} (costs calibrated on {})",
-        super::host_cpu()
-    );
+        nearflow_topo::host::cpu_label()
+    )?;
     if micro.contains(&"pc") {
         let n = cmd.tuples;
         let (model, shape) = calibrate_plan(
@@ -47,17 +50,28 @@ pub fn run(cmd: &StreammapCmd, presets: &str) -> Result<()> {
             },
             |out, s| out.take(s).is_empty() == (0..n).all(|i| mix(i) != 0),
         )?;
-        println!("\nproducer → consumer, {n} tuples of 8 B (Fig. 4; SIMULATED)");
+        writeln!(
+            o.text,
+            "\nproducer → consumer, {n} tuples of 8 B (Fig. 4; SIMULATED)"
+        )?;
         for m in &machines {
             for (label, pus) in pairs(m) {
                 let r = simulate_mapped(m, &model, &shape, &pus)?;
                 let mbs = n as f64 * 8.0 / (r.makespan_ns as f64 * 1e-9) / 1e6;
-                println!("  {:<12} {label:<28} {mbs:>9.1} MB/s", name(m));
+                writeln!(o.text, "  {:<12} {label:<28} {mbs:>9.1} MB/s", name(m))?;
+                o.data.push(Measure {
+                    micro: "pc",
+                    machine: name(m),
+                    case: label,
+                    value: mbs,
+                    unit: "MB/s",
+                    simulated: true,
+                });
             }
         }
     }
     if micro.contains(&"contention") {
-        contention(cmd, &machines, packet)?;
+        contention(cmd, &machines, packet, o)?;
     }
     if micro.contains(&"barrier") {
         let n = cmd.rounds;
@@ -76,18 +90,30 @@ pub fn run(cmd: &StreammapCmd, presets: &str) -> Result<()> {
             },
             |out, s| out.take(s).len() as u64 == n,
         )?;
-        println!("\nbarrier: two threads meet at a shared zip {n} times (Fig. 5; SIMULATED)");
+        writeln!(
+            o.text,
+            "\nbarrier: two threads meet at a shared zip {n} times (Fig. 5; SIMULATED)"
+        )?;
         for m in &machines {
             let mut base = None;
             for (label, pus) in pairs(m) {
                 let r = simulate_mapped(m, &model, &shape, &pus)?;
                 let s = r.makespan_ns as f64 * 1e-9;
                 let b = *base.get_or_insert(s);
-                println!(
+                writeln!(
+                    o.text,
                     "  {:<12} {label:<28} {s:>8.3} s  ({:.2}x the same-PU time)",
                     name(m),
                     s / b
-                );
+                )?;
+                o.data.push(Measure {
+                    micro: "barrier",
+                    machine: name(m),
+                    case: label,
+                    value: s,
+                    unit: "s",
+                    simulated: true,
+                });
             }
         }
     }
@@ -139,10 +165,11 @@ fn pairs(m: &Machine) -> Vec<(String, [usize; 2])> {
 /// chain (twice as long, so it runs throughout) on the nearest and the farthest other PU. Both
 /// from one calibration of the pair (run together on this host), so the ratio compares
 /// placements, not two calibrations.
-fn contention(cmd: &StreammapCmd, machines: &[Machine], packet: u64) -> Result<()> {
+fn contention(cmd: &Config, machines: &[Machine], packet: u64, o: &mut Out) -> Result<()> {
+    use std::fmt::Write;
     let n = cmd.tuples;
     let ok = |_: &nearflow_flow::PlanOutput, _: &nearflow_flow::Sink<u64>| true;
-    println!("\ncontention: left chain's rate with the right chain running / alone (Tables I–II; SIMULATED), {n} tuples");
+    writeln!(o.text, "\ncontention: left chain's rate with the right chain running / alone (Tables I–II; SIMULATED), {n} tuples")?;
     let mut pairs_cal = Vec::new();
     for left in OPS {
         for right in OPS {
@@ -166,18 +193,19 @@ fn contention(cmd: &StreammapCmd, machines: &[Machine], packet: u64) -> Result<(
         let p = pairs(m);
         let cases = [&p[1], &p[p.len() - 1]];
         for (label, pus) in cases {
-            println!(
+            writeln!(
+                o.text,
                 "  {} — left on PU 0, right on PU {}: {label} (rows: left, columns: right)",
                 name(m),
                 pus[1]
-            );
-            print!("  {:<11}", "");
+            )?;
+            write!(o.text, "  {:<11}", "")?;
             for r in OPS {
-                print!(" {r:>10}");
+                write!(o.text, " {r:>10}")?;
             }
-            println!();
+            writeln!(o.text)?;
             for (li, left) in OPS.iter().enumerate() {
-                print!("  {left:<11}");
+                write!(o.text, "  {left:<11}")?;
                 for ri in 0..OPS.len() {
                     let ((model, shape), left_ops) = &pairs_cal[li * OPS.len() + ri];
                     // Alone: the same calibrated model without the right chain (its
@@ -192,9 +220,18 @@ fn contention(cmd: &StreammapCmd, machines: &[Machine], packet: u64) -> Result<(
                         .copied()
                         .max()
                         .unwrap_or(r.makespan_ns) as f64;
-                    print!(" {:>9.1}%", 100.0 * alone / done);
+                    let pct = 100.0 * alone / done;
+                    write!(o.text, " {pct:>9.1}%")?;
+                    o.data.push(Measure {
+                        micro: "contention",
+                        machine: name(m),
+                        case: format!("{left} with {} on {label}", OPS[ri]),
+                        value: pct,
+                        unit: "% of alone",
+                        simulated: true,
+                    });
                 }
-                println!();
+                writeln!(o.text)?;
             }
         }
     }

@@ -2,7 +2,7 @@
 //! this project does not have — x5355, e5320-uma, nehalem-2x4 of StreamMap's Fig. 2, or any
 //! preset, synthetic or XML machine.
 //!
-//! The application is calibrated on this host (`sim_calibrate::flow_app`: per-tuple costs of
+//! The application is calibrated on this host (`sim::calibrate::flow_app`: per-tuple costs of
 //! each operator, and the state it keeps), then every mapping runs as one request under the
 //! `mapped` policy: each operator's tasks on its thread's PU, each operator's state a block
 //! that is read and written back by every run (so it stays in the caches of its PU, and moves
@@ -17,10 +17,10 @@ use anyhow::{bail, Result};
 use nearflow_apps::{lois, vwap};
 use nearflow_flow::{PlanBuilder, PlanShape};
 use nearflow_policy::PolicyKind;
-use nearflow_sim::{simulate_plan, Allocator, Model, PlanModel, RunOptions};
+use nearflow_sim::{simulate_plan, AllocatorKind, Model, PlanModel, RunOptions};
 use nearflow_topo::Machine;
 
-use crate::map_apps::App;
+use super::apps::App;
 
 /// An application calibrated for the simulator with `threads` threads.
 pub struct SimApp {
@@ -72,7 +72,7 @@ impl App {
     }
 
     /// Input tuples.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             App::Vwap { ticks, .. } => ticks.len(),
             App::Lois { samples, .. } => samples.len(),
@@ -126,7 +126,7 @@ pub fn simulate_mapped(
         &plan,
         1,
         RunOptions {
-            alloc: Allocator::Nearflow,
+            alloc: AllocatorKind::Nearflow,
             seed: 1,
             traced: false,
         },
@@ -143,6 +143,6 @@ pub fn calibrate_plan<S>(
     check: impl Fn(&nearflow_flow::PlanOutput, &S) -> bool,
 ) -> Result<(PlanModel, PlanShape)> {
     let shape = shape_of(&build)?;
-    let cal = crate::sim_calibrate::flow_app(name, packet_bytes, true, build, check)?;
+    let cal = crate::sim::calibrate::flow_app(name, packet_bytes, true, build, check)?;
     Ok((cal.model, shape))
 }

@@ -18,65 +18,45 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
 use nearflow_apps::ferret::{self, AccessLog, AccessSummary, DataSpec, Hit, PlainDb, SplitDb};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime};
 use nearflow_split::SplitBy;
+use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
+use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::{host_cpu, in_a_vm, median, progress, Csv};
+use crate::harness::{
+    build_runtime, load_machine, machine_label, median, parse_list, progress, Csv,
+};
+use crate::Report;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum By {
-    Node,
-    Group,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct SplitCmd {
-    #[command(flatten)]
-    pub topo: TopoArgs,
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Policies (comma-separated).
-    #[arg(long, default_value = "las,nls,bobox2011")]
     pub policies: String,
     /// Queries per round.
-    /// Range: 1..=1e7.
-    #[arg(value_parser = crate::args::int_in(1usize, 10_000_000), long, default_value_t = 2000)]
     pub queries: usize,
     /// Feature vectors in the database.
-    /// Range: 1..=1e8.
-    #[arg(value_parser = crate::args::int_in(1usize, 100_000_000), long, default_value_t = 200_000)]
     pub points: usize,
     /// Dimensions of a feature vector.
-    /// Range: 1..=4096.
-    #[arg(value_parser = crate::args::int_in(1usize, 4096), long, default_value_t = 64)]
     pub dim: usize,
     /// Results per query.
-    /// Range: 1..=10000.
-    #[arg(value_parser = crate::args::int_in(1usize, 10_000), long, default_value_t = 10)]
     pub k: usize,
     /// Partitions per NUMA node or per core group.
-    #[arg(long, value_enum, default_value = "node")]
-    pub by: By,
+    pub by: SplitBy,
     /// Timed rounds (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Queries checked against brute force.
-    /// Range: 0..=1e6.
-    #[arg(value_parser = crate::args::int_in(0usize, 1_000_000), long, default_value_t = 100)]
     pub check_queries: usize,
     /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Also write the table as CSV to this file.
-    #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Print one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
 /// One row: a policy and a version.
@@ -93,18 +73,19 @@ pub struct Row {
     pub accesses: AccessSummary,
 }
 
-#[derive(Serialize)]
-struct Report<'a> {
-    machine: String,
-    host: String,
-    simulated: bool,
-    emulated: bool,
-    points: usize,
-    dim: usize,
-    queries: usize,
-    partitions: usize,
-    check: &'a ferret::Check,
-    rows: &'a [Row],
+/// The whole result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Split {
+    pub machine: String,
+    pub host: String,
+    pub simulated: bool,
+    pub emulated: bool,
+    pub points: usize,
+    pub dim: usize,
+    pub queries: usize,
+    pub partitions: usize,
+    pub check: ferret::Check,
+    pub rows: Vec<Row>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -169,14 +150,16 @@ fn run_queries(
     Ok((answers, took, off_node.load(Ordering::Relaxed)))
 }
 
-pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
+/// Runs both versions under every policy; every answer is checked against the plain one.
+pub fn run(cmd: &Config) -> Result<Report<Split>> {
+    use std::fmt::Write;
     if cmd.points == 0 || cmd.dim == 0 || cmd.queries == 0 || cmd.k == 0 {
         bail!("--points, --dim, --queries and --k must be positive");
     }
     if cmd.points > u32::MAX as usize {
         bail!("--points must fit in 32 bits");
     }
-    let machine = cmd.topo.load()?;
+    let machine = load_machine(&cmd.topology)?;
     let simulated = !machine.source().is_host();
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
     if policies.is_empty() {
@@ -191,16 +174,13 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
     let bar = progress(
         (policies.len() * (cmd.reps.max(1) + 1)) as u64,
         "split",
-        cmd.json,
+        cmd.quiet,
     );
     bar.set_message("generating and indexing");
     let data = ferret::generate(&spec);
     let qs_raw = ferret::queries(&spec, &data, cmd.queries, 0.3 * spec.spread, 11);
     let plain = PlainDb::build(&machine, &data, spec.dim, params);
-    let by = match cmd.by {
-        By::Node => SplitBy::Node,
-        By::Group => SplitBy::Group,
-    };
+    let by = cmd.by;
     let split = SplitDb::build(&machine, by, &data, spec.dim, params)?;
     drop(data);
     bar.set_message("brute-force check");
@@ -225,7 +205,7 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
             policy,
             cmd.pinning,
             false,
-            nearflow_rt::Allocator::Nearflow,
+            nearflow_rt::AllocatorKind::Nearflow,
         )?;
         let mut times = [Vec::new(), Vec::new()];
         for round in 0..cmd.reps.max(1) {
@@ -278,72 +258,63 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
     }
     bar.finish_and_clear();
     let machine_text = machine_label(&machine);
-    if cmd.json {
-        let r = Report {
-            machine: machine_text,
-            host: host_cpu(),
-            simulated,
-            emulated: !simulated && machine.node_count() > 1 && in_a_vm(),
-            points: cmd.points,
-            dim: cmd.dim,
-            queries: cmd.queries,
-            partitions: split.data.len(),
-            check: &check,
-            rows: &rows,
-        };
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!(
-            "ferret-like search: {} vectors x {} dims, {} queries, k = {}, {} partition(s) per {:?}",
-            cmd.points,
-            cmd.dim,
-            cmd.queries,
-            cmd.k,
-            split.data.len(),
-            cmd.by
-        );
-        println!("machine: {machine_text}; measured on {}", host_cpu());
-        if !simulated && machine.node_count() > 1 && in_a_vm() {
-            println!(
-                "EMULATED NUMA (virtual machine): the timings say nothing about real hardware; \
-                 the shares are real (pages and CPUs of the guest's nodes)"
-            );
-        }
-        if simulated {
-            println!(
-                "SIMULATED NUMA: the nodes are the topology's, not this host's; the shares follow \
-                 the simulated placement, the timings are this host's"
-            );
-        }
-        println!(
-            "LSH check on {} queries: {} covered (all exact against brute force), recall@{} {:.3}",
-            check.queries, check.covered, cmd.k, check.recall
-        );
-        println!(
-            "{:<10} {:<6} {:>10} {:>9} {:>11} {:>11} {:>8}   accesses by dominant-node share (Fig. 3): 100% | 90-100 | 80-90 | 70-80 | 60-70 | 50-60 | <50",
-            "policy", "db", "queries/s", "ms", "task remote", "acc. remote", "shared"
-        );
-        for r in &rows {
-            let a = &r.accesses;
-            let pct = |n: u64| 100.0 * n as f64 / a.accesses.max(1) as f64;
-            println!(
-                "{:<10} {:<6} {:>10.0} {:>9.1} {:>11} {:>10.1}% {:>7.1}%   {}",
-                r.policy,
-                r.version,
-                r.queries_per_s,
-                r.ms,
-                format!("{:.1}%", 100.0 * r.task_remote_share),
-                100.0 * a.remote_share(),
-                100.0 * a.shared_share(),
-                a.by_dominance
-                    .iter()
-                    .map(|&n| format!("{:.1}", pct(n)))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            );
-        }
-        println!("paper (2-socket Nehalem, sampled): 41% of ferret's heap accesses to shared pages; remote share 42% -> 10% with SplittableData");
+    let mut out = String::new();
+    writeln!(
+        out,
+        "ferret-like search: {} vectors x {} dims, {} queries, k = {}, {} partition(s) per {:?}",
+        cmd.points,
+        cmd.dim,
+        cmd.queries,
+        cmd.k,
+        split.data.len(),
+        cmd.by
+    )?;
+    writeln!(out, "machine: {machine_text}; measured on {}", host_cpu())?;
+    if !simulated && machine.node_count() > 1 && in_a_vm() {
+        writeln!(
+            out,
+            "EMULATED NUMA (virtual machine): the timings say nothing about real hardware; \
+             the shares are real (pages and CPUs of the guest's nodes)"
+        )?;
     }
+    if simulated {
+        writeln!(
+            out,
+            "SIMULATED NUMA: the nodes are the topology's, not this host's; the shares follow \
+             the simulated placement, the timings are this host's"
+        )?;
+    }
+    writeln!(
+        out,
+        "LSH check on {} queries: {} covered (all exact against brute force), recall@{} {:.3}",
+        check.queries, check.covered, cmd.k, check.recall
+    )?;
+    writeln!(
+out,
+        "{:<10} {:<6} {:>10} {:>9} {:>11} {:>11} {:>8}   accesses by dominant-node share (Fig. 3): 100% | 90-100 | 80-90 | 70-80 | 60-70 | 50-60 | <50",
+        "policy", "db", "queries/s", "ms", "task remote", "acc. remote", "shared"
+    )?;
+    for r in &rows {
+        let a = &r.accesses;
+        let pct = |n: u64| 100.0 * n as f64 / a.accesses.max(1) as f64;
+        writeln!(
+            out,
+            "{:<10} {:<6} {:>10.0} {:>9.1} {:>11} {:>10.1}% {:>7.1}%   {}",
+            r.policy,
+            r.version,
+            r.queries_per_s,
+            r.ms,
+            format!("{:.1}%", 100.0 * r.task_remote_share),
+            100.0 * a.remote_share(),
+            100.0 * a.shared_share(),
+            a.by_dominance
+                .iter()
+                .map(|&n| format!("{:.1}", pct(n)))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        )?;
+    }
+    writeln!(out, "paper (2-socket Nehalem, sampled): 41% of ferret's heap accesses to shared pages; remote share 42% -> 10% with SplittableData")?;
     if let Some(path) = &cmd.csv {
         let mut csv = Csv::new(&[
             "policy",
@@ -367,64 +338,64 @@ pub fn run(cmd: &SplitCmd) -> Result<Vec<Row>> {
         }
         csv.write(path)?;
     }
-    Ok(rows)
+    let data = Split {
+        machine: machine_text,
+        host: host_cpu(),
+        simulated,
+        emulated: !simulated && machine.node_count() > 1 && in_a_vm(),
+        points: cmd.points,
+        dim: cmd.dim,
+        queries: cmd.queries,
+        partitions: split.data.len(),
+        check,
+        rows,
+    };
+    Ok(Report::new(data, out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        c: SplitCmd,
+    fn config(topology: TopologySpec, policies: &str) -> Config {
+        Config {
+            topology,
+            policies: policies.into(),
+            queries: 200,
+            points: 4000,
+            dim: 16,
+            k: 10,
+            by: SplitBy::Node,
+            reps: 1,
+            check_queries: 20,
+            pinning: Pinning::Group,
+            csv: None,
+            quiet: true,
+        }
     }
 
-    fn cmd(args: &[&str]) -> SplitCmd {
-        T::try_parse_from(std::iter::once("t").chain(args.iter().copied()))
-            .unwrap()
-            .c
-    }
-
-    /// On the paper's 2-node Nehalem (simulated): both versions answer alike (the command checks
+    /// On the paper's 2-node Nehalem (simulated): both versions answer alike (the run checks
     /// every answer); a database is read from another node exactly when a task ran away from
     /// the data it reads — a stolen partition task (split) or a query run on node 1 (plain; with
     /// 8 simulated PUs on a small host, all of them may happen to run on node 0).
     #[test]
     fn split_accesses_are_remote_only_for_stolen_tasks() {
-        let rows = run(&cmd(&[
-            "--preset",
-            "nehalem-2x4",
-            "--points",
-            "4000",
-            "--dim",
-            "16",
-            "--queries",
-            "200",
-            "--reps",
-            "1",
-            "--policies",
-            "las,nls",
-            "--check-queries",
-            "20",
-            "--json",
-        ]))
-        .unwrap();
-        assert_eq!(rows.len(), 4);
-        for r in &rows {
+        let spec: TopologySpec = "nehalem-2x4".parse().unwrap();
+        let r = run(&config(spec, "las,nls")).unwrap();
+        assert_eq!(r.data.rows.len(), 4);
+        assert!(r.data.simulated);
+        assert_eq!(r.data.partitions, 2);
+        for r in &r.data.rows {
             let a = &r.accesses;
             assert!(a.accesses > 0, "{r:?}");
             assert_eq!(a.by_dominance.iter().sum::<u64>(), a.accesses, "{r:?}");
             assert_eq!(a.remote == 0, r.task_remote_share == 0.0, "{r:?}");
         }
+        assert!(r.text.contains("SIMULATED NUMA"), "{}", r.text);
     }
 
     #[test]
-    fn bad_sizes_are_errors() {
-        // Out of range: refused by the parser, with the range.
-        let e = T::try_parse_from(["t", "--points", "0"]).err().unwrap();
-        assert!(e.to_string().contains("1..=100000000"), "{e}");
-        assert!(run(&cmd(&["--policies", "nope"])).is_err());
+    fn an_unknown_policy_is_an_error() {
+        assert!(run(&config(TopologySpec::Host, "nope")).is_err());
     }
 }

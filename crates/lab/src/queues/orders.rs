@@ -23,12 +23,12 @@ use anyhow::{bail, Result};
 use crossbeam_utils::CachePadded;
 use nearflow_policy::{End, Place, Policy, QueueRef, Step, Take, TaskKind};
 
-use super::Problem;
+use nearflow_apps::matmul::Problem;
 
 /// An order in which threads claim the element tasks `0..n²` (row-major, so the root's spawn
 /// order: a higher index is a younger task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
+pub enum ClaimOrder {
     /// Every thread claims the youngest unclaimed element (LAS rule 3 with one request).
     YoungestFirst,
     /// Every thread claims the oldest (central, NLS's deferred list, FIFO+RR).
@@ -40,21 +40,21 @@ pub enum Order {
     Blocks,
 }
 
-impl Order {
-    pub const ALL: [Order; 4] = [
-        Order::YoungestFirst,
-        Order::OldestFirst,
-        Order::BothEnds,
-        Order::Blocks,
+impl ClaimOrder {
+    pub const ALL: [ClaimOrder; 4] = [
+        ClaimOrder::YoungestFirst,
+        ClaimOrder::OldestFirst,
+        ClaimOrder::BothEnds,
+        ClaimOrder::Blocks,
     ];
 
     /// The contender's name in the tables: `order:` and the order's name.
     pub fn name(self) -> &'static str {
         match self {
-            Order::YoungestFirst => "order:youngest-first",
-            Order::OldestFirst => "order:oldest-first",
-            Order::BothEnds => "order:both-ends",
-            Order::Blocks => "order:blocks",
+            ClaimOrder::YoungestFirst => "order:youngest-first",
+            ClaimOrder::OldestFirst => "order:oldest-first",
+            ClaimOrder::BothEnds => "order:both-ends",
+            ClaimOrder::Blocks => "order:blocks",
         }
     }
 
@@ -66,7 +66,7 @@ impl Order {
     /// request nodes), a worker that never probes the queue, a mix the orders do not have (LAS
     /// on several core groups: the spawner's group takes young, the other groups old by rule 4),
     /// or an order that depends on which worker spawns.
-    pub fn of_policy(policy: &Policy, kind: TaskKind) -> Option<Order> {
+    pub fn of_policy(policy: &Policy, kind: TaskKind) -> Option<ClaimOrder> {
         let workers = policy.workers();
         let mut found = None;
         for spawner in 0..workers {
@@ -77,11 +77,11 @@ impl Order {
                 .map(|w| takes_young(policy.search(w), q))
                 .collect::<Option<_>>()?;
             let order = if young.iter().all(|&y| y) {
-                Order::YoungestFirst
+                ClaimOrder::YoungestFirst
             } else if young.iter().all(|&y| !y) {
-                Order::OldestFirst
+                ClaimOrder::OldestFirst
             } else if young.iter().enumerate().all(|(w, &y)| y == (w == spawner)) {
-                Order::BothEnds
+                ClaimOrder::BothEnds
             } else {
                 return None;
             };
@@ -109,11 +109,11 @@ fn takes_young(search: &[Step], q: QueueRef) -> Option<bool> {
     })
 }
 
-impl FromStr for Order {
+impl FromStr for ClaimOrder {
     type Err = anyhow::Error;
-    fn from_str(s: &str) -> Result<Order> {
+    fn from_str(s: &str) -> Result<ClaimOrder> {
         let s = s.trim();
-        Order::ALL
+        ClaimOrder::ALL
             .into_iter()
             .find(|o| o.name() == s || o.name().strip_prefix("order:") == Some(s))
             .ok_or_else(|| {
@@ -169,7 +169,11 @@ fn unpack(w: u64) -> (u32, u32) {
 
 /// The product on `threads` plain threads claiming elements in `order`; returns the time and the
 /// product.
-pub(super) fn multiply(p: &Problem, order: Order, threads: usize) -> Result<(Duration, Vec<f64>)> {
+pub(super) fn multiply(
+    p: &Problem,
+    order: ClaimOrder,
+    threads: usize,
+) -> Result<(Duration, Vec<f64>)> {
     let n = p.n;
     let Ok(total) = u32::try_from(n * n) else {
         bail!("n = {n}: too many elements for an order run");
@@ -178,13 +182,13 @@ pub(super) fn multiply(p: &Problem, order: Order, threads: usize) -> Result<(Dur
     let c: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
     // The streams and, per thread, which stream it claims from and at which end.
     let (spans, plan): (Vec<Span>, Vec<(usize, bool)>) = match order {
-        Order::YoungestFirst => (vec![Span::new(0, total)], vec![(0, true); threads]),
-        Order::OldestFirst => (vec![Span::new(0, total)], vec![(0, false); threads]),
-        Order::BothEnds => (
+        ClaimOrder::YoungestFirst => (vec![Span::new(0, total)], vec![(0, true); threads]),
+        ClaimOrder::OldestFirst => (vec![Span::new(0, total)], vec![(0, false); threads]),
+        ClaimOrder::BothEnds => (
             vec![Span::new(0, total)],
             (0..threads).map(|t| (0, t == 0)).collect(),
         ),
-        Order::Blocks => {
+        ClaimOrder::Blocks => {
             let rows = |t: usize| (n * t / threads * n) as u32;
             (
                 (0..threads)
@@ -228,19 +232,23 @@ mod tests {
         use nearflow_policy::PolicyKind;
         let host_like = nearflow_topo::from_synthetic("pack:1 l3:1 l2:2 core:1 pu:1").unwrap();
         let order = |k: PolicyKind, m: &nearflow_topo::Machine, kind: TaskKind| {
-            Order::of_policy(&Policy::new(k, m), kind)
+            ClaimOrder::of_policy(&Policy::new(k, m), kind)
         };
         let d = TaskKind::Deferred;
         assert_eq!(
             order(PolicyKind::Las, &host_like, d),
-            Some(Order::YoungestFirst)
+            Some(ClaimOrder::YoungestFirst)
         );
         for k in [PolicyKind::Central, PolicyKind::Nls, PolicyKind::FifoRr] {
-            assert_eq!(order(k, &host_like, d), Some(Order::OldestFirst), "{k}");
+            assert_eq!(
+                order(k, &host_like, d),
+                Some(ClaimOrder::OldestFirst),
+                "{k}"
+            );
         }
         assert_eq!(
             order(PolicyKind::RandomSteal, &host_like, d),
-            Some(Order::BothEnds)
+            Some(ClaimOrder::BothEnds)
         );
         // Dealt round robin to per-thread queues, or to a request's nodes in turn (Bobox):
         // none of the orders.
@@ -250,7 +258,7 @@ mod tests {
         // oldest (rule 2).
         assert_eq!(
             order(PolicyKind::Las, &host_like, TaskKind::Immediate),
-            Some(Order::BothEnds)
+            Some(ClaimOrder::BothEnds)
         );
         // LAS on two core groups: the other group takes the oldest by rule 4, a mix.
         let two_groups = nearflow_topo::from_synthetic("pack:2 l3:1 core:2 pu:1").unwrap();
@@ -273,7 +281,7 @@ mod tests {
     fn every_order_computes_the_product_with_any_thread_count() {
         let p = Problem::new(23, 4);
         let reference = p.sequential();
-        for order in Order::ALL {
+        for order in ClaimOrder::ALL {
             for threads in [1, 2, 3, 7, 40] {
                 let (_, c) = multiply(&p, order, threads).unwrap();
                 assert_eq!(c, reference, "{order:?}, {threads} threads");
@@ -284,11 +292,14 @@ mod tests {
     #[test]
     fn orders_parse_with_or_without_the_prefix() {
         assert_eq!(
-            "youngest-first".parse::<Order>().unwrap(),
-            Order::YoungestFirst
+            "youngest-first".parse::<ClaimOrder>().unwrap(),
+            ClaimOrder::YoungestFirst
         );
-        assert_eq!("order:blocks".parse::<Order>().unwrap(), Order::Blocks);
-        let e = "sideways".parse::<Order>().unwrap_err().to_string();
+        assert_eq!(
+            "order:blocks".parse::<ClaimOrder>().unwrap(),
+            ClaimOrder::Blocks
+        );
+        let e = "sideways".parse::<ClaimOrder>().unwrap_err().to_string();
         assert!(e.contains("unknown order `sideways`"), "{e}");
     }
 }

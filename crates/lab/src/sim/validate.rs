@@ -10,9 +10,20 @@ use anyhow::Result;
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload;
 use nearflow_sim::{Graph, Report};
+use serde::Serialize;
 
-use crate::bench::progress;
-use crate::sim_cmd::SimCmd;
+use super::config::Config;
+use crate::harness::progress;
+
+/// One entry and policy: the median of the real runs beside the simulated makespan.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub grid: String,
+    pub policy: String,
+    pub workload: String,
+    pub measured_ms: f64,
+    pub simulated_ms: f64,
+}
 
 /// A graph and its blocks for real runs. Leaked (`&'static`) for the command's life, so that
 /// tasks share it without a reference count: two cores bumping one `Arc` per task would add a
@@ -114,23 +125,24 @@ fn real_once(rt: &nearflow_rt::Runtime, run: &'static RealRun) -> Result<f64> {
 /// Runs `once(runtime, entry)` for every entry and policy in interleaved rounds (round 0 a
 /// warm-up) and prints the medians against the simulated makespans of `reports`.
 fn compare(
-    cmd: &SimCmd,
+    cmd: &Config,
     machine: &nearflow_topo::Machine,
     policies: &[PolicyKind],
     entries: &[(String, String)],
     reports: &[(String, Report)],
     what: &str,
     once: impl Fn(&nearflow_rt::Runtime, usize) -> Result<f64>,
-) -> Result<()> {
+) -> Result<(Vec<Row>, String)> {
+    use std::fmt::Write;
     let runtimes = policies
         .iter()
         .map(|&p| {
-            crate::args::build_runtime(
+            crate::harness::build_runtime(
                 machine.clone(),
                 p,
                 nearflow_rt::Pinning::Group,
                 false,
-                nearflow_rt::Allocator::Nearflow,
+                nearflow_rt::AllocatorKind::Nearflow,
             )
         })
         .collect::<Result<Vec<_>>>()?;
@@ -138,7 +150,7 @@ fn compare(
     let bar = progress(
         (entries.len() * policies.len() * (rounds + 1)) as u64,
         "validate",
-        cmd.json,
+        cmd.quiet,
     );
     // measured[entry][policy] over rounds.
     let mut measured = vec![vec![Vec::new(); policies.len()]; entries.len()];
@@ -157,15 +169,19 @@ fn compare(
         }
     }
     bar.finish_and_clear();
-    println!(
+    let mut out = String::new();
+    let mut rows = Vec::new();
+    writeln!(
+        out,
         "validation on this host ({}): {what}, measured (median of {rounds} interleaved rounds) \
          against SIMULATED (model of this host's topology)",
-        crate::bench::host_cpu()
-    );
-    println!(
+        nearflow_topo::host::cpu_label()
+    )?;
+    writeln!(
+        out,
         "{:<6} {:<10} {:>12} {:>14} {:>10}   workload",
         "grid", "policy", "measured ms", "simulated ms", "sim/meas"
-    );
+    )?;
     for (ei, (grid, name)) in entries.iter().enumerate() {
         for (pi, p) in policies.iter().enumerate() {
             let mut v = measured[ei][pi].clone();
@@ -178,7 +194,8 @@ fn compare(
             else {
                 continue;
             };
-            println!(
+            writeln!(
+                out,
                 "{:<6} {:<10} {:>12.3} {:>14.3} {:>9.2}x   {}",
                 grid,
                 p.name(),
@@ -186,20 +203,27 @@ fn compare(
                 sim,
                 sim / meas,
                 name
-            );
+            )?;
+            rows.push(Row {
+                grid: grid.clone(),
+                policy: p.name().into(),
+                workload: name.clone(),
+                measured_ms: meas,
+                simulated_ms: sim,
+            });
         }
     }
-    Ok(())
+    Ok((rows, out))
 }
 
 /// Task graphs, task by task on the real runtime.
 pub(crate) fn validate(
-    cmd: &SimCmd,
+    cmd: &Config,
     machine: &nearflow_topo::Machine,
     policies: &[PolicyKind],
     graphs: &[(String, std::sync::Arc<Graph>)],
     reports: &[(String, Report)],
-) -> Result<()> {
+) -> Result<(Vec<Row>, String)> {
     iters_per_ns();
     let runs: Vec<&'static RealRun> = graphs.iter().map(|(_, g)| real_run(g)).collect();
     let entries: Vec<(String, String)> = graphs
@@ -220,12 +244,12 @@ pub(crate) fn validate(
 /// The generated plan, N·M copies at once, on the real engine per policy (as `bench plans`),
 /// every result checked.
 pub(crate) fn validate_plans(
-    cmd: &SimCmd,
+    cmd: &Config,
     machine: &nearflow_topo::Machine,
     policies: &[PolicyKind],
     grid: &[(u32, u32)],
     reports: &[(String, Report)],
-) -> Result<()> {
+) -> Result<(Vec<Row>, String)> {
     use nearflow_apps::genplan;
     let expect = genplan::reference(cmd.rows);
     let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {

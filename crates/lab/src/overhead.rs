@@ -34,62 +34,45 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use crossbeam_deque::Worker;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime, SleepBarriers, TaskCx};
 use serde::Serialize;
 
-use crate::args::{machine_label, parse_list, start_runtime, TopoArgs};
-use crate::bench::phase::Probe;
-use crate::bench::progress;
+use nearflow_topo::TopologySpec;
 
-#[derive(Args, Debug)]
-pub struct OverheadCmd {
-    #[command(flatten)]
-    pub topo: TopoArgs,
+use crate::harness::{load_machine, machine_label, parse_list, progress, start_runtime, summary};
+use crate::phase::Probe;
+use crate::Report;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Policies to measure (comma-separated).
-    #[arg(
-        long,
-        default_value = "las,nls,bobox2011,fifo-rr,central,per-thread,random-steal"
-    )]
     pub policies: String,
     /// Tasks in `chain` and `fanout`.
-    /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub tasks: u64,
     /// n of `fib` (fib(25) is 242,785 tasks).
-    /// Range: 1..=40.
-    #[arg(value_parser = crate::args::int_in(1u32, 40), long, default_value_t = 25)]
     pub fib: u32,
     /// Workloads (comma-separated): chain, fanout, fib, request, wake.
-    #[arg(long, default_value = "chain,fanout,fib,request,wake")]
     pub workloads: String,
     /// Requests in `request` (`wake` runs a tenth as many, each after 5 ms of idleness).
-    /// Range: 1..=1e7.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000), long, default_value_t = 2000)]
     pub requests: u64,
     /// Interleaved rounds (each runs every cell once; medians over rounds are reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 11)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (not for `wake`, which measures the
     /// cold start). On a virtual machine whose vCPUs idle in the 5 ms pause between cells, the
     /// host may take the caches away; a run of a few milliseconds then pays for it at random.
-    /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Barriers of the sleep protocol to compare (comma-separated: fence, membarrier); each
     /// policy runs once per choice, named `policy+barriers` when there are several (default:
     /// the runtime's default alone).
-    #[arg(long, value_name = "LIST")]
     pub barriers: Option<String>,
     /// Thread binding for nearflow (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
-    /// Print one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,13 +125,6 @@ pub struct Row {
     pub rounds: usize,
 }
 
-/// Median and 10th/90th percentiles of a non-empty sample.
-pub(crate) fn summary(mut v: Vec<f64>) -> (f64, [f64; 2]) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), [at(0.1), at(0.9)])
-}
-
 fn fib_calls(n: u32) -> u64 {
     let (mut a, mut b) = (1u64, 1u64); // calls(0), calls(1)
     for _ in 1..n {
@@ -163,7 +139,7 @@ fn fib_calls(n: u32) -> u64 {
     }
 }
 
-fn tasks_of(w: Workload, cmd: &OverheadCmd) -> u64 {
+fn tasks_of(w: Workload, cmd: &Config) -> u64 {
     match w {
         Workload::Chain | Workload::Fanout => cmd.tasks,
         Workload::Fib => fib_calls(cmd.fib),
@@ -205,7 +181,7 @@ fn nf_fib(cx: &TaskCx<'_>, n: u32) {
     }
 }
 
-fn nf_once(rt: &Runtime, w: Workload, cmd: &OverheadCmd) -> Result<Duration> {
+fn nf_once(rt: &Runtime, w: Workload, cmd: &Config) -> Result<Duration> {
     let (n, fib) = (cmd.tasks, cmd.fib);
     if w.is_request() {
         return round_trips(tasks_of(w, cmd), w == Workload::Wake, || {
@@ -250,7 +226,7 @@ fn ry_join_fib(n: u32) -> u64 {
     a + b + 1
 }
 
-fn rayon_scope_once(pool: &rayon::ThreadPool, w: Workload, cmd: &OverheadCmd) -> Duration {
+fn rayon_scope_once(pool: &rayon::ThreadPool, w: Workload, cmd: &Config) -> Duration {
     let (n, fib) = (cmd.tasks, cmd.fib);
     if w.is_request() {
         // `install` from outside the pool: inject the job, block on a latch until it ran.
@@ -295,7 +271,7 @@ fn cb_fib(w: &Worker<Job>, n: u32) {
     }
 }
 
-fn crossbeam_once(wl: Workload, cmd: &OverheadCmd) -> Duration {
+fn crossbeam_once(wl: Workload, cmd: &Config) -> Duration {
     let (n, fib) = (cmd.tasks, cmd.fib);
     let t = Instant::now();
     let w: Worker<Job> = Worker::new_lifo();
@@ -316,8 +292,10 @@ fn crossbeam_once(wl: Workload, cmd: &OverheadCmd) -> Duration {
     t.elapsed()
 }
 
-pub fn run(cmd: &OverheadCmd) -> Result<()> {
-    let machine = cmd.topo.load()?;
+/// Runs the interleaved rounds; one row per (contender, workload).
+pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
+    use std::fmt::Write;
+    let machine = load_machine(&cmd.topology)?;
     let label = machine_label(&machine);
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
     if cmd.tasks < 2 {
@@ -358,7 +336,7 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
                     .policy(p)
                     .pinning(cmd.pinning)
                     .sleep_barriers(b),
-                nearflow_rt::Allocator::Nearflow,
+                nearflow_rt::AllocatorKind::Nearflow,
             )?;
             // Asked for by name, a barrier that is not in effect would mislabel a column; the
             // default falls back to fences quietly and the table's footer says so.
@@ -416,7 +394,7 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
     let rounds = cmd.reps.max(1);
     let warmups = |w: Workload| if w == Workload::Wake { 0 } else { cmd.warmup };
     let runs: usize = cells.iter().map(|&(w, _)| warmups(w) + 1).sum();
-    let bar = progress((rounds * runs) as u64, "overhead", cmd.json);
+    let bar = progress((rounds * runs) as u64, "overhead", cmd.quiet);
     // times[cell][round], in ns per task.
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cells.len()];
     let mut probe = Probe::new();
@@ -466,29 +444,27 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
             }
         })
         .collect();
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        eprintln!("{}", probe.line());
-        return Ok(());
-    }
-    println!(
+    let mut out = String::new();
+    writeln!(
+out,
         "bench overhead on {label} ({}): {threads} threads, {rounds} interleaved rounds; ns per task, median \
          [10th–90th percentile], and the median of per-round ratios to rayon scope.spawn [10th–90th]",
-        crate::bench::host_cpu()
-    );
-    print!("{:<16}", "");
+        nearflow_topo::host::cpu_label()
+    )?;
+    write!(out, "{:<16}", "")?;
     for &w in &workloads {
-        print!(" {:>36}", w.name());
+        write!(out, " {:>36}", w.name())?;
     }
-    println!();
+    writeln!(out)?;
     for name in &names {
-        print!("{name:<16}");
+        write!(out, "{name:<16}")?;
         for &w in &workloads {
             match rows
                 .iter()
                 .find(|r| &r.policy == name && r.workload == w.name())
             {
-                Some(r) => print!(
+                Some(r) => write!(
+                    out,
                     " {:>7.1} [{:>5.0}–{:<5.0}] {:>5.2}x [{:.2}–{:.2}]",
                     r.ns_per_task,
                     r.ns_spread[0],
@@ -496,38 +472,42 @@ pub fn run(cmd: &OverheadCmd) -> Result<()> {
                     r.ratio_to_rayon,
                     r.ratio_spread[0],
                     r.ratio_spread[1]
-                ),
-                None => print!(" {:>36}", "-"),
+                )?,
+                None => write!(out, " {:>36}", "-")?,
             }
         }
-        println!();
+        writeln!(out)?;
     }
-    println!(
+    writeln!(
+out,
         "tasks: chain {} (immediate), fanout {} (deferred), fib({}) {} (immediate); crossbeam-deque is one thread",
         cmd.tasks,
         cmd.tasks,
         cmd.fib,
         fib_calls(cmd.fib)
-    );
-    println!(
+    )?;
+    writeln!(
+out,
         "request: {} one-task requests back to back, ns per round trip (rayon: install); wake: {}, \
          each after {} ms idle",
         tasks_of(Workload::Request, cmd),
         tasks_of(Workload::Wake, cmd),
         WAKE_IDLE.as_millis()
-    );
+    )?;
     if let ([_], Some(rt)) = (&barriers[..], runtimes.first()) {
-        println!(
+        writeln!(
+            out,
             "sleep barriers: {}",
             if rt.asymmetric_barriers() {
                 "membarrier (a spawn pays no fence; going to sleep calls membarrier)"
             } else {
                 "fence (a SeqCst fence on every spawn and every sleep)"
             }
-        );
+        )?;
     }
-    println!("{}", probe.line());
-    Ok(())
+    writeln!(out, "{}", probe.line())?;
+    let notes = probe.line();
+    Ok(Report::new(rows, out).with_notes(notes))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use nearflow_flow::{PlanBuilder, PlanShape, ThreadStats};
 use nearflow_map::{ContentionUnit, Profile};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::Runtime;
+use nearflow_topo::host::LlcCounters;
 
 /// An application with its input.
 pub enum App {
@@ -114,7 +115,7 @@ impl App {
             .policy(PolicyKind::Mapped)
             .build()
             .context("profiling runtime")?;
-        let counters = LlcCounters::open_for_workers(threads);
+        let counters = LlcCounters::open(&rt.worker_thread_ids());
         let run = self.run(&rt, threads, None, packet_bytes, true)?;
         let rates = counters.as_ref().ok().map(LlcCounters::rates);
         let t = run
@@ -197,117 +198,6 @@ pub fn thread_name(app: &App, n: usize, i: usize) -> String {
             }
         }
     }
-}
-
-/// Per-worker LLC-miss and instruction counters (`perf_event_open`), opened on the runtime's
-/// worker threads found by name in `/proc/self/task`. Where the kernel or the hypervisor gives
-/// no hardware counters (every machine of this project: KVM guests without a PMU), opening
-/// fails and the reason is reported.
-pub struct LlcCounters {
-    /// (misses fd, instructions fd) per worker.
-    fds: Vec<(i32, i32)>,
-}
-
-impl LlcCounters {
-    /// Whether this machine has the counters at all (opened on the calling thread).
-    pub fn probe() -> std::result::Result<(), String> {
-        let fd = perf_open(PERF_COUNT_HW_CACHE_MISSES, 0)?;
-        // SAFETY: `fd` is a descriptor perf_event_open just returned to us.
-        unsafe { libc::close(fd) };
-        Ok(())
-    }
-
-    fn open_for_workers(workers: usize) -> std::result::Result<LlcCounters, String> {
-        Self::probe()?;
-        let mut tids = vec![None; workers];
-        let dir = std::fs::read_dir("/proc/self/task").map_err(|e| e.to_string())?;
-        for e in dir.flatten() {
-            let Ok(tid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            if let Some(w) = comm
-                .trim()
-                .rsplit("-w")
-                .next()
-                .and_then(|w| w.parse::<usize>().ok())
-            {
-                if comm.starts_with("nearflow-g") && w < workers {
-                    tids[w] = Some(tid);
-                }
-            }
-        }
-        let mut fds = Vec::new();
-        for (w, tid) in tids.into_iter().enumerate() {
-            let tid = tid.ok_or(format!("worker {w} not found in /proc/self/task"))?;
-            fds.push((
-                perf_open(PERF_COUNT_HW_CACHE_MISSES, tid)?,
-                perf_open(PERF_COUNT_HW_INSTRUCTIONS, tid)?,
-            ));
-        }
-        Ok(LlcCounters { fds })
-    }
-
-    /// Misses per thousand instructions per worker, None if a counter cannot be read.
-    fn rates(&self) -> Option<Vec<f64>> {
-        self.fds
-            .iter()
-            .map(|&(m, i)| {
-                let (m, i) = (read_counter(m)?, read_counter(i)?);
-                Some(m as f64 * 1000.0 / (i.max(1)) as f64)
-            })
-            .collect()
-    }
-}
-
-impl Drop for LlcCounters {
-    fn drop(&mut self) {
-        for &(a, b) in &self.fds {
-            // SAFETY: descriptors we opened and own.
-            unsafe {
-                libc::close(a);
-                libc::close(b);
-            }
-        }
-    }
-}
-
-const PERF_COUNT_HW_INSTRUCTIONS: u64 = 1;
-const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
-
-/// `perf_event_open` for a hardware counter of thread `tid` (0: the caller), any CPU, user
-/// space only, counting from now.
-fn perf_open(config: u64, tid: i32) -> std::result::Result<i32, String> {
-    // struct perf_event_attr, PERF_ATTR_SIZE_VER0 (64 bytes): type, size, config, then the
-    // flags word at byte 40 (bit 5 exclude_kernel, bit 6 exclude_hv); all else zero.
-    let mut attr = [0u64; 8];
-    attr[0] = 64u64 << 32; // type = PERF_TYPE_HARDWARE (0), size = 64
-    attr[1] = config;
-    attr[5] = (1 << 5) | (1 << 6);
-    // SAFETY: `attr` is a valid, initialised perf_event_attr of the size it declares; the
-    // kernel only reads it.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_ptr(),
-            tid,
-            -1i32,
-            -1i32,
-            0u64,
-        )
-    };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(format!("perf_event_open: {e}"));
-    }
-    Ok(fd as i32)
-}
-
-fn read_counter(fd: i32) -> Option<u64> {
-    let mut v = 0u64;
-    // SAFETY: reading 8 bytes into a u64 we own from a perf descriptor we own.
-    let n = unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
-    (n == 8).then_some(v)
 }
 
 /// Checks the thread count an app supports.

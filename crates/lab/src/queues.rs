@@ -9,60 +9,47 @@
 //! `--warmup` untimed runs of the same cell, and every product
 //! is compared element by element with a sequential multiply that uses the same dot product, so
 //! the check is exact. `--orders` adds contenders that compute the product on plain threads in
-//! the orders the policies produce, with no runtime ([`orders`]), and then a table of each
+//! the orders the policies produce, with no runtime (`orders.rs`), and then a table of each
 //! policy's time over its own order's, round by round: what the runtime's queues add, apart from
 //! the order they impose (each policy's order is read from its placement and search,
-//! [`Order::of_policy`]).
+//! [`ClaimOrder::of_policy`]).
 
 mod orders;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use nearflow_policy::{PolicyKind, Rng, TaskKind};
+use nearflow_apps::matmul::{multiply, Problem};
+use nearflow_policy::{PolicyKind, TaskKind};
 use nearflow_rt::{Pinning, Runtime};
+use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::overhead::summary;
-use crate::bench::phase::Probe;
-use crate::bench::{median, progress, Csv};
-use orders::Order;
+use crate::harness::{
+    build_runtime, load_machine, machine_label, median, parse_list, progress, summary, Csv,
+};
+use crate::phase::Probe;
+use crate::Report;
+pub use orders::ClaimOrder;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SpawnKind {
-    Immediate,
-    Deferred,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct QueuesCmd {
-    #[command(flatten)]
-    pub topo: TopoArgs,
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Matrix sizes (comma-separated).
-    #[arg(long, default_value = "128,256,512,1024,2048")]
     pub sizes: String,
     /// Also run 4096 (16.8 M tasks, about 1.5 GB of queued tasks).
-    #[arg(long)]
     pub with_4096: bool,
     /// Policies (comma-separated), in table order.
-    #[arg(long, default_value = "central,per-thread,random-steal,nls,las")]
     pub policies: String,
     /// How the root spawns the element tasks.
-    #[arg(long, value_enum, default_value = "deferred")]
-    pub spawn: SpawnKind,
+    pub spawn: TaskKind,
     /// Timed repetitions per cell (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (every product still verified):
     /// they meet the cold start after the pause between cells (see `bench plans --warmup`).
-    /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also time the product on plain threads (one per PU of the machine), without the runtime,
     /// in the orders in which the policies hand out the elements: `youngest-first` (LAS rule 3
@@ -70,22 +57,13 @@ pub struct QueuesCmd {
     /// stealing), `blocks` (a static partition). They run in the same rounds as the policies,
     /// and a last table divides each policy's time by its own order's, round by round. Without
     /// a list, all four.
-    #[arg(
-        long,
-        value_name = "ORDERS",
-        num_args = 0..=1,
-        default_missing_value = "youngest-first,oldest-first,both-ends,blocks"
-    )]
     pub orders: Option<String>,
     /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Also write the table as CSV to this file.
-    #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Print one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
 /// One cell of the table (a policy, or with `--orders` an order on plain threads, named
@@ -102,7 +80,7 @@ pub struct Cell {
     pub ratio_to_best: f64,
     /// 10th and 90th percentile of those per-round ratios.
     pub ratio_spread: [f64; 2],
-    /// A policy's own order (`order:…`, [`Order::of_policy`]) when that order ran too.
+    /// A policy's own order (`order:…`, [`ClaimOrder::of_policy`]) when that order ran too.
     pub own_order: Option<String>,
     /// Median over the rounds of (this policy's time / its own order's time, in the same round):
     /// what the runtime adds to the cost of the order alone.
@@ -111,110 +89,9 @@ pub struct Cell {
     pub own_order_spread: Option<[f64; 2]>,
 }
 
-/// Row-major square matrices, B stored transposed so every dot product reads contiguously.
-struct Problem {
-    n: usize,
-    a: Vec<f64>,
-    bt: Vec<f64>,
-}
-
-/// Dot product with four accumulators (vectorizes); the sequential reference uses it too.
-fn dot(x: &[f64], y: &[f64]) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
-    let (xr, yr) = (xc.remainder(), yc.remainder());
-    for (a, b) in xc.zip(yc) {
-        for k in 0..4 {
-            acc[k] += a[k] * b[k];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for (a, b) in xr.iter().zip(yr) {
-        s += a * b;
-    }
-    s
-}
-
-impl Problem {
-    fn new(n: usize, seed: u64) -> Problem {
-        let mut rng = Rng::new(seed);
-        let mut gen = || (rng.below(2001) as f64 - 1000.0) / 1000.0;
-        let a = (0..n * n).map(|_| gen()).collect();
-        let bt = (0..n * n).map(|_| gen()).collect();
-        Problem { n, a, bt }
-    }
-    fn element(&self, i: usize, j: usize) -> f64 {
-        let n = self.n;
-        dot(&self.a[i * n..(i + 1) * n], &self.bt[j * n..(j + 1) * n])
-    }
-    fn sequential(&self) -> Vec<f64> {
-        let n = self.n;
-        (0..n * n).map(|k| self.element(k / n, k % n)).collect()
-    }
-}
-
-/// Where an element task finds the problem and its element of the product: raw pointers, not
-/// `Arc` clones, so that the n² tasks do not all increment and decrement the same two reference
-/// counts from both workers. That cost a cache-line transfer between the cores at every spawn and
-/// every task end, a cost of this benchmark rather than of any queue (the paper's Java tasks
-/// hold plain references, and the `--orders` contenders pay nothing of the kind); without it
-/// every policy ran 512 15–21 % faster here (issue 9, eleventh session).
-#[derive(Clone, Copy)]
-struct Operands {
-    problem: *const Problem,
-    product: *const AtomicU64,
-}
-
-// SAFETY: both point into data that `multiply` borrows or owns until `wait` has returned, and
-// `wait` returns only once every task of the request has ended (run or skipped; a skipped task's
-// closure is only dropped, which reads nothing). `Problem` is only read, the product's elements
-// are atomics.
-unsafe impl Send for Operands {}
-
-impl Operands {
-    /// The problem and element `k` of the product.
-    ///
-    /// # Safety
-    /// `k` < n², from a task of the request `multiply` waits for.
-    unsafe fn get<'a>(self, k: usize) -> (&'a Problem, &'a AtomicU64) {
-        // SAFETY: see `Operands` and the contract above.
-        unsafe { (&*self.problem, &*self.product.add(k)) }
-    }
-}
-
-/// One parallel multiply; returns the time and the product.
-fn multiply(rt: &Runtime, p: &Problem, kind: TaskKind) -> Result<(Duration, Vec<f64>)> {
-    let n = p.n;
-    let c: Vec<AtomicU64> = (0..n * n).map(|_| AtomicU64::new(0)).collect();
-    let ops = Operands {
-        problem: p,
-        product: c.as_ptr(),
-    };
-    let t = Instant::now();
-    rt.submit(move |cx| {
-        for i in 0..n {
-            for j in 0..n {
-                cx.spawn(kind, move |_| {
-                    // SAFETY: i, j < n, and `multiply` waits for this task.
-                    let (p, c) = unsafe { ops.get(i * n + j) };
-                    // Relaxed: each element is written by one task; the request's completion
-                    // orders all writes before `wait` returns.
-                    c.store(p.element(i, j).to_bits(), Ordering::Relaxed);
-                });
-            }
-        }
-    })
-    .wait()?;
-    let d = t.elapsed();
-    let out = c
-        .into_iter()
-        .map(|x| f64::from_bits(x.into_inner()))
-        .collect();
-    Ok((d, out))
-}
-
-pub fn run(cmd: &QueuesCmd) -> Result<()> {
-    let machine = cmd.topo.load()?;
+/// Runs the study; one cell per (size, contender). Every product is checked.
+pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
+    let machine = load_machine(&cmd.topology)?;
     let label = machine_label(&machine);
     let mut sizes: Vec<usize> = parse_list(&cmd.sizes)?;
     if cmd.with_4096 && !sizes.contains(&4096) {
@@ -227,10 +104,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     if policies.is_empty() {
         bail!("no policy given");
     }
-    let kind = match cmd.spawn {
-        SpawnKind::Immediate => TaskKind::Immediate,
-        SpawnKind::Deferred => TaskKind::Deferred,
-    };
+    let kind = cmd.spawn;
     let runtimes: Vec<Runtime> = policies
         .iter()
         .map(|&p| {
@@ -239,11 +113,11 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
                 p,
                 cmd.pinning,
                 false,
-                nearflow_rt::Allocator::Nearflow,
+                nearflow_rt::AllocatorKind::Nearflow,
             )
         })
         .collect::<Result<_, _>>()?;
-    let orders: Vec<Order> = match &cmd.orders {
+    let orders: Vec<ClaimOrder> = match &cmd.orders {
         Some(list) => parse_list(list)?,
         None => Vec::new(),
     };
@@ -261,7 +135,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     let own_order: Vec<Option<usize>> = runtimes
         .iter()
         .map(|rt| {
-            let o = Order::of_policy(rt.policy(), kind)?;
+            let o = ClaimOrder::of_policy(rt.policy(), kind)?;
             orders
                 .iter()
                 .position(|&x| x == o)
@@ -269,7 +143,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
         })
         .collect();
     let threads = machine.pu_count();
-    let bar = progress((sizes.len() * names.len()) as u64, "queues", cmd.json);
+    let bar = progress((sizes.len() * names.len()) as u64, "queues", cmd.quiet);
     let mut cells = Vec::new();
     let mut probe = Probe::new();
     for &n in &sizes {
@@ -364,12 +238,7 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     if let Some(path) = &cmd.csv {
         csv.write(path)?;
     }
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&cells)?);
-        eprintln!("{}", probe.line());
-        return Ok(());
-    }
-    let mut out = std::io::stdout().lock();
+    let mut out = Vec::new();
     writeln!(
         out,
         "bench queues on {label}: {} threads, one {:?} task per element, median of {} runs, every product verified",
@@ -438,7 +307,8 @@ pub fn run(cmd: &QueuesCmd) -> Result<()> {
     if let Some(path) = &cmd.csv {
         writeln!(out, "(written to {})", path.display())?;
     }
-    Ok(())
+    let text = String::from_utf8(out).context("the tables are UTF-8")?;
+    Ok(Report::new(cells, text).with_notes(probe.line()))
 }
 
 /// One row per size, one column of `width` per policy, each cell as `show` writes it.
@@ -477,14 +347,8 @@ mod tests {
     fn parallel_product_equals_sequential_for_every_policy() {
         let m = nearflow_topo::presets::build("e5310-smp").unwrap();
         let p = Problem::new(37, 5);
+        // The sequential reference is checked against a naive product in `nearflow-apps`.
         let reference = p.sequential();
-        // A naive triple loop agrees with the reference up to rounding.
-        for i in 0..37 {
-            for j in 0..37 {
-                let naive: f64 = (0..37).map(|k| p.a[i * 37 + k] * p.bt[j * 37 + k]).sum();
-                assert!((naive - reference[i * 37 + j]).abs() < 1e-9);
-            }
-        }
         for policy in PolicyKind::ALL {
             let rt = Runtime::builder(m.clone()).policy(policy).build().unwrap();
             for kind in [TaskKind::Immediate, TaskKind::Deferred] {

@@ -5,61 +5,57 @@
 //! sequential reference.
 
 use anyhow::{bail, Result};
-use clap::Args;
 use nearflow_apps::genplan;
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
 use nearflow_rt::Pinning;
+use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::phase::Probe;
-use crate::bench::{median, progress};
+use crate::harness::{build_runtime, load_machine, machine_label, median, parse_list, progress};
+use crate::phase::Probe;
+use crate::Report;
 
-#[derive(Args, Debug, Clone)]
-pub struct PacketSizeCmd {
-    #[command(flatten)]
-    pub topo: TopoArgs,
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Packet sizes in KiB (comma-separated); the default size is added if missing.
-    #[arg(long, default_value = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")]
     pub sizes_kib: String,
     /// Rows per source of the generated plan.
-    /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub rows: u64,
     /// Scheduling policy.
-    #[arg(long, default_value = "las")]
     pub policy: PolicyKind,
     /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Timed repetitions per size (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
-    /// Print JSON: a list of {packet_bytes, tuples_per_s, default}.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
-#[derive(Serialize)]
-struct Point {
-    packet_bytes: usize,
-    tuples_per_s: f64,
-    ms: f64,
-    default: bool,
+/// One packet size's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    pub packet_bytes: usize,
+    pub tuples_per_s: f64,
+    pub ms: f64,
+    /// Whether this is the engine's default size (L2 / 2).
+    pub default: bool,
 }
 
-pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
+/// Runs the sweep; one point per size.
+pub fn run(cmd: &Config) -> Result<Report<Vec<Point>>> {
+    use std::fmt::Write;
     if cmd.reps == 0 || cmd.rows == 0 {
         bail!("--reps and --rows must be at least 1");
     }
     let rt = build_runtime(
-        cmd.topo.load()?,
+        load_machine(&cmd.topology)?,
         cmd.policy,
         cmd.pinning,
         false,
-        nearflow_rt::Allocator::Nearflow,
+        nearflow_rt::AllocatorKind::Nearflow,
     )?;
     let default = nearflow_flow::default_packet_bytes(rt.machine());
     let mut sizes: Vec<usize> = parse_list::<usize>(&cmd.sizes_kib)?
@@ -76,7 +72,7 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
     let expect = genplan::reference(cmd.rows);
     // Source tuples per run: every block reads `rows` + `rows / 2` rows.
     let tuples = 6 * (cmd.rows + cmd.rows / 2);
-    let bar = progress((sizes.len() * cmd.reps) as u64, "packet-size", cmd.json);
+    let bar = progress((sizes.len() * cmd.reps) as u64, "packet-size", cmd.quiet);
     // Interleaved rounds: each round runs every size once, in an order that rotates from round
     // to round, so that a size's share of the best is measured side by side with the best.
     let mut times = vec![Vec::new(); sizes.len()];
@@ -111,33 +107,32 @@ pub fn run(cmd: &PacketSizeCmd) -> Result<()> {
         })
         .collect();
     bar.finish_and_clear();
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&points)?);
-        eprintln!("{}", probe.line());
-        return Ok(());
-    }
+    let mut out = String::new();
     let best = points.iter().map(|p| p.tuples_per_s).fold(0.0, f64::max);
-    println!(
+    writeln!(
+        out,
         "packet size sweep: generated plan, {} rows per source, {} on {}, median of {}",
         cmd.rows,
         cmd.policy.name(),
         machine_label(rt.machine()),
         cmd.reps
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>12} {:>10} {:>14} {:>8}",
         "packet", "ms", "tuples/s", "vs best"
-    );
+    )?;
     for p in &points {
-        println!(
+        writeln!(
+            out,
             "{:>10} B {:>10.1} {:>14.0} {:>7.0}%{}",
             p.packet_bytes,
             p.ms,
             p.tuples_per_s,
             100.0 * p.tuples_per_s / best,
             if p.default { "  <- default (L2/2)" } else { "" }
-        );
+        )?;
     }
-    println!("{}", probe.line());
-    Ok(())
+    writeln!(out, "{}", probe.line())?;
+    Ok(Report::new(points, out).with_notes(probe.line()))
 }

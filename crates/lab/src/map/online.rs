@@ -20,8 +20,9 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime};
 use serde::Serialize;
 
-use crate::map_apps::{thread_name, App};
-use crate::map_cmd::MapCmd;
+use super::apps::{thread_name, App};
+use super::config::Config;
+use crate::harness::load_machine;
 
 /// One move of the monitor.
 #[derive(Serialize, Debug, Clone)]
@@ -33,8 +34,8 @@ pub struct Move {
     pub cost_after: f64,
 }
 
-#[derive(Serialize, Debug)]
-pub struct OnlineReport {
+#[derive(Serialize, Debug, Clone)]
+pub struct Online {
     pub machine: String,
     pub app: String,
     pub threads: usize,
@@ -49,8 +50,10 @@ pub struct OnlineReport {
     pub looks: usize,
 }
 
-pub fn run(cmd: &MapCmd, threads: usize) -> Result<()> {
-    let host = cmd.topo.load()?;
+/// Runs the first mapping kept and the re-mapped run, `cmd.repeat` rounds each, interleaved.
+pub fn run(cmd: &Config, threads: usize) -> Result<(Online, String)> {
+    use std::fmt::Write;
+    let host = load_machine(&cmd.topology)?;
     if !host.source().is_host() {
         bail!(
             "--online runs on this host: it moves real threads (drop --preset/--synthetic/--xml)"
@@ -100,7 +103,7 @@ pub fn run(cmd: &MapCmd, threads: usize) -> Result<()> {
     let mut online = Vec::new();
     let mut last = (Vec::new(), 0);
     for round in 0..cmd.repeat {
-        if !cmd.json {
+        if !cmd.quiet {
             eprintln!(
                 "round {}/{}: first mapping kept, then re-mapped online …",
                 round + 1,
@@ -166,8 +169,8 @@ pub fn run(cmd: &MapCmd, threads: usize) -> Result<()> {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let report = OnlineReport {
-        machine: format!("host: {}", crate::bench::host_cpu()),
+    let report = Online {
+        machine: format!("host: {}", nearflow_topo::host::cpu_label()),
         app: format!(
             "vwap, window 5 then 75,000 from tick {}, {} ticks",
             window.from_seq,
@@ -181,39 +184,41 @@ pub fn run(cmd: &MapCmd, threads: usize) -> Result<()> {
         moves: last.0,
         looks: last.1,
     };
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    println!(
+    let mut out = String::new();
+    writeln!(
+        out,
         "online re-mapping — {} on {} (measured)",
         report.app, report.machine
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  {threads} threads, {mapper}; first mapping {}",
         nearflow_map::describe(&names, &first)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  first mapping kept: {:.3} M tuples/s",
         report.static_tuples_per_s / 1e6
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  re-mapped online:   {:.3} M tuples/s ({:.2}x); last run: {} looks, {} moves",
         report.online_tuples_per_s / 1e6,
         report.online_tuples_per_s / report.static_tuples_per_s,
         report.looks,
         report.moves.len()
-    );
+    )?;
     for m in &report.moves {
-        println!(
+        writeln!(
+            out,
             "    at {:>7.1} ms: {} (predicted cost {:.3e} → {:.3e})",
             m.at_ms,
             nearflow_map::describe(&names, &m.to),
             m.cost_before,
             m.cost_after
-        );
+        )?;
     }
-    Ok(())
+    Ok((report, out))
 }
 
 /// The profile of what happened since `prev` (communication and state moves), with each

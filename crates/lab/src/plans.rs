@@ -11,60 +11,47 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use nearflow_apps::genplan;
 use nearflow_flow::PlanBuilder;
 use nearflow_policy::PolicyKind;
-use nearflow_rt::{Allocator, Pinning};
+use nearflow_rt::{AllocatorKind, Pinning};
+use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, parse_list, TopoArgs};
-use crate::bench::overhead::summary;
-use crate::bench::phase::Probe;
-use crate::bench::{median, progress, Csv};
+use crate::harness::{
+    build_runtime, load_machine, machine_label, median, parse_list, progress, summary, Csv,
+};
+use crate::phase::Probe;
+use crate::Report;
 
-#[derive(Args, Debug, Clone)]
-pub struct PlansCmd {
-    #[command(flatten)]
-    pub topo: TopoArgs,
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
     /// Grid of NxM entries: N·M plans run concurrently.
-    #[arg(long, default_value = "1x1,2x2,4x4")]
     pub grid: String,
     /// Policies (comma-separated).
-    #[arg(long, default_value = "bobox2011,fifo-rr,las,nls")]
     pub policies: String,
     /// Allocators of the packet buffers (comma-separated: nearflow, system); both give the
     /// allocator experiment of LAS §6.4, side by side in one run.
-    #[arg(long, default_value = "nearflow")]
     pub allocators: String,
     /// Rows per source of each plan.
-    /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
     pub rows: u64,
     /// Packet size in bytes (default: half the L2 cache of the topology).
-    /// Range: 64..=1 GiB.
-    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<usize>,
     /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Timed repetitions per cell (median reported).
-    /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one. The bench pauses between cells so
     /// that the previous column's workers fall asleep; on a virtual machine whose vCPUs idle
     /// in that pause, the next run can start with caches the host has taken away (a 10 ms
     /// plan then takes 50 % longer, at random); a warm-up run absorbs that.
-    /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also write the table as CSV to this file.
-    #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Print one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
 /// One cell of the table. Every plan's result is compared with the sequential reference; a
@@ -93,6 +80,19 @@ pub struct Ratio {
     pub spread: [f64; 2],
 }
 
+/// The whole result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plans {
+    pub machine: String,
+    pub operators: usize,
+    pub rows: u64,
+    pub rounds: usize,
+    pub cells: Vec<Cell>,
+    pub ratios: Vec<Ratio>,
+    /// The host's CPU-to-CPU round trip over the rounds, min and max ([`Probe`]).
+    pub host_round_trip_ns: Option<[f64; 2]>,
+}
+
 fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     for g in s.split(',').map(str::trim).filter(|g| !g.is_empty()) {
@@ -118,26 +118,28 @@ fn parse_grid(s: &str) -> Result<Vec<(usize, usize)>> {
     Ok(out)
 }
 
-pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
+/// Runs the interleaved rounds; every result is checked against the sequential reference.
+pub fn run(cmd: &Config) -> Result<Report<Plans>> {
+    use std::fmt::Write;
     let grid = parse_grid(&cmd.grid)?;
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
-    let allocators: Vec<Allocator> = parse_list(&cmd.allocators)?;
+    let allocators: Vec<AllocatorKind> = parse_list(&cmd.allocators)?;
     if policies.is_empty() || allocators.is_empty() || cmd.reps == 0 || cmd.rows == 0 {
         bail!("need at least one policy and allocator, --reps >= 1 and --rows >= 1");
     }
     // (allocator, policy) columns, allocator-major.
-    let columns: Vec<(Allocator, PolicyKind)> = allocators
+    let columns: Vec<(AllocatorKind, PolicyKind)> = allocators
         .iter()
         .flat_map(|&a| policies.iter().map(move |&p| (a, p)))
         .collect();
     let expect = genplan::reference(cmd.rows);
     let total = (grid.len() * columns.len() * cmd.reps) as u64;
-    let bar = progress(total, "plans", cmd.json);
+    let bar = progress(total, "plans", cmd.quiet);
     let mut ops = 0;
     // Every runtime first, then interleaved rounds: each round runs every (grid, column) cell
     // once, the columns in an order that rotates from round to round, so that the columns of a
     // ratio are measured seconds apart, not minutes (see `bench overhead`).
-    let machine = cmd.topo.load()?;
+    let machine = load_machine(&cmd.topology)?;
     let runtimes = columns
         .iter()
         .map(|&(allocator, policy)| {
@@ -213,7 +215,7 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
     }
     // The papers' comparisons: LAS against every other policy under the same allocator, and
     // nearflow against the system allocator under the same policy.
-    let col = |a: Allocator, p: PolicyKind| columns.iter().position(|&c| c == (a, p));
+    let col = |a: AllocatorKind, p: PolicyKind| columns.iter().position(|&c| c == (a, p));
     let mut pairs = Vec::new();
     for &a in &allocators {
         if let Some(l) = col(a, PolicyKind::Las) {
@@ -223,7 +225,10 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         }
     }
     for &p in &policies {
-        if let (Some(nf), Some(s)) = (col(Allocator::Nearflow, p), col(Allocator::System, p)) {
+        if let (Some(nf), Some(s)) = (
+            col(AllocatorKind::Nearflow, p),
+            col(AllocatorKind::System, p),
+        ) {
             pairs.push((nf, s));
         }
     }
@@ -260,52 +265,55 @@ pub fn run(cmd: &PlansCmd) -> Result<Vec<Cell>> {
         }
         csv.write(path)?;
     }
-    if cmd.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "machine": label, "operators": ops, "rows": cmd.rows, "rounds": cmd.reps,
-                "cells": cells, "ratios": ratios, "host_round_trip_ns": probe.range()
-            }))?
-        );
-        eprintln!("{}", probe.line());
-        return Ok(cells);
-    }
-    println!(
+    let mut out = String::new();
+    writeln!(
+out,
         "concurrent plans: {ops}-operator generated plan, {} rows per source, on {label}, median of {} (ms until all plans end)",
         cmd.rows, cmd.reps
-    );
+    )?;
     let np = policies.len();
     for (ai, a) in allocators.iter().enumerate() {
         if allocators.len() > 1 {
-            println!("allocator {a}:");
+            writeln!(out, "allocator {a}:")?;
         }
-        print!("{:>8}", "grid");
+        write!(out, "{:>8}", "grid")?;
         for p in &policies {
-            print!(" {:>11}", p.name());
+            write!(out, " {:>11}", p.name())?;
         }
-        println!();
+        writeln!(out)?;
         for (gi, &(n, m)) in grid.iter().enumerate() {
-            print!("{:>8}", format!("{n}x{m}"));
+            write!(out, "{:>8}", format!("{n}x{m}"))?;
             for pi in 0..np {
-                print!(" {:>11.1}", cells[(ai * np + pi) * grid.len() + gi].ms);
+                write!(out, " {:>11.1}", cells[(ai * np + pi) * grid.len() + gi].ms)?;
             }
-            println!();
+            writeln!(out)?;
         }
     }
     if !ratios.is_empty() {
-        println!(
+        writeln!(
+out,
             "per-round ratios, median [10th–90th percentile] of {} rounds (below 1: the first is faster):",
             cmd.reps
-        );
+        )?;
         for r in &ratios {
-            println!(
+            writeln!(
+                out,
                 "{:>8}  {:>20} / {:<20} {:>6.3} [{:.3}–{:.3}]",
                 r.grid, r.num, r.den, r.median, r.spread[0], r.spread[1]
-            );
+            )?;
         }
     }
-    println!("all results equal the sequential reference");
-    println!("{}", probe.line());
-    Ok(cells)
+    writeln!(out, "all results equal the sequential reference")?;
+    writeln!(out, "{}", probe.line())?;
+    let notes = probe.line();
+    let data = Plans {
+        machine: label,
+        operators: ops,
+        rows: cmd.rows,
+        rounds: cmd.reps,
+        cells,
+        ratios,
+        host_round_trip_ns: probe.range(),
+    };
+    Ok(Report::new(data, out).with_notes(notes))
 }

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use crate::Report;
+
 /// Round trips per measurement; a sample is the median of [`MEASUREMENTS`] of them (about
 /// 1–10 ms in all, by phase), so one interruption does not decide it.
 const TRIPS: u64 = 2_000;
@@ -28,20 +30,21 @@ const GIVE_UP: Duration = Duration::from_millis(500);
 /// The largest max/min ratio of the samples of one run read as one phase.
 const STEADY: f64 = 1.5;
 
-/// `nearflow bench phase`: samples of the round trip, one per `--every-ms`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct PhaseCmd {
+/// `nearflow bench phase`: samples of the round trip, one per `every_ms`.
+#[derive(Debug, Clone)]
+pub struct Config {
     /// Samples to take.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub samples: u32,
     /// Pause between samples, in milliseconds.
-    /// Range: 0..=60000.
-    #[arg(value_parser = crate::args::int_in(0u64, 60_000), long, default_value_t = 200)]
     pub every_ms: u64,
 }
 
-/// Prints one line per sample, then the summary the benches print.
-pub fn run(cmd: &PhaseCmd) -> anyhow::Result<()> {
+/// Takes the samples: each in ns (`None`: a thread of the probe did not get its CPU); the
+/// text has one line per sample, then the summary the benches print.
+pub fn run(cmd: &Config) -> anyhow::Result<Report<Vec<Option<f64>>>> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let mut data = Vec::new();
     let mut probe = Probe::new();
     if probe.cpus.is_none() {
         anyhow::bail!(
@@ -54,13 +57,15 @@ pub fn run(cmd: &PhaseCmd) -> anyhow::Result<()> {
         }
         let before = probe.samples.len();
         probe.sample();
-        match probe.samples.get(before) {
-            Some(ns) => println!("{ns:.1} ns"),
-            None => println!("no sample (a thread of the probe did not get its CPU)"),
+        let got = probe.samples.get(before).copied();
+        match got {
+            Some(ns) => writeln!(out, "{ns:.1} ns")?,
+            None => writeln!(out, "no sample (a thread of the probe did not get its CPU)")?,
         }
+        data.push(got);
     }
-    println!("{}", probe.line());
-    Ok(())
+    writeln!(out, "{}", probe.line())?;
+    Ok(Report::new(data, out))
 }
 
 /// Samples of the host's CPU-to-CPU round trip, taken between a bench's rounds.

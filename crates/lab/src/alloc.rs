@@ -9,42 +9,31 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 pub use nearflow_allocbench::Measurement;
 use nearflow_allocbench::MT_PATTERNS;
+use serde::Serialize;
 
-use super::{progress, size_label};
+use crate::harness::{progress, size_label};
+use crate::Report;
 
 /// The allocators, in table order.
 pub const ALLOCATORS: [&str; 4] = ["glibc", "mimalloc", "jemalloc", "nearflow"];
 
-#[derive(Args, Debug, Clone)]
-pub struct AllocCmd {
+#[derive(Debug, Clone)]
+pub struct Config {
     /// Allocators (comma-separated): glibc, mimalloc, jemalloc, nearflow.
-    #[arg(long, default_value = "glibc,mimalloc,jemalloc,nearflow")]
     pub allocators: String,
     /// Patterns (comma-separated): latency, larson, xmalloc, cache-scratch, pipeline,
     /// large-churn, producer-consumer.
-    #[arg(
-        long,
-        default_value = "latency,larson,xmalloc,cache-scratch,pipeline,large-churn,producer-consumer"
-    )]
     pub patterns: String,
     /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
-    /// Range: 2..=1024.
-    #[arg(value_parser = crate::args::int_in(2usize, 1024), long, default_value_t = 4)]
     pub threads: usize,
     /// Multiplies the operation counts (1.0 takes about a minute on a 2-CPU machine).
-    /// Range: 0.0001..=1000.
-    #[arg(value_parser = crate::args::real_in(0.0001, 1000.0), long, default_value_t = 1.0)]
     pub scale: f64,
     /// Directory of the allocbench-* programs (default: next to this executable).
-    #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
-    /// Print one JSON document: {machine, measurements: [{allocator, pattern, size, ns_per_op,
-    /// peak_rss_bytes, …}]}.
-    #[arg(long)]
-    pub json: bool,
+    /// No progress bars on stderr.
+    pub quiet: bool,
 }
 
 fn list<'a>(s: &'a str, allowed: &[&str], what: &str) -> Result<Vec<&'a str>> {
@@ -82,10 +71,20 @@ fn program(dir: &std::path::Path, allocator: &str) -> Result<PathBuf> {
 /// The CPU model, L2 and count of this machine and its NUMA nodes, for the tables.
 pub fn host_label() -> String {
     let nodes = nearflow_alloc::placement::nodes().len();
-    format!("{}, {nodes} NUMA node(s)", super::host_cpu())
+    format!("{}, {nodes} NUMA node(s)", nearflow_topo::host::cpu_label())
 }
 
-pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
+/// The whole result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Alloc {
+    pub machine: String,
+    pub threads: usize,
+    pub scale: f64,
+    pub measurements: Vec<Measurement>,
+}
+
+/// Runs every (pattern, allocator) program once, the allocators in a rotating order.
+pub fn run(cmd: &Config) -> Result<Report<Alloc>> {
     let allocators = list(&cmd.allocators, &ALLOCATORS, "allocators")?;
     let known: Vec<&str> = std::iter::once("latency").chain(MT_PATTERNS).collect();
     let patterns = list(&cmd.patterns, &known, "patterns")?;
@@ -104,7 +103,7 @@ pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
         .iter()
         .map(|a| Ok((a.to_string(), program(&dir, a)?)))
         .collect::<Result<_>>()?;
-    let bar = progress((patterns.len() * programs.len()) as u64, "alloc", cmd.json);
+    let bar = progress((patterns.len() * programs.len()) as u64, "alloc", cmd.quiet);
     let mut all = Vec::new();
     for (pi, pattern) in patterns.iter().enumerate() {
         // Rotate the order per pattern so no allocator always runs first (or last).
@@ -138,20 +137,24 @@ pub fn run(cmd: &AllocCmd) -> Result<Vec<Measurement>> {
     }
     bar.finish_and_clear();
     let label = host_label();
-    if cmd.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "machine": label, "threads": cmd.threads, "scale": cmd.scale, "measurements": all
-            }))?
-        );
-        return Ok(all);
-    }
-    print_tables(&all, &allocators, &label, cmd.threads);
-    Ok(all)
+    let text = tables(&all, &allocators, &label, cmd.threads)?;
+    let data = Alloc {
+        machine: label,
+        threads: cmd.threads,
+        scale: cmd.scale,
+        measurements: all,
+    };
+    Ok(Report::new(data, text))
 }
 
-fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: usize) {
+fn tables(
+    all: &[Measurement],
+    allocators: &[&str],
+    label: &str,
+    threads: usize,
+) -> Result<String, std::fmt::Error> {
+    use std::fmt::Write;
+    let mut out = String::new();
     // (pattern, size) → allocator → measurement, in first-seen order of rows.
     let mut rows: Vec<(String, usize)> = Vec::new();
     let mut by: BTreeMap<(String, usize), BTreeMap<String, &Measurement>> = BTreeMap::new();
@@ -180,23 +183,30 @@ fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: 
         .filter(|(p, _)| p == "pair" || p == "batch64")
         .collect();
     if !single.is_empty() {
-        println!("allocation latency on {label}: ns per malloc+free, one thread, median of 3");
-        print!("{:>9} {:>8}", "size", "pattern");
+        writeln!(
+            out,
+            "allocation latency on {label}: ns per malloc+free, one thread, median of 3"
+        )?;
+        write!(out, "{:>9} {:>8}", "size", "pattern")?;
         for a in allocators {
-            print!(" {a:>9}");
+            write!(out, " {a:>9}")?;
         }
-        println!(" {:>9} {:>12} {:>9}", "nf/glibc", "nf/mimalloc", "fastest");
+        writeln!(
+            out,
+            " {:>9} {:>12} {:>9}",
+            "nf/glibc", "nf/mimalloc", "fastest"
+        )?;
         for key in &single {
             let r = &by[*key];
-            print!("{:>9} {:>8}", size_label(key.1), key.0);
+            write!(out, "{:>9} {:>8}", size_label(key.1), key.0)?;
             for a in allocators {
                 match r.get(*a) {
-                    Some(m) => print!(" {:>9.1}", m.ns_per_op),
-                    None => print!(" {:>9}", "-"),
+                    Some(m) => write!(out, " {:>9.1}", m.ns_per_op)?,
+                    None => write!(out, " {:>9}", "-")?,
                 }
             }
             let (g, mi) = ratios(r);
-            println!(" {g:>9} {mi:>12} {:>9}", best(r));
+            writeln!(out, " {g:>9} {mi:>12} {:>9}", best(r))?;
         }
     }
     let multi: Vec<_> = rows
@@ -205,24 +215,26 @@ fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: 
         .collect();
     if !multi.is_empty() {
         if !single.is_empty() {
-            println!();
+            writeln!(out)?;
         }
-        println!(
+        writeln!(
+            out,
             "multi-thread patterns on {label}: {threads} threads; wall-clock ns per operation \
              (pipeline: per packet) and peak RSS (MiB)"
-        );
-        print!("{:>17} {:>13}", "pattern", "blocks");
+        )?;
+        write!(out, "{:>17} {:>13}", "pattern", "blocks")?;
         for a in allocators {
-            print!(" {a:>9}");
+            write!(out, " {a:>9}")?;
         }
-        print!(
+        write!(
+            out,
             " {:>9} {:>12} {:>9} |",
             "nf/glibc", "nf/mimalloc", "fastest"
-        );
+        )?;
         for a in allocators {
-            print!(" {:>9}", format!("{a} MiB"));
+            write!(out, " {:>9}", format!("{a} MiB"))?;
         }
-        println!();
+        writeln!(out)?;
         for key in &multi {
             let r = &by[*key];
             let blocks = r.values().next().map_or(String::new(), |m| {
@@ -232,22 +244,23 @@ fn print_tables(all: &[Measurement], allocators: &[&str], label: &str, threads: 
                     format!("{}–{}", size_label(m.size_min), size_label(m.size))
                 }
             });
-            print!("{:>17} {blocks:>13}", key.0);
+            write!(out, "{:>17} {blocks:>13}", key.0)?;
             for a in allocators {
                 match r.get(*a) {
-                    Some(m) => print!(" {:>9.1}", m.ns_per_op),
-                    None => print!(" {:>9}", "-"),
+                    Some(m) => write!(out, " {:>9.1}", m.ns_per_op)?,
+                    None => write!(out, " {:>9}", "-")?,
                 }
             }
             let (g, mi) = ratios(r);
-            print!(" {g:>9} {mi:>12} {:>9} |", best(r));
+            write!(out, " {g:>9} {mi:>12} {:>9} |", best(r))?;
             for a in allocators {
                 match r.get(*a).and_then(|m| m.peak_rss_bytes) {
-                    Some(b) => print!(" {:>9.1}", b as f64 / (1 << 20) as f64),
-                    None => print!(" {:>9}", "-"),
+                    Some(b) => write!(out, " {:>9.1}", b as f64 / (1 << 20) as f64)?,
+                    None => write!(out, " {:>9}", "-")?,
                 }
             }
-            println!();
+            writeln!(out)?;
         }
     }
+    Ok(out)
 }

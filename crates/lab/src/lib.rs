@@ -1,0 +1,48 @@
+//! # nearflow-lab — the experiments
+//!
+//! Every experiment of the five papers and every product benchmark, as library calls: each
+//! takes a plain configuration struct, runs, and returns a [`Report`] — its results as data
+//! (serializable; what `--json` prints) and the same results as the text tables the CLI
+//! prints. Nothing here parses command lines or writes to stdout; progress bars go to stderr
+//! and are hidden when a configuration says `quiet`. The `nearflow` CLI is a thin layer over
+//! this crate (clap → config → call → print), as DataFusion's `benchmarks/` crate sits beside
+//! `datafusion-cli`.
+//!
+//! - [`harness`] — interleaved rounds' statistics (median, percentiles), CSV tables, progress,
+//!   the runtimes every experiment starts; [`phase`] — the host-phase probe sampled between
+//!   rounds; [`chart`] — SVG bar charts.
+//! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`plans`],
+//!   [`alloc`], [`split`], [`sp2bench`], [`streammap`],
+//!   [`numa_factor`].
+//! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
+//!   plan models from traced runs ([`sim::calibrate`]) and the validation of simulated graphs
+//!   against real runs ([`sim::validate`]).
+//! - [`map`] — StreamMap's thread mappers measured on VWAP and LOIS, the profiling run
+//!   ([`map::apps`]), the simulated mapping ([`map::sim`]) and online re-mapping
+//!   ([`map::online`]).
+//! - [`store`] — opening RDF files or a snapshot as a store, as `sparql`, `bench sp2bench` and
+//!   `sim --workload sp2bench` do.
+
+pub mod alloc;
+pub mod chart;
+pub mod harness;
+pub mod map;
+pub mod numa_factor;
+pub mod overhead;
+pub mod packet_size;
+pub mod phase;
+pub mod plans;
+pub mod queues;
+pub mod sim;
+pub mod sp2bench;
+pub mod split;
+pub mod store;
+pub mod streammap;
+
+pub use harness::Report;
+
+/// The unit tests allocate through the nearflow allocator, as the `nearflow` binary does: the
+/// experiments' runtimes check that the allocator they name is the one in effect.
+#[cfg(test)]
+#[global_allocator]
+static GLOBAL_ALLOCATOR: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;

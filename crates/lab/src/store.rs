@@ -1,0 +1,104 @@
+//! Opening a store: RDF files loaded with a progress bar, or a snapshot, with the time it took
+//! on stderr (as `nearflow sparql`, `bench sp2bench` and `sim --workload sp2bench` do).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use nearflow_rdf::{load, snapshot, Store};
+
+/// Loads files with a progress bar on stderr; prints triples/s at the end.
+pub fn load_files(
+    machine: &nearflow_topo::Machine,
+    files: &[PathBuf],
+    quiet: bool,
+) -> Result<Store> {
+    for f in files {
+        if !f.exists() {
+            bail!("{}: no such file", f.display());
+        }
+    }
+    let progress = Arc::new(load::Progress::default());
+    let started = Instant::now();
+    let bar = (!quiet).then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("loading {bar:30} {bytes}/{total_bytes} {msg}")
+                .expect("a valid template"),
+        );
+        b
+    });
+    let loaded = std::thread::scope(|s| {
+        let p = progress.clone();
+        let worker = s.spawn(move || load::load_files(files, &p));
+        while !worker.is_finished() {
+            if let Some(b) = &bar {
+                b.set_length(progress.bytes_total.load(Ordering::Relaxed));
+                b.set_position(progress.bytes_read.load(Ordering::Relaxed));
+                b.set_message(format!(
+                    "{} triples",
+                    progress.triples.load(Ordering::Relaxed)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        worker.join().expect("the loader does not panic")
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let loaded = loaded?;
+    let parsed = started.elapsed();
+    let store = loaded.into_store(machine)?;
+    let total = started.elapsed();
+    if !quiet {
+        eprintln!(
+            "loaded {} triples ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
+            store.len(),
+            store.dict().len(),
+            total.as_secs_f64(),
+            parsed.as_secs_f64(),
+            (total - parsed).as_secs_f64(),
+            store.len() as f64 / total.as_secs_f64(),
+            store.heap_bytes() as f64 / (store.len().max(1)) as f64
+        );
+    }
+    Ok(store)
+}
+
+/// Opens a snapshot, reporting the time.
+pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) -> Result<Store> {
+    let t = Instant::now();
+    let store = snapshot::open(path, machine)?;
+    if !quiet {
+        eprintln!(
+            "opened {} ({} triples) in {:.2} s",
+            path.display(),
+            store.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(store)
+}
+
+/// Where a store comes from: RDF files to load, or a snapshot.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// RDF files (Turtle/.n3, N-Triples, N-Quads; gzip recognised).
+    Files(Vec<PathBuf>),
+    /// A snapshot written by `nearflow load … --save`.
+    Snapshot(PathBuf),
+}
+
+impl Source {
+    /// The store this source names, on `machine`, reporting progress and time on stderr
+    /// unless `quiet`.
+    pub fn open(&self, machine: &nearflow_topo::Machine, quiet: bool) -> Result<Store> {
+        match self {
+            Source::Snapshot(p) => open_store(machine, p, quiet),
+            Source::Files(files) => load_files(machine, files, quiet),
+        }
+    }
+}
