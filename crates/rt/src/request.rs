@@ -158,7 +158,7 @@ impl RequestInner {
     /// then yielding the CPU between looks (so that a worker waiting for a CPU gets it). A
     /// request that ends meanwhile costs its waiter no sleep and its finisher no wake-up through
     /// the kernel, which on a virtual machine whose idle vCPU has halted is most of a small
-    /// request's round trip (docs/results.md, "Issue 9, tenth session").
+    /// request's round trip (issue 9, tenth session, in the history of docs/results.md).
     #[cfg(not(loom))]
     fn watch(&self) {
         let start = std::time::Instant::now();

@@ -44,7 +44,7 @@ pub struct Model {
     /// fan-out minus chain, divided by the probes of a failed search, rounded.
     pub probe_ns: f64,
     /// One pop from a locked queue (shared or deferred): lock, pop, unlock, uncontended. Ours:
-    /// fan-out ≈ 200 ns per task against chain ≈ 45 (docs/results.md, issue 9, third session),
+    /// fan-out ≈ 200 ns per task against chain ≈ 45 (issue 9, third session, in the history of docs/results.md),
     /// less the task itself.
     pub locked_pop_ns: f64,
     /// From a wake-up (a semaphore post) to the woken thread running. Source: futex wake-up

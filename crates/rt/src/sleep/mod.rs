@@ -748,7 +748,7 @@ mod tests {
 
     /// The other half: a searcher that takes the only task queued wakes nobody (a woken worker
     /// would find nothing and go back to sleep: on a virtual machine that cost a small
-    /// request 45 µs, docs/results.md "Issue 9, tenth session").
+    /// request 45 µs, issue 9, tenth session, in the history of docs/results.md).
     #[test]
     fn a_searcher_that_takes_the_last_task_wakes_nobody() {
         for barriers in both_barriers() {
