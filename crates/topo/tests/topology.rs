@@ -139,6 +139,30 @@ fn host_is_detected_and_consistent() {
     );
     let covered: usize = m.groups().iter().map(|g| g.pus.len()).sum();
     assert_eq!(covered, m.pu_count());
+    // Against what the kernel says without hwloc: the PUs are the CPUs this process may run on
+    // (sched_getaffinity), and the L2 of the first is the one sysfs lists for its CPU.
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let mut os: Vec<usize> = m.pus().iter().map(|p| p.os_index).collect();
+    os.sort_unstable();
+    let want: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    assert_eq!(os, want);
+    let cpu = m.pus()[0].os_index;
+    let sysfs_l2 = (0..8).find_map(|i| {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cache/index{i}");
+        let level = std::fs::read_to_string(format!("{dir}/level")).ok()?;
+        let ty = std::fs::read_to_string(format!("{dir}/type")).ok()?;
+        if level.trim() != "2" || ty.trim() == "Instruction" {
+            return None;
+        }
+        let size = std::fs::read_to_string(format!("{dir}/size")).ok()?;
+        let kib: u64 = size.trim().strip_suffix('K')?.parse().ok()?;
+        Some(kib * 1024)
+    });
+    if let Some(l2) = sysfs_l2 {
+        assert_eq!(m.cache_size(0, 2), Some(l2));
+    }
 }
 
 #[test]
