@@ -34,8 +34,9 @@
 //! queue's lock if it came from a shared or deferred queue), what its worker owes (semaphore
 //! claims, and 5 µs per wake-up it made as a waker), its work (slowed while its hyper-thread
 //! sibling is busy when it starts), and its memory: each block read from the nearest cache of its PU that holds it, or
-//! from its home node's memory at the bandwidth left by the readers already streaming from that
-//! node (and, when remote, over that link), times the NUMA factor of the two nodes. Blocks read
+//! from its home node's memory at the bandwidth left by the other tasks already streaming from
+//! that node (and, when remote, over that link; a task is one stream per node and link however
+//! many blocks it reads), times the NUMA factor of the two nodes. Blocks read
 //! or written enter every cache of the PU (LRU). When a task ends, its worker pushes its spawns
 //! one after another, each taking its queue's lock (and, for FIFO+RR, posting the semaphore
 //! under its lock), so other workers start on the first while the rest are pushed. Each shared or deferred queue, and the counting
@@ -696,19 +697,28 @@ impl<'a, D: Driver> Sim<'a, D> {
             .flatten()
             .or_else(|| self.driver.input_home(b))
             .unwrap_or(from);
+        // One stream per task per (node, link): a task's later blocks from the same node follow
+        // its first in the same stream, sharing the bandwidth with the other tasks' streams, not
+        // with its own (before, each block added a stream, so a task's memory time grew with
+        // the square of its blocks: issue 37, item 1).
+        let mine = u32::from(self.workers[w].streams.contains(&(from, home)));
         let mut bw = self
             .model
             .core_dram_bw
-            .min(self.model.node_bw / f64::from(self.node_streams[home] + 1));
+            .min(self.model.node_bw / f64::from(self.node_streams[home] - mine + 1));
         if home != from {
-            bw = bw.min(self.model.link_bw / f64::from(self.link_streams[from][home] + 1));
-            self.link_streams[from][home] += 1;
+            bw = bw.min(self.model.link_bw / f64::from(self.link_streams[from][home] - mine + 1));
             self.report.dram_remote_bytes += bytes;
         } else {
             self.report.dram_local_bytes += bytes;
         }
-        self.node_streams[home] += 1;
-        self.workers[w].streams.push((from, home));
+        if mine == 0 {
+            self.node_streams[home] += 1;
+            if home != from {
+                self.link_streams[from][home] += 1;
+            }
+            self.workers[w].streams.push((from, home));
+        }
         self.workers[w].stats.dram_bytes += bytes;
         for &ci in &self.pu_caches[w] {
             self.caches[ci].insert(b, bytes);

@@ -71,8 +71,13 @@ pub struct Report {
     pub levels: Vec<LevelStats>,
     pub dram_local_bytes: u64,
     pub dram_remote_bytes: u64,
-    /// Remote over all memory reads (bytes).
-    pub remote_share: f64,
+    /// Remote bytes over the bytes read from DRAM (the reads that missed every cache): what
+    /// share of the memory traffic crossed a link. A policy that keeps data in its node's
+    /// caches reads less from DRAM, so this share can rise while remote bytes fall.
+    pub dram_remote_share: f64,
+    /// Remote bytes over all bytes read (cache hits included): how much of what the tasks read
+    /// came from another node's memory (issue 37, item 2).
+    pub read_remote_share: f64,
     pub balancer_moves: u64,
     pub balancer_shares: u64,
     /// Events processed.
@@ -123,7 +128,8 @@ impl Report {
                 .collect(),
             dram_local_bytes: 0,
             dram_remote_bytes: 0,
-            remote_share: 0.0,
+            dram_remote_share: 0.0,
+            read_remote_share: 0.0,
             balancer_moves: 0,
             balancer_shares: 0,
             events: 0,
@@ -152,8 +158,9 @@ impl Report {
         self.tasks = per_pu.iter().map(|p| p.tasks as usize).sum();
         self.per_pu = per_pu;
         let dram = self.dram_local_bytes + self.dram_remote_bytes;
-        self.remote_share = self.dram_remote_bytes as f64 / dram.max(1) as f64;
+        self.dram_remote_share = self.dram_remote_bytes as f64 / dram.max(1) as f64;
         let mut reaching: u64 = self.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + dram;
+        self.read_remote_share = self.dram_remote_bytes as f64 / reaching.max(1) as f64;
         for l in &mut self.levels {
             l.hit_rate = l.hit_bytes as f64 / reaching.max(1) as f64;
             reaching -= l.hit_bytes;

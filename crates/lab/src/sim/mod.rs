@@ -244,7 +244,8 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Simulated>> {
             "allocator",
             "makespan_ms",
             "utilisation",
-            "remote_share",
+            "dram_remote_share",
+            "read_remote_share",
             "steals",
             "wakes",
         ]);
@@ -258,7 +259,8 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Simulated>> {
                 r.allocator.clone(),
                 format!("{:.4}", r.makespan_ns as f64 / 1e6),
                 format!("{:.4}", r.utilisation()),
-                format!("{:.4}", r.remote_share),
+                format!("{:.4}", r.dram_remote_share),
+                format!("{:.4}", r.read_remote_share),
                 r.steals.to_string(),
                 r.wakes.to_string(),
             ]);

@@ -73,6 +73,11 @@ pub(crate) fn table(reports: &[(String, Report)]) -> Result<String, std::fmt::Er
         }
     )?;
     let levels: Vec<u8> = first.levels.iter().map(|l| l.level).collect();
+    writeln!(
+        out,
+        "remote/DRAM: remote bytes over the bytes read from memory (cache misses); remote/read: \
+         remote bytes over all bytes read (cache hits included)"
+    )?;
     let mut seen: Vec<&str> = Vec::new();
     for (grid, r) in reports {
         if !seen.contains(&grid.as_str()) {
@@ -82,8 +87,8 @@ pub(crate) fn table(reports: &[(String, Report)]) -> Result<String, std::fmt::Er
     }
     write!(
         out,
-        "{:<6} {:<10} {:<9} {:>12} {:>8} {:>7} {:>8}",
-        "grid", "policy", "alloc", "makespan ms", "vs 1st", "util", "remote"
+        "{:<6} {:<10} {:<9} {:>12} {:>8} {:>7} {:>11} {:>11}",
+        "grid", "policy", "alloc", "makespan ms", "vs 1st", "util", "remote/DRAM", "remote/read"
     )?;
     for l in &levels {
         write!(out, " {:>7}", format!("L{l} hit"))?;
@@ -96,14 +101,15 @@ pub(crate) fn table(reports: &[(String, Report)]) -> Result<String, std::fmt::Er
             .map_or(r.makespan_ns, |(_, x)| x.makespan_ns);
         write!(
             out,
-            "{:<6} {:<10} {:<9} {:>12.3} {:>7.2}x {:>6.1}% {:>7.1}%",
+            "{:<6} {:<10} {:<9} {:>12.3} {:>7.2}x {:>6.1}% {:>10.1}% {:>10.1}%",
             grid,
             r.policy,
             r.allocator,
             r.makespan_ns as f64 / 1e6,
             r.makespan_ns as f64 / base.max(1) as f64,
             100.0 * r.utilisation(),
-            100.0 * r.remote_share
+            100.0 * r.dram_remote_share,
+            100.0 * r.read_remote_share
         )?;
         for l in &r.levels {
             write!(out, " {:>6.1}%", 100.0 * l.hit_rate)?;
