@@ -36,7 +36,8 @@
 //! sibling is busy when it starts), and its memory: each block read from the nearest cache of its PU that holds it, or
 //! from its home node's memory at the bandwidth left by the other tasks already streaming from
 //! that node (and, when remote, over that link; a task is one stream per node and link however
-//! many blocks it reads), times the NUMA factor of the two nodes. Blocks read
+//! many blocks it reads), a remote node's at the core's rate divided by the NUMA factor of the
+//! two nodes (a latency ratio). Blocks read
 //! or written enter every cache of the PU (LRU). When a task ends, its worker pushes its spawns
 //! one after another, each taking its queue's lock (and, for FIFO+RR, posting the semaphore
 //! under its lock), so other workers start on the first while the rest are pushed. Each shared or deferred queue, and the counting
@@ -702,9 +703,10 @@ impl<'a, D: Driver> Sim<'a, D> {
         // with its own (before, each block added a stream, so a task's memory time grew with
         // the square of its blocks: issue 37, item 1).
         let mine = u32::from(self.workers[w].streams.contains(&(from, home)));
-        let mut bw = self
-            .model
-            .core_dram_bw
+        // The NUMA factor is a latency ratio: with the same outstanding misses a core pulls
+        // `factor` times less from a remote node. It limits the core's own rate; the link's
+        // share limits it separately, and neither is charged twice (issue 37, item 5).
+        let mut bw = (self.model.core_dram_bw / self.numa_factor[from][home])
             .min(self.model.node_bw / f64::from(self.node_streams[home] - mine + 1));
         if home != from {
             bw = bw.min(self.model.link_bw / f64::from(self.link_streams[from][home] - mine + 1));
@@ -723,7 +725,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         for &ci in &self.pu_caches[w] {
             self.caches[ci].insert(b, bytes);
         }
-        bytes as f64 / bw * self.numa_factor[from][home]
+        bytes as f64 / bw
     }
 
     /// The time to write block `b` (fresh) on PU `w`; its home is decided now.

@@ -17,7 +17,8 @@ pub struct Model {
     /// Read bandwidth of one core from a cache of level 1, 2, 3 (index `level - 1`; deeper
     /// levels use the last). Source: Intel 64 and IA-32 Architectures Optimization Reference
     /// Manual, sustained per-core load bandwidth of Nehalem/Westmere (L1 ≈ 32 B/cycle, L2 ≈
-    /// 20 B/cycle, L3 ≈ 10 B/cycle) at ≈ 2.2 GHz, the clock of the E7-4820 and E7540.
+    /// 20 B/cycle, L3 ≈ 10 B/cycle) at 2.0 GHz, the clock of the E7-4820 (LAS paper §6.1.2:
+    /// "clocked at 2.0Ghz") and of the E7540.
     pub cache_read_bw: [f64; 3],
     /// Write bandwidth into the writer's own L1/L2 (a fresh output block): half the L2 read
     /// bandwidth (same manual: one store port against two load ports).
@@ -26,8 +27,11 @@ pub struct Model {
     /// that node. Source: Intel Xeon E7-4800 datasheet, 4 DDR3-1066 channels = 34 GB/s peak per
     /// socket; ≈ 60 % sustained (STREAM on Westmere-EX) ≈ 20 GB/s.
     pub node_bw: f64,
-    /// What one core can pull from memory on its own (line fill buffers limit it below the
-    /// node's bandwidth). Source: same manual, 10 outstanding L1 misses × 64 B / ≈ 80 ns.
+    /// What one core can pull from its own node's memory (line fill buffers limit it below the
+    /// node's bandwidth): 10 outstanding L1 misses (same manual) × 64 B / the local load
+    /// latency of a 4-socket Westmere-EX, ≈ 135 ns (published measurements, quoted in issue
+    /// 37). From another node the latency is the NUMA factor times longer, so the same misses
+    /// give `core_dram_bw / factor` (the engine divides; the factor is not charged again).
     pub core_dram_bw: f64,
     /// Bandwidth of the link between two nodes, shared by every remote reader on that pair.
     /// Source: Intel QPI at 6.4 GT/s = 12.8 GB/s per direction.
@@ -66,13 +70,19 @@ pub struct Model {
     pub poll_ns: f64,
 }
 
+/// The clock of the papers' 4-socket machines, GHz (E7-4820 and E7540: 2.0 GHz).
+pub const CLOCK_GHZ: f64 = 2.0;
+
+/// Local DRAM load latency of a 4-socket Westmere-EX, ns ([`Model::core_dram_bw`]).
+pub const LOCAL_DRAM_NS: f64 = 135.0;
+
 impl Default for Model {
     fn default() -> Self {
         Model {
-            cache_read_bw: [70.0, 44.0, 22.0],
-            cache_write_bw: 22.0,
+            cache_read_bw: [32.0 * CLOCK_GHZ, 20.0 * CLOCK_GHZ, 10.0 * CLOCK_GHZ],
+            cache_write_bw: 10.0 * CLOCK_GHZ,
             node_bw: 20.0,
-            core_dram_bw: 8.0,
+            core_dram_bw: 10.0 * 64.0 / LOCAL_DRAM_NS,
             link_bw: 12.8,
             ht_slowdown: 1.6,
             task_ns: 45.0,
@@ -182,5 +192,17 @@ mod tests {
         ));
         assert!(matches!(m.set("task_ns=x"), Err(ModelError::BadValue(..))));
         assert!(matches!(m.set("task_ns"), Err(ModelError::NotKeyValue(_))));
+    }
+
+    /// The defaults follow from the sources their docs name: per-cycle bandwidths at the papers'
+    /// 2.0 GHz (not 2.2), and the per-core memory bandwidth at a 135 ns latency (not 80 ns):
+    /// issue 37, item 5.
+    #[test]
+    fn defaults_follow_their_sources() {
+        let m = Model::default();
+        assert_eq!(m.cache_read_bw, [64.0, 40.0, 20.0]);
+        assert_eq!(m.cache_write_bw, m.cache_read_bw[1] / 2.0);
+        assert!((m.core_dram_bw - 640.0 / 135.0).abs() < 1e-12);
+        assert!(m.core_dram_bw < m.node_bw && m.core_dram_bw < m.link_bw);
     }
 }

@@ -409,3 +409,59 @@ fn remote_shares_count_dram_reads_and_all_reads() {
     assert_eq!(r.dram_remote_share, 1.0);
     assert_eq!(r.read_remote_share, 0.5);
 }
+
+/// A remote read pays the NUMA factor once: as the core's slower rate (a latency ratio) or as
+/// the link's share, whichever is slower, not both (issue 37, item 5: the time was the
+/// link-limited time times the factor).
+#[test]
+fn a_remote_read_pays_the_numa_factor_once() {
+    let m = presets::build("e7540").unwrap();
+    let factor = {
+        let raw = m.numa_raw().unwrap();
+        raw[0][1] as f64 / raw[0][0] as f64
+    };
+    // Blocks homed on node 1, read by the root homed on node 0, and by one homed on node 1.
+    let reader = |root_home: usize| Graph {
+        name: "reader".into(),
+        tasks: vec![nearflow_sim::workload::Task {
+            request: 0,
+            reads: (0..8).collect(),
+            ..Default::default()
+        }],
+        blocks: (0..8)
+            .map(|_| nearflow_sim::workload::Block {
+                bytes: 1 << 20,
+                home: Some(1),
+            })
+            .collect(),
+        roots: vec![(0, Some(root_home))],
+    };
+    let time = |model: &Model, home: usize| {
+        let r = simulate(
+            &m,
+            PolicyKind::Las,
+            model,
+            &reader(home),
+            AllocatorKind::Nearflow,
+            1,
+        )
+        .unwrap();
+        assert_eq!(r.dram_remote_bytes > 0, home != 1);
+        r.makespan_ns as f64
+    };
+    let mut core_bound = Model::free();
+    core_bound.core_dram_bw = 4.0;
+    let (local, remote) = (time(&core_bound, 1), time(&core_bound, 0));
+    assert!(
+        (remote / local - factor).abs() < 0.02,
+        "{remote} / {local} vs {factor}"
+    );
+    let mut link_bound = core_bound.clone();
+    link_bound.link_bw = 1.0;
+    let remote = time(&link_bound, 0);
+    let link_time = 8.0 * (1u64 << 20) as f64 / 1.0;
+    assert!(
+        (remote / link_time - 1.0).abs() < 0.02,
+        "{remote} vs {link_time}"
+    );
+}

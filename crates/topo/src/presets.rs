@@ -19,11 +19,13 @@ pub struct Preset {
     pub numa: Option<&'static [&'static [u64]]>,
 }
 
-const ONE_HOP_4: &[&[u64]] = &[
-    &[10, 20, 20, 20],
-    &[20, 10, 20, 20],
-    &[20, 20, 10, 20],
-    &[20, 20, 20, 10],
+/// The NUMA factors of Table 1 of the task-scheduling paper (`task-scheduling-in-data-stream-
+/// processing.txt` §4.2), measured on a 4-socket Xeon E7540 (Nehalem-EX), stored ×10.
+const TABLE_1: &[&[u64]] = &[
+    &[10, 14, 15, 14],
+    &[15, 10, 14, 14],
+    &[14, 15, 10, 15],
+    &[15, 15, 15, 10],
 ];
 
 /// Every preset, in the order `nearflow topo --list` prints them.
@@ -38,16 +40,18 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "e7-4820",
         about: "4x Xeon E7-4820: 4 NUMA nodes x 8 cores x 2 hyper-threads, L2 256 KB per core, L3 18 MB per \
-                package (las-scheduler-and-numa-allocator.txt §6.1.2); all sockets one hop apart",
+                package (las-scheduler-and-numa-allocator.txt §6.1.2); all sockets one hop apart, with the \
+                NUMA factors measured on the E7540 of the same 4-socket platform (Table 1 of the \
+                task-scheduling paper, 1.4-1.5; the LAS paper gives none)",
         synthetic: "pack:4 [numa] l3:1(size=18MiB) l2:8(size=256KiB) l1d:1(size=32KiB) core:1 pu:2",
-        numa: Some(ONE_HOP_4),
+        numa: Some(TABLE_1),
     },
     Preset {
         name: "e7540",
         about: "4x Xeon E7540: 4 nodes x 6 cores x 2 HT = 48 PUs, L2 256 KB, L3 18 MB; NUMA factors of Table 1 \
                 (task-scheduling-in-data-stream-processing.txt §4.2, §6), stored x10",
         synthetic: "pack:4 [numa] l3:1(size=18MiB) l2:6(size=256KiB) l1d:1(size=32KiB) core:1 pu:2",
-        numa: Some(&[&[10, 14, 15, 14], &[15, 10, 14, 14], &[14, 15, 10, 15], &[15, 15, 15, 10]]),
+        numa: Some(TABLE_1),
     },
     Preset {
         name: "i7-2600",

@@ -45,6 +45,15 @@ fn e7_4820_distances() {
     assert_eq!(m.numa_distance(0, 16), 1);
     assert_eq!(m.cache_size(0, 2), Some(256 << 10));
     assert_eq!(m.cache_size(0, 3), Some(18 << 20));
+    // Its NUMA factors are the measured ones of the same platform (the E7540 of the
+    // task-scheduling paper's Table 1), 1.4–1.5, not a generic 2.0 (issue 37, item 5).
+    let e7540 = presets::build("e7540").unwrap();
+    assert_eq!(m.numa_raw(), e7540.numa_raw());
+    let raw = m.numa_raw().unwrap();
+    assert!(raw.iter().enumerate().all(|(i, r)| r[i] == 10
+        && r.iter()
+            .enumerate()
+            .all(|(j, &d)| i == j || (14..=15).contains(&d))));
 }
 
 #[test]
