@@ -138,6 +138,13 @@ pub struct SimCmd {
     /// Change a model constant: KEY=VALUE (repeatable; keys in crates/sim/src/model.rs).
     #[arg(long, value_name = "KEY=VALUE")]
     pub model: Vec<String>,
+    /// Plan workloads: use the plan models saved with --save-models instead of calibrating
+    /// again (runs compared across commands then share one model).
+    #[arg(long, value_name = "FILE")]
+    pub models: Option<PathBuf>,
+    /// Plan workloads: save the calibrated plan models to this file (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub save_models: Option<PathBuf>,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -198,6 +205,8 @@ impl SimCmd {
             work_ns: self.work_ns,
             seed: self.seed,
             model: self.model.clone(),
+            models: self.models.clone(),
+            save_models: self.save_models.clone(),
             csv: self.csv.clone(),
             trace: self.trace.clone(),
             quiet: self.json,

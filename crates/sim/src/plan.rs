@@ -28,13 +28,13 @@
 use std::collections::VecDeque;
 
 use nearflow_policy::TaskKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::driver::{Begun, Driver, Ended};
 use crate::workload::{BlockId, Spawn, TaskId, WorkloadError};
 
 /// What kind of operator, as the traced run showed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpKind {
     /// No inputs: produces `packets` packets in all, `per_run` per run.
     Source { packets: u64, per_run: u64 },
@@ -45,7 +45,7 @@ pub enum OpKind {
 }
 
 /// One operator of a [`PlanModel`].
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpModel {
     pub name: String,
     /// For each input port: the producing (operator, output port).
@@ -76,7 +76,7 @@ pub struct OpModel {
 }
 
 /// A plan's operators with their calibrated costs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlanModel {
     pub name: String,
     pub operators: Vec<OpModel>,

@@ -374,6 +374,74 @@ pub(crate) fn calibrated_plans(
     cmd: &super::config::Config,
     machine: &nearflow_topo::Machine,
 ) -> Result<(NamedPlans, Vec<String>)> {
+    let is_plan = matches!(
+        cmd.workload,
+        super::config::Workload::Plans
+            | super::config::Workload::Vwap
+            | super::config::Workload::Sp2bench
+    );
+    if !is_plan && (cmd.models.is_some() || cmd.save_models.is_some()) {
+        bail!("--models and --save-models are for the plan workloads (plans, vwap, sp2bench)");
+    }
+    if let Some(path) = &cmd.models {
+        let saved = load_models(path)?;
+        for (name, m) in &saved.plans {
+            let beyond = m.operators.iter().any(|o| {
+                o.home.is_some_and(|h| h >= machine.node_count())
+                    || o.pu.is_some_and(|p| p >= machine.pu_count())
+            });
+            if beyond {
+                bail!(
+                    "{}: the model of {name} places work on nodes or PUs this machine lacks \
+                     (calibrated for another machine)",
+                    path.display()
+                );
+            }
+        }
+        let line = format!(
+            "plan models from {} ({} plan(s): {}), not calibrated again",
+            path.display(),
+            saved.plans.len(),
+            saved.calibrated
+        );
+        return Ok((saved.plans, vec![line]));
+    }
+    let (plans, said) = calibrate_plans(cmd, machine)?;
+    if let Some(path) = &cmd.save_models {
+        let saved = SavedModels {
+            calibrated: said.join("; "),
+            plans: plans.clone(),
+        };
+        let text = serde_json::to_string_pretty(&saved)?;
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok((plans, said))
+}
+
+/// Plan models saved by `--save-models`: what was calibrated, and the models.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedModels {
+    /// The calibration's own account (host, plan, packet sizes).
+    calibrated: String,
+    plans: NamedPlans,
+}
+
+fn load_models(path: &std::path::Path) -> Result<SavedModels> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let saved: SavedModels = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a file of saved plan models", path.display()))?;
+    if saved.plans.is_empty() {
+        bail!("{}: holds no plan model", path.display());
+    }
+    Ok(saved)
+}
+
+/// Calibrates the plans of `cmd`'s workload on this host.
+fn calibrate_plans(
+    cmd: &super::config::Config,
+    machine: &nearflow_topo::Machine,
+) -> Result<(NamedPlans, Vec<String>)> {
     let mut said = Vec::new();
     let mut say = |line: String| said.push(line);
     match cmd.workload {

@@ -87,6 +87,12 @@ pub struct Config {
     pub seed: u64,
     /// Change a model constant: KEY=VALUE (repeatable; keys in crates/sim/src/model.rs).
     pub model: Vec<String>,
+    /// Plan workloads: use the calibrated plan models saved in this file (`save_models`) instead
+    /// of calibrating again, so that runs compared across commands share one model (a
+    /// calibration measures this host, which is noisy).
+    pub models: Option<PathBuf>,
+    /// Plan workloads: save the calibrated plan models to this file (JSON).
+    pub save_models: Option<PathBuf>,
     /// Also write the table as CSV to this file.
     pub csv: Option<PathBuf>,
     /// Write a per-PU timeline (SVG, as `run --trace`) of each simulated run: FILE itself for
@@ -127,6 +133,8 @@ impl Default for Config {
             work_ns: 200.0,
             seed: 1,
             model: Vec::new(),
+            models: None,
+            save_models: None,
             csv: None,
             trace: None,
             quiet: true,

@@ -373,6 +373,46 @@ mod tests {
         assert!(r.text.starts_with("calibrated on this host"), "{}", r.text);
     }
 
+    /// Models saved by one run and loaded by another simulate alike: the second run does not
+    /// calibrate again, so two commands compare the same model (issue 37, item 4).
+    #[test]
+    fn saved_plan_models_are_reused_as_they_were() {
+        let dir = std::env::temp_dir().join(format!("nearflow-models-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("plans.json");
+        let first = Config {
+            workload: Workload::Plans,
+            rows: 600,
+            grid: "1x1,2x2".into(),
+            policies: "las,nls".into(),
+            save_models: Some(file.clone()),
+            ..Config::default()
+        };
+        let a = run(&first).unwrap();
+        let again = Config {
+            models: Some(file.clone()),
+            save_models: None,
+            ..first.clone()
+        };
+        let b = run(&again).unwrap();
+        assert!(b.text.starts_with("plan models from"), "{}", b.text);
+        let makespans = |r: &crate::Report<Simulated>| -> Vec<u64> {
+            r.data.runs.iter().map(|x| x.makespan_ns).collect()
+        };
+        assert_eq!(makespans(&a), makespans(&b));
+        // Not for task graphs, and not on a machine the models do not fit.
+        let graph = Config {
+            workload: Workload::Fib,
+            models: Some(file.clone()),
+            ..Config::default()
+        };
+        assert!(run(&graph).is_err());
+        std::fs::write(&file, "{}").unwrap();
+        let e = run(&again).unwrap_err().to_string();
+        assert!(e.contains("not a file of saved plan models"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn validation_needs_the_host_and_a_graph_or_the_generated_plan() {
         let on_a_model = Config {
