@@ -267,3 +267,31 @@ fn time_and_memory_limits_stop_a_query() {
         3000
     );
 }
+
+/// With `Options::profile`, the operators that hold rows report how many bytes they held: the
+/// hash join's table, the sort's rows, DISTINCT's set (issue 37, item 3: the simulator's
+/// calibration needs them; 0 before, so such state cost only compute there).
+#[test]
+fn holding_operators_report_their_state() {
+    let (store, rt) = store(3000);
+    let text = "SELECT DISTINCT ?a ?x { ?a <http://ex/v> ?x . ?b <http://ex/v> ?x } ORDER BY ?x";
+    let profiled = Options {
+        profile: true,
+        ..Options::default()
+    };
+    let q = sparql::prepare(&store, text, &profiled).unwrap();
+    let mut running = q.start(&rt).unwrap();
+    let mut rows = 0;
+    while let Some(b) = running.next_batch() {
+        rows += b.len();
+    }
+    assert_eq!(rows, 3000);
+    let stats = running.finish().unwrap();
+    let held: usize = stats.threads.as_ref().unwrap().state_bytes.iter().sum();
+    // At least the 3,000 rows in one of them, at two ids (8 bytes) a row.
+    assert!(held >= 3000 * 8, "{held}");
+    let q = sparql::prepare(&store, text, &Options::default()).unwrap();
+    let mut running = q.start(&rt).unwrap();
+    while running.next_batch().is_some() {}
+    assert!(running.finish().unwrap().threads.is_none());
+}

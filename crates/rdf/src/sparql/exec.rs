@@ -665,6 +665,11 @@ struct JoinOp<const N: usize> {
     timing: bool,
 }
 
+impl<const N: usize> JoinOp<N> {
+    /// Bytes of a row in the table: the row, its chain link and (at most) a head entry.
+    const ENTRY: usize = std::mem::size_of::<Row<N>>() + 2 * std::mem::size_of::<usize>() + 8;
+}
+
 /// A probe row part way through its matches: the output blocked (or its consumer finished)
 /// between two of them.
 struct Probing<const N: usize> {
@@ -763,12 +768,15 @@ impl<const N: usize> Operator for JoinOp<N> {
         row_ports::<N>(1)
     }
 
+    fn state_bytes(&self) -> usize {
+        self.table.rows.len() * Self::ENTRY + self.queue.len() * std::mem::size_of::<Row<N>>()
+    }
+
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if !self.built {
-            // A row, its chain link and (at most) a head entry of the table.
-            let entry = std::mem::size_of::<Row<N>>() + 2 * std::mem::size_of::<usize>() + 8;
+            let entry = Self::ENTRY;
             while let Some(p) = io.recv::<Row<N>>(1) {
                 io.charge(p.len() * entry)?;
                 for b in p {
@@ -867,6 +875,11 @@ impl<const N: usize> Operator for SortOp<N> {
         row_ports::<N>(1)
     }
 
+    fn state_bytes(&self) -> usize {
+        (self.rows.len() + self.sorted.as_ref().map_or(0, |q| q.len()))
+            * std::mem::size_of::<Row<N>>()
+    }
+
     fn outputs(&self) -> Vec<PortType> {
         row_ports::<N>(1)
     }
@@ -928,6 +941,10 @@ struct DistinctOp<const N: usize> {
 impl<const N: usize> Operator for DistinctOp<N> {
     fn inputs(&self) -> Vec<PortType> {
         row_ports::<N>(1)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.seen.len() * (std::mem::size_of::<Row<N>>() + 8)
     }
 
     fn outputs(&self) -> Vec<PortType> {

@@ -112,6 +112,10 @@ pub struct Options {
     /// Bytes the run's operators may hold (sorts, hash tables, DISTINCT's set); past it the
     /// run is stopped the same way.
     pub memory_limit: Option<usize>,
+    /// Record each operator's largest state (hash tables, sorted rows, DISTINCT's set) and
+    /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
+    /// `PlanStats::threads`: for the simulator's calibration. Off by default.
+    pub profile: bool,
 }
 
 /// A position of a CONSTRUCT template.
@@ -585,6 +589,7 @@ impl Prepared {
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
         }
+        b.profile_threads(self.options.profile);
         let cx = exec::ExecCx {
             store: self.store.clone(),
             minted: minted.clone(),
