@@ -31,6 +31,15 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/data is absent here (CI fails on this): 6 tests did not run"
 fi
+echo "== the W3C SPARQL 1.1 query tests (../shared/w3c; crates/testsuite): the passed counts may only rise"
+if [ -d ../shared/w3c ]; then
+  cargo test --release -q -p nearflow-testsuite --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
+elif [ -n "${NEARFLOW_CI:-}" ]; then
+  echo "FAILED: ../shared/w3c is missing; CI runs the W3C tests" >&2
+  exit 1
+else
+  echo "SKIPPED: ../shared/w3c is absent here (CI fails on this)"
+fi
 echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL front end (crates/rdf/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
