@@ -327,6 +327,26 @@ fn reading_sources_move_their_data_from_memory() {
     }
 }
 
+/// One task of request 0, its root homed on `root_home`, reading `blocks` blocks of 1 MiB homed
+/// on `block_home` (in that order, a block read twice when its index repeats).
+fn reader(reads: Vec<u32>, blocks: usize, block_home: usize, root_home: usize) -> Graph {
+    Graph {
+        name: "reader".into(),
+        tasks: vec![nearflow_sim::workload::Task {
+            request: 0,
+            reads,
+            ..Default::default()
+        }],
+        blocks: (0..blocks)
+            .map(|_| nearflow_sim::workload::Block {
+                bytes: 1 << 20,
+                home: Some(block_home),
+            })
+            .collect(),
+        roots: vec![(0, Some(root_home))],
+    }
+}
+
 /// A task reading its blocks from memory streams once from their node, not once per block: alone
 /// on the machine, its memory time grows with its blocks, not with their square (issue 37,
 /// item 1: each block added a stream its own later blocks shared the bandwidth with), locally
@@ -335,21 +355,7 @@ fn reading_sources_move_their_data_from_memory() {
 fn a_task_does_not_compete_with_itself_for_bandwidth() {
     let m = from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
     let one_reader = |blocks: usize, home: usize| -> u64 {
-        let g = Graph {
-            name: "reader".into(),
-            tasks: vec![nearflow_sim::workload::Task {
-                request: 0,
-                reads: (0..blocks as u32).collect(),
-                ..Default::default()
-            }],
-            blocks: (0..blocks)
-                .map(|_| nearflow_sim::workload::Block {
-                    bytes: 1 << 20,
-                    home: Some(home),
-                })
-                .collect(),
-            roots: vec![(0, Some(0))],
-        };
+        let g = reader((0..blocks as u32).collect(), blocks, home, 0);
         let r = simulate(
             &m,
             PolicyKind::Las,
@@ -382,19 +388,7 @@ fn a_task_does_not_compete_with_itself_for_bandwidth() {
 #[test]
 fn remote_shares_count_dram_reads_and_all_reads() {
     let m = from_synthetic("pack:2 [numa] l3:1(size=8MiB) core:1 pu:1").unwrap();
-    let g = Graph {
-        name: "reread".into(),
-        tasks: vec![nearflow_sim::workload::Task {
-            request: 0,
-            reads: vec![0, 0],
-            ..Default::default()
-        }],
-        blocks: vec![nearflow_sim::workload::Block {
-            bytes: 1 << 20,
-            home: Some(1),
-        }],
-        roots: vec![(0, Some(0))],
-    };
+    let g = reader(vec![0, 0], 1, 1, 0);
     let r = simulate(
         &m,
         PolicyKind::Las,

@@ -55,6 +55,15 @@ pub fn partitions_on_their_nodes(host: &Machine) -> Check {
     }
 }
 
+/// The runtime both task checks use: LAS, threads bound to their core group.
+fn las_runtime(host: &Machine) -> Result<Runtime, String> {
+    Runtime::builder(host.clone())
+        .policy(PolicyKind::Las)
+        .pinning(Pinning::Group)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
 /// How long a task of [`homed_tasks_run_at_home_when_no_worker_is_idle`] waits for the others
 /// before the check gives up (a worker that never took a task).
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -87,13 +96,9 @@ pub fn homed_tasks_run_at_home_when_no_worker_is_idle(host: &Machine) -> Check {
         ok: false,
         detail,
     };
-    let rt = match Runtime::builder(host.clone())
-        .policy(PolicyKind::Las)
-        .pinning(Pinning::Group)
-        .build()
-    {
+    let rt = match las_runtime(host) {
         Ok(rt) => rt,
-        Err(e) => return fail(e.to_string()),
+        Err(e) => return fail(e),
     };
     let workers = rt.workers();
     let mut per_node = vec![0usize; host.node_count()];
@@ -206,13 +211,9 @@ pub fn dispatched_tasks_run_where_counted(host: &Machine) -> Check {
         ok: false,
         detail,
     };
-    let rt = match Runtime::builder(host.clone())
-        .policy(PolicyKind::Las)
-        .pinning(Pinning::Group)
-        .build()
-    {
+    let rt = match las_runtime(host) {
         Ok(rt) => rt,
-        Err(e) => return fail(e.to_string()),
+        Err(e) => return fail(e),
     };
     let data = match SplittableData::build(host, SplitBy::Node, |info| info.node) {
         Ok(d) => d,
