@@ -135,6 +135,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         packet_bytes: None,
         timeout: cmd.timeout,
         memory_limit: cmd.memory_limit,
+        profile: false,
     };
     let q = sparql::prepare(&store, &text, &options)?;
     let started = Instant::now();
