@@ -355,16 +355,11 @@ fn reader(reads: Vec<u32>, blocks: usize, block_home: usize, root_home: usize) -
 fn a_task_does_not_compete_with_itself_for_bandwidth() {
     let m = from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
     let one_reader = |blocks: usize, home: usize| -> u64 {
-        let g = reader((0..blocks as u32).collect(), blocks, home, 0);
-        let r = simulate(
+        let r = run(
             &m,
             PolicyKind::Las,
-            &Model::default(),
-            &g,
-            AllocatorKind::Nearflow,
-            1,
-        )
-        .unwrap();
+            &reader((0..blocks as u32).collect(), blocks, home, 0),
+        );
         assert_eq!(r.tasks_run(), 1);
         r.makespan_ns
     };
@@ -388,16 +383,7 @@ fn a_task_does_not_compete_with_itself_for_bandwidth() {
 #[test]
 fn remote_shares_count_dram_reads_and_all_reads() {
     let m = from_synthetic("pack:2 [numa] l3:1(size=8MiB) core:1 pu:1").unwrap();
-    let g = reader(vec![0, 0], 1, 1, 0);
-    let r = simulate(
-        &m,
-        PolicyKind::Las,
-        &Model::default(),
-        &g,
-        AllocatorKind::Nearflow,
-        1,
-    )
-    .unwrap();
+    let r = run(&m, PolicyKind::Las, &reader(vec![0, 0], 1, 1, 0));
     // The root is homed on node 0 and runs there (the simulator is deterministic per seed).
     assert_eq!(r.dram_remote_bytes, 1 << 20);
     assert_eq!(r.dram_remote_share, 1.0);
