@@ -407,6 +407,13 @@ mod tests {
             ..Config::default()
         };
         assert!(run(&graph).is_err());
+        // A model that places work on a node this machine lacks is refused.
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        v["plans"][0][1]["operators"][0]["home"] = serde_json::json!(99);
+        std::fs::write(&file, v.to_string()).unwrap();
+        let e = run(&again).unwrap_err().to_string();
+        assert!(e.contains("calibrated for another machine"), "{e}");
         std::fs::write(&file, "{}").unwrap();
         let e = run(&again).unwrap_err().to_string();
         assert!(e.contains("not a file of saved plan models"), "{e}");
