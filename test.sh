@@ -22,7 +22,7 @@ echo "== the tests on ../shared/data (SP²Bench against Oxigraph, the README's c
 # They are #[ignore]d, so that `cargo test` alone never passes them having checked nothing;
 # here they run, and CI (.ci/run sets NEARFLOW_CI) fails when the data is missing.
 if [ -d ../shared/data ]; then
-  cargo test --release -q -p nearflow-rdf --test sp2bench --test generated -- --ignored
+  cargo test --release -q -p nearflow-sparql --test sp2bench --test generated -- --ignored
   cargo test --release -q -p nearflow-apps --test apps -- --ignored
   cargo test --release -q -p nearflow-cli --test cli -- --ignored --skip bench_alloc_runs_every_allocator
 elif [ -n "${NEARFLOW_CI:-}" ]; then
@@ -40,10 +40,10 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/w3c is absent here (CI fails on this)"
 fi
-echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL front end (crates/rdf/tests/fuzz.rs)"
+echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
-NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-rdf --test fuzz
+NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz
 cargo build --release -q -p nearflow-cli -p nearflow-allocbench
 echo "== bench alloc on the allocbench programs just built (ignored by plain cargo test, which does not build them)"
 cargo test --release -q -p nearflow-cli --test cli -- --ignored --exact bench_alloc_runs_every_allocator

@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rdf::snapshot;
-use nearflow_rdf::sparql::{self, results, Form, Options};
 use nearflow_rt::Pinning;
+use nearflow_sparql::{self as sparql, results, Form, Options};
 
 use crate::args::{build_runtime, SourceArgs, TopoArgs};
 use nearflow_lab::store;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use nearflow_policy::PolicyKind;
-use nearflow_rdf::sparql::{self, Options};
 use nearflow_rt::{AllocatorKind, Pinning};
+use nearflow_sparql::{self as sparql, Options};
 use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;

@@ -324,7 +324,7 @@ impl Store {
 }
 
 /// The first `k` ids of a pattern's key in `order`.
-pub(crate) fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
+pub fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
     order.positions()[..k]
         .iter()
         .map(|&p| pattern[p].expect("bound by for_bound"))

@@ -61,7 +61,7 @@ impl<'a> TermRef<'a> {
     /// The dictionary key of this term: a kind byte, then the text (for a language-tagged
     /// string `lang \0 value`, for another typed literal `datatype \0 value`; neither a tag nor
     /// an IRI can hold a NUL).
-    pub(crate) fn encode(&self, out: &mut String) {
+    pub fn encode(&self, out: &mut String) {
         let tag = |t: u8| char::from(t);
         match *self {
             TermRef::Iri(s) => {

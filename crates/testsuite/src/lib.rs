@@ -238,10 +238,10 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
     let text = format!("BASE <{}>\n{text}", file_iri(query_file)?);
     match &test.kind {
         Kind::PositiveSyntax => {
-            nearflow_rdf::sparql::parse(&text).map_err(|e| anyhow!("refused: {e}"))?;
+            nearflow_sparql::parse(&text).map_err(|e| anyhow!("refused: {e}"))?;
             Ok(())
         }
-        Kind::NegativeSyntax => match nearflow_rdf::sparql::parse(&text) {
+        Kind::NegativeSyntax => match nearflow_sparql::parse(&text) {
             Ok(_) => bail!("accepted a query the test says is invalid"),
             Err(_) => Ok(()),
         },
@@ -282,7 +282,7 @@ fn evaluate(
     rt: &nearflow_rt::Runtime,
     text: &str,
 ) -> Result<Answer> {
-    use nearflow_rdf::sparql::{self, Form, Options};
+    use nearflow_sparql::{self as sparql, Form, Options};
     let q = sparql::prepare(store, text, &Options::default()).map_err(|e| anyhow!("{e}"))?;
     let out = q.run_collect(rt).map_err(|e| anyhow!("{e}"))?;
     Ok(match &q.form {

@@ -26,10 +26,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use nearflow_apps::genplan;
 use nearflow_flow::{PlanBuilder, PlanShape, PlanStats};
-use nearflow_rdf::sparql::{self, Options};
 use nearflow_rdf::Store;
 use nearflow_rt::TraceEvent;
 use nearflow_sim::{OpKind, OpModel, PlanModel};
+use nearflow_sparql::{self as sparql, Options};
 
 /// What was measured, besides the model.
 pub(crate) struct Calibration {

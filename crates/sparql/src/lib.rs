@@ -1,26 +1,36 @@
-//! The SPARQL engine: a query is parsed by `spargebra`, translated to our algebra
-//! ([`algebra`]), planned from the store's statistics ([`plan`]) and run as one flow plan — one
-//! request of the runtime ([`exec`]). Queries started together run concurrently, each its own
-//! request (LAS §6: the multi-query test).
+//! # nearflow-sparql — a parallel SPARQL 1.1 engine on the nearflow runtime
+//!
+//! A query is parsed by `spargebra`, translated to our algebra ([`algebra`]), planned from the
+//! store's statistics ([`plan`]) and run as one flow plan — one request of the runtime
+//! ([`exec`]). Queries started together run concurrently, each its own request (LAS §6: the
+//! multi-query test). The store it reads is `nearflow-rdf`'s.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use nearflow_rdf::{load, sparql, Store};
+//! use nearflow_rdf::{load, Store};
 //! let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
 //! let mut l = load::Loaded::default();
 //! load::load_reader(&mut l, "t.ttl".as_ref(), load::Format::Turtle,
 //!     "<http://a> <http://knows> <http://b> , <http://c> .".as_bytes(), "").unwrap();
 //! let store = Arc::new(l.into_store(&machine).unwrap());
 //! let rt = nearflow_rt::Runtime::builder(machine).build().unwrap();
-//! let q = sparql::prepare(&store, "SELECT ?x WHERE { <http://a> <http://knows> ?x } ORDER BY ?x",
-//!     &sparql::Options::default()).unwrap();
+//! let q = nearflow_sparql::prepare(&store,
+//!     "SELECT ?x WHERE { <http://a> <http://knows> ?x } ORDER BY ?x",
+//!     &nearflow_sparql::Options::default()).unwrap();
 //! let out = q.run_collect(&rt).unwrap();
 //! let names: Vec<String> = out.rows.iter().map(|r| out.term(r, 0).unwrap().to_string()).collect();
 //! assert_eq!(names, ["<http://b>", "<http://c>"]);
 //! ```
 //!
-//! Length: the public face of the engine (prepare, run, stream, explain) and its error type; the
-//! pieces it drives live in the files beside it.
+//! ## Files
+//!
+//! - `lib.rs` — preparing, running, streaming and explaining a query; its error type.
+//! - `algebra.rs` — `spargebra`'s algebra to ours; unsupported features refused by name.
+//! - `expr.rs` — expression semantics: values, comparison, promotion, functions.
+//! - `minted.rs` — ids for the terms a query computes.
+//! - `plan.rs` — the cost-based planner and its rewrites.
+//! - `exec.rs` — the flow operators a query plan is built from.
+//! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
 
 pub mod algebra;
 pub mod exec;
@@ -44,8 +54,8 @@ pub use self::exec::Rows;
 use self::expr::EvalCx;
 use self::minted::Minted;
 use self::plan::{Op, Phys, Planner};
-use crate::store::Store;
-use crate::term::{Id, Term, TermRef, UNBOUND};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
 
 /// Why a query could not run.
 #[derive(Debug, thiserror::Error)]

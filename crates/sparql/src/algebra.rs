@@ -9,8 +9,8 @@ use spargebra::term::{NamedNodePattern, TermPattern, TriplePattern};
 
 use super::expr::{compile_regex, ArithOp, CmpOp, Expr, Func};
 use super::QueryError;
-use crate::store::Store;
-use crate::term::{Id, Term, TermRef};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, Term, TermRef};
 
 /// A position of a triple pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -416,7 +416,7 @@ fn constant_regex(args: &[Expr]) -> Result<Option<regex::Regex>, QueryError> {
             value,
             datatype,
             lang: None,
-        }) if datatype == crate::term::XSD_STRING => Some(value.clone()),
+        }) if datatype == nearflow_rdf::term::XSD_STRING => Some(value.clone()),
         _ => None,
     };
     let Some(p) = args.get(1).and_then(text_of) else {

@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nearflow_rdf::sparql::{self, Options, QueryError};
+use nearflow_sparql::{self as sparql, Options, QueryError};
 
 /// A store of `n` subjects, each with one `ex:v` value, on a two-node preset, and a runtime.
 fn store(n: usize) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {

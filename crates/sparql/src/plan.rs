@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use super::algebra::{Node, Pat, Slot};
 use super::expr::Expr;
-use crate::store::{Permutation, Store};
-use crate::term::{Id, TermRef, XSD_STRING};
+use nearflow_rdf::store::{Permutation, Store};
+use nearflow_rdf::term::{Id, TermRef, XSD_STRING};
 
 /// Counters of one operator, filled while it runs.
 #[derive(Debug, Default)]

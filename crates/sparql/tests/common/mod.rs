@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nearflow_policy::PolicyKind;
-use nearflow_rdf::sparql::{self, Form, Options};
 use nearflow_rdf::{load, Store};
+use nearflow_sparql::{self as sparql, Form, Options};
 use oxigraph::sparql::{QueryResults, SparqlEvaluator};
 
 /// One solution: each projected variable's term in N-Triples, `None` when unbound.

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use crate::store::Store;
-use crate::term::{Id, Term, TermRef};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, Term, TermRef};
 
 /// The terms one query made, with ids after the store's.
 pub struct Minted {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use common::{compare, ours_of, ours_on, oxigraph_from_turtle, reference, Answer, Expected};
-use nearflow_rdf::sparql;
+use nearflow_sparql as sparql;
 
 const DATA: &str = r#"
 @prefix ex: <http://ex/> .

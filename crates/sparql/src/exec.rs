@@ -33,8 +33,8 @@ use super::algebra::{Pat, Slot};
 use super::expr::{order_by_cmp, term_order, value_key, EvalCx, Expr};
 use super::minted::Minted;
 use super::plan::{bound_of, JoinMode, Op, OpStat, Phys};
-use crate::store::{key_prefix, Permutation, Store};
-use crate::term::{Id, UNBOUND};
+use nearflow_rdf::store::{key_prefix, Permutation, Store};
+use nearflow_rdf::term::{Id, UNBOUND};
 
 /// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
 /// columns past the query's width.

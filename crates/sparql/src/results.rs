@@ -8,7 +8,7 @@ use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
 use super::exec::Rows;
 use super::expr::EvalCx;
-use crate::term::{Term, TermRef, UNBOUND};
+use nearflow_rdf::term::{Term, TermRef, UNBOUND};
 
 /// An output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

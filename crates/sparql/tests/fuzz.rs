@@ -5,7 +5,7 @@
 //! is short and, for a syntax error, names its line and column.
 //!
 //! `./test.sh` runs a brief pass (64 cases a target, a fixed seed); run longer with
-//! `NEARFLOW_FUZZ_CASES=20000 cargo test --release -p nearflow-rdf --test fuzz` (and another
+//! `NEARFLOW_FUZZ_CASES=20000 cargo test --release -p nearflow-sparql --test fuzz` (and another
 //! `PROPTEST_RNG_SEED` to explore elsewhere).
 
 use std::io::Write as _;
@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nearflow_rdf::load::{self, Format, LoadError, Loaded};
-use nearflow_rdf::sparql::{self, Options};
 use nearflow_rdf::{snapshot, Store};
+use nearflow_sparql::{self as sparql, Options};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

@@ -19,8 +19,8 @@ use std::str::FromStr;
 use oxsdatatypes::{Boolean, DateTime, Decimal, Double, Float, Integer};
 
 use super::minted::Minted;
-use crate::store::Store;
-use crate::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 
