@@ -4,13 +4,20 @@
 
 use std::collections::HashMap;
 
-use spargebra::algebra::{Expression, Function, GraphPattern, OrderExpression};
+use std::collections::HashSet;
+
+use spargebra::algebra::{
+    AggregateExpression, AggregateFunction, Expression, Function, GraphPattern, OrderExpression,
+};
+use spargebra::term::GroundTerm;
 use spargebra::term::{NamedNodePattern, TermPattern, TriplePattern};
 
 use super::expr::{compile_regex, ArithOp, CmpOp, Expr, Func};
+use super::functions::Cast;
+use super::path::{End, PathExpr};
 use super::QueryError;
 use nearflow_rdf::store::Store;
-use nearflow_rdf::term::{Id, Term, TermRef};
+use nearflow_rdf::term::{Id, Term, TermRef, XSD_STRING};
 
 /// A position of a triple pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +71,46 @@ pub enum Node {
     /// BIND / a SELECT expression (§18.2.4.1): the column gets the expression's value; an
     /// error leaves it unbound.
     Extend(Box<Node>, usize, Expr),
+    /// A property path between two ends.
+    Path(End, std::sync::Arc<PathExpr>, End),
+    /// VALUES: these columns, and per row a term or UNDEF for each.
+    Values(Vec<usize>, Vec<Vec<Option<Term>>>),
+    /// GROUP BY these key columns, with aggregates into their own columns (§18.2.4.1, §18.5).
+    Group(Box<Node>, Vec<usize>, Vec<(usize, Agg)>),
+    /// `FILTER EXISTS { pattern }` (or `NOT EXISTS` when the flag is set) over the first node,
+    /// decorrelated into a semi-join (anti-join): exact when the pattern's expressions read no
+    /// variable of the outer solutions that the pattern does not bind itself ([`decorrelates`]).
+    Exists(Box<Node>, Box<Node>, bool),
+}
+
+/// An aggregate function (§18.5.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AggFunc {
+    /// `COUNT`
+    Count,
+    /// `SUM`
+    Sum,
+    /// `AVG`
+    Avg,
+    /// `MIN`
+    Min,
+    /// `MAX`
+    Max,
+    /// `SAMPLE`
+    Sample,
+    /// `GROUP_CONCAT` with its separator.
+    GroupConcat(String),
+}
+
+/// One aggregate of a GROUP BY.
+#[derive(Clone, Debug)]
+pub struct Agg {
+    /// The function.
+    pub func: AggFunc,
+    /// Its argument; `None` for `COUNT(*)`.
+    pub expr: Option<Expr>,
+    /// `DISTINCT`: each distinct value (for `COUNT(DISTINCT *)`, each distinct solution) once.
+    pub distinct: bool,
 }
 
 /// Variables to columns.
@@ -116,6 +163,8 @@ pub struct Translator<'s> {
     pub vars: Vars,
     /// Current nesting depth of patterns and expressions (see [`MAX_DEPTH`]).
     depth: usize,
+    /// The query's base IRI (for `IRI()`), when it has one.
+    pub base: Option<String>,
 }
 
 /// An `oxrdf` literal as our term (tags lower case, as the loader stores them).
@@ -130,6 +179,7 @@ impl<'s> Translator<'s> {
             store,
             vars: Vars::default(),
             depth: 0,
+            base: None,
         }
     }
 
@@ -170,6 +220,17 @@ impl<'s> Translator<'s> {
             TermPattern::Literal(l) => Slot::Const(self.id_of(literal_term(l).as_ref())),
             TermPattern::Variable(v) => Slot::Var(self.vars.col(v.as_str())),
             TermPattern::BlankNode(b) => Slot::Var(self.vars.col(&format!("_:{}", b.as_str()))),
+            #[allow(unreachable_patterns)]
+            _ => return Err(unsupported("quoted triples (RDF 1.2)")),
+        })
+    }
+
+    fn path_end(&mut self, t: &TermPattern) -> Result<End, QueryError> {
+        Ok(match t {
+            TermPattern::NamedNode(n) => End::Term(Term::Iri(n.as_str().to_owned())),
+            TermPattern::Literal(l) => End::Term(literal_term(l)),
+            TermPattern::Variable(v) => End::Var(self.vars.col(v.as_str())),
+            TermPattern::BlankNode(b) => End::Var(self.vars.col(&format!("_:{}", b.as_str()))),
             #[allow(unreachable_patterns)]
             _ => return Err(unsupported("quoted triples (RDF 1.2)")),
         })
@@ -216,8 +277,44 @@ impl<'s> Translator<'s> {
                 Node::Minus(b(self.pattern(left)?), b(self.pattern(right)?))
             }
             GraphPattern::Filter { expr, inner } => {
-                let i = self.pattern(inner)?;
-                Node::Filter(self.expr(expr)?, b(i))
+                let mut node = self.pattern(inner)?;
+                // `[NOT] EXISTS` conjuncts become semi- and anti-joins; the rest filter.
+                let mut conjuncts = Vec::new();
+                split_and(expr, &mut conjuncts);
+                let mut rest = Vec::new();
+                for c in conjuncts {
+                    let (pattern, negated) = match c {
+                        Expression::Exists(p) => (p, false),
+                        Expression::Not(x) => match x.as_ref() {
+                            Expression::Exists(p) => (p, true),
+                            _ => {
+                                rest.push(c);
+                                continue;
+                            }
+                        },
+                        _ => {
+                            rest.push(c);
+                            continue;
+                        }
+                    };
+                    if !decorrelates(pattern, inner) {
+                        return Err(unsupported(
+                            "EXISTS whose filters read a variable of the outer solution that its own pattern does not bind",
+                        ));
+                    }
+                    let p = self.pattern(pattern)?;
+                    node = Node::Exists(b(node), b(p), negated);
+                }
+                // The other conjuncts, compiled one by one and joined as a balanced tree (a
+                // chain of 10k FILTERs stays shallow).
+                let compiled = rest
+                    .into_iter()
+                    .map(|c| self.expr(c))
+                    .collect::<Result<Vec<_>, _>>()?;
+                match super::expr::balanced(compiled, |a, c| Expr::And(Box::new(a), Box::new(c))) {
+                    Some(e) => Node::Filter(e, b(node)),
+                    None => node,
+                }
             }
             GraphPattern::Union { .. } => {
                 // The chain's branches, gathered without recursion, left to right.
@@ -261,7 +358,21 @@ impl<'s> Translator<'s> {
                 start,
                 length,
             } => Node::Slice(b(self.pattern(inner)?), *start, *length),
-            GraphPattern::Path { .. } => return Err(unsupported("property paths")),
+            GraphPattern::Path {
+                subject,
+                path,
+                object,
+            } => {
+                let path = PathExpr::of(path);
+                if path.depth() > MAX_DEPTH {
+                    return Err(QueryError::Unsupported(format!(
+                        "a property path nested more than {MAX_DEPTH} levels deep"
+                    )));
+                }
+                let s = self.path_end(subject)?;
+                let o = self.path_end(object)?;
+                Node::Path(s, std::sync::Arc::new(path), o)
+            }
             GraphPattern::Graph { .. } => return Err(unsupported("GRAPH (named graphs)")),
             GraphPattern::Extend {
                 inner,
@@ -273,8 +384,73 @@ impl<'s> Translator<'s> {
                 let e = self.expr(expression)?;
                 Node::Extend(b(i), self.vars.col(variable.as_str()), e)
             }
-            GraphPattern::Values { .. } => return Err(unsupported("VALUES")),
-            GraphPattern::Group { .. } => return Err(unsupported("GROUP BY and aggregates")),
+            GraphPattern::Values {
+                variables,
+                bindings,
+            } => {
+                let cols: Vec<usize> = variables
+                    .iter()
+                    .map(|v| self.vars.col(v.as_str()))
+                    .collect();
+                let rows = bindings
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|t| t.as_ref().map(ground_term).transpose())
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Node::Values(cols, rows)
+            }
+            GraphPattern::Group {
+                inner,
+                variables,
+                aggregates,
+            } => {
+                let i = self.pattern(inner)?;
+                let keys = variables
+                    .iter()
+                    .map(|v| self.vars.col(v.as_str()))
+                    .collect();
+                let mut aggs = Vec::new();
+                for (v, a) in aggregates {
+                    let agg = match a {
+                        AggregateExpression::CountSolutions { distinct } => Agg {
+                            func: AggFunc::Count,
+                            expr: None,
+                            distinct: *distinct,
+                        },
+                        AggregateExpression::FunctionCall {
+                            name,
+                            expr,
+                            distinct,
+                        } => Agg {
+                            func: match name {
+                                AggregateFunction::Count => AggFunc::Count,
+                                AggregateFunction::Sum => AggFunc::Sum,
+                                AggregateFunction::Avg => AggFunc::Avg,
+                                AggregateFunction::Min => AggFunc::Min,
+                                AggregateFunction::Max => AggFunc::Max,
+                                AggregateFunction::Sample => AggFunc::Sample,
+                                AggregateFunction::GroupConcat { separator } => {
+                                    AggFunc::GroupConcat(
+                                        separator.clone().unwrap_or_else(|| " ".to_owned()),
+                                    )
+                                }
+                                AggregateFunction::Custom(iri) => {
+                                    return Err(QueryError::Unsupported(format!(
+                                        "the aggregate {iri}"
+                                    )))
+                                }
+                            },
+                            expr: Some(self.expr(expr)?),
+                            distinct: *distinct,
+                        },
+                    };
+                    aggs.push((self.vars.col(v.as_str()), agg));
+                }
+                Node::Group(b(i), keys, aggs)
+            }
             GraphPattern::Service { .. } => return Err(unsupported("SERVICE")),
             #[allow(unreachable_patterns)]
             _ => return Err(unsupported("this graph pattern")),
@@ -363,7 +539,11 @@ impl<'s> Translator<'s> {
                     .map(|x| self.expr(x))
                     .collect::<Result<_, _>>()?,
             ),
-            Expression::Exists(_) => return Err(unsupported("EXISTS")),
+            Expression::Exists(_) => {
+                return Err(unsupported(
+                    "EXISTS inside an expression (FILTER EXISTS and FILTER NOT EXISTS, as conjuncts of a FILTER, are evaluated)",
+                ))
+            }
             Expression::FunctionCall(f, args) => {
                 let func = match f {
                     Function::Str => Func::Str,
@@ -391,12 +571,56 @@ impl<'s> Translator<'s> {
                     Function::Ceil => Func::Ceil,
                     Function::Floor => Func::Floor,
                     Function::Round => Func::Round,
+                    Function::Replace => Func::Replace,
+                    Function::Year => Func::Year,
+                    Function::Month => Func::Month,
+                    Function::Day => Func::Day,
+                    Function::Hours => Func::Hours,
+                    Function::Minutes => Func::Minutes,
+                    Function::Seconds => Func::Seconds,
+                    Function::Timezone => Func::Timezone,
+                    Function::Tz => Func::Tz,
+                    Function::Now => Func::Now,
+                    Function::Md5 => Func::Md5,
+                    Function::Sha1 => Func::Sha1,
+                    Function::Sha256 => Func::Sha256,
+                    Function::Sha384 => Func::Sha384,
+                    Function::Sha512 => Func::Sha512,
+                    Function::Iri => Func::Iri,
+                    Function::BNode => Func::BNode,
+                    Function::Uuid => Func::Uuid,
+                    Function::StrUuid => Func::StrUuid,
+                    Function::Rand => Func::Rand,
+                    Function::EncodeForUri => Func::EncodeForUri,
+                    Function::Custom(iri) => match Cast::of_iri(iri.as_str()) {
+                        Some(c) if args.len() == 1 => Func::Cast(c),
+                        Some(_) => {
+                            return Err(QueryError::Invalid(format!(
+                                "the cast {iri} takes one argument, not {}",
+                                args.len()
+                            )))
+                        }
+                        None => {
+                            return Err(QueryError::Unsupported(format!("the function {iri}")))
+                        }
+                    },
+                    #[allow(unreachable_patterns)]
                     other => return Err(QueryError::Unsupported(format!("the function {other}"))),
                 };
-                let args: Vec<Expr> = args
+                let mut args: Vec<Expr> = args
                     .iter()
                     .map(|x| self.expr(x))
                     .collect::<Result<_, _>>()?;
+                // IRI() resolves a relative reference against the query's base.
+                if func == Func::Iri {
+                    if let Some(b) = &self.base {
+                        args.push(Expr::Const(Term::Literal {
+                            value: b.clone(),
+                            datatype: XSD_STRING.to_owned(),
+                            lang: None,
+                        }));
+                    }
+                }
                 // REGEX with a constant pattern (and flags): compiled once, a bad one refused now.
                 if func == Func::Regex {
                     if let Some(re) = constant_regex(&args)? {
@@ -433,4 +657,312 @@ fn constant_regex(args: &[Expr]) -> Result<Option<regex::Regex>, QueryError> {
         let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
         QueryError::Invalid(format!("bad regular expression {p:?}: {e}"))
     })
+}
+
+/// A VALUES term.
+fn ground_term(t: &GroundTerm) -> Result<Term, QueryError> {
+    Ok(match t {
+        GroundTerm::NamedNode(n) => Term::Iri(n.as_str().to_owned()),
+        GroundTerm::Literal(l) => literal_term(l),
+        #[allow(unreachable_patterns)]
+        _ => return Err(unsupported("quoted triples (RDF 1.2)")),
+    })
+}
+
+/// The operands of a chain of `&&`, left to right.
+fn split_and<'e>(e: &'e Expression, out: &mut Vec<&'e Expression>) {
+    let mut todo = vec![e];
+    while let Some(x) = todo.pop() {
+        match x {
+            Expression::And(a, c) => {
+                todo.push(c);
+                todo.push(a);
+            }
+            other => out.push(other),
+        }
+    }
+}
+
+/// Whether `FILTER [NOT] EXISTS { pattern }` over the solutions of `outer` may be evaluated as
+/// a semi-join (anti-join) of `outer` with `pattern` evaluated on its own. §18.6 substitutes
+/// each outer solution into the pattern; that equals joining on shared variables except where
+/// an expression inside the pattern (a FILTER, BIND, OPTIONAL's condition, ORDER BY, an
+/// aggregate or a nested EXISTS) reads a variable the outer solution binds and the pattern
+/// does not bind in every solution itself: substituted, the expression would see the outer
+/// value; evaluated alone, an unbound variable.
+pub fn decorrelates(pattern: &GraphPattern, outer: &GraphPattern) -> bool {
+    let mut outer_vars = HashSet::new();
+    pattern_vars(outer, &mut outer_vars);
+    let mut read = HashSet::new();
+    expr_read_vars(pattern, &mut read);
+    let certain = certain_vars(pattern);
+    read.iter()
+        .all(|v| !outer_vars.contains(v) || certain.contains(v))
+}
+
+fn term_var(t: &TermPattern, out: &mut HashSet<String>) {
+    if let TermPattern::Variable(v) = t {
+        out.insert(v.as_str().to_owned());
+    }
+}
+
+fn triple_vars(t: &TriplePattern, out: &mut HashSet<String>) {
+    term_var(&t.subject, out);
+    if let NamedNodePattern::Variable(v) = &t.predicate {
+        out.insert(v.as_str().to_owned());
+    }
+    term_var(&t.object, out);
+}
+
+/// Every variable a pattern mentions, in patterns and expressions.
+fn pattern_vars(p: &GraphPattern, out: &mut HashSet<String>) {
+    match p {
+        GraphPattern::Bgp { patterns } => patterns.iter().for_each(|t| triple_vars(t, out)),
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            term_var(subject, out);
+            term_var(object, out);
+        }
+        GraphPattern::Join { left, right }
+        | GraphPattern::Union { left, right }
+        | GraphPattern::Minus { left, right } => {
+            pattern_vars(left, out);
+            pattern_vars(right, out);
+        }
+        GraphPattern::LeftJoin {
+            left,
+            right,
+            expression,
+        } => {
+            pattern_vars(left, out);
+            pattern_vars(right, out);
+            if let Some(e) = expression {
+                expr_vars(e, out);
+            }
+        }
+        GraphPattern::Filter { expr, inner } => {
+            expr_vars(expr, out);
+            pattern_vars(inner, out);
+        }
+        GraphPattern::Graph { name, inner } => {
+            if let NamedNodePattern::Variable(v) = name {
+                out.insert(v.as_str().to_owned());
+            }
+            pattern_vars(inner, out);
+        }
+        GraphPattern::Extend {
+            inner,
+            variable,
+            expression,
+        } => {
+            out.insert(variable.as_str().to_owned());
+            expr_vars(expression, out);
+            pattern_vars(inner, out);
+        }
+        GraphPattern::Values { variables, .. } => {
+            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
+        }
+        GraphPattern::OrderBy { inner, expression } => {
+            for o in expression {
+                match o {
+                    OrderExpression::Asc(e) | OrderExpression::Desc(e) => expr_vars(e, out),
+                }
+            }
+            pattern_vars(inner, out);
+        }
+        GraphPattern::Project { inner, variables } => {
+            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
+            pattern_vars(inner, out);
+        }
+        GraphPattern::Distinct { inner }
+        | GraphPattern::Reduced { inner }
+        | GraphPattern::Slice { inner, .. }
+        | GraphPattern::Service { inner, .. } => pattern_vars(inner, out),
+        GraphPattern::Group {
+            inner,
+            variables,
+            aggregates,
+        } => {
+            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
+            for (v, a) in aggregates {
+                out.insert(v.as_str().to_owned());
+                if let AggregateExpression::FunctionCall { expr, .. } = a {
+                    expr_vars(expr, out);
+                }
+            }
+            pattern_vars(inner, out);
+        }
+        #[allow(unreachable_patterns)]
+        _ => {}
+    }
+}
+
+/// Every variable an expression reads (a nested EXISTS reads all of its pattern's).
+fn expr_vars(e: &Expression, out: &mut HashSet<String>) {
+    match e {
+        Expression::Variable(v) | Expression::Bound(v) => {
+            out.insert(v.as_str().to_owned());
+        }
+        Expression::NamedNode(_) | Expression::Literal(_) => {}
+        Expression::Or(a, c)
+        | Expression::And(a, c)
+        | Expression::Equal(a, c)
+        | Expression::SameTerm(a, c)
+        | Expression::Greater(a, c)
+        | Expression::GreaterOrEqual(a, c)
+        | Expression::Less(a, c)
+        | Expression::LessOrEqual(a, c)
+        | Expression::Add(a, c)
+        | Expression::Subtract(a, c)
+        | Expression::Multiply(a, c)
+        | Expression::Divide(a, c) => {
+            expr_vars(a, out);
+            expr_vars(c, out);
+        }
+        Expression::UnaryPlus(a) | Expression::UnaryMinus(a) | Expression::Not(a) => {
+            expr_vars(a, out)
+        }
+        Expression::In(a, list) => {
+            expr_vars(a, out);
+            list.iter().for_each(|x| expr_vars(x, out));
+        }
+        Expression::If(a, c, d) => {
+            expr_vars(a, out);
+            expr_vars(c, out);
+            expr_vars(d, out);
+        }
+        Expression::Coalesce(list) | Expression::FunctionCall(_, list) => {
+            list.iter().for_each(|x| expr_vars(x, out))
+        }
+        Expression::Exists(p) => pattern_vars(p, out),
+        #[allow(unreachable_patterns)]
+        _ => {}
+    }
+}
+
+/// The variables that expressions inside a pattern read (and BIND targets).
+fn expr_read_vars(p: &GraphPattern, out: &mut HashSet<String>) {
+    match p {
+        GraphPattern::Bgp { .. } | GraphPattern::Path { .. } | GraphPattern::Values { .. } => {}
+        GraphPattern::Join { left, right }
+        | GraphPattern::Union { left, right }
+        | GraphPattern::Minus { left, right } => {
+            expr_read_vars(left, out);
+            expr_read_vars(right, out);
+        }
+        GraphPattern::LeftJoin {
+            left,
+            right,
+            expression,
+        } => {
+            expr_read_vars(left, out);
+            expr_read_vars(right, out);
+            if let Some(e) = expression {
+                expr_vars(e, out);
+            }
+        }
+        GraphPattern::Filter { expr, inner } => {
+            expr_vars(expr, out);
+            expr_read_vars(inner, out);
+        }
+        GraphPattern::Extend {
+            inner,
+            variable,
+            expression,
+        } => {
+            out.insert(variable.as_str().to_owned());
+            expr_vars(expression, out);
+            expr_read_vars(inner, out);
+        }
+        GraphPattern::OrderBy { inner, expression } => {
+            for o in expression {
+                match o {
+                    OrderExpression::Asc(e) | OrderExpression::Desc(e) => expr_vars(e, out),
+                }
+            }
+            expr_read_vars(inner, out);
+        }
+        GraphPattern::Group {
+            inner, aggregates, ..
+        } => {
+            for (_, a) in aggregates {
+                if let AggregateExpression::FunctionCall { expr, .. } = a {
+                    expr_vars(expr, out);
+                }
+            }
+            expr_read_vars(inner, out);
+        }
+        GraphPattern::Graph { inner, .. }
+        | GraphPattern::Project { inner, .. }
+        | GraphPattern::Distinct { inner }
+        | GraphPattern::Reduced { inner }
+        | GraphPattern::Slice { inner, .. }
+        | GraphPattern::Service { inner, .. } => expr_read_vars(inner, out),
+        #[allow(unreachable_patterns)]
+        _ => pattern_vars(p, out),
+    }
+}
+
+/// The variables bound in every solution of a pattern.
+fn certain_vars(p: &GraphPattern) -> HashSet<String> {
+    let mut out = HashSet::new();
+    match p {
+        GraphPattern::Bgp { patterns } => patterns.iter().for_each(|t| triple_vars(t, &mut out)),
+        GraphPattern::Path {
+            subject, object, ..
+        } => {
+            term_var(subject, &mut out);
+            term_var(object, &mut out);
+        }
+        GraphPattern::Join { left, right } => {
+            out = certain_vars(left);
+            out.extend(certain_vars(right));
+        }
+        GraphPattern::LeftJoin { left, .. } | GraphPattern::Minus { left, .. } => {
+            out = certain_vars(left)
+        }
+        GraphPattern::Union { left, right } => {
+            let r = certain_vars(right);
+            out = certain_vars(left)
+                .into_iter()
+                .filter(|v| r.contains(v))
+                .collect();
+        }
+        GraphPattern::Graph { name, inner } => {
+            out = certain_vars(inner);
+            if let NamedNodePattern::Variable(v) = name {
+                out.insert(v.as_str().to_owned());
+            }
+        }
+        GraphPattern::Values {
+            variables,
+            bindings,
+        } => {
+            for (i, v) in variables.iter().enumerate() {
+                if bindings
+                    .iter()
+                    .all(|r| r.get(i).is_some_and(Option::is_some))
+                {
+                    out.insert(v.as_str().to_owned());
+                }
+            }
+        }
+        GraphPattern::Project { inner, variables } => {
+            let c = certain_vars(inner);
+            out = variables
+                .iter()
+                .map(|v| v.as_str().to_owned())
+                .filter(|v| c.contains(v))
+                .collect();
+        }
+        GraphPattern::Filter { inner, .. }
+        | GraphPattern::Extend { inner, .. }
+        | GraphPattern::OrderBy { inner, .. }
+        | GraphPattern::Distinct { inner }
+        | GraphPattern::Reduced { inner }
+        | GraphPattern::Slice { inner, .. } => out = certain_vars(inner),
+        _ => {}
+    }
+    out
 }

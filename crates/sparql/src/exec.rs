@@ -29,16 +29,18 @@ use std::time::Instant;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
+use super::aggregate::GroupOp;
 use super::algebra::{Pat, Slot};
 use super::expr::{order_by_cmp, term_order, value_key, EvalCx, Expr};
 use super::minted::Minted;
+use super::path::PathOp;
 use super::plan::{bound_of, JoinMode, Op, OpStat, Phys};
 use nearflow_rdf::store::{key_prefix, Permutation, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
 
 /// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
 /// columns past the query's width.
-type Row<const N: usize> = [Id; N];
+pub(crate) type Row<const N: usize> = [Id; N];
 
 /// The widest query a plan can run: 128 variables.
 pub const MAX_WIDTH: usize = 128;
@@ -121,7 +123,7 @@ impl Rows {
 }
 
 /// `n` ports of rows.
-fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
+pub(crate) fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
     vec![PortType::of::<Row<N>>(); n]
 }
 
@@ -142,13 +144,13 @@ pub struct ExecCx {
     pub timing: bool,
 }
 
-struct Timer<'a> {
+pub(crate) struct Timer<'a> {
     start: Option<Instant>,
     stat: &'a OpStat,
 }
 
 impl<'a> Timer<'a> {
-    fn new(on: bool, stat: &'a OpStat) -> Self {
+    pub(crate) fn new(on: bool, stat: &'a OpStat) -> Self {
         Timer {
             start: on.then(Instant::now),
             stat,
@@ -736,13 +738,18 @@ impl<const N: usize> JoinOp<N> {
             st.matched = true;
             match self.mode {
                 JoinMode::Anti => break,
+                JoinMode::Semi => {
+                    self.out.push(io, p);
+                    emitted += 1;
+                    break;
+                }
                 _ => {
                     self.out.push(io, merged);
                     emitted += 1;
                 }
             }
         }
-        if !st.matched && self.mode != JoinMode::Inner {
+        if !st.matched && !matches!(self.mode, JoinMode::Inner | JoinMode::Semi) {
             self.out.push(io, p);
             emitted += 1;
         }
@@ -1315,6 +1322,82 @@ fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Stream<R
                 count(&stat, 1);
                 r
             })
+        }
+        Op::Values(cols, rows) => {
+            // The terms get ids now: the store's, or minted for this run.
+            let out: Vec<Row<N>> = rows
+                .iter()
+                .map(|r| {
+                    let mut row = [UNBOUND; N];
+                    for (&c, t) in cols.iter().zip(r) {
+                        if let Some(t) = t {
+                            row[c] = cx
+                                .store
+                                .id_of(t.as_ref())
+                                .or_else(|| cx.minted.mint(t.as_ref()))
+                                .unwrap_or(UNBOUND);
+                        }
+                    }
+                    row
+                })
+                .collect();
+            stat.rows.store(out.len() as u64, Ordering::Relaxed);
+            b.source(out)
+        }
+        Op::Path(s, path, o) => {
+            let op = b.add(
+                format!("path {path}"),
+                PathOp::<N>::new(
+                    cx.store.clone(),
+                    cx.minted.clone(),
+                    (s.clone(), path.clone(), o.clone()),
+                    stat,
+                    timing,
+                ),
+            );
+            b.stream::<Row<N>>(op, 0).expect("a path outputs rows")
+        }
+        Op::Group(keys, aggs) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            // With keys and a large input, one operator per hash part of the keys: each group
+            // falls wholly in one part.
+            let d = if !keys.is_empty() && p.inputs[0].est >= PAR_MIN_ROWS {
+                cx.dop
+            } else {
+                1
+            };
+            let parts = if d > 1 {
+                let ks = keys.clone();
+                b.partition_by(input, d, move |r: &Row<N>| {
+                    let mut h = 0;
+                    for &c in &ks {
+                        h = mix(h, u64::from(r[c]));
+                    }
+                    (h % d as u64) as usize
+                })
+            } else {
+                vec![input]
+            };
+            let outs = parts
+                .into_iter()
+                .map(|s| {
+                    let op = b.add(
+                        "group by",
+                        GroupOp::<N>::new(
+                            keys.clone(),
+                            aggs.clone(),
+                            cx.store.clone(),
+                            cx.minted.clone(),
+                            keys.is_empty(),
+                            stat.clone(),
+                            timing,
+                        ),
+                    );
+                    b.feed(s, op, 0);
+                    b.stream::<Row<N>>(op, 0).expect("a group outputs rows")
+                })
+                .collect();
+            unite(b, outs)
         }
         Op::Project(cols) => {
             let input = build::<N>(cx, b, &p.inputs[0]);

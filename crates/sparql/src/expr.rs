@@ -16,8 +16,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::str::FromStr;
 
-use oxsdatatypes::{Boolean, DateTime, Decimal, Double, Float, Integer};
+use oxsdatatypes::{Boolean, Decimal, Double, Float, Integer};
 
+use super::functions::{self, Cast, Temporal};
 use super::minted::Minted;
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
@@ -142,6 +143,50 @@ pub enum Func {
     Floor,
     /// `ROUND`
     Round,
+    /// `REPLACE`
+    Replace,
+    /// `YEAR`
+    Year,
+    /// `MONTH`
+    Month,
+    /// `DAY`
+    Day,
+    /// `HOURS`
+    Hours,
+    /// `MINUTES`
+    Minutes,
+    /// `SECONDS`
+    Seconds,
+    /// `TIMEZONE`
+    Timezone,
+    /// `TZ`
+    Tz,
+    /// `NOW`
+    Now,
+    /// `MD5`
+    Md5,
+    /// `SHA1`
+    Sha1,
+    /// `SHA256`
+    Sha256,
+    /// `SHA384`
+    Sha384,
+    /// `SHA512`
+    Sha512,
+    /// `IRI` / `URI` (a second argument, when present, is the query's base IRI)
+    Iri,
+    /// `BNODE`
+    BNode,
+    /// `UUID`
+    Uuid,
+    /// `STRUUID`
+    StrUuid,
+    /// `RAND`
+    Rand,
+    /// `ENCODE_FOR_URI`
+    EncodeForUri,
+    /// An XPath constructor cast, `xsd:T(x)` (§17.5)
+    Cast(Cast),
 }
 
 /// A value: an RDF term, borrowed from the store or the query, or made by an operator.
@@ -308,13 +353,6 @@ impl<'a> Val<'a> {
         }
     }
 
-    fn datetime(&self) -> Option<DateTime> {
-        match (self.xsd_type()?, self) {
-            ("dateTime", Val::Lit { value, .. }) => DateTime::from_str(value).ok(),
-            _ => None,
-        }
-    }
-
     /// The effective boolean value (§17.2.2).
     pub fn ebv(&self) -> R<bool> {
         match self {
@@ -338,7 +376,7 @@ impl<'a> Val<'a> {
         }
     }
 
-    fn is_numeric_type(&self) -> bool {
+    pub(crate) fn is_numeric_type(&self) -> bool {
         matches!(
             self.xsd_type(),
             Some(
@@ -437,7 +475,8 @@ impl Num {
         }
     }
 
-    fn arith(a: Num, b: Num, op: ArithOp) -> Option<Num> {
+    /// `a op b` with promotion (§17.1.2); `None` on overflow or division by zero.
+    pub fn arith(a: Num, b: Num, op: ArithOp) -> Option<Num> {
         // Integer division gives a decimal (§17.4.2.3 via op:numeric-divide).
         let (a, b) = match (op, Num::pair(a, b)) {
             (ArithOp::Div, (Num::I(x), Num::I(y))) => (Num::D(x.into()), Num::D(y.into())),
@@ -472,7 +511,12 @@ impl Num {
         })
     }
 
-    fn to_val(self) -> Val<'static> {
+    /// As a literal of its type, written as `oxsdatatypes` writes the value (as Oxigraph
+    /// does: `2`, `2.5`, `3.21E4` is `32100`). The W3C suite's expected results write computed
+    /// numbers both that way and in XML Schema 1.0's canonical form (`2.0`, `3.21E4`), so no
+    /// single choice matches every file; this one matches Oxigraph's output, which the
+    /// differential tests compare term by term.
+    pub fn to_val(self) -> Val<'static> {
         let (value, dt) = match self {
             Num::I(x) => (x.to_string(), "integer"),
             Num::D(x) => (x.to_string(), "decimal"),
@@ -498,8 +542,8 @@ pub fn equal(a: &Val<'_>, b: &Val<'_>) -> R<bool> {
     if let (Some(x), Some(y)) = (a.bool_value(), b.bool_value()) {
         return Ok(x == y);
     }
-    if let (Some(x), Some(y)) = (a.datetime(), b.datetime()) {
-        return match x.partial_cmp(&y) {
+    if let (Some(x), Some(y)) = (Temporal::of(a), Temporal::of(b)) {
+        return match x.partial_cmp(y) {
             Some(o) => Ok(o == Ordering::Equal),
             None => Err(EvalError),
         };
@@ -526,8 +570,8 @@ pub fn compare(a: &Val<'_>, b: &Val<'_>) -> R<Ordering> {
     if let (Some(x), Some(y)) = (a.bool_value(), b.bool_value()) {
         return Ok(x.cmp(&y));
     }
-    if let (Some(x), Some(y)) = (a.datetime(), b.datetime()) {
-        return x.partial_cmp(&y).ok_or(EvalError);
+    if let (Some(x), Some(y)) = (Temporal::of(a), Temporal::of(b)) {
+        return x.partial_cmp(y).ok_or(EvalError);
     }
     Err(EvalError)
 }
@@ -720,6 +764,9 @@ impl Expr {
     }
 }
 
+// Never inlined into `eval`: its frame is large, and `eval` recurses once per nesting level
+// of an expression (a 500-term sum on a worker's 2 MiB stack).
+#[inline(never)]
 fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
     let arg = |i: usize| args[i].eval(cx, row);
     Ok(match f {
@@ -915,6 +962,41 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
             };
             r.to_val()
         }
+        Func::Replace => {
+            let flags = if args.len() > 3 { Some(arg(3)?) } else { None };
+            functions::replace(&arg(0)?, &arg(1)?, &arg(2)?, flags.as_ref())?
+        }
+        Func::Year => functions::date_part("YEAR", &arg(0)?)?,
+        Func::Month => functions::date_part("MONTH", &arg(0)?)?,
+        Func::Day => functions::date_part("DAY", &arg(0)?)?,
+        Func::Hours => functions::date_part("HOURS", &arg(0)?)?,
+        Func::Minutes => functions::date_part("MINUTES", &arg(0)?)?,
+        Func::Seconds => functions::date_part("SECONDS", &arg(0)?)?,
+        Func::Timezone => functions::date_part("TIMEZONE", &arg(0)?)?,
+        Func::Tz => functions::date_part("TZ", &arg(0)?)?,
+        Func::Now => functions::now(cx.minted),
+        Func::Md5 => functions::hash("MD5", &arg(0)?)?,
+        Func::Sha1 => functions::hash("SHA1", &arg(0)?)?,
+        Func::Sha256 => functions::hash("SHA256", &arg(0)?)?,
+        Func::Sha384 => functions::hash("SHA384", &arg(0)?)?,
+        Func::Sha512 => functions::hash("SHA512", &arg(0)?)?,
+        Func::Iri => {
+            let base = if args.len() > 1 { Some(arg(1)?) } else { None };
+            let base = match &base {
+                Some(Val::Lit { value, .. }) => Some(value.as_ref()),
+                _ => None,
+            };
+            functions::iri(&arg(0)?, base)?
+        }
+        Func::BNode => {
+            let a = if args.is_empty() { None } else { Some(arg(0)?) };
+            functions::bnode(a.as_ref(), row, cx.minted)?
+        }
+        Func::Uuid => functions::uuid(),
+        Func::StrUuid => functions::struuid(),
+        Func::Rand => functions::rand(),
+        Func::EncodeForUri => functions::encode_for_uri(&arg(0)?)?,
+        Func::Cast(to) => functions::cast(to, &arg(0)?)?,
     })
 }
 
@@ -984,7 +1066,7 @@ pub fn value_key(cx: EvalCx<'_>, id: Id) -> u64 {
     if let Some(b) = v.bool_value() {
         return (2 << 60) | u64::from(b);
     }
-    if v.datetime().is_some() {
+    if Temporal::of(&v).is_some() {
         return 3 << 60;
     }
     u64::from(id)

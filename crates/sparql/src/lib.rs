@@ -32,10 +32,13 @@
 //! - `exec.rs` — the flow operators a query plan is built from.
 //! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
 
+pub mod aggregate;
 pub mod algebra;
 pub mod exec;
 pub mod expr;
+pub mod functions;
 pub mod minted;
+pub mod path;
 pub mod plan;
 pub mod results;
 
@@ -166,6 +169,14 @@ pub struct Prepared {
 pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
     let query = parse(text)?;
     let mut tr = Translator::new(store);
+    tr.base = match &query {
+        spargebra::Query::Select { base_iri, .. }
+        | spargebra::Query::Ask { base_iri, .. }
+        | spargebra::Query::Construct { base_iri, .. }
+        | spargebra::Query::Describe { base_iri, .. } => {
+            base_iri.as_ref().map(|b| b.as_str().to_owned())
+        }
+    };
     let (form, pattern, dataset) = match &query {
         spargebra::Query::Select {
             pattern, dataset, ..
@@ -780,6 +791,31 @@ impl Prepared {
                 b.map_or("-".into(), |x| x.to_string())
             ),
             Op::Extend(c, _) => format!("bind {}", name(*c)),
+            Op::Path(s, path, o) => {
+                let end = |e: &path::End| match e {
+                    path::End::Var(c) => name(*c),
+                    path::End::Term(t) => t.to_string(),
+                };
+                format!("path {} {path} {}", end(s), end(o))
+            }
+            Op::Values(cols, rows) => format!(
+                "values {} ({} rows)",
+                cols.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" "),
+                rows.len()
+            ),
+            Op::Group(keys, aggs) => format!(
+                "group by [{}] computing {}",
+                keys.iter().map(|&c| name(c)).collect::<Vec<_>>().join(", "),
+                aggs.iter()
+                    .map(|(c, a)| format!(
+                        "{} = {:?}{}",
+                        name(*c),
+                        a.func,
+                        if a.distinct { " distinct" } else { "" }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Op::Project(c) => format!(
                 "project {}",
                 c.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" ")

@@ -9,11 +9,14 @@
 //! taken only to mint.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, Term, TermRef};
+
+/// Runs started in this process (each run's blank nodes carry its number).
+static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// The terms one query made, with ids after the store's.
 pub struct Minted {
@@ -22,6 +25,12 @@ pub struct Minted {
     terms: boxcar::Vec<Term>,
     index: Mutex<HashMap<String, Id>>,
     full: AtomicBool,
+    /// `NOW()`'s value for this run (one instant per query execution, §17.4.5.1).
+    now: String,
+    /// Distinguishes this run's fresh blank nodes from another run's.
+    run: u64,
+    /// The next fresh blank node's number (`BNODE()`).
+    fresh: AtomicU64,
 }
 
 impl std::fmt::Debug for Minted {
@@ -45,7 +54,25 @@ impl Minted {
             terms: boxcar::Vec::new(),
             index: Mutex::new(HashMap::new()),
             full: AtomicBool::new(false),
+            now: oxsdatatypes::DateTime::now().to_string(),
+            run: RUNS.fetch_add(1, Ordering::Relaxed),
+            fresh: AtomicU64::new(0),
         }
+    }
+
+    /// `NOW()` for this run: an `xsd:dateTime` lexical form, the same in every call.
+    pub fn now(&self) -> &str {
+        &self.now
+    }
+
+    /// A number no other run in this process has (for fresh blank node labels).
+    pub fn run_tag(&self) -> u64 {
+        self.run
+    }
+
+    /// A number not handed out before in this run.
+    pub fn fresh(&self) -> u64 {
+        self.fresh.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Whether `id` is one of these (not the store's).

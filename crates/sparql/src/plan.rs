@@ -24,10 +24,11 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::algebra::{Node, Pat, Slot};
+use super::algebra::{Agg, AggFunc, Node, Pat, Slot};
 use super::expr::Expr;
+use super::path::{End, PathExpr};
 use nearflow_rdf::store::{Permutation, Store};
-use nearflow_rdf::term::{Id, TermRef, XSD_STRING};
+use nearflow_rdf::term::{Id, Term, TermRef, XSD_STRING};
 
 /// Counters of one operator, filled while it runs.
 #[derive(Debug, Default)]
@@ -49,6 +50,8 @@ pub enum JoinMode {
     Anti,
     /// MINUS: probe rows with no compatible match sharing a bound variable.
     Minus,
+    /// `FILTER EXISTS`: probe rows with a compatible match, each once.
+    Semi,
 }
 
 /// A physical operator.
@@ -106,6 +109,13 @@ pub enum Op {
     /// BIND / a SELECT expression: the column gets the expression's value, or stays unbound
     /// when it is an error.
     Extend(usize, Arc<Expr>),
+    /// A property path: every solution of `subject path object`, from the store.
+    Path(End, Arc<PathExpr>, End),
+    /// VALUES: constant rows (their terms get ids when the plan is built for a run).
+    Values(Vec<usize>, Arc<Vec<Vec<Option<Term>>>>),
+    /// GROUP BY the key columns, computing the aggregates (only the keys and the aggregates'
+    /// columns are bound in its output).
+    Group(Vec<usize>, Arc<Vec<(usize, Agg)>>),
 }
 
 /// A node of the physical plan.
@@ -311,6 +321,10 @@ impl Planner<'_> {
                 let (l, r) = (self.plan(*l), self.plan(*r));
                 self.hash_join(JoinMode::Minus, l, r, None)
             }
+            Node::Exists(l, r, negated) => self.exists(*l, *r, negated),
+            Node::Path(s, path, o) => self.path(s, path, o),
+            Node::Values(cols, rows) => self.values(cols, rows),
+            Node::Group(i, keys, aggs) => self.group(*i, keys, aggs),
             Node::Union(branches) => {
                 let ps: Vec<Phys> = branches.into_iter().map(|b| self.plan(b)).collect();
                 let mut cert = ps.first().map(|p| p.cert.clone()).unwrap_or_default();
@@ -378,6 +392,89 @@ impl Planner<'_> {
                 Phys::over(Op::Slice(start, len), p, est)
             }
         }
+    }
+
+    // The plans of the less common nodes, each its own function and never inlined: `plan`
+    // recurses once per nesting level (500 OPTIONALs on a 2 MiB stack), so its frame stays
+    // small.
+
+    #[inline(never)]
+    fn exists(&self, l: Node, r: Node, negated: bool) -> Phys {
+        let (l, r) = (self.plan(l), self.plan(r));
+        let mode = if negated {
+            JoinMode::Anti
+        } else {
+            JoinMode::Semi
+        };
+        self.hash_join(mode, l, r, None)
+    }
+
+    #[inline(never)]
+    fn path(&self, s: End, path: Arc<PathExpr>, o: End) -> Phys {
+        let cert: BTreeSet<usize> = [&s, &o]
+            .into_iter()
+            .filter_map(|e| match e {
+                End::Var(c) => Some(*c),
+                End::Term(_) => None,
+            })
+            .collect();
+        // A guess: a bound end reaches a few nodes; two free ends, a fraction of the
+        // store.
+        let est = match cert.len() {
+            0 => 1.0,
+            1 => 100.0,
+            _ => (self.store.len() as f64 / 4.0).max(100.0),
+        };
+        Phys::new(Op::Path(s, path, o), Vec::new(), est, cert, BTreeSet::new())
+    }
+
+    #[inline(never)]
+    fn values(&self, cols: Vec<usize>, rows: Vec<Vec<Option<Term>>>) -> Phys {
+        let mut cert = BTreeSet::new();
+        let mut maybe = BTreeSet::new();
+        for (i, &c) in cols.iter().enumerate() {
+            if rows.iter().all(|r| r[i].is_some()) {
+                cert.insert(c);
+            } else if rows.iter().any(|r| r[i].is_some()) {
+                maybe.insert(c);
+            }
+        }
+        let est = rows.len() as f64;
+        Phys::new(
+            Op::Values(cols, Arc::new(rows)),
+            Vec::new(),
+            est,
+            cert,
+            maybe,
+        )
+    }
+
+    #[inline(never)]
+    fn group(&self, i: Node, keys: Vec<usize>, aggs: Vec<(usize, Agg)>) -> Phys {
+        let p = self.plan(i);
+        // One row per group: without keys exactly one; with keys at most the input's.
+        let est = if keys.is_empty() {
+            1.0
+        } else {
+            (p.est / 2.0).max(1.0)
+        };
+        let cert: BTreeSet<usize> = keys
+            .iter()
+            .copied()
+            .filter(|k| p.cert.contains(k))
+            .chain(
+                aggs.iter()
+                    .filter(|(_, a)| a.func == AggFunc::Count)
+                    .map(|(c, _)| *c),
+            )
+            .collect();
+        let maybe = keys
+            .iter()
+            .copied()
+            .chain(aggs.iter().map(|(c, _)| *c))
+            .filter(|c| !cert.contains(c))
+            .collect();
+        Phys::new(Op::Group(keys, Arc::new(aggs)), vec![p], est, cert, maybe)
     }
 
     /// An inner join of two logical nodes.
@@ -450,7 +547,7 @@ impl Planner<'_> {
                     .collect();
                 (cert, maybe, probe.est)
             }
-            JoinMode::Anti | JoinMode::Minus => {
+            JoinMode::Anti | JoinMode::Minus | JoinMode::Semi => {
                 (probe.cert.clone(), probe.maybe.clone(), probe.est / 2.0)
             }
         };
@@ -665,9 +762,13 @@ pub fn yields_nothing(p: &Phys) -> bool {
     match &p.op {
         Op::Empty => true,
         Op::Unit | Op::Scan { .. } => false,
+        Op::Values(_, rows) => rows.is_empty(),
+        Op::Path(..) => false,
+        // Without keys, a group is one row even over no input.
+        Op::Group(keys, _) => !keys.is_empty() && input(0),
         Op::Slice(_, Some(0)) => true,
         Op::HashJoin { mode, .. } => match mode {
-            JoinMode::Inner => input(0) || input(1),
+            JoinMode::Inner | JoinMode::Semi => input(0) || input(1),
             JoinMode::Left | JoinMode::Anti | JoinMode::Minus => input(0),
         },
         Op::MergeJoin { .. } => input(0) || input(1),

@@ -1,0 +1,342 @@
+//! GROUP BY and the aggregates (SPARQL 1.1 §18.5.1): one flow operator that takes every input
+//! row, keeps one accumulator per group and aggregate, and emits one row per group when its
+//! input ends. The builder runs several in parallel when the input is large and there are group
+//! keys, each on the rows whose keys hash to it (every group falls wholly in one of them).
+//!
+//! Semantics, per §18.5.1:
+//! - `COUNT` counts the rows whose argument evaluates without error (`COUNT(*)`: all rows);
+//! - `SUM` and `AVG` add numbers with the usual promotion; a value that is not a number makes
+//!   the aggregate an error (its column stays unbound); over no rows both are `0`;
+//! - `MIN` and `MAX` take the least and greatest value in ORDER BY's order, skipping errors;
+//! - `SAMPLE` takes some value; `GROUP_CONCAT` joins string values with the separator, and any
+//!   other value is an error;
+//! - `DISTINCT` takes each distinct term once (`COUNT(DISTINCT *)`: each distinct solution);
+//! - with no GROUP BY, an empty input is one group: `COUNT` 0, `SUM`/`AVG` 0, the others
+//!   unbound (`GROUP_CONCAT` the empty string).
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use hashbrown::{HashMap, HashSet};
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
+
+use super::algebra::{Agg, AggFunc};
+use super::exec::{row_ports, Row, Timer};
+use super::expr::{order_by_cmp, ArithOp, EvalCx, Num, Val};
+use super::minted::Minted;
+use super::plan::OpStat;
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, UNBOUND};
+
+/// One aggregate's running state in one group.
+#[derive(Default)]
+struct Acc {
+    /// Rows counted (COUNT, AVG).
+    count: u64,
+    /// The running sum (SUM, AVG); `None` before the first value.
+    sum: Option<Num>,
+    /// The best value so far (MIN, MAX, SAMPLE).
+    best: Option<Id>,
+    /// The concatenation so far (GROUP_CONCAT).
+    text: String,
+    /// A value made the aggregate an error.
+    error: bool,
+    /// For DISTINCT: the values (or whole rows) taken so far.
+    seen: Option<HashSet<Vec<Id>>>,
+}
+
+/// The GROUP BY operator.
+pub struct GroupOp<const N: usize> {
+    keys: Vec<usize>,
+    aggs: Arc<Vec<(usize, Agg)>>,
+    store: Arc<Store>,
+    minted: Arc<Minted>,
+    /// The groups in the order they were first seen.
+    groups: HashMap<Vec<Id>, usize>,
+    order: Vec<(Vec<Id>, Vec<Acc>)>,
+    /// Whether this operator makes the one group of an aggregate without keys.
+    whole: bool,
+    output: Option<VecDeque<Row<N>>>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> GroupOp<N> {
+    /// A GROUP BY of `keys` computing `aggs`. `whole`: there are no keys, and this operator
+    /// answers for the whole input (so an empty input still makes one group).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        keys: Vec<usize>,
+        aggs: Arc<Vec<(usize, Agg)>>,
+        store: Arc<Store>,
+        minted: Arc<Minted>,
+        whole: bool,
+        stat: Arc<OpStat>,
+        timing: bool,
+    ) -> Self {
+        GroupOp {
+            keys,
+            aggs,
+            store,
+            minted,
+            groups: HashMap::new(),
+            order: Vec::new(),
+            whole,
+            output: None,
+            out: Emitter::new(0),
+            stat,
+            timing,
+        }
+    }
+
+    fn fresh_accs(&self) -> Vec<Acc> {
+        self.aggs
+            .iter()
+            .map(|(_, a)| Acc {
+                seen: a.distinct.then(HashSet::new),
+                ..Acc::default()
+            })
+            .collect()
+    }
+
+    /// Bytes a new group holds (its key, accumulators and table slot), for the memory limit.
+    fn group_bytes(&self) -> usize {
+        self.keys.len() * 4 + self.aggs.len() * std::mem::size_of::<Acc>() + 48
+    }
+
+    /// Adds one row to its group.
+    fn add(&mut self, row: &Row<N>) -> usize {
+        let key: Vec<Id> = self.keys.iter().map(|&c| row[c]).collect();
+        let mut grew = 0;
+        let g = match self.groups.get(&key) {
+            Some(&g) => g,
+            None => {
+                let accs = self.fresh_accs();
+                self.order.push((key.clone(), accs));
+                self.groups.insert(key, self.order.len() - 1);
+                grew = self.group_bytes();
+                self.order.len() - 1
+            }
+        };
+        let cx = EvalCx {
+            store: &self.store,
+            minted: &self.minted,
+        };
+        for (i, (_, agg)) in self.aggs.iter().enumerate() {
+            let acc = &mut self.order[g].1[i];
+            if acc.error && agg.func != AggFunc::Count {
+                continue;
+            }
+            // The argument's value: a row for COUNT(*), else the expression's term.
+            let value = match &agg.expr {
+                None => None,
+                Some(e) => match e.eval(cx, row) {
+                    Ok(v) => Some(v),
+                    Err(_) => {
+                        // An error: COUNT skips the row; SUM/AVG/GROUP_CONCAT become errors;
+                        // MIN, MAX and SAMPLE skip it.
+                        if matches!(
+                            agg.func,
+                            AggFunc::Sum | AggFunc::Avg | AggFunc::GroupConcat(_)
+                        ) {
+                            acc.error = true;
+                        }
+                        continue;
+                    }
+                },
+            };
+            if let Some(seen) = &mut acc.seen {
+                let item = match &value {
+                    None => row[..].to_vec(),
+                    Some(v) => match cx.id_of(v) {
+                        Some(id) => vec![id],
+                        None => {
+                            acc.error = true;
+                            continue;
+                        }
+                    },
+                };
+                let before = seen.len();
+                if !seen.insert(item) {
+                    continue;
+                }
+                grew += (seen.len() - before) * (N * 4 + 24);
+            }
+            match &agg.func {
+                AggFunc::Count => acc.count += 1,
+                AggFunc::Sum | AggFunc::Avg => {
+                    let v = value.as_ref().expect("SUM and AVG have an argument");
+                    match v.numeric() {
+                        Some(n) => {
+                            acc.count += 1;
+                            acc.sum = match acc.sum {
+                                None => Some(n),
+                                Some(s) => Num::arith(s, n, ArithOp::Add),
+                            };
+                            if acc.sum.is_none() {
+                                acc.error = true;
+                            }
+                        }
+                        None => acc.error = true,
+                    }
+                }
+                AggFunc::Min | AggFunc::Max | AggFunc::Sample => {
+                    let v = value.expect("MIN, MAX and SAMPLE have an argument");
+                    let better = match acc.best {
+                        None => true,
+                        Some(_) if agg.func == AggFunc::Sample => false,
+                        Some(b) => {
+                            let o = order_by_cmp(Some(&v), cx.val(b).as_ref());
+                            if agg.func == AggFunc::Min {
+                                o == std::cmp::Ordering::Less
+                            } else {
+                                o == std::cmp::Ordering::Greater
+                            }
+                        }
+                    };
+                    if better {
+                        match cx.id_of(&v) {
+                            Some(id) => acc.best = Some(id),
+                            None => acc.error = true,
+                        }
+                    }
+                }
+                AggFunc::GroupConcat(sep) => {
+                    let v = value.expect("GROUP_CONCAT has an argument");
+                    match string_of(&v) {
+                        Some(s) => {
+                            if acc.count > 0 {
+                                acc.text.push_str(sep);
+                            }
+                            acc.text.push_str(s);
+                            grew += s.len() + sep.len();
+                            acc.count += 1;
+                        }
+                        None => acc.error = true,
+                    }
+                }
+            }
+        }
+        grew
+    }
+
+    /// The output rows, one per group.
+    fn finish(&mut self) -> VecDeque<Row<N>> {
+        if self.order.is_empty() && self.whole {
+            let accs = self.fresh_accs();
+            self.order.push((Vec::new(), accs));
+        }
+        let cx = EvalCx {
+            store: &self.store,
+            minted: &self.minted,
+        };
+        let mut out = VecDeque::with_capacity(self.order.len());
+        for (key, accs) in self.order.drain(..) {
+            let mut row = [UNBOUND; N];
+            for (&c, &id) in self.keys.iter().zip(&key) {
+                row[c] = id;
+            }
+            for ((col, agg), acc) in self.aggs.iter().zip(accs) {
+                row[*col] = match agg.func {
+                    AggFunc::Min | AggFunc::Max | AggFunc::Sample => {
+                        acc.best.filter(|_| !acc.error).unwrap_or(UNBOUND)
+                    }
+                    _ => result(agg, acc)
+                        .and_then(|v| cx.id_of(&v))
+                        .unwrap_or(UNBOUND),
+                };
+            }
+            out.push_back(row);
+        }
+        self.groups.clear();
+        out
+    }
+}
+
+/// A string literal's text (simple, `xsd:string` or language-tagged).
+fn string_of<'v>(v: &'v Val<'_>) -> Option<&'v str> {
+    match v {
+        Val::Lit {
+            value,
+            datatype,
+            lang,
+        } if lang.is_some() || datatype == nearflow_rdf::term::XSD_STRING => Some(value),
+        _ => None,
+    }
+}
+
+/// The value of a COUNT, SUM, AVG or GROUP_CONCAT from its final state; `None` for an error.
+fn result(agg: &Agg, acc: Acc) -> Option<Val<'static>> {
+    if acc.error && agg.func != AggFunc::Count {
+        return None;
+    }
+    let zero = || Num::I(0.into()).to_val();
+    match &agg.func {
+        AggFunc::Count => Some(Num::I((acc.count as i64).into()).to_val()),
+        AggFunc::Sum => Some(acc.sum.map_or_else(zero, Num::to_val)),
+        AggFunc::Avg => match acc.sum {
+            None => Some(zero()),
+            Some(s) => {
+                Num::arith(s, Num::I((acc.count as i64).into()), ArithOp::Div).map(Num::to_val)
+            }
+        },
+        // Their result is the id they hold (see `finish`).
+        AggFunc::Min | AggFunc::Max | AggFunc::Sample => None,
+        AggFunc::GroupConcat(_) => Some(Val::Lit {
+            value: std::borrow::Cow::Owned(acc.text),
+            datatype: std::borrow::Cow::Borrowed(nearflow_rdf::term::XSD_STRING),
+            lang: None,
+        }),
+    }
+}
+
+impl<const N: usize> Operator for GroupOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.order.len() * self.group_bytes()
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        if self.output.is_none() {
+            while let Some(p) = io.recv::<Row<N>>(0) {
+                let mut grew = 0;
+                for r in &p {
+                    grew += self.add(r);
+                }
+                io.charge(grew)?;
+            }
+            if !io.finished::<Row<N>>(0) {
+                return Ok(Status::Idle);
+            }
+            self.output = Some(self.finish());
+        }
+        let q = self.output.as_mut().expect("made above");
+        let mut n = 0;
+        while !io.blocked() {
+            match q.pop_front() {
+                Some(r) => {
+                    self.out.push(io, r);
+                    n += 1;
+                }
+                None => {
+                    self.out.flush(io);
+                    self.stat.rows.fetch_add(n, Ordering::Relaxed);
+                    return Ok(Status::Done);
+                }
+            }
+        }
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        Ok(Status::Idle)
+    }
+}
