@@ -7,9 +7,11 @@
 //! - `COUNT` counts the rows whose argument evaluates without error (`COUNT(*)`: all rows);
 //! - `SUM` and `AVG` add numbers with the usual promotion; a value that is not a number makes
 //!   the aggregate an error (its column stays unbound); over no rows both are `0`;
-//! - `MIN` and `MAX` take the least and greatest value in ORDER BY's order, skipping errors;
-//! - `SAMPLE` takes some value; `GROUP_CONCAT` joins string values with the separator, and any
-//!   other value is an error;
+//! - `MIN` and `MAX` take the least and greatest value in ORDER BY's order;
+//! - `SAMPLE` takes some value that is not an error; `GROUP_CONCAT` joins string values with
+//!   the separator, and any other value is an error;
+//! - an argument that evaluates to an error makes every aggregate but `COUNT` and `SAMPLE` an
+//!   error (as Oxigraph does);
 //! - `DISTINCT` takes each distinct term once (`COUNT(DISTINCT *)`: each distinct solution);
 //! - with no GROUP BY, an empty input is one group: `COUNT` 0, `SUM`/`AVG` 0, the others
 //!   unbound (`GROUP_CONCAT` the empty string).
@@ -135,12 +137,8 @@ impl<const N: usize> GroupOp<N> {
                 Some(e) => match e.eval(cx, row) {
                     Ok(v) => Some(v),
                     Err(_) => {
-                        // An error: COUNT skips the row; SUM/AVG/GROUP_CONCAT become errors;
-                        // MIN, MAX and SAMPLE skip it.
-                        if matches!(
-                            agg.func,
-                            AggFunc::Sum | AggFunc::Avg | AggFunc::GroupConcat(_)
-                        ) {
+                        // An error: COUNT and SAMPLE skip the row; the others become errors.
+                        if !matches!(agg.func, AggFunc::Count | AggFunc::Sample) {
                             acc.error = true;
                         }
                         continue;

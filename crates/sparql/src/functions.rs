@@ -389,7 +389,7 @@ pub fn cast(to: Cast, v: &Val<'_>) -> R<Val<'static>> {
     if !from_string && num.is_none() && b.is_none() && dt.is_none() {
         // A literal of another datatype (or an ill-typed one): only to string, as written.
         return match to {
-            Cast::String if !is_xsd_known(v) => Ok(simple(lex.to_owned())),
+            Cast::String => Ok(simple(lex.to_owned())),
             _ => Err(EvalError),
         };
     }
@@ -523,17 +523,6 @@ fn xpath_string(v: &Val<'_>, num: Option<Num>, b: Option<bool>) -> String {
             }
         }
         None => lex,
-    }
-}
-
-/// Whether a literal's datatype is one of the XSD types this engine reads a value from (a
-/// literal of such a type that failed to parse is ill-typed: it casts to nothing).
-fn is_xsd_known(v: &Val<'_>) -> bool {
-    v.is_numeric_type() || bool_type(v) || Temporal::of(v).is_some() || {
-        matches!(v, Val::Lit { datatype, .. } if matches!(
-            datatype.strip_prefix(XSD),
-            Some("dateTime" | "date" | "time")
-        ))
     }
 }
 

@@ -3,8 +3,9 @@
 //! ([`Resolved`]), and one flow operator ([`PathOp`]) computes the path's solutions from the
 //! store's indexes.
 //!
-//! - A link, an inverse, a sequence, an alternative and a negated property set keep duplicates
-//!   (bag semantics: `:a :p/:q ?x` is one solution per middle node).
+//! - A sequence and an alternative keep duplicates (bag semantics: `:a :p/:q ?x` is one
+//!   solution per middle node, `:a (:p|:q) ?x` one per branch); a negated property set is one
+//!   solution per matching triple, as `{ :a ?p ?x FILTER(?p NOT IN (…)) }` would give.
 //! - `*`, `+` and `?` are sets per start node (§18.4's ALP): a breadth-first walk that marks
 //!   each node it reaches, so it stops on cycles.
 //! - With one end bound the walk starts there (from the object backwards when only the object
@@ -183,6 +184,7 @@ impl<'s> Walker<'s> {
                 self.from(q, x, &mut step);
                 out.extend(distinct(step));
             }
+            // One solution per triple, as `{ x ?p ?y FILTER(?p NOT IN (…)) }` gives.
             Resolved::Negated(ps) => out.extend(
                 self.store
                     .matches([Some(x), None, None])
