@@ -47,7 +47,8 @@ pub use nearflow_lab::harness::{build_runtime, machine_label};
 #[derive(Args, Debug, Clone)]
 #[group(required = true, multiple = false)]
 pub struct SourceArgs {
-    /// RDF files to load (Turtle/.n3, N-Triples, N-Quads; gzip recognised), comma-separated.
+    /// RDF files to load (Turtle/.n3, N-Triples, N-Quads, TriG, RDF/XML; gzip recognised; `-`
+    /// is standard input), comma-separated.
     #[arg(long, value_name = "FILE[,FILE…]", value_delimiter = ',')]
     pub data: Vec<PathBuf>,
     /// A store snapshot written by `nearflow load … --save`.
@@ -55,12 +56,41 @@ pub struct SourceArgs {
     pub store: Option<PathBuf>,
 }
 
+/// How RDF files are read.
+#[derive(Args, Debug, Clone)]
+pub struct ReadArgs {
+    /// The base IRI relative IRIs in the data resolve against (default: each file's own
+    /// `file:` IRI; standard input has none).
+    #[arg(long, value_name = "IRI")]
+    pub base: Option<String>,
+    /// The syntax of the data, for every file: an extension (ttl, nt, nq, trig, rdf) or a
+    /// media type (text/turtle, application/rdf+xml, …). Default: each file's name says it.
+    #[arg(long = "data-format", value_name = "FORMAT", value_parser = parse_format)]
+    pub format: Option<nearflow_rdf::load::Format>,
+}
+
+impl ReadArgs {
+    /// As the loader's options.
+    pub fn options(&self) -> nearflow_rdf::load::LoadOptions {
+        nearflow_rdf::load::LoadOptions {
+            base: self.base.clone(),
+            format: self.format,
+        }
+    }
+}
+
+fn parse_format(s: &str) -> Result<nearflow_rdf::load::Format, String> {
+    nearflow_rdf::load::Format::from_name(s).ok_or_else(|| {
+        format!("unknown RDF format '{s}' (ttl, n3, nt, nq, trig, rdf, or a media type)")
+    })
+}
+
 impl SourceArgs {
-    /// The source these flags name.
-    pub fn source(&self) -> nearflow_lab::store::Source {
+    /// The source these flags name, files read as `read` says.
+    pub fn source(&self, read: &ReadArgs) -> nearflow_lab::store::Source {
         match &self.store {
             Some(p) => nearflow_lab::store::Source::Snapshot(p.clone()),
-            None => nearflow_lab::store::Source::Files(self.data.clone()),
+            None => nearflow_lab::store::Source::Files(self.data.clone(), read.options()),
         }
     }
 }

@@ -422,6 +422,8 @@ impl SplitCmd {
 pub struct Sp2benchCmd {
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub read: crate::args::ReadArgs,
     /// Queries (file names without `.sparql` in `--queries-dir`), comma-separated.
     #[arg(long, default_value = "q2,q4,q5a,q6,q7,q8,q9,q11")]
     pub queries: String,
@@ -473,7 +475,7 @@ pub struct Sp2benchCmd {
 impl Sp2benchCmd {
     fn config(&self) -> Result<lab::sp2bench::Config> {
         Ok(lab::sp2bench::Config {
-            source: self.source.source(),
+            source: self.source.source(&self.read),
             queries: self.queries.clone(),
             queries_dir: self.queries_dir.clone(),
             policies: self.policies.clone(),

@@ -197,7 +197,7 @@ impl SimCmd {
             concurrent: self.concurrent.clone(),
             source: match (&self.store, self.data.is_empty()) {
                 (Some(p), _) => Some(Source::Snapshot(p.clone())),
-                (None, false) => Some(Source::Files(self.data.clone())),
+                (None, false) => Some(Source::Files(self.data.clone(), Default::default())),
                 (None, true) => None,
             },
             triples: self.triples,

@@ -16,20 +16,11 @@ use crate::args::{build_runtime, SourceArgs, TopoArgs};
 use nearflow_lab::store;
 
 #[derive(Args, Debug, Clone)]
-#[group(required = true, multiple = false)]
-pub struct Source {
-    /// RDF files to load (Turtle/.n3, N-Triples, N-Quads; gzip recognised), comma-separated.
-    #[arg(long, value_name = "FILE[,FILE…]", value_delimiter = ',')]
-    pub data: Vec<PathBuf>,
-    /// A store snapshot written by `nearflow load … --save`.
-    #[arg(long, value_name = "STORE")]
-    pub store: Option<PathBuf>,
-}
-
-#[derive(Args, Debug, Clone)]
 pub struct SparqlCmd {
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub read: crate::args::ReadArgs,
     /// The query, from a file.
     #[arg(
         long,
@@ -81,12 +72,15 @@ pub struct SparqlCmd {
 
 #[derive(Args, Debug, Clone)]
 pub struct LoadCmd {
-    /// RDF files (Turtle/.n3, N-Triples, N-Quads; gzip recognised).
+    /// RDF files (Turtle/.n3, N-Triples, N-Quads, TriG, RDF/XML; gzip recognised; `-` is
+    /// standard input).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Where to write the snapshot.
     #[arg(long, value_name = "STORE")]
     pub save: PathBuf,
+    #[command(flatten)]
+    pub read: crate::args::ReadArgs,
     #[command(flatten)]
     pub topo: TopoArgs,
     /// Do not show progress.
@@ -97,7 +91,7 @@ pub struct LoadCmd {
 pub fn load(cmd: &LoadCmd) -> Result<()> {
     snapshot::check_target(&cmd.save, &cmd.files)?;
     let machine = cmd.topo.load()?;
-    let store = store::load_files(&machine, &cmd.files, cmd.quiet)?;
+    let store = store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
     let t = Instant::now();
     snapshot::save(&store, &cmd.save)?;
     if !cmd.quiet {
@@ -119,9 +113,15 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         (None, None) => bail!("give a query with --query FILE or -e TEXT"),
     };
     let machine = cmd.topo.load()?;
+    // Relative IRIs in the query resolve against --base, else the query file's own IRI.
+    let base = cmd.read.base.clone().or_else(|| {
+        cmd.query
+            .as_deref()
+            .map(nearflow_rdf::load::file_iri)
+    });
     // Parse the query first: a syntax error should not wait for a load.
-    sparql::parse(&text)?;
-    let store = Arc::new(cmd.source.source().open(&machine, cmd.quiet)?);
+    sparql::parse_with_base(&text, base.as_deref())?;
+    let store = Arc::new(cmd.source.source(&cmd.read).open(&machine, cmd.quiet)?);
     let rt = build_runtime(
         machine,
         cmd.policy,
@@ -136,6 +136,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         timeout: cmd.timeout,
         memory_limit: cmd.memory_limit,
         profile: false,
+        base,
     };
     let q = sparql::prepare(&store, &text, &options)?;
     let started = Instant::now();

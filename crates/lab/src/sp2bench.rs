@@ -160,7 +160,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
             bail!("unknown peer '{p}' (the only one is oxigraph)");
         }
         // Checked before any query runs, not after all of them (issue 35).
-        if !matches!(cmd.source, Source::Files(_)) {
+        if !matches!(cmd.source, Source::Files(..)) {
             bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
         }
     }
@@ -292,7 +292,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
     }
     let mut peer_load = None;
     if cmd.peer.is_some() {
-        let Source::Files(files) = &cmd.source else {
+        let Source::Files(files, _) = &cmd.source else {
             bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
         };
         let t = Instant::now();

@@ -9,16 +9,21 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use nearflow_rdf::{load, snapshot, Store};
 
-/// Loads files with a progress bar on stderr; prints triples/s at the end.
+/// Loads files (`-` is standard input) with a progress bar on stderr; prints triples/s at the
+/// end.
 pub fn load_files(
     machine: &nearflow_topo::Machine,
     files: &[PathBuf],
+    options: &load::LoadOptions,
     quiet: bool,
 ) -> Result<Store> {
     for f in files {
-        if !f.exists() {
+        if f.as_os_str() != "-" && !f.exists() {
             bail!("{}: no such file", f.display());
         }
+    }
+    if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        bail!("standard input (`-`) can be read once");
     }
     let progress = Arc::new(load::Progress::default());
     let started = Instant::now();
@@ -32,7 +37,7 @@ pub fn load_files(
     });
     let loaded = std::thread::scope(|s| {
         let p = progress.clone();
-        let worker = s.spawn(move || load::load_files(files, &p));
+        let worker = s.spawn(move || load::load_files_with(files, options, &p));
         while !worker.is_finished() {
             if let Some(b) = &bar {
                 b.set_length(progress.bytes_total.load(Ordering::Relaxed));
@@ -86,8 +91,9 @@ pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) ->
 /// Where a store comes from: RDF files to load, or a snapshot.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// RDF files (Turtle/.n3, N-Triples, N-Quads; gzip recognised).
-    Files(Vec<PathBuf>),
+    /// RDF files (Turtle/.n3, N-Triples, N-Quads, TriG, RDF/XML; gzip recognised; `-` is
+    /// standard input), with the base IRI and format to read them with.
+    Files(Vec<PathBuf>, load::LoadOptions),
     /// A snapshot written by `nearflow load … --save`.
     Snapshot(PathBuf),
 }
@@ -98,7 +104,7 @@ impl Source {
     pub fn open(&self, machine: &nearflow_topo::Machine, quiet: bool) -> Result<Store> {
         match self {
             Source::Snapshot(p) => open_store(machine, p, quiet),
-            Source::Files(files) => load_files(machine, files, quiet),
+            Source::Files(files, options) => load_files(machine, files, options, quiet),
         }
     }
 }

@@ -1,5 +1,8 @@
-//! Loading RDF files: Turtle (and the SP²Bench `.n3` files, which are Turtle), N-Triples and
-//! N-Quads through `oxttl`, streamed, gzip recognised by its magic bytes.
+//! Loading RDF files: Turtle (and the SP²Bench `.n3` files, which are Turtle), N-Triples,
+//! N-Quads and TriG through `oxttl`, RDF/XML through `oxrdfxml`, streamed, gzip recognised by
+//! its magic bytes, standard input as the file `-`. Relative IRIs resolve against a base: the
+//! one given ([`LoadOptions::base`]), else the file's own `file:` IRI. The store holds the
+//! default graph: a statement in a named graph (N-Quads, TriG) is refused with its graph named.
 //!
 //! All files are parsed and encoded before the store is built, so a syntax error anywhere loads
 //! nothing; it names the file, line and column. Blank node labels are scoped per file (two files
@@ -39,6 +42,10 @@ pub enum Format {
     NTriples,
     /// N-Quads (`.nq`): quads in the default graph only; a named graph is refused.
     NQuads,
+    /// TriG (`.trig`): the default graph only; a named graph is refused.
+    TriG,
+    /// RDF/XML (`.rdf`, `.owl`).
+    RdfXml,
 }
 
 impl Format {
@@ -51,9 +58,49 @@ impl Format {
             "ttl" | "turtle" | "n3" => Some(Format::Turtle),
             "nt" | "ntriples" => Some(Format::NTriples),
             "nq" | "nquads" => Some(Format::NQuads),
+            "trig" => Some(Format::TriG),
+            "rdf" | "owl" => Some(Format::RdfXml),
             _ => None,
         }
     }
+
+    /// The format a name says: a file extension (`ttl`, `nt`, `nq`, `trig`, `rdf`, …) or a
+    /// media type (`text/turtle`, `application/rdf+xml`, …), as `--format` takes it.
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name.to_ascii_lowercase().as_str() {
+            "text/turtle" | "application/x-turtle" => Some(Format::Turtle),
+            "application/n-triples" | "text/plain" => Some(Format::NTriples),
+            "application/n-quads" => Some(Format::NQuads),
+            "application/trig" => Some(Format::TriG),
+            "application/rdf+xml" | "xml" | "rdfxml" => Some(Format::RdfXml),
+            other => Format::from_path(Path::new(&format!("x.{other}"))),
+        }
+    }
+}
+
+/// How to read input files.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// The base IRI relative IRIs resolve against; `None`: each file's own `file:` IRI
+    /// (standard input has none, so relative IRIs in it are an error).
+    pub base: Option<String>,
+    /// The syntax of every file; `None`: each file's name says it.
+    pub format: Option<Format>,
+}
+
+/// A path's `file:` IRI (the default base of the file), made absolute, with the characters an
+/// IRI cannot hold percent-encoded.
+pub fn file_iri(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut out = String::from("file://");
+    for b in abs.to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Why a load failed. Nothing was loaded.
@@ -95,8 +142,24 @@ pub enum LoadError {
         /// 1-based line where the reading stopped, inside the term.
         line: u64,
     },
+    /// A syntax error the parser gives no position for (RDF/XML).
+    #[error("{path}: {message}")]
+    SyntaxNoPosition {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// The base IRI is not an absolute IRI.
+    #[error("the base IRI {base:?} is not an absolute IRI: {message}")]
+    BadBase {
+        /// The base given.
+        base: String,
+        /// Why.
+        message: String,
+    },
     /// The file name does not say its format.
-    #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt or .nq, optionally with .gz)")]
+    #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt, .nq, .trig or .rdf, optionally with .gz, or give --format)")]
     UnknownFormat(PathBuf),
     /// Too many terms.
     #[error(transparent)]
@@ -261,8 +324,26 @@ impl Loaded {
     }
 }
 
-/// Parses and encodes `paths`, in order. `progress` is updated as it goes.
+/// Parses and encodes `paths`, in order, each relative to its own `file:` IRI and in the format
+/// its name says. `progress` is updated as it goes.
 pub fn load_files(paths: &[PathBuf], progress: &Arc<Progress>) -> Result<Loaded, LoadError> {
+    load_files_with(paths, &LoadOptions::default(), progress)
+}
+
+/// [`load_files`] with a base IRI and a format for every file; `-` reads standard input.
+pub fn load_files_with(
+    paths: &[PathBuf],
+    options: &LoadOptions,
+    progress: &Arc<Progress>,
+) -> Result<Loaded, LoadError> {
+    if let Some(b) = &options.base {
+        if let Err(e) = oxiri::Iri::parse(b.as_str()) {
+            return Err(LoadError::BadBase {
+                base: b.clone(),
+                message: e.to_string(),
+            });
+        }
+    }
     let total: u64 = paths
         .iter()
         .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
@@ -271,15 +352,27 @@ pub fn load_files(paths: &[PathBuf], progress: &Arc<Progress>) -> Result<Loaded,
     let mut out = Loaded::default();
     let scoped = paths.len() > 1;
     for (i, path) in paths.iter().enumerate() {
-        let format =
-            Format::from_path(path).ok_or_else(|| LoadError::UnknownFormat(path.clone()))?;
-        let reader = open(path, progress)?;
+        let stdin = path.as_os_str() == "-";
+        let format = options
+            .format
+            .or_else(|| Format::from_path(path))
+            .ok_or_else(|| LoadError::UnknownFormat(path.clone()))?;
+        let reader: Box<dyn Read + Send> = if stdin {
+            Box::new(std::io::stdin())
+        } else {
+            open(path, progress)?
+        };
         let prefix = if scoped {
             format!("f{i}_")
         } else {
             String::new()
         };
-        load_one(&mut out, path, format, reader, &prefix, progress)?;
+        let base = match &options.base {
+            Some(b) => Some(b.clone()),
+            None if stdin => None,
+            None => Some(file_iri(path)),
+        };
+        load_one(&mut out, path, format, reader, &prefix, base.as_deref(), progress)?;
     }
     Ok(out)
 }
@@ -292,7 +385,25 @@ pub fn load_reader(
     reader: impl Read + Send,
     prefix: &str,
 ) -> Result<(), LoadError> {
-    load_one(out, name, format, Box::new(reader), prefix, &Arc::default())
+    load_one(out, name, format, Box::new(reader), prefix, None, &Arc::default())
+}
+
+/// [`load_reader`] with relative IRIs resolved against `base`.
+pub fn load_reader_with_base(
+    out: &mut Loaded,
+    name: &Path,
+    format: Format,
+    reader: impl Read + Send,
+    prefix: &str,
+    base: &str,
+) -> Result<(), LoadError> {
+    if let Err(e) = oxiri::Iri::parse(base) {
+        return Err(LoadError::BadBase {
+            base: base.to_owned(),
+            message: e.to_string(),
+        });
+    }
+    load_one(out, name, format, Box::new(reader), prefix, Some(base), &Arc::default())
 }
 
 /// Longest parser message kept: oxttl quotes the offending token, and a 10 MB bad token was
@@ -351,7 +462,13 @@ type Batch = Result<Vec<oxrdf::Triple>, LoadError>;
 
 /// Parses `reader` and sends its triples in batches; stops at the first error (sent) or when
 /// the encoder has gone (it failed).
-fn parse_into(path: &Path, format: Format, reader: impl Read, tx: &SyncSender<Batch>) {
+fn parse_into(
+    path: &Path,
+    format: Format,
+    base: Option<&str>,
+    reader: impl Read,
+    tx: &SyncSender<Batch>,
+) {
     let newlines = std::rc::Rc::new(std::cell::Cell::new(0));
     let reader = LineCount {
         inner: reader,
@@ -388,13 +505,59 @@ fn parse_into(path: &Path, format: Format, reader: impl Read, tx: &SyncSender<Ba
             }
         }
     };
+    // The base was checked by the caller: a parser refuses only what `oxiri` refuses.
+    let based = |p: oxttl::TurtleParser| match base {
+        Some(b) => p.with_base_iri(b).expect("checked base"),
+        None => p,
+    };
     let finished = match format {
-        Format::Turtle => oxttl::TurtleParser::new()
+        Format::Turtle => based(oxttl::TurtleParser::new())
             .for_reader(reader)
             .all(|t| each(t.map_err(fail))),
         Format::NTriples => oxttl::NTriplesParser::new()
             .for_reader(reader)
             .all(|t| each(t.map_err(fail))),
+        Format::TriG => {
+            let p = oxttl::TriGParser::new();
+            let p = match base {
+                Some(b) => p.with_base_iri(b).expect("checked base"),
+                None => p,
+            };
+            p.for_reader(reader).all(|q| {
+                each(match q {
+                    Err(e) => Err(fail(e)),
+                    Ok(q) if q.graph_name.is_default_graph() => {
+                        Ok(oxrdf::Triple::new(q.subject, q.predicate, q.object))
+                    }
+                    Ok(q) => Err(LoadError::Unsupported {
+                        path: path.to_owned(),
+                        what: format!(
+                            "named graphs (graph {}): the store holds the default graph",
+                            q.graph_name
+                        ),
+                    }),
+                })
+            })
+        }
+        Format::RdfXml => {
+            let p = oxrdfxml::RdfXmlParser::new();
+            let p = match base {
+                Some(b) => p.with_base_iri(b).expect("checked base"),
+                None => p,
+            };
+            p.for_reader(reader).all(|t| {
+                each(t.map_err(|e| match e {
+                    oxrdfxml::RdfXmlParseError::Io(error) => LoadError::Io {
+                        path: path.to_owned(),
+                        error,
+                    },
+                    oxrdfxml::RdfXmlParseError::Syntax(s) => LoadError::SyntaxNoPosition {
+                        path: path.to_owned(),
+                        message: s.to_string(),
+                    },
+                }))
+            })
+        }
         // Line by line, so that a quad this store cannot hold (one in a named graph) is
         // refused with its line: the reader parser gives no position for a good statement.
         Format::NQuads => {
@@ -453,6 +616,7 @@ fn load_one(
     format: Format,
     reader: Box<dyn Read + Send + '_>,
     prefix: &str,
+    base: Option<&str>,
     progress: &Arc<Progress>,
 ) -> Result<(), LoadError> {
     let mut enc = Encoder {
@@ -465,7 +629,7 @@ fn load_one(
         let (tx, rx) = sync_channel::<Batch>(8);
         std::thread::Builder::new()
             .name("nearflow-parse".into())
-            .spawn_scoped(scope, move || parse_into(path, format, reader, &tx))
+            .spawn_scoped(scope, move || parse_into(path, format, base, reader, &tx))
             .map_err(|source| LoadError::Io {
                 path: path.to_owned(),
                 error: source,
@@ -554,6 +718,55 @@ impl Encoder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relative_iris_resolve_against_the_base_and_rdfxml_and_trig_load() {
+        let mut l = Loaded::default();
+        load_reader_with_base(
+            &mut l,
+            Path::new("t.ttl"),
+            Format::Turtle,
+            "<s> <p> <../o> .".as_bytes(),
+            "",
+            "http://ex.org/a/b",
+        )
+        .unwrap();
+        assert!(l.dict.lookup(TermRef::Iri("http://ex.org/a/s")).is_some());
+        assert!(l.dict.lookup(TermRef::Iri("http://ex.org/o")).is_some());
+        // Without a base a relative IRI is an error with its position.
+        let e = load_str("<s> <p> <o> .", Format::Turtle).unwrap_err();
+        assert!(matches!(e, LoadError::Syntax { line: 1, .. }), "{e}");
+        let xml = r#"<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://ex/">
+  <rdf:Description rdf:about="http://ex/s"><ex:p>v</ex:p></rdf:Description>
+</rdf:RDF>"#;
+        let l = load_str(xml, Format::RdfXml).unwrap();
+        assert_eq!(l.triples.len(), 1);
+        let e = load_str("<rdf:RDF", Format::RdfXml).unwrap_err();
+        assert!(matches!(e, LoadError::SyntaxNoPosition { .. }), "{e}");
+        let l = load_str("<http://ex/s> <http://ex/p> 1 .", Format::TriG).unwrap();
+        assert_eq!(l.triples.len(), 1);
+        let e = load_str("<http://ex/g> { <http://ex/s> <http://ex/p> 1 }", Format::TriG)
+            .unwrap_err();
+        assert!(e.to_string().contains("named graphs (graph <http://ex/g>)"), "{e}");
+        let e = load_files_with(
+            &[PathBuf::from("x.ttl")],
+            &LoadOptions {
+                base: Some("not absolute".into()),
+                format: None,
+            },
+            &Arc::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, LoadError::BadBase { .. }), "{e}");
+    }
+
+    #[test]
+    fn file_iris_are_absolute_and_escaped() {
+        let i = file_iri(Path::new("/tmp/a b/c.ttl"));
+        assert_eq!(i, "file:///tmp/a%20b/c.ttl");
+        assert!(oxiri::Iri::parse(file_iri(Path::new("rel/x.nt"))).is_ok());
+    }
 
     fn load_str(text: &str, format: Format) -> Result<Loaded, LoadError> {
         let mut l = Loaded::default();
@@ -660,7 +873,11 @@ mod tests {
             Format::from_path(Path::new("a.nq.gz")),
             Some(Format::NQuads)
         );
-        assert_eq!(Format::from_path(Path::new("a.rdf")), None);
+        assert_eq!(Format::from_path(Path::new("a.rdf")), Some(Format::RdfXml));
+        assert_eq!(Format::from_path(Path::new("a.trig")), Some(Format::TriG));
+        assert_eq!(Format::from_path(Path::new("a.json")), None);
+        assert_eq!(Format::from_name("application/rdf+xml"), Some(Format::RdfXml));
+        assert_eq!(Format::from_name("nt"), Some(Format::NTriples));
         assert_eq!(Format::from_path(Path::new("noext")), None);
     }
 }

@@ -129,6 +129,9 @@ pub struct Options {
     /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
     /// `PlanStats::threads`: for the simulator's calibration. Off by default.
     pub profile: bool,
+    /// The base IRI relative IRIs in the query resolve against (a `BASE` in the query comes
+    /// after it). Without one, a relative IRI is a syntax error.
+    pub base: Option<String>,
 }
 
 /// A position of a CONSTRUCT template.
@@ -167,7 +170,7 @@ pub struct Prepared {
 
 /// Parses and plans `text` against `store`.
 pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
-    let query = parse(text)?;
+    let query = parse_with_base(text, options.base.as_deref())?;
     let mut tr = Translator::new(store);
     tr.base = match &query {
         spargebra::Query::Select { base_iri, .. }
@@ -280,8 +283,19 @@ pub const MAX_NESTING: usize = 256;
 /// Parses a query: its nesting is checked first ([`MAX_NESTING`]), then `spargebra` parses it;
 /// a syntax error is one line with its position.
 pub fn parse(text: &str) -> Result<spargebra::Query, QueryError> {
+    parse_with_base(text, None)
+}
+
+/// [`parse`], with relative IRIs resolved against `base`.
+pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<spargebra::Query, QueryError> {
     check_nesting(text)?;
-    spargebra::SparqlParser::new()
+    let mut parser = spargebra::SparqlParser::new();
+    if let Some(b) = base {
+        parser = parser
+            .with_base_iri(b)
+            .map_err(|e| QueryError::Invalid(format!("the base IRI {b:?}: {e}")))?;
+    }
+    parser
         .parse_query(text)
         .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))
 }

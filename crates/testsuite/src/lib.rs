@@ -265,12 +265,14 @@ fn load(files: &[PathBuf], machine: &nearflow_topo::Machine) -> Result<nearflow_
         let format = nearflow_rdf::load::Format::from_path(f)
             .with_context(|| format!("data format of {} not supported", f.display()))?;
         let bytes = std::fs::read(f).with_context(|| format!("{}", f.display()))?;
-        nearflow_rdf::load::load_reader(
+        // Relative IRIs in the data resolve against the file's own IRI.
+        nearflow_rdf::load::load_reader_with_base(
             &mut loaded,
             f,
             format,
             bytes.as_slice(),
             &format!("f{i}_"),
+            &file_iri(f)?,
         )
         .map_err(|e| anyhow!("loading {}: {e}", f.display()))?;
     }
