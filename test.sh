@@ -40,7 +40,7 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/w3c is absent here (CI fails on this)"
 fi
-echo "== fuzz: the snapshot reader, the RDF loaders (plain, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs)"
+echo "== fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz

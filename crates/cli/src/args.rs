@@ -66,7 +66,7 @@ pub struct ReadArgs {
     /// The syntax of the data, for every file: an extension (ttl, nt, nq, trig, rdf) or a
     /// media type (text/turtle, application/rdf+xml, …). Default: each file's name says it.
     #[arg(long = "data-format", value_name = "FORMAT", value_parser = parse_format)]
-    pub format: Option<nearflow_rdf::load::Format>,
+    pub data_format: Option<nearflow_rdf::load::Format>,
 }
 
 impl ReadArgs {
@@ -74,7 +74,7 @@ impl ReadArgs {
     pub fn options(&self) -> nearflow_rdf::load::LoadOptions {
         nearflow_rdf::load::LoadOptions {
             base: self.base.clone(),
-            format: self.format,
+            format: self.data_format,
         }
     }
 }

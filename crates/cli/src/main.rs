@@ -235,6 +235,14 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    /// clap's own checks of every subcommand's flags (two fields of one name in a command were
+    /// a panic at the first parse, not a compile error).
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+
     /// Every step of the demo is a valid command line of this binary.
     #[test]
     fn demo_steps_parse() {

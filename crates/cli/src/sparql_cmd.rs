@@ -114,11 +114,11 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     };
     let machine = cmd.topo.load()?;
     // Relative IRIs in the query resolve against --base, else the query file's own IRI.
-    let base = cmd.read.base.clone().or_else(|| {
-        cmd.query
-            .as_deref()
-            .map(nearflow_rdf::load::file_iri)
-    });
+    let base = cmd
+        .read
+        .base
+        .clone()
+        .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri));
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
     let store = Arc::new(cmd.source.source(&cmd.read).open(&machine, cmd.quiet)?);

@@ -243,19 +243,36 @@ fn bad_input_is_one_line_and_a_failure() {
         &sparql(
             "--data",
             &d,
-            "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
+            "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }",
             &[],
         ),
-        "not supported: GROUP BY and aggregates",
+        "not supported: GRAPH (named graphs)",
+    );
+    fails_with(
+        &sparql("--data", &d, "DESCRIBE <http://ex/a>", &[]),
+        "not supported: DESCRIBE",
+    );
+    fails_with(
+        &sparql("--data", &d, "SELEC * WHERE { ?s ?p ?o }", &[]),
+        "at 1:1: expected SELECT, CONSTRUCT, ASK or DESCRIBE",
     );
     fails_with(
         &sparql(
             "--data",
             &d,
-            "SELECT * WHERE { ?s <http://ex/knows>+ ?o }",
-            &[],
+            "SELECT * { ?s ?p ?o }",
+            &["--base", "not absolute"],
         ),
-        "not supported: property paths",
+        "not an absolute IRI",
+    );
+    fails_with(
+        &sparql(
+            "--data",
+            &d,
+            "SELECT * { ?s ?p ?o }",
+            &["--data-format", "yaml"],
+        ),
+        "unknown RDF format 'yaml'",
     );
     fails_with(
         &sparql(
@@ -605,4 +622,61 @@ fn load_errors_are_one_short_line_with_a_position() {
         &sparql("--data", nq.to_str().unwrap(), q, &[]),
         "graph <http://g> on line 2",
     );
+}
+
+/// Every input route: RDF/XML by its extension, Turtle from standard input with
+/// `--data-format`, relative IRIs against `--base` (and against the file's own IRI without
+/// one), and a relative IRI in the query against `--base`.
+#[test]
+fn rdfxml_stdin_and_base_iris() {
+    let xml = scratch("people.rdf");
+    std::fs::write(
+        &xml,
+        r#"<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://ex/">
+  <rdf:Description rdf:about="ann"><ex:age>31</ex:age></rdf:Description>
+</rdf:RDF>"#,
+    )
+    .unwrap();
+    let xml = xml.to_str().unwrap();
+    let q = "SELECT ?s WHERE { ?s <http://ex/age> ?a }";
+    let own = ok(&sparql("--data", xml, q, &["--format", "tsv"]));
+    assert!(own.contains("<file://") && own.contains("/ann>"), "{own}");
+    let based = ok(&sparql(
+        "--data",
+        xml,
+        "SELECT ?a WHERE { <ann> <http://ex/age> ?a }",
+        &["--format", "tsv", "--base", "http://people/"],
+    ));
+    assert!(based.contains("31"), "{based}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args([
+            "sparql",
+            "--quiet",
+            "--data",
+            "-",
+            "--data-format",
+            "text/turtle",
+            "--base",
+            "http://people/",
+            "-e",
+            "SELECT ?s WHERE { ?s <age> 40 }",
+            "--format",
+            "tsv",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"<bob> <age> 40 .\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("<http://people/bob>"), "{text}");
 }

@@ -372,7 +372,15 @@ pub fn load_files_with(
             None if stdin => None,
             None => Some(file_iri(path)),
         };
-        load_one(&mut out, path, format, reader, &prefix, base.as_deref(), progress)?;
+        load_one(
+            &mut out,
+            path,
+            format,
+            reader,
+            &prefix,
+            base.as_deref(),
+            progress,
+        )?;
     }
     Ok(out)
 }
@@ -385,7 +393,15 @@ pub fn load_reader(
     reader: impl Read + Send,
     prefix: &str,
 ) -> Result<(), LoadError> {
-    load_one(out, name, format, Box::new(reader), prefix, None, &Arc::default())
+    load_one(
+        out,
+        name,
+        format,
+        Box::new(reader),
+        prefix,
+        None,
+        &Arc::default(),
+    )
 }
 
 /// [`load_reader`] with relative IRIs resolved against `base`.
@@ -403,7 +419,15 @@ pub fn load_reader_with_base(
             message: e.to_string(),
         });
     }
-    load_one(out, name, format, Box::new(reader), prefix, Some(base), &Arc::default())
+    load_one(
+        out,
+        name,
+        format,
+        Box::new(reader),
+        prefix,
+        Some(base),
+        &Arc::default(),
+    )
 }
 
 /// Longest parser message kept: oxttl quotes the offending token, and a 10 MB bad token was
@@ -746,9 +770,15 @@ mod tests {
         assert!(matches!(e, LoadError::SyntaxNoPosition { .. }), "{e}");
         let l = load_str("<http://ex/s> <http://ex/p> 1 .", Format::TriG).unwrap();
         assert_eq!(l.triples.len(), 1);
-        let e = load_str("<http://ex/g> { <http://ex/s> <http://ex/p> 1 }", Format::TriG)
-            .unwrap_err();
-        assert!(e.to_string().contains("named graphs (graph <http://ex/g>)"), "{e}");
+        let e = load_str(
+            "<http://ex/g> { <http://ex/s> <http://ex/p> 1 }",
+            Format::TriG,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("named graphs (graph <http://ex/g>)"),
+            "{e}"
+        );
         let e = load_files_with(
             &[PathBuf::from("x.ttl")],
             &LoadOptions {
@@ -876,7 +906,10 @@ mod tests {
         assert_eq!(Format::from_path(Path::new("a.rdf")), Some(Format::RdfXml));
         assert_eq!(Format::from_path(Path::new("a.trig")), Some(Format::TriG));
         assert_eq!(Format::from_path(Path::new("a.json")), None);
-        assert_eq!(Format::from_name("application/rdf+xml"), Some(Format::RdfXml));
+        assert_eq!(
+            Format::from_name("application/rdf+xml"),
+            Some(Format::RdfXml)
+        );
         assert_eq!(Format::from_name("nt"), Some(Format::NTriples));
         assert_eq!(Format::from_path(Path::new("noext")), None);
     }

@@ -144,7 +144,9 @@ impl<const N: usize> GroupOp<N> {
         let found = {
             let keys = &self.group_keys;
             self.groups
-                .find(hash, |&g| &keys[g as usize * k..(g as usize + 1) * k] == key)
+                .find(hash, |&g| {
+                    &keys[g as usize * k..(g as usize + 1) * k] == key
+                })
                 .copied()
         };
         let g = match found {

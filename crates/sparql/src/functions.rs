@@ -309,8 +309,16 @@ pub fn bnode(arg: Option<&Val<'_>>, row: &[Id], minted: &Minted) -> R<Val<'stati
         Some(v) => {
             let s = plain_str(v).ok_or(EvalError)?;
             use std::hash::{Hash, Hasher};
+            // The solution is its bound columns that hold store terms: unbound columns and
+            // those holding this run's own terms (an earlier BNODE's, set by a SELECT
+            // expression before this one) are left out, so `(BNODE(?x) AS ?a) (BNODE(?x) AS
+            // ?b)` is one node.
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            row.hash(&mut h);
+            for (col, &id) in row.iter().enumerate() {
+                if id != nearflow_rdf::term::UNBOUND && !minted.holds(id) {
+                    (col, id).hash(&mut h);
+                }
+            }
             s.hash(&mut h);
             format!("nf{}s{:016x}", minted.run_tag(), h.finish())
         }

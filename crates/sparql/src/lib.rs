@@ -63,7 +63,7 @@ use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
 /// Why a query could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
-    /// A syntax error (the message shows the position).
+    /// A syntax error: the position, what was expected, and the line with a caret.
     #[error("SPARQL syntax error: {0}")]
     Syntax(String),
     /// Valid SPARQL this engine does not evaluate (refused rather than answered wrongly).
@@ -203,8 +203,13 @@ pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prep
     let form = match form {
         None => {
             // The projection is the outermost Project (spargebra always makes one).
-            let cols = outer_projection(&node)
+            let mut cols = outer_projection(&node)
                 .ok_or_else(|| QueryError::Invalid("a SELECT without a projection".into()))?;
+            // `SELECT *`: the variables in the order they first appear in the pattern (columns
+            // are numbered in that order as the pattern is translated), not `spargebra`'s.
+            if select_star(text) {
+                cols.sort_unstable();
+            }
             Form::Select(
                 cols.iter()
                     .map(|&c| (tr.vars.names[c].clone(), c))
@@ -291,9 +296,9 @@ pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<spargebra::Quer
     check_nesting(text)?;
     let mut parser = spargebra::SparqlParser::new();
     if let Some(b) = base {
-        parser = parser
-            .with_base_iri(b)
-            .map_err(|e| QueryError::Invalid(format!("the base IRI {b:?}: {e}")))?;
+        parser = parser.with_base_iri(b).map_err(|e| {
+            QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
+        })?;
     }
     parser
         .parse_query(text)
@@ -408,25 +413,43 @@ fn check_nesting(text: &str) -> Result<(), QueryError> {
     Ok(())
 }
 
-/// `spargebra`'s message on one line: an undeclared prefix named, long "expected one of"
-/// lists cut.
+/// A syntax error as a user reads it: where (line and column), what was expected in plain
+/// words where `spargebra` lists grammar tokens (the query form, an undeclared prefix, a SPARQL
+/// Update request given as a query), and the line with a caret under the position.
 pub fn syntax_message(text: &str, message: &str) -> String {
     let flat = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.contains("Prefix not found") {
-        // "error at L:C: …": the prefixed name ends just before column C of line L.
-        let pos = flat
-            .strip_prefix("error at ")
-            .and_then(|r| r.split_once(':').zip(r.split(':').nth(1)))
-            .and_then(|((l, _), c)| {
-                Some((l.parse::<usize>().ok()?, c.trim().parse::<usize>().ok()?))
-            });
+    // "error at L:C: …"
+    let mut pos = flat.strip_prefix("error at ").and_then(|r| {
+        let (l, rest) = r.split_once(':')?;
+        let (c, _) = rest.split_once(':')?;
+        Some((l.parse::<usize>().ok()?, c.trim().parse::<usize>().ok()?))
+    });
+    let reason = flat
+        .split_once(": ")
+        .and_then(|(_, r)| r.split_once(": ").map(|(_, x)| x).or(Some(r)))
+        .unwrap_or(&flat)
+        .to_owned();
+    let line_of = |l: usize| -> Vec<char> {
+        text.lines()
+            .nth(l.saturating_sub(1))
+            .unwrap_or("")
+            .chars()
+            .collect()
+    };
+    let mut what = None;
+    if spargebra::SparqlParser::new().parse_update(text).is_ok() {
+        if let Some((at, _)) = query_form_word(text) {
+            pos = Some(line_col(text, at));
+        }
+        what = Some(
+            "this is a SPARQL Update request (INSERT, DELETE, LOAD, CLEAR, …); `nearflow sparql` \
+             evaluates queries (SELECT, CONSTRUCT, ASK, DESCRIBE), and updates are not supported yet"
+                .to_owned(),
+        );
+    } else if flat.contains("Prefix not found") {
         if let Some((l, c)) = pos {
-            let line: Vec<char> = text
-                .lines()
-                .nth(l.saturating_sub(1))
-                .unwrap_or("")
-                .chars()
-                .collect();
+            // The prefixed name ends just before column C of line L.
+            let line = line_of(l);
             let end = c.saturating_sub(1).min(line.len());
             let start = line[..end]
                 .iter()
@@ -434,20 +457,83 @@ pub fn syntax_message(text: &str, message: &str) -> String {
                 .map_or(0, |i| i + 1);
             let token: String = line[start..end].iter().collect();
             if let Some((prefix, _)) = token.split_once(':') {
-                return format!(
-                    "at {l}:{c}: undeclared prefix '{prefix}:' (no PREFIX declares it)"
-                );
+                what = Some(format!(
+                    "undeclared prefix '{prefix}:' (no PREFIX declares it)"
+                ));
             }
         }
-        return format!(
-            "{}: undeclared prefix",
-            flat.split(": expected").next().unwrap_or(&flat)
+        what.get_or_insert_with(|| "undeclared prefix".to_owned());
+    } else if let Some((at, word)) = query_form_word(text) {
+        // The first word after the prologue is not a query form: say so there (`spargebra`
+        // reports the furthest point its grammar reached, e.g. "expected CONSTRUCT" inside
+        // the pattern for `SELEC * WHERE …`).
+        let upper = word.to_ascii_uppercase();
+        if !["SELECT", "CONSTRUCT", "ASK", "DESCRIBE"].contains(&upper.as_str()) {
+            pos = Some(line_col(text, at));
+            what = Some(format!(
+                "expected SELECT, CONSTRUCT, ASK or DESCRIBE (after any PREFIX and BASE \
+                 declarations), found '{word}'"
+            ));
+        }
+    }
+    if what.is_none() && reason.starts_with("expected one of") && reason.contains("ABS") {
+        // Every function name and operator that may start an expression.
+        what = Some(
+            "expected an expression (a variable, a term, a function call or a bracket)".into(),
         );
     }
-    match flat.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &flat[..i]),
-        None => flat,
+    let what = what.unwrap_or_else(|| match reason.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &reason[..i]),
+        None => reason.clone(),
+    });
+    match pos {
+        Some((l, c)) => {
+            let line: String = line_of(l).into_iter().take(160).collect();
+            let caret = " ".repeat(c.saturating_sub(1).min(line.chars().count()));
+            format!("at {l}:{c}: {what}\n  {line}\n  {caret}^")
+        }
+        None => what,
     }
+}
+
+/// The 1-based line and column (in characters) of byte offset `at`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
+}
+
+/// The first word after the query's prologue (comments, PREFIX and BASE declarations) and its
+/// byte offset, when the text goes on with letters there.
+fn query_form_word(text: &str) -> Option<(usize, &str)> {
+    static PROLOGUE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = PROLOGUE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?is)^(?:\s|#[^\n]*(?:\n|$)|PREFIX\s*[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)*",
+        )
+        .expect("a valid pattern")
+    });
+    let at = re.find(text).map_or(0, |m| m.end());
+    let rest = &text[at..];
+    let len = rest
+        .find(|ch: char| !ch.is_alphanumeric() && ch != '_')
+        .unwrap_or(rest.len());
+    (len > 0).then(|| (at, &rest[..len]))
+}
+
+/// Whether the query's own projection is `SELECT *` (after its prologue and comments).
+fn select_star(text: &str) -> bool {
+    static STAR: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    STAR.get_or_init(|| {
+        regex::Regex::new(
+            r"(?is)^(?:\s|#[^\n]*\n|PREFIX\s*[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)*SELECT\s+(?:DISTINCT\s+|REDUCED\s+)?\*",
+        )
+        .expect("a valid pattern")
+    })
+    .is_match(text)
 }
 
 fn outer_projection(n: &Node) -> Option<Vec<usize>> {
@@ -857,4 +943,42 @@ fn reset(p: &Phys) {
     p.stat.rows.store(0, Ordering::Relaxed);
     p.stat.nanos.store(0, Ordering::Relaxed);
     p.inputs.iter().for_each(reset);
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    use super::parse;
+
+    fn message(q: &str) -> String {
+        parse(q).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn syntax_errors_say_what_was_expected_and_point_at_it() {
+        let m = message("SELEC * WHERE { ?s ?p ?o }");
+        assert!(
+            m.contains("at 1:1: expected SELECT, CONSTRUCT, ASK or DESCRIBE"),
+            "{m}"
+        );
+        assert!(m.contains("found 'SELEC'"), "{m}");
+        assert!(m.ends_with("\n  SELEC * WHERE { ?s ?p ?o }\n  ^"), "{m}");
+        let m = message("INSERT DATA { <http://a> <http://b> <http://c> }");
+        assert!(m.contains("at 1:1: this is a SPARQL Update request"), "{m}");
+        let m = message("SELECT * WHERE { ?s ?p ?o FILTER(?o > ) }");
+        assert!(m.contains("expected an expression"), "{m}");
+        let m = message("PREFIX a: <http://a/>\nSELECT * WHERE { ?s nope:p ?o }");
+        assert!(
+            m.contains("at 2:") && m.contains("undeclared prefix 'nope:'"),
+            "{m}"
+        );
+        let m = message("SELECT * WHERE {\n  ?s ?p\n}");
+        assert!(super::select_star(
+            "PREFIX a: <x:>\n# c\nselect distinct * { ?s ?p ?o }"
+        ));
+        assert!(!super::select_star(
+            "SELECT ?a { { SELECT * { ?a ?b ?c } } }"
+        ));
+        assert!(m.starts_with("SPARQL syntax error: at 3:"), "{m}");
+        assert!(m.contains("\n  }\n  "), "{m}");
+    }
 }

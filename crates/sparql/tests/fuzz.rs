@@ -45,6 +45,19 @@ const NTRIPLES: &str = "<http://a> <http://p> \"x\\u0041\" .\n_:b <http://p> <ht
 
 const NQUADS: &str = "<http://a> <http://p> <http://o> .\n<http://a> <http://p> \"v\"@en .\n<http://a> <http://p> <http://o> <http://g> .\n";
 
+const TRIG: &str = "@prefix ex: <http://ex/> .\nex:a ex:p \"v\"@en , 1.5 .\n{ ex:b ex:q ex:a }\nex:g { ex:c ex:p ex:d }\n";
+
+const RDFXML: &str = r#"<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://ex/">
+  <rdf:Description rdf:about="http://ex/a">
+    <ex:name xml:lang="en">Alice</ex:name>
+    <ex:knows rdf:resource="http://ex/b"/>
+    <ex:age rdf:datatype="http://www.w3.org/2001/XMLSchema#integer">30</ex:age>
+    <ex:q rdf:parseType="Resource"><ex:r>nested</ex:r></ex:q>
+  </rdf:Description>
+</rdf:RDF>
+"#;
+
 /// Damage: flip bytes, insert bytes, cut the end.
 #[derive(Clone, Debug)]
 enum Edit {
@@ -134,13 +147,16 @@ proptest! {
         }
     }
 
-    /// Damaged Turtle, N-Triples and N-Quads: loaded, or one short error with a position.
+    /// Damaged Turtle, N-Triples, N-Quads, TriG and RDF/XML: loaded, or one short error (with
+    /// a position where the parser gives one).
     #[test]
-    fn rdf_loaders(which in 0usize..3, e in edits()) {
+    fn rdf_loaders(which in 0usize..5, e in edits()) {
         let (name, format, text) = [
             ("t.ttl", Format::Turtle, TURTLE),
             ("t.nt", Format::NTriples, NTRIPLES),
             ("t.nq", Format::NQuads, NQUADS),
+            ("t.trig", Format::TriG, TRIG),
+            ("t.rdf", Format::RdfXml, RDFXML),
         ][which];
         let bytes = apply(text.as_bytes().to_vec(), &e);
         if let Err(err) = load_bytes(name, format, &bytes) {
@@ -283,7 +299,40 @@ fn group() -> impl Strategy<Value = String> {
             (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{{ {a} MINUS {b} }}")),
             (inner.clone(), expr()).prop_map(|(a, e)| format!("{{ {a} FILTER({e}) }}")),
             (inner.clone(), expr()).prop_map(|(a, e)| format!("{{ {a} BIND({e} AS ?v) }}")),
-            inner.prop_map(|a| format!("{{ SELECT * WHERE {a} LIMIT 5 }}")),
+            inner
+                .clone()
+                .prop_map(|a| format!("{{ SELECT * WHERE {a} LIMIT 5 }}")),
+            (inner.clone(), 0usize..6).prop_map(|(a, f)| {
+                let f = [
+                    "COUNT(*)",
+                    "SUM(?x)",
+                    "AVG(?y)",
+                    "MIN(?z)",
+                    "GROUP_CONCAT(?x)",
+                    "SAMPLE(?y)",
+                ][f];
+                format!("{{ SELECT ?x ({f} AS ?g) WHERE {a} GROUP BY ?x HAVING(COUNT(*) > 0) }}")
+            }),
+            (inner.clone(), inner.clone(), any::<bool>()).prop_map(|(a, b, not)| {
+                format!(
+                    "{{ {a} FILTER({}EXISTS {b}) }}",
+                    if not { "NOT " } else { "" }
+                )
+            }),
+            inner.clone().prop_map(|a| format!(
+                "{{ {a} VALUES (?x ?y) {{ (<http://ex/a> UNDEF) (UNDEF 30) }} }}"
+            )),
+            (inner, 0usize..6).prop_map(|(a, p)| {
+                let p = [
+                    "<http://ex/knows>*",
+                    "<http://ex/knows>+",
+                    "(<http://ex/knows>|^<http://ex/name>)/<http://ex/p>",
+                    "!(<http://ex/name>|^<http://ex/knows>)",
+                    "(<http://ex/knows>?)*",
+                    "^<http://ex/knows>?",
+                ][p];
+                format!("{{ {a} ?x {p} ?w }}")
+            }),
         ]
     });
     prop_oneof![

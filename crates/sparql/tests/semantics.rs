@@ -168,6 +168,18 @@ fn small_queries_match_oxigraph() {
     }
 }
 
+/// `SELECT *` lists the variables in the order they first appear in the pattern (it listed
+/// them alphabetically).
+#[test]
+fn select_star_keeps_the_order_of_the_pattern() {
+    let (store, _, rt) = stores();
+    let q = format!("{PRE}SELECT * WHERE {{ ?z ex:p ?y OPTIONAL {{ ?y ex:n ?a }} BIND(1 AS ?b) }}");
+    let Answer::Rows(vars, _) = ours_on(&store, &rt, &q) else {
+        panic!("rows");
+    };
+    assert_eq!(vars, ["z", "y", "a", "b"]);
+}
+
 /// A zero-length path from a constant the graph does not hold: §18.4 evaluates
 /// `ZeroLengthPath` with a term end to that term, graph or not (and `p?` is
 /// `ZeroLengthPath ∪ p`); Oxigraph answers nothing. The specification decides.
