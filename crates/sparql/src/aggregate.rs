@@ -17,14 +17,13 @@
 //!   unbound (`GROUP_CONCAT` the empty string).
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hashbrown::{HashSet, HashTable};
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 
 use super::algebra::{Agg, AggFunc};
-use super::exec::{mix, row_ports, Row, Timer};
+use super::exec::{emit_queued, mix, row_ports, Row, Timer};
 use super::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
 use super::minted::Minted;
 use super::plan::OpStat;
@@ -370,21 +369,6 @@ impl<const N: usize> Operator for GroupOp<N> {
             self.output = Some(self.finish());
         }
         let q = self.output.as_mut().expect("made above");
-        let mut n = 0;
-        while !io.blocked() {
-            match q.pop_front() {
-                Some(r) => {
-                    self.out.push(io, r);
-                    n += 1;
-                }
-                None => {
-                    self.out.flush(io);
-                    self.stat.rows.fetch_add(n, Ordering::Relaxed);
-                    return Ok(Status::Done);
-                }
-            }
-        }
-        self.stat.rows.fetch_add(n, Ordering::Relaxed);
-        Ok(Status::Idle)
+        Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
     }
 }

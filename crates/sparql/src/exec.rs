@@ -917,23 +917,38 @@ impl<const N: usize> Operator for SortOp<N> {
             self.sorted = Some(self.order_rows(rows, self.limit).into());
         }
         let q = self.sorted.as_mut().expect("sorted above");
-        let mut n = 0;
-        while !io.blocked() {
-            match q.pop_front() {
-                Some(r) => {
-                    self.out.push(io, r);
-                    n += 1;
-                }
-                None => {
-                    self.out.flush(io);
-                    self.stat.rows.fetch_add(n, Ordering::Relaxed);
-                    return Ok(Status::Done);
-                }
+        Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
+    }
+}
+
+/// The last phase of an operator that computed all its rows first (a sort, a group, a path):
+/// pushes the queued rows until the output blocks (then `blocked`: the status to come back
+/// with) or the queue is empty (then the stream is flushed and ended: `Done`). Counts the rows.
+pub(crate) fn emit_queued<const N: usize>(
+    io: &mut Io<'_>,
+    q: &mut VecDeque<Row<N>>,
+    out: &mut Emitter<Row<N>>,
+    stat: &OpStat,
+    blocked: Status,
+) -> Status {
+    let mut n = 0;
+    let status = loop {
+        if io.blocked() {
+            break blocked;
+        }
+        match q.pop_front() {
+            Some(r) => {
+                out.push(io, r);
+                n += 1;
+            }
+            None => {
+                out.flush(io);
+                break Status::Done;
             }
         }
-        self.stat.rows.fetch_add(n, Ordering::Relaxed);
-        Ok(Status::Idle)
-    }
+    };
+    stat.rows.fetch_add(n, Ordering::Relaxed);
+    status
 }
 
 /// DISTINCT: passes each row the first time it comes, holding every row seen (charged against

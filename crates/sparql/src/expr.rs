@@ -280,7 +280,7 @@ impl<'a> Val<'a> {
         }
     }
 
-    fn xsd_type(&self) -> Option<&str> {
+    pub(crate) fn xsd_type(&self) -> Option<&str> {
         match self {
             Val::Lit {
                 datatype,
@@ -292,7 +292,7 @@ impl<'a> Val<'a> {
     }
 
     /// A simple literal or `xsd:string`.
-    fn plain_str(&self) -> Option<&str> {
+    pub(crate) fn plain_str(&self) -> Option<&str> {
         match self {
             Val::Lit {
                 value,
@@ -304,7 +304,7 @@ impl<'a> Val<'a> {
     }
 
     /// A string literal (simple, `xsd:string` or language-tagged): value and tag.
-    fn string_lit(&self) -> Option<(&str, Option<&str>)> {
+    pub(crate) fn string_lit(&self) -> Option<(&str, Option<&str>)> {
         match self {
             Val::Lit {
                 value,
@@ -343,7 +343,7 @@ impl<'a> Val<'a> {
         }
     }
 
-    fn bool_value(&self) -> Option<bool> {
+    pub(crate) fn bool_value(&self) -> Option<bool> {
         match self.xsd_type()? {
             "boolean" => match self {
                 Val::Lit { value, .. } => Boolean::from_str(value).ok().map(bool::from),

@@ -176,7 +176,7 @@ pub fn date_part(what: &str, v: &Val<'_>) -> R<Val<'static>> {
 /// `MD5`, `SHA1`, `SHA256`, `SHA384`, `SHA512` (§17.4.6) of a simple literal or `xsd:string`:
 /// the digest of its UTF-8 bytes, in lower-case hexadecimal.
 pub fn hash(what: &str, v: &Val<'_>) -> R<Val<'static>> {
-    let s = plain_str(v).ok_or(EvalError)?.as_bytes();
+    let s = v.plain_str().ok_or(EvalError)?.as_bytes();
     let digest: Vec<u8> = match what {
         "MD5" => Md5::digest(s).to_vec(),
         "SHA1" => Sha1::digest(s).to_vec(),
@@ -191,21 +191,10 @@ pub fn hash(what: &str, v: &Val<'_>) -> R<Val<'static>> {
     Ok(simple(hex))
 }
 
-fn plain_str<'v>(v: &'v Val<'_>) -> Option<&'v str> {
-    match v {
-        Val::Lit {
-            value,
-            datatype,
-            lang: None,
-        } if datatype == XSD_STRING => Some(value),
-        _ => None,
-    }
-}
-
 /// `ENCODE_FOR_URI` (§17.4.3.11): every byte of the UTF-8 form but the unreserved characters
 /// of RFC 3986 percent-encoded; the result is a simple literal.
 pub fn encode_for_uri(v: &Val<'_>) -> R<Val<'static>> {
-    let (s, _) = string_lit(v).ok_or(EvalError)?;
+    let (s, _) = v.string_lit().ok_or(EvalError)?;
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -215,18 +204,6 @@ pub fn encode_for_uri(v: &Val<'_>) -> R<Val<'static>> {
         }
     }
     Ok(simple(out))
-}
-
-/// A string literal (simple, `xsd:string` or language-tagged): its text and tag.
-fn string_lit<'v>(v: &'v Val<'_>) -> Option<(&'v str, Option<&'v str>)> {
-    match v {
-        Val::Lit {
-            value,
-            datatype,
-            lang,
-        } if lang.is_some() || datatype == XSD_STRING => Some((value, lang.as_deref())),
-        _ => None,
-    }
 }
 
 /// `REPLACE(text, pattern, replacement[, flags])` (§17.4.3.15, XPath `fn:replace`): the
@@ -239,11 +216,11 @@ pub fn replace(
     with: &Val<'_>,
     flags: Option<&Val<'_>>,
 ) -> R<Val<'static>> {
-    let (s, tag) = string_lit(text).ok_or(EvalError)?;
-    let p = plain_str(pattern).ok_or(EvalError)?;
-    let w = plain_str(with).ok_or(EvalError)?;
+    let (s, tag) = text.string_lit().ok_or(EvalError)?;
+    let p = pattern.plain_str().ok_or(EvalError)?;
+    let w = with.plain_str().ok_or(EvalError)?;
     let f = match flags {
-        Some(f) => plain_str(f).ok_or(EvalError)?,
+        Some(f) => f.plain_str().ok_or(EvalError)?,
         None => "",
     };
     let re = compile_regex(p, f).map_err(|_| EvalError)?;
@@ -290,7 +267,7 @@ pub fn replace(
 pub fn iri(v: &Val<'_>, base: Option<&str>) -> R<Val<'static>> {
     let s = match v {
         Val::Iri(s) => return Ok(Val::Iri(Cow::Owned(s.to_string()))),
-        _ => plain_str(v).ok_or(EvalError)?,
+        _ => v.plain_str().ok_or(EvalError)?,
     };
     if let Ok(i) = oxiri::Iri::parse(s) {
         return Ok(Val::Iri(Cow::Owned(i.into_inner().to_owned())));
@@ -307,7 +284,7 @@ pub fn bnode(arg: Option<&Val<'_>>, row: &[Id], minted: &Minted) -> R<Val<'stati
     let label = match arg {
         None => format!("nf{}b{}", minted.run_tag(), minted.fresh()),
         Some(v) => {
-            let s = plain_str(v).ok_or(EvalError)?;
+            let s = v.plain_str().ok_or(EvalError)?;
             use std::hash::{Hash, Hasher};
             // The solution is its bound columns that hold store terms: unbound columns and
             // those holding this run's own terms (an earlier BNODE's, set by a SELECT
@@ -389,10 +366,10 @@ pub fn cast(to: Cast, v: &Val<'_>) -> R<Val<'static>> {
         Val::Iri(s) if to == Cast::String => return Ok(simple(s.to_string())),
         Val::Lit {
             value, lang: None, ..
-        } => (value.as_ref(), v.numeric(), bool_value(v)),
+        } => (value.as_ref(), v.numeric(), v.bool_value()),
         _ => return Err(EvalError),
     };
-    let from_string = plain_str(v).is_some();
+    let from_string = v.plain_str().is_some();
     let dt = Temporal::of(v);
     if !from_string && num.is_none() && b.is_none() && dt.is_none() {
         // A literal of another datatype (or an ill-typed one): only to string, as written.
@@ -531,17 +508,6 @@ fn xpath_string(v: &Val<'_>, num: Option<Num>, b: Option<bool>) -> String {
             }
         }
         None => lex,
-    }
-}
-
-fn bool_type(v: &Val<'_>) -> bool {
-    matches!(v, Val::Lit { datatype, lang: None, .. } if datatype.strip_prefix(XSD) == Some("boolean"))
-}
-
-fn bool_value(v: &Val<'_>) -> Option<bool> {
-    match v {
-        Val::Lit { value, .. } if bool_type(v) => Boolean::from_str(value).ok().map(bool::from),
-        _ => None,
     }
 }
 

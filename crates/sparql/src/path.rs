@@ -15,14 +15,13 @@
 //!   "the term itself").
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hashbrown::HashSet;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 use spargebra::algebra::PropertyPathExpression;
 
-use super::exec::{row_ports, Row, Timer};
+use super::exec::{emit_queued, row_ports, Row, Timer};
 use super::minted::Minted;
 use super::plan::OpStat;
 use nearflow_rdf::store::Store;
@@ -444,21 +443,6 @@ impl<const N: usize> Operator for PathOp<N> {
             self.rows = Some(rows.into());
         }
         let q = self.rows.as_mut().expect("made above");
-        let mut n = 0;
-        while !io.blocked() {
-            match q.pop_front() {
-                Some(r) => {
-                    self.out.push(io, r);
-                    n += 1;
-                }
-                None => {
-                    self.out.flush(io);
-                    self.stat.rows.fetch_add(n, Ordering::Relaxed);
-                    return Ok(Status::Done);
-                }
-            }
-        }
-        self.stat.rows.fetch_add(n, Ordering::Relaxed);
-        Ok(Status::More)
+        Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::More))
     }
 }
