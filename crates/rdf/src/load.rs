@@ -337,12 +337,7 @@ pub fn load_files_with(
     progress: &Arc<Progress>,
 ) -> Result<Loaded, LoadError> {
     if let Some(b) = &options.base {
-        if let Err(e) = oxiri::Iri::parse(b.as_str()) {
-            return Err(LoadError::BadBase {
-                base: b.clone(),
-                message: e.to_string(),
-            });
-        }
+        check_base(b)?;
     }
     let total: u64 = paths
         .iter()
@@ -413,12 +408,7 @@ pub fn load_reader_with_base(
     prefix: &str,
     base: &str,
 ) -> Result<(), LoadError> {
-    if let Err(e) = oxiri::Iri::parse(base) {
-        return Err(LoadError::BadBase {
-            base: base.to_owned(),
-            message: e.to_string(),
-        });
-    }
+    check_base(base)?;
     load_one(
         out,
         name,
@@ -428,6 +418,16 @@ pub fn load_reader_with_base(
         Some(base),
         &Arc::default(),
     )
+}
+
+/// Refuses a base that is not an absolute IRI (the parsers then take any base given).
+fn check_base(base: &str) -> Result<(), LoadError> {
+    oxiri::Iri::parse(base)
+        .map(|_| ())
+        .map_err(|e| LoadError::BadBase {
+            base: base.to_owned(),
+            message: e.to_string(),
+        })
 }
 
 /// Longest parser message kept: oxttl quotes the offending token, and a 10 MB bad token was

@@ -1340,17 +1340,17 @@ fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Stream<R
         }
         Op::Values(cols, rows) => {
             // The terms get ids now: the store's, or minted for this run.
+            let ecx = EvalCx {
+                store: &cx.store,
+                minted: &cx.minted,
+            };
             let out: Vec<Row<N>> = rows
                 .iter()
                 .map(|r| {
                     let mut row = [UNBOUND; N];
                     for (&c, t) in cols.iter().zip(r) {
                         if let Some(t) = t {
-                            row[c] = cx
-                                .store
-                                .id_of(t.as_ref())
-                                .or_else(|| cx.minted.mint(t.as_ref()))
-                                .unwrap_or(UNBOUND);
+                            row[c] = ecx.id_of_term(t.as_ref()).unwrap_or(UNBOUND);
                         }
                     }
                     row

@@ -667,7 +667,11 @@ impl<'s> EvalCx<'s> {
     /// The id of a computed value: the store's when it holds the term, else minted; `None`
     /// only when the ids are exhausted (see [`Minted::overflowed`]).
     pub fn id_of(&self, v: &Val<'_>) -> Option<Id> {
-        let t = v.as_term();
+        self.id_of_term(v.as_term())
+    }
+
+    /// [`id_of`](Self::id_of) for a term (a VALUES cell, a path's constant end).
+    pub fn id_of_term(&self, t: TermRef<'_>) -> Option<Id> {
         self.store.id_of(t).or_else(|| self.minted.mint(t))
     }
 }

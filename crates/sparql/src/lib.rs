@@ -526,14 +526,22 @@ fn query_form_word(text: &str) -> Option<(usize, &str)> {
 
 /// Whether the query's own projection is `SELECT *` (after its prologue and comments).
 fn select_star(text: &str) -> bool {
-    static STAR: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    STAR.get_or_init(|| {
-        regex::Regex::new(
-            r"(?is)^(?:\s|#[^\n]*\n|PREFIX\s*[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)*SELECT\s+(?:DISTINCT\s+|REDUCED\s+)?\*",
-        )
-        .expect("a valid pattern")
-    })
-    .is_match(text)
+    let Some((at, word)) = query_form_word(text) else {
+        return false;
+    };
+    if !word.eq_ignore_ascii_case("SELECT") {
+        return false;
+    }
+    let mut rest = text[at + word.len()..].trim_start();
+    for modifier in ["DISTINCT", "REDUCED"] {
+        if rest
+            .get(..modifier.len())
+            .is_some_and(|m| m.eq_ignore_ascii_case(modifier))
+        {
+            rest = rest[modifier.len()..].trim_start();
+        }
+    }
+    rest.starts_with('*')
 }
 
 fn outer_projection(n: &Node) -> Option<Vec<usize>> {

@@ -22,6 +22,7 @@ use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 use spargebra::algebra::PropertyPathExpression;
 
 use super::exec::{emit_queued, row_ports, Row, Timer};
+use super::expr::EvalCx;
 use super::minted::Minted;
 use super::plan::OpStat;
 use nearflow_rdf::store::Store;
@@ -373,10 +374,11 @@ impl<const N: usize> PathOp<N> {
     /// The id of a constant end: the store's, else one minted for the run (a zero-length path
     /// still matches it).
     fn id(&self, t: &Term) -> Id {
-        self.store
-            .id_of(t.as_ref())
-            .or_else(|| self.minted.mint(t.as_ref()))
-            .unwrap_or(UNBOUND)
+        let cx = EvalCx {
+            store: &self.store,
+            minted: &self.minted,
+        };
+        cx.id_of_term(t.as_ref()).unwrap_or(UNBOUND)
     }
 
     /// Every solution.

@@ -191,16 +191,9 @@ impl Expected {
                 }
             }
         }
-        let star = text
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .windows(2)
-            .any(|w| w[0].eq_ignore_ascii_case("SELECT") && (w[1] == "*" || w[1].starts_with("*")))
-            || text
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .windows(3)
-                .any(|w| w[0].eq_ignore_ascii_case("SELECT") && w[2] == "*");
+        let star = regex::Regex::new(r"(?i)\bSELECT\s+(?:DISTINCT\s+|REDUCED\s+)?\*")
+            .unwrap()
+            .is_match(text);
         Expected { ordered_by, star }
     }
 }
