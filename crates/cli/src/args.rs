@@ -67,6 +67,10 @@ pub struct ReadArgs {
     /// media type (text/turtle, application/rdf+xml, …). Default: each file's name says it.
     #[arg(long = "data-format", value_name = "FORMAT", value_parser = parse_format)]
     pub data_format: Option<nearflow_rdf::load::Format>,
+    /// Loads a triples file (Turtle, N-Triples, RDF/XML) into the named graph IRI, beside the
+    /// other files; repeatable. The file's name is what follows the last `=`.
+    #[arg(long, value_name = "IRI=FILE", value_parser = parse_named)]
+    pub named: Vec<(String, PathBuf)>,
 }
 
 impl ReadArgs {
@@ -75,8 +79,21 @@ impl ReadArgs {
         nearflow_rdf::load::LoadOptions {
             base: self.base.clone(),
             format: self.data_format,
+            named: self.named.clone(),
         }
     }
+}
+
+fn parse_named(s: &str) -> Result<(String, PathBuf), String> {
+    let (iri, file) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{s}` is not IRI=FILE (e.g. http://example.org/g=data.ttl)"))?;
+    if iri.is_empty() || file.is_empty() {
+        return Err(format!(
+            "`{s}` is not IRI=FILE (e.g. http://example.org/g=data.ttl)"
+        ));
+    }
+    Ok((iri.to_owned(), PathBuf::from(file)))
 }
 
 fn parse_format(s: &str) -> Result<nearflow_rdf::load::Format, String> {

@@ -42,8 +42,9 @@ pub struct SparqlCmd {
     /// Scheduling policy of the runtime.
     #[arg(long, default_value = "las")]
     pub policy: PolicyKind,
-    /// Print the plan (operators, join methods, estimated and actual rows, time per operator)
-    /// to stderr after the run.
+    /// Print the plan to stderr after the run, at its three levels: the algebra as translated,
+    /// after the rewrite passes, and the physical plan (operators, join methods, partitioning
+    /// and exchanges, estimated and actual rows, time per operator).
     #[arg(long)]
     pub explain: bool,
     /// Print only the number of results.
@@ -73,8 +74,8 @@ pub struct SparqlCmd {
 #[derive(Args, Debug, Clone)]
 pub struct LoadCmd {
     /// RDF files (Turtle/.n3, N-Triples, N-Quads, TriG, RDF/XML; gzip recognised; `-` is
-    /// standard input).
-    #[arg(required = true)]
+    /// standard input): triples into the default graph, quads into their graphs.
+    #[arg(required_unless_present = "named")]
     pub files: Vec<PathBuf>,
     /// Where to write the snapshot.
     #[arg(long, value_name = "STORE")]
@@ -89,7 +90,13 @@ pub struct LoadCmd {
 }
 
 pub fn load(cmd: &LoadCmd) -> Result<()> {
-    snapshot::check_target(&cmd.save, &cmd.files)?;
+    let inputs: Vec<PathBuf> = cmd
+        .files
+        .iter()
+        .cloned()
+        .chain(cmd.read.named.iter().map(|(_, f)| f.clone()))
+        .collect();
+    snapshot::check_target(&cmd.save, &inputs)?;
     let machine = cmd.topo.load()?;
     let store = store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
     let t = Instant::now();
@@ -142,10 +149,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let started = Instant::now();
     let mut running = q.start(&rt)?;
     let minted = running.minted();
-    let cx = sparql::expr::EvalCx {
-        store: &store,
-        minted: &minted,
-    };
+    let cx = sparql::expr::EvalCx::new(&store, &minted);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     // Only the streamed formats print before the query has ended: a count, an ASK, a table or
@@ -183,8 +187,8 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
                 }
                 u64::from(yes)
             }
-            Form::Construct(_) => {
-                let triples = q.construct(&minted, batches.iter().flat_map(|b| b.iter()));
+            Form::Construct(_) | Form::Describe(_) => {
+                let triples = q.graph(&minted, batches.iter().flat_map(|b| b.iter()));
                 if cmd.count {
                     writeln!(out, "{}", triples.len())?;
                 } else {

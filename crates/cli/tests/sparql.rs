@@ -243,14 +243,19 @@ fn bad_input_is_one_line_and_a_failure() {
         &sparql(
             "--data",
             &d,
-            "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }",
+            "SELECT * WHERE { ?s ?p ?o SERVICE <http://example.org/sparql> { ?s ?p ?o } }",
             &[],
         ),
-        "not supported: GRAPH (named graphs)",
+        "not supported: SERVICE (federation)",
     );
     fails_with(
-        &sparql("--data", &d, "DESCRIBE <http://ex/a>", &[]),
-        "not supported: DESCRIBE",
+        &sparql(
+            "--data",
+            &d,
+            "SELECT * WHERE { ?s ?p ?o FILTER NOT EXISTS { ?s ?q ?x FILTER(?x = ?o) } }",
+            &[],
+        ),
+        "not supported: an EXISTS whose pattern reads",
     );
     fails_with(
         &sparql("--data", &d, "SELEC * WHERE { ?s ?p ?o }", &[]),
@@ -612,15 +617,98 @@ fn load_errors_are_one_short_line_with_a_position() {
         &sparql("--data", term.to_str().unwrap(), q, &[]),
         "big-term.nt:2: a term longer than 16 MiB",
     );
+}
+
+/// Named graphs: N-Quads and TriG load into their graphs, `--named IRI=FILE` loads a triples
+/// file into one; GRAPH, FROM and FROM NAMED read them, from the files and from a snapshot;
+/// a quads file for one named graph, and a graph name that is not an IRI, are refused.
+#[test]
+fn named_graphs_load_and_answer() {
     let nq = scratch("graphs.nq");
     std::fs::write(
         &nq,
-        "<http://a> <http://p> <http://o> .\n<http://a> <http://p> <http://o> <http://g> .\n",
+        "<http://a> <http://p> <http://o> .\n<http://a> <http://p> <http://o2> <http://g> .\n\
+         <http://b> <http://p> <http://o> <http://h> .\n",
     )
     .unwrap();
+    let nq = nq.to_str().unwrap();
+    let d = data_file("named_graphs_load_and_answer");
+    let people = format!("http://ex/people={d}");
+    let csv = |source_flag: &str, source: &str, q: &str, extra: &[&str]| {
+        let mut extra = extra.to_vec();
+        extra.extend(["--format", "csv"]);
+        ok(&sparql(source_flag, source, q, &extra)).replace('\r', "")
+    };
+    let per_graph = "SELECT ?g (COUNT(*) AS ?n) { GRAPH ?g { ?s ?p ?o } } GROUP BY ?g ORDER BY ?g";
+    assert_eq!(
+        csv("--data", nq, per_graph, &["--named", &people]),
+        "g,n\nhttp://ex/people,6\nhttp://g,1\nhttp://h,1\n"
+    );
+    // The default graph holds the one triple without a graph.
+    assert_eq!(
+        csv("--data", nq, "SELECT ?o { ?s ?p ?o }", &[]),
+        "o\nhttp://o\n"
+    );
+    let from = "SELECT ?s ?o FROM <http://g> FROM <http://h> { ?s ?p ?o } ORDER BY ?s";
+    assert_eq!(
+        csv("--data", nq, from, &[]),
+        "s,o\nhttp://a,http://o2\nhttp://b,http://o\n"
+    );
+    let named = "SELECT ?g FROM NAMED <http://h> { GRAPH ?g { ?s ?p ?o } }";
+    assert_eq!(csv("--data", nq, named, &[]), "g\nhttp://h\n");
+    let store = scratch("graphs.nfs");
+    let _ = std::fs::remove_file(&store);
+    ok(&[
+        "load",
+        "--quiet",
+        nq,
+        "--named",
+        &people,
+        "--save",
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        csv("--store", store.to_str().unwrap(), per_graph, &[]),
+        "g,n\nhttp://ex/people,6\nhttp://g,1\nhttp://h,1\n"
+    );
+    // DESCRIBE: the resource's triples, and those of its blank node objects.
+    let bnode = scratch("bnode.ttl");
+    std::fs::write(
+        &bnode,
+        "<http://ex/a> <http://ex/addr> [ <http://ex/city> \"Oslo\" ] ; <http://ex/n> 1 .\n\
+         <http://ex/b> <http://ex/n> 2 .\n",
+    )
+    .unwrap();
+    let described = ok(&sparql(
+        "--data",
+        bnode.to_str().unwrap(),
+        "DESCRIBE ?x WHERE { ?x <http://ex/n> 1 }",
+        &[],
+    ));
+    assert_eq!(described.lines().count(), 3, "{described}");
+    assert!(described.contains("\"Oslo\""), "{described}");
+    assert!(!described.contains("<http://ex/b>"), "{described}");
     fails_with(
-        &sparql("--data", nq.to_str().unwrap(), q, &[]),
-        "graph <http://g> on line 2",
+        &sparql(
+            "--data",
+            &d,
+            "SELECT * {}",
+            &["--named", &format!("http://ex/g={nq}")],
+        ),
+        "names its own graphs",
+    );
+    fails_with(
+        &sparql(
+            "--data",
+            &d,
+            "SELECT * {}",
+            &["--named", &format!("not-an-iri={d}")],
+        ),
+        "is not an absolute IRI",
+    );
+    fails_with(
+        &sparql("--data", &d, "SELECT * {}", &["--named", "nothing"]),
+        "is not IRI=FILE",
     );
 }
 

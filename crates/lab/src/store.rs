@@ -17,12 +17,13 @@ pub fn load_files(
     options: &load::LoadOptions,
     quiet: bool,
 ) -> Result<Store> {
-    for f in files {
+    let all = || files.iter().chain(options.named.iter().map(|(_, f)| f));
+    for f in all() {
         if f.as_os_str() != "-" && !f.exists() {
             bail!("{}: no such file", f.display());
         }
     }
-    if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+    if all().filter(|f| f.as_os_str() == "-").count() > 1 {
         bail!("standard input (`-`) can be read once");
     }
     let progress = Arc::new(load::Progress::default());
@@ -60,8 +61,12 @@ pub fn load_files(
     let total = started.elapsed();
     if !quiet {
         eprintln!(
-            "loaded {} triples ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
+            "loaded {} triples{} ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
             store.len(),
+            match store.named_graphs().count() {
+                0 => String::new(),
+                n => format!(" in the default graph and {n} named graph{}", if n == 1 { "" } else { "s" }),
+            },
             store.dict().len(),
             total.as_secs_f64(),
             parsed.as_secs_f64(),

@@ -29,5 +29,5 @@ pub mod snapshot;
 pub mod store;
 pub mod term;
 
-pub use store::Store;
+pub use store::{Quad, Store, DEFAULT_GRAPH};
 pub use term::{Id, Term, TermRef};

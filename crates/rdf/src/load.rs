@@ -1,8 +1,10 @@
 //! Loading RDF files: Turtle (and the SP²Bench `.n3` files, which are Turtle), N-Triples,
 //! N-Quads and TriG through `oxttl`, RDF/XML through `oxrdfxml`, streamed, gzip recognised by
 //! its magic bytes, standard input as the file `-`. Relative IRIs resolve against a base: the
-//! one given ([`LoadOptions::base`]), else the file's own `file:` IRI. The store holds the
-//! default graph: a statement in a named graph (N-Quads, TriG) is refused with its graph named.
+//! one given ([`LoadOptions::base`]), else the file's own `file:` IRI. Statements of a named
+//! graph (N-Quads, TriG) go to that graph; a triples file (Turtle, N-Triples, RDF/XML) goes to
+//! the default graph, or to a named graph of the caller's choosing ([`LoadOptions::named`], the
+//! CLI's `--named IRI=FILE`, as the W3C tests' `qt:graphData` needs).
 //!
 //! All files are parsed and encoded before the store is built, so a syntax error anywhere loads
 //! nothing; it names the file, line and column. Blank node labels are scoped per file (two files
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use nearflow_topo::Machine;
 
 use crate::dict::{Dict, DictFull};
-use crate::store::{Store, StoreError};
+use crate::store::{Quad, Store, StoreError, DEFAULT_GRAPH};
 use crate::term::{Id, Term, TermRef};
 
 /// The syntax of an input file.
@@ -40,9 +42,9 @@ pub enum Format {
     Turtle,
     /// N-Triples (`.nt`).
     NTriples,
-    /// N-Quads (`.nq`): quads in the default graph only; a named graph is refused.
+    /// N-Quads (`.nq`): the default graph and named graphs.
     NQuads,
-    /// TriG (`.trig`): the default graph only; a named graph is refused.
+    /// TriG (`.trig`): the default graph and named graphs.
     TriG,
     /// RDF/XML (`.rdf`, `.owl`).
     RdfXml,
@@ -86,6 +88,16 @@ pub struct LoadOptions {
     pub base: Option<String>,
     /// The syntax of every file; `None`: each file's name says it.
     pub format: Option<Format>,
+    /// Files to load into named graphs, beside the files given: each graph's IRI and the file
+    /// (a triples format: Turtle, N-Triples or RDF/XML).
+    pub named: Vec<(String, PathBuf)>,
+}
+
+impl Format {
+    /// Whether the syntax holds quads (statements of named graphs), not only triples.
+    pub fn has_graphs(self) -> bool {
+        matches!(self, Format::NQuads | Format::TriG)
+    }
 }
 
 /// A path's `file:` IRI (the default base of the file), made absolute, with the characters an
@@ -158,6 +170,17 @@ pub enum LoadError {
         /// Why.
         message: String,
     },
+    /// A named graph's IRI (`--named IRI=FILE`) is not an absolute IRI.
+    #[error("the graph name {graph:?} is not an absolute IRI: {message}")]
+    BadGraphName {
+        /// The name given.
+        graph: String,
+        /// Why.
+        message: String,
+    },
+    /// A quads file (N-Quads, TriG) was given for one named graph.
+    #[error("{0}: a quads file (N-Quads, TriG) names its own graphs; load it with the other files, not into one named graph")]
+    QuadsIntoGraph(PathBuf),
     /// The file name does not say its format.
     #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt, .nq, .trig or .rdf, optionally with .gz, or give --format)")]
     UnknownFormat(PathBuf),
@@ -176,7 +199,7 @@ pub struct Progress {
     pub bytes_read: AtomicU64,
     /// Total bytes of the input files.
     pub bytes_total: AtomicU64,
-    /// Triples parsed so far.
+    /// Statements (triples and quads) parsed so far.
     pub triples: AtomicU64,
 }
 
@@ -308,19 +331,20 @@ pub fn open_input(path: &Path) -> Result<Box<dyn Read + Send>, LoadError> {
     open(path, &Arc::default())
 }
 
-/// Dictionary and id triples, before the indexes are built.
+/// Dictionary and id quads, before the indexes are built.
 #[derive(Debug, Default)]
 pub struct Loaded {
     /// The terms.
     pub dict: Dict,
-    /// The triples, in file order, duplicates kept.
-    pub triples: Vec<[Id; 3]>,
+    /// The quads (`[s, p, o, graph]`, the default graph [`DEFAULT_GRAPH`]), in file order,
+    /// duplicates kept.
+    pub quads: Vec<Quad>,
 }
 
 impl Loaded {
     /// Builds the store for `machine`.
     pub fn into_store(self, machine: &Machine) -> Result<Store, LoadError> {
-        Ok(Store::build(machine, self.dict, self.triples)?)
+        Ok(Store::build(machine, self.dict, self.quads)?)
     }
 }
 
@@ -330,7 +354,8 @@ pub fn load_files(paths: &[PathBuf], progress: &Arc<Progress>) -> Result<Loaded,
     load_files_with(paths, &LoadOptions::default(), progress)
 }
 
-/// [`load_files`] with a base IRI and a format for every file; `-` reads standard input.
+/// [`load_files`] with a base IRI and a format for every file, and the named graphs of
+/// [`LoadOptions::named`]; `-` reads standard input.
 pub fn load_files_with(
     paths: &[PathBuf],
     options: &LoadOptions,
@@ -339,19 +364,38 @@ pub fn load_files_with(
     if let Some(b) = &options.base {
         check_base(b)?;
     }
-    let total: u64 = paths
+    let mut inputs: Vec<(&Path, Option<&str>)> =
+        paths.iter().map(|p| (p.as_path(), None)).collect();
+    for (graph, path) in &options.named {
+        oxiri::Iri::parse(graph.as_str()).map_err(|e| LoadError::BadGraphName {
+            graph: graph.clone(),
+            message: e.to_string(),
+        })?;
+        inputs.push((path.as_path(), Some(graph.as_str())));
+    }
+    let format_of = |path: &Path| {
+        options
+            .format
+            .or_else(|| Format::from_path(path))
+            .ok_or_else(|| LoadError::UnknownFormat(path.to_owned()))
+    };
+    // Every name and format is checked before anything is read.
+    for &(path, graph) in &inputs {
+        let format = format_of(path)?;
+        if graph.is_some() && format.has_graphs() {
+            return Err(LoadError::QuadsIntoGraph(path.to_owned()));
+        }
+    }
+    let total: u64 = inputs
         .iter()
-        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .map(|(p, _)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum();
     progress.bytes_total.store(total, Ordering::Relaxed);
     let mut out = Loaded::default();
-    let scoped = paths.len() > 1;
-    for (i, path) in paths.iter().enumerate() {
+    let scoped = inputs.len() > 1;
+    for (i, &(path, graph)) in inputs.iter().enumerate() {
         let stdin = path.as_os_str() == "-";
-        let format = options
-            .format
-            .or_else(|| Format::from_path(path))
-            .ok_or_else(|| LoadError::UnknownFormat(path.clone()))?;
+        let format = format_of(path)?;
         let reader: Box<dyn Read + Send> = if stdin {
             Box::new(std::io::stdin())
         } else {
@@ -367,17 +411,32 @@ pub fn load_files_with(
             None if stdin => None,
             None => Some(file_iri(path)),
         };
+        let graph = match graph {
+            Some(g) => out.dict.intern(TermRef::Iri(g))?,
+            None => DEFAULT_GRAPH,
+        };
         load_one(
             &mut out,
             path,
             format,
             reader,
-            &prefix,
-            base.as_deref(),
+            &Target {
+                prefix: &prefix,
+                base: base.as_deref(),
+                graph,
+            },
             progress,
         )?;
     }
     Ok(out)
+}
+
+/// Where a document's statements go: its blank nodes' label prefix, its base IRI, and the
+/// graph its triples go to (a quads format's named graphs keep their own).
+struct Target<'a> {
+    prefix: &'a str,
+    base: Option<&'a str>,
+    graph: Id,
 }
 
 /// Parses one document from a reader into `out` (`prefix` scopes its blank nodes).
@@ -393,8 +452,11 @@ pub fn load_reader(
         name,
         format,
         Box::new(reader),
-        prefix,
-        None,
+        &Target {
+            prefix,
+            base: None,
+            graph: DEFAULT_GRAPH,
+        },
         &Arc::default(),
     )
 }
@@ -414,8 +476,45 @@ pub fn load_reader_with_base(
         name,
         format,
         Box::new(reader),
-        prefix,
-        Some(base),
+        &Target {
+            prefix,
+            base: Some(base),
+            graph: DEFAULT_GRAPH,
+        },
+        &Arc::default(),
+    )
+}
+
+/// [`load_reader_with_base`] into the named graph `graph` (an absolute IRI): a triples
+/// document (Turtle, N-Triples, RDF/XML) as the W3C tests' `qt:graphData` gives one.
+pub fn load_reader_into_graph(
+    out: &mut Loaded,
+    name: &Path,
+    format: Format,
+    reader: impl Read + Send,
+    prefix: &str,
+    base: &str,
+    graph: &str,
+) -> Result<(), LoadError> {
+    check_base(base)?;
+    oxiri::Iri::parse(graph).map_err(|e| LoadError::BadGraphName {
+        graph: graph.to_owned(),
+        message: e.to_string(),
+    })?;
+    if format.has_graphs() {
+        return Err(LoadError::QuadsIntoGraph(name.to_owned()));
+    }
+    let graph = out.dict.intern(TermRef::Iri(graph))?;
+    load_one(
+        out,
+        name,
+        format,
+        Box::new(reader),
+        &Target {
+            prefix,
+            base: Some(base),
+            graph,
+        },
         &Arc::default(),
     )
 }
@@ -482,10 +581,10 @@ impl SyntaxLike for oxttl::TurtleSyntaxError {
 /// Triples per batch from the parser thread to the encoder.
 const BATCH: usize = 4096;
 
-type Batch = Result<Vec<oxrdf::Triple>, LoadError>;
+type Batch = Result<Vec<oxrdf::Quad>, LoadError>;
 
-/// Parses `reader` and sends its triples in batches; stops at the first error (sent) or when
-/// the encoder has gone (it failed).
+/// Parses `reader` and sends its statements in batches (a triple as a quad of the default
+/// graph); stops at the first error (sent) or when the encoder has gone (it failed).
 fn parse_into(
     path: &Path,
     format: Format,
@@ -514,10 +613,10 @@ fn parse_into(
         oxttl::TurtleParseError::Syntax(s) => syntax(path, &s),
     };
     let mut batch = Vec::with_capacity(BATCH);
-    let mut each = |t: Result<oxrdf::Triple, LoadError>| -> bool {
-        match t {
-            Ok(t) => {
-                batch.push(t);
+    let mut each = |q: Result<oxrdf::Quad, LoadError>| -> bool {
+        match q {
+            Ok(q) => {
+                batch.push(q);
                 batch.len() < BATCH
                     || tx
                         .send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
@@ -529,39 +628,31 @@ fn parse_into(
             }
         }
     };
+    let quad = |t: oxrdf::Triple| t.in_graph(oxrdf::GraphName::DefaultGraph);
     // The base was checked by the caller: a parser refuses only what `oxiri` refuses.
-    let based = |p: oxttl::TurtleParser| match base {
-        Some(b) => p.with_base_iri(b).expect("checked base"),
-        None => p,
-    };
     let finished = match format {
-        Format::Turtle => based(oxttl::TurtleParser::new())
-            .for_reader(reader)
-            .all(|t| each(t.map_err(fail))),
+        Format::Turtle => {
+            let p = oxttl::TurtleParser::new();
+            let p = match base {
+                Some(b) => p.with_base_iri(b).expect("checked base"),
+                None => p,
+            };
+            p.for_reader(reader)
+                .all(|t| each(t.map(quad).map_err(fail)))
+        }
         Format::NTriples => oxttl::NTriplesParser::new()
             .for_reader(reader)
-            .all(|t| each(t.map_err(fail))),
+            .all(|t| each(t.map(quad).map_err(fail))),
+        Format::NQuads => oxttl::NQuadsParser::new()
+            .for_reader(reader)
+            .all(|q| each(q.map_err(fail))),
         Format::TriG => {
             let p = oxttl::TriGParser::new();
             let p = match base {
                 Some(b) => p.with_base_iri(b).expect("checked base"),
                 None => p,
             };
-            p.for_reader(reader).all(|q| {
-                each(match q {
-                    Err(e) => Err(fail(e)),
-                    Ok(q) if q.graph_name.is_default_graph() => {
-                        Ok(oxrdf::Triple::new(q.subject, q.predicate, q.object))
-                    }
-                    Ok(q) => Err(LoadError::Unsupported {
-                        path: path.to_owned(),
-                        what: format!(
-                            "named graphs (graph {}): the store holds the default graph",
-                            q.graph_name
-                        ),
-                    }),
-                })
-            })
+            p.for_reader(reader).all(|q| each(q.map_err(fail)))
         }
         Format::RdfXml => {
             let p = oxrdfxml::RdfXmlParser::new();
@@ -570,7 +661,7 @@ fn parse_into(
                 None => p,
             };
             p.for_reader(reader).all(|t| {
-                each(t.map_err(|e| match e {
+                each(t.map(quad).map_err(|e| match e {
                     oxrdfxml::RdfXmlParseError::Io(error) => LoadError::Io {
                         path: path.to_owned(),
                         error,
@@ -581,52 +672,6 @@ fn parse_into(
                     },
                 }))
             })
-        }
-        // Line by line, so that a quad this store cannot hold (one in a named graph) is
-        // refused with its line: the reader parser gives no position for a good statement.
-        Format::NQuads => {
-            let mut parser = oxttl::NQuadsParser::new().low_level();
-            let mut input = std::io::BufReader::new(reader);
-            let mut line = Vec::new();
-            let mut at = 0u64;
-            'lines: loop {
-                line.clear();
-                let last = match std::io::BufRead::read_until(&mut input, b'\n', &mut line) {
-                    Ok(0) => true,
-                    Ok(_) => false,
-                    Err(error) => {
-                        each(Err(LoadError::Io {
-                            path: path.to_owned(),
-                            error,
-                        }));
-                        break false;
-                    }
-                };
-                at += 1;
-                if last {
-                    parser.end();
-                } else {
-                    parser.extend_from_slice(&line);
-                }
-                while let Some(q) = parser.parse_next() {
-                    let ok = each(match q {
-                        Err(e) => Err(syntax(path, &e)),
-                        Ok(q) if q.graph_name.is_default_graph() => {
-                            Ok(oxrdf::Triple::new(q.subject, q.predicate, q.object))
-                        }
-                        Ok(q) => Err(LoadError::Unsupported {
-                            path: path.to_owned(),
-                            what: format!("named graphs (graph {} on line {at})", q.graph_name),
-                        }),
-                    });
-                    if !ok {
-                        break 'lines false;
-                    }
-                }
-                if last {
-                    break true;
-                }
-            }
         }
     };
     if finished && !batch.is_empty() {
@@ -639,16 +684,16 @@ fn load_one(
     path: &Path,
     format: Format,
     reader: Box<dyn Read + Send + '_>,
-    prefix: &str,
-    base: Option<&str>,
+    target: &Target<'_>,
     progress: &Arc<Progress>,
 ) -> Result<(), LoadError> {
     let mut enc = Encoder {
         dict: &mut out.dict,
-        prefix,
+        prefix: target.prefix,
         blank: String::new(),
     };
-    let triples = &mut out.triples;
+    let quads = &mut out.quads;
+    let base = target.base;
     std::thread::scope(|scope| {
         let (tx, rx) = sync_channel::<Batch>(8);
         std::thread::Builder::new()
@@ -661,19 +706,25 @@ fn load_one(
         // On an error `rx` is dropped with this closure's return, which stops the parser.
         for batch in rx {
             let batch = batch?;
-            for t in &batch {
+            for q in &batch {
+                let graph = match &q.graph_name {
+                    oxrdf::GraphName::DefaultGraph => target.graph,
+                    oxrdf::GraphName::NamedNode(n) => enc.iri(n.as_str())?,
+                    oxrdf::GraphName::BlankNode(b) => enc.blank(b.as_str())?,
+                };
                 let id = [
-                    enc.subject(&t.subject)?,
-                    enc.iri(t.predicate.as_str())?,
-                    enc.object(&t.object).map_err(|e| match e {
+                    enc.subject(&q.subject)?,
+                    enc.iri(q.predicate.as_str())?,
+                    enc.object(&q.object).map_err(|e| match e {
                         EncErr::Full(f) => LoadError::Full(f),
                         EncErr::Triple => LoadError::Unsupported {
                             path: path.to_owned(),
                             what: "quoted triples (RDF 1.2)".into(),
                         },
                     })?,
+                    graph,
                 ];
-                triples.push(id);
+                quads.push(id);
             }
             progress
                 .triples
@@ -765,25 +816,17 @@ mod tests {
   <rdf:Description rdf:about="http://ex/s"><ex:p>v</ex:p></rdf:Description>
 </rdf:RDF>"#;
         let l = load_str(xml, Format::RdfXml).unwrap();
-        assert_eq!(l.triples.len(), 1);
+        assert_eq!(l.quads.len(), 1);
         let e = load_str("<rdf:RDF", Format::RdfXml).unwrap_err();
         assert!(matches!(e, LoadError::SyntaxNoPosition { .. }), "{e}");
         let l = load_str("<http://ex/s> <http://ex/p> 1 .", Format::TriG).unwrap();
-        assert_eq!(l.triples.len(), 1);
-        let e = load_str(
-            "<http://ex/g> { <http://ex/s> <http://ex/p> 1 }",
-            Format::TriG,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("named graphs (graph <http://ex/g>)"),
-            "{e}"
-        );
+        assert_eq!(l.quads.len(), 1);
+        assert_eq!(l.quads[0][3], DEFAULT_GRAPH);
         let e = load_files_with(
             &[PathBuf::from("x.ttl")],
             &LoadOptions {
                 base: Some("not absolute".into()),
-                format: None,
+                ..LoadOptions::default()
             },
             &Arc::default(),
         )
@@ -812,15 +855,15 @@ mod tests {
             Format::Turtle,
         )
         .unwrap();
-        assert_eq!(l.triples.len(), 5);
-        assert_eq!(l.triples[0], l.triples[1]);
-        assert_ne!(l.triples[2][2], l.triples[3][2], "01 and 1 stay two terms");
-        let int01 = l.dict.term(l.triples[2][2]);
+        assert_eq!(l.quads.len(), 5);
+        assert_eq!(l.quads[0], l.quads[1]);
+        assert_ne!(l.quads[2][2], l.quads[3][2], "01 and 1 stay two terms");
+        let int01 = l.dict.term(l.quads[2][2]);
         assert_eq!(
             int01.to_string(),
             "\"01\"^^<http://www.w3.org/2001/XMLSchema#integer>"
         );
-        assert_eq!(l.dict.term(l.triples[4][2]).to_string(), "\"chat\"@fr");
+        assert_eq!(l.dict.term(l.quads[4][2]).to_string(), "\"chat\"@fr");
     }
 
     #[test]
@@ -830,12 +873,74 @@ mod tests {
         assert!(msg.starts_with("t.ttl:2:"), "{msg}");
     }
 
+    /// N-Quads and TriG statements go to their graphs (named by IRI or blank node), triples to
+    /// the default graph or to the named graph they are loaded into; a quads file is refused
+    /// for one named graph, and a graph name must be an absolute IRI.
     #[test]
-    fn named_graphs_are_refused() {
-        let e = load_str("<a:s> <a:p> <a:o> <a:g> .\n", Format::NQuads).unwrap_err();
-        assert!(e.to_string().contains("not supported: named graphs"), "{e}");
-        let ok = load_str("<a:s> <a:p> <a:o> .\n", Format::NQuads).unwrap();
-        assert_eq!(ok.triples.len(), 1);
+    fn named_graphs_load_into_their_graphs() {
+        let l = load_str(
+            "<a:s> <a:p> <a:o> <a:g> .\n<a:s> <a:p> <a:o> .\n<a:s> <a:p> <a:o> _:h .\n",
+            Format::NQuads,
+        )
+        .unwrap();
+        let g = l.dict.lookup(TermRef::Iri("a:g")).unwrap();
+        let h = l.dict.lookup(TermRef::Blank("h")).unwrap();
+        let graphs: Vec<Id> = l.quads.iter().map(|q| q[3]).collect();
+        assert_eq!(graphs, [g, DEFAULT_GRAPH, h]);
+        let l = load_str(
+            "<http://ex/g> { <http://ex/s> <http://ex/p> 1 } <http://ex/s> <http://ex/p> 2 .",
+            Format::TriG,
+        )
+        .unwrap();
+        let g = l.dict.lookup(TermRef::Iri("http://ex/g")).unwrap();
+        assert_eq!(
+            l.quads.iter().map(|q| q[3]).collect::<Vec<_>>(),
+            [g, DEFAULT_GRAPH]
+        );
+        let mut l = Loaded::default();
+        load_reader_into_graph(
+            &mut l,
+            Path::new("t.ttl"),
+            Format::Turtle,
+            "<s> <p> <o> .".as_bytes(),
+            "",
+            "http://ex/",
+            "http://ex/graph",
+        )
+        .unwrap();
+        let g = l.dict.lookup(TermRef::Iri("http://ex/graph")).unwrap();
+        assert_eq!(l.quads[0][3], g);
+        let e = load_reader_into_graph(
+            &mut Loaded::default(),
+            Path::new("t.nq"),
+            Format::NQuads,
+            "".as_bytes(),
+            "",
+            "http://ex/",
+            "http://ex/graph",
+        )
+        .unwrap_err();
+        assert!(matches!(e, LoadError::QuadsIntoGraph(_)), "{e}");
+        let e = load_files_with(
+            &[],
+            &LoadOptions {
+                named: vec![("not an iri".into(), PathBuf::from("x.ttl"))],
+                ..LoadOptions::default()
+            },
+            &Arc::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, LoadError::BadGraphName { .. }), "{e}");
+        let e = load_files_with(
+            &[],
+            &LoadOptions {
+                named: vec![("http://ex/g".into(), PathBuf::from("x.trig"))],
+                ..LoadOptions::default()
+            },
+            &Arc::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("names its own graphs"), "{e}");
     }
 
     /// Many batches through the pipeline: every triple arrives, in file order; an error after
@@ -848,8 +953,9 @@ mod tests {
             text.push_str(&format!("<a:s{i}> <a:p> \"{i}\" .\n"));
         }
         let l = load_str(&text, Format::NTriples).unwrap();
-        assert_eq!(l.triples.len(), n);
-        for (i, t) in l.triples.iter().enumerate() {
+        assert_eq!(l.quads.len(), n);
+        for (i, t) in l.quads.iter().enumerate() {
+            assert_eq!(t[3], DEFAULT_GRAPH);
             assert_eq!(l.dict.term(t[2]).to_string(), format!("\"{i}\""));
         }
         text.push_str("<a:s> <a:p> oops .\n");

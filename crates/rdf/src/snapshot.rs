@@ -1,27 +1,33 @@
-//! The binary snapshot: the dictionary and the three sorted permutations as they are in memory,
-//! so opening a store is reading it (no parsing, no sorting).
+//! The binary snapshot: the dictionary, the graphs' runs and the three sorted permutations as
+//! they are in memory, so opening a store is reading it (no parsing, no sorting).
 //!
-//! Layout, all integers little-endian:
+//! Layout (format 2), all integers little-endian:
 //!
 //! | bytes | what |
 //! |---|---|
 //! | 8 | magic `NFRDF\0` and format version (u16) |
-//! | 8 × 3 | terms, arena bytes, triples |
+//! | 8 × 4 | terms, arena bytes, quads, graphs |
 //! | arena | the terms' keys, one after another (`term.rs`) |
 //! | 8 × terms | each term's end offset |
-//! | 4 × triples × 9 | SPO, POS, OSP, each as three key columns |
+//! | 16 × graphs | each graph's id (0: the default graph) and the row its run starts at |
+//! | 4 × quads × 9 | SPO, POS, OSP, each as three key columns, graph by graph |
 //! | 8 | a checksum of everything before it |
 //!
-//! The checksum is FNV-1a over 8-byte little-endian words, section by section: the header, the
-//! arena, the end offsets and each of the nine key columns, each section's last word padded with
-//! zeros. It depends only on the bytes of each section, not on how a writer cuts them: a column
-//! is written partition by partition (one per NUMA node), read whole, and both give one sum.
+//! Format 1 (before named graphs) has no graph count and no graph table: its triples open as the
+//! default graph.
 //!
-//! A short file, a bad checksum, an id out of range, a permutation out of order, or three
-//! permutations that do not hold the same triples is an error that names the file; nothing is
-//! half-opened. The permutations are compared by an order-independent hash of their triples
-//! (every row read once, in the pass that checks the order), so an SPO that disagrees with POS
-//! is refused instead of answering differently by access path.
+//! The checksum is FNV-1a over 8-byte little-endian words, section by section: the header, the
+//! arena, the end offsets, the graph table and each of the nine key columns, each section's
+//! last word padded with zeros. It depends only on the bytes of each section, not on how a
+//! writer cuts them: a column is written partition by partition (one per NUMA node), read
+//! whole, and both give one sum.
+//!
+//! A short file, a bad checksum, an id out of range, a graph table out of order, a permutation
+//! out of order within a graph, or three permutations that do not hold the same quads is an
+//! error that names the file; nothing is half-opened. The permutations are compared by an
+//! order-independent hash of their quads (every row read once, in the pass that checks the
+//! order), so an SPO that disagrees with POS is refused instead of answering differently by
+//! access path.
 //!
 //! [`save`] writes a temporary file beside the target, syncs it, and renames it over the
 //! target, then syncs the directory: a kill or a full disk during the write leaves the previous
@@ -34,11 +40,11 @@ use std::path::{Path, PathBuf};
 use nearflow_topo::Machine;
 
 use crate::dict::Dict;
-use crate::store::{Permutation, Store, StoreError};
+use crate::store::{Permutation, Store, StoreError, DEFAULT_GRAPH};
 use crate::term::Id;
 
 const MAGIC: &[u8; 6] = b"NFRDF\0";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 
 /// A snapshot could not be written or opened.
 #[derive(Debug, thiserror::Error)]
@@ -128,12 +134,14 @@ impl Sum {
     }
 }
 
-/// An order-independent hash of a set of triples (a sum of a mix of each), so three
+/// An order-independent hash of a set of quads (a sum of a mix of each), so three
 /// permutations can be compared in one pass each. Distinct rows are guaranteed by the order
 /// check, so a sum of a good 64-bit mix is as strong as comparing the sets for damage; a file
 /// crafted to collide is not the threat a checksum guards against.
-fn triple_hash(t: [Id; 3]) -> u64 {
-    let mut x = (u64::from(t[0]) << 32 | u64::from(t[1])) ^ u64::from(t[2]).rotate_left(17);
+fn quad_hash(t: [Id; 3], g: Id) -> u64 {
+    let mut x = (u64::from(t[0]) << 32 | u64::from(t[1]))
+        ^ u64::from(t[2]).rotate_left(17)
+        ^ u64::from(g).rotate_left(41);
     // splitmix64's finaliser.
     x ^= x >> 30;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -296,7 +304,13 @@ fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotErro
     let mut head = Vec::new();
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
-    for n in [ends.len() as u64, bytes.len() as u64, store.len()] {
+    let graphs = store.graphs();
+    for n in [
+        ends.len() as u64,
+        bytes.len() as u64,
+        store.len(),
+        graphs.len() as u64,
+    ] {
         head.extend_from_slice(&n.to_le_bytes());
     }
     w.put(&head)?;
@@ -308,6 +322,13 @@ fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotErro
         e.extend_from_slice(&x.to_le_bytes());
     }
     w.put(&e)?;
+    w.sum.end();
+    let mut t = Vec::with_capacity(graphs.len() * 16);
+    for &(g, start) in graphs {
+        t.extend_from_slice(&u64::from(g).to_le_bytes());
+        t.extend_from_slice(&(start as u64).to_le_bytes());
+    }
+    w.put(&t)?;
     w.sum.end();
     for order in Permutation::ALL {
         for c in 0..3 {
@@ -384,19 +405,32 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         sum: Sum::new(),
         path,
     };
-    let head = r.take(32)?;
+    // The header is one section of the checksum: 32 bytes in format 1, 40 in format 2.
+    let mut head = vec![0u8; 8];
+    r.inp.read_exact(&mut head).map_err(|e| r.short(e))?;
     if &head[..6] != MAGIC {
         return Err(r.invalid("wrong magic number".into()));
     }
     let version = u16::from_le_bytes([head[6], head[7]]);
-    if version != VERSION {
+    if version != VERSION && version != 1 {
         return Err(r.invalid(format!(
-            "format version {version}, this build reads {VERSION}"
+            "format version {version}, this build reads 1 and {VERSION}"
         )));
     }
+    let counts = if version == 1 { 3 } else { 4 };
+    head.resize(8 + 8 * counts, 0);
+    r.inp.read_exact(&mut head[8..]).map_err(|e| r.short(e))?;
+    r.sum.add(&head);
+    r.sum.end();
     let n = |i: usize| u64::from_le_bytes(head[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"));
-    let (terms, arena, triples) = (n(0), n(1), n(2));
-    let need = 32u128 + arena as u128 + 8 * terms as u128 + 36 * triples as u128 + 8;
+    let (terms, arena, quads) = (n(0), n(1), n(2));
+    let graph_runs = if version == 1 { 0 } else { n(3) };
+    let need = head.len() as u128
+        + arena as u128
+        + 8 * terms as u128
+        + 16 * graph_runs as u128
+        + 36 * quads as u128
+        + 8;
     if need != file_len as u128 {
         return Err(r.invalid(if need > file_len as u128 {
             "the file is truncated".into()
@@ -413,7 +447,42 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
         .collect();
-    let t = triples as usize;
+    let t = quads as usize;
+    let graphs: Vec<(Id, usize)> = if version == 1 {
+        if t == 0 {
+            Vec::new()
+        } else {
+            vec![(DEFAULT_GRAPH, 0)]
+        }
+    } else {
+        let table = r.take(graph_runs as usize * 16)?;
+        let mut graphs = Vec::with_capacity(graph_runs as usize);
+        for (i, c) in table.chunks_exact(16).enumerate() {
+            let g = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+            let start = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
+            let prev = graphs.last().copied();
+            let bad = g > terms
+                || start >= quads
+                || (i == 0 && start != 0)
+                || prev
+                    .is_some_and(|(pg, ps): (Id, usize)| u64::from(pg) >= g || ps as u64 >= start);
+            if bad {
+                return Err(r.invalid(format!("the graph table is bad at entry {i}")));
+            }
+            graphs.push((g as Id, start as usize));
+        }
+        if t > 0 && graphs.is_empty() {
+            return Err(r.invalid("quads without a graph table".into()));
+        }
+        graphs
+    };
+    // Each row's graph, walked along the runs.
+    let graph_at = |i: usize, run: &mut usize| -> Id {
+        while *run + 1 < graphs.len() && graphs[*run + 1].1 <= i {
+            *run += 1;
+        }
+        graphs[*run].0
+    };
     let mut perms: [[Vec<Id>; 3]; 3] = Default::default();
     let mut hashes = [0u64; 3];
     for (o, order) in Permutation::ALL.iter().enumerate() {
@@ -421,21 +490,20 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
             *col = r.u32s(t)?;
         }
         let cols = &perms[o];
-        let pos = order.positions();
         let mut h = 0u64;
+        let mut run = 0;
+        let mut prev_graph = None;
         for i in 0..t {
             let key = [cols[0][i], cols[1][i], cols[2][i]];
             if key.iter().any(|&id| id == 0 || id as u64 > terms) {
                 return Err(r.invalid(format!("{} row {i} has an id out of range", order.name())));
             }
-            if i > 0 && [cols[0][i - 1], cols[1][i - 1], cols[2][i - 1]] >= key {
+            let g = graph_at(i, &mut run);
+            if prev_graph == Some(g) && [cols[0][i - 1], cols[1][i - 1], cols[2][i - 1]] >= key {
                 return Err(r.invalid(format!("{} is not sorted at row {i}", order.name())));
             }
-            let mut spo = [0; 3];
-            for c in 0..3 {
-                spo[pos[c]] = key[c];
-            }
-            h = h.wrapping_add(triple_hash(spo));
+            prev_graph = Some(g);
+            h = h.wrapping_add(quad_hash(order.triple(key), g));
         }
         hashes[o] = h;
     }
@@ -448,14 +516,14 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     for o in 1..3 {
         if hashes[o] != hashes[0] {
             return Err(r.invalid(format!(
-                "{} and {} do not hold the same triples",
+                "{} and {} do not hold the same quads",
                 Permutation::ALL[0].name(),
                 Permutation::ALL[o].name()
             )));
         }
     }
     let dict = Dict::from_parts(bytes, ends).map_err(|why| r.invalid(why))?;
-    Ok(Store::from_sorted(machine, dict, perms)?)
+    Ok(Store::from_sorted(machine, dict, perms, graphs)?)
 }
 
 #[cfg(test)]
@@ -472,18 +540,27 @@ mod tests {
         d
     }
 
-    /// A store of `n` distinct triples over seven terms of a dictionary of nine.
+    /// A store of `n` distinct quads over seven terms of a dictionary of nine, every third in
+    /// one of two named graphs.
     fn store(machine: &Machine, n: usize) -> Store {
         let mut d = Dict::new();
         let ids: Vec<Id> = (0..9)
             .map(|i| d.intern(TermRef::Iri(&format!("http://t/{i}"))).unwrap())
             .collect();
-        let triples = (0..n).map(|i| [ids[i % 7], ids[(i / 7) % 3], ids[(i / 21) % 7]]);
-        Store::build(machine, d, triples.collect()).unwrap()
+        let graphs = [DEFAULT_GRAPH, ids[7], ids[8]];
+        let quads = (0..n).map(|i| {
+            [
+                ids[i % 7],
+                ids[(i / 7) % 3],
+                ids[(i / 21) % 7],
+                graphs[(i / 147) % 3],
+            ]
+        });
+        Store::build(machine, d, quads.collect()).unwrap()
     }
 
-    fn all(s: &Store) -> Vec<[Id; 3]> {
-        let mut v = s.matches([None; 3]);
+    fn all(s: &Store) -> Vec<crate::store::Quad> {
+        let mut v = s.quads();
         v.sort();
         v
     }
@@ -498,7 +575,7 @@ mod tests {
             nearflow_topo::from_synthetic("pack:4 [numa] core:1 pu:1").unwrap(),
             nearflow_topo::from_synthetic("core:2 pu:1").unwrap(),
         ];
-        for n in [0, 1, 2, 3, 5, 7, 63, 64, 65] {
+        for n in [0, 1, 2, 3, 5, 7, 63, 64, 65, 150, 300, 441] {
             for (i, m) in machines.iter().enumerate() {
                 let s = store(m, n);
                 let f = d.join(format!("s{n}-{i}.nfs"));
@@ -511,12 +588,14 @@ mod tests {
         }
     }
 
-    /// Rewrites the checksum of a snapshot's bytes after a test changed them on purpose.
+    /// Rewrites the checksum of a snapshot's bytes (format 2) after a test changed them on
+    /// purpose.
     fn reseal(bytes: &mut [u8]) {
         let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
-        let (terms, arena, triples) = (n(0) as usize, n(1) as usize, n(2) as usize);
-        let mut sections = vec![32, arena, terms * 8];
-        sections.extend([triples * 4; 9]);
+        let (terms, arena, quads, graphs) =
+            (n(0) as usize, n(1) as usize, n(2) as usize, n(3) as usize);
+        let mut sections = vec![40, arena, terms * 8, graphs * 16];
+        sections.extend([quads * 4; 9]);
         let mut sum = Sum::new();
         let mut at = 0;
         for len in sections {
@@ -543,8 +622,9 @@ mod tests {
         // POS's last row's subject (its third column), raised to the largest id: still sorted,
         // still in range, but no longer a triple SPO holds.
         let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
-        let (terms, arena, t) = (n(0) as usize, n(1) as usize, n(2) as usize);
-        let pos_s = 32 + arena + terms * 8 + 3 * t * 4 + 2 * t * 4;
+        let (terms, arena, t, g) = (n(0) as usize, n(1) as usize, n(2) as usize, n(3) as usize);
+        assert_eq!(g, 1, "one graph: the default");
+        let pos_s = 40 + arena + terms * 8 + g * 16 + 3 * t * 4 + 2 * t * 4;
         let last = pos_s + (t - 1) * 4;
         let old = u32::from_le_bytes(bytes[last..last + 4].try_into().unwrap());
         assert!(old < terms as u32, "the test needs room to raise it");
@@ -552,10 +632,7 @@ mod tests {
         reseal(&mut bytes);
         std::fs::write(&f, &bytes).unwrap();
         let e = open(&f, &m).unwrap_err().to_string();
-        assert!(
-            e.contains("SPO and POS do not hold the same triples"),
-            "{e}"
-        );
+        assert!(e.contains("SPO and POS do not hold the same quads"), "{e}");
     }
 
     /// Issue 40, item 2: a write that fails part way (a full disk) leaves the previous snapshot
@@ -585,6 +662,58 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no-such-dir"), "{e}");
+    }
+
+    /// A snapshot of format 1 (before named graphs: no graph table) opens, its triples in the
+    /// default graph; a graph table out of order is refused.
+    #[test]
+    fn format_one_opens_as_the_default_graph_and_a_bad_graph_table_is_refused() {
+        let d = dir("format1");
+        let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+        // 100 quads: all in the default graph (the first 147 are).
+        let s = store(&m, 100);
+        assert_eq!(s.graphs(), [(DEFAULT_GRAPH, 0)]);
+        let f = d.join("s.nfs");
+        save(&s, &f).unwrap();
+        let v2 = std::fs::read(&f).unwrap();
+        // Format 1: version 1, three counts, no graph table; the rest as it is.
+        let n = |i: usize| u64::from_le_bytes(v2[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        let (terms, arena) = (n(0) as usize, n(1) as usize);
+        let mut v1 = v2[..32].to_vec();
+        v1[6..8].copy_from_slice(&1u16.to_le_bytes());
+        let body = 40 + arena + terms * 8;
+        v1.extend_from_slice(&v2[40..body]);
+        v1.extend_from_slice(&v2[body + 16..v2.len() - 8]);
+        let mut sum = Sum::new();
+        let mut at = 0;
+        let mut sections = vec![32, arena, terms * 8];
+        sections.extend([100 * 4; 9]);
+        for len in sections {
+            sum.add(&v1[at..at + len]);
+            sum.end();
+            at += len;
+        }
+        v1.extend_from_slice(&sum.value.to_le_bytes());
+        std::fs::write(&f, &v1).unwrap();
+        let o = open(&f, &m).unwrap();
+        assert_eq!(all(&o), all(&s));
+        // Two named graphs, their table's entries swapped.
+        let s = store(&m, 441);
+        assert_eq!(s.graphs().len(), 3);
+        save(&s, &f).unwrap();
+        assert_eq!(all(&open(&f, &m).unwrap()), all(&s));
+        let mut bytes = std::fs::read(&f).unwrap();
+        let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        let table = 40 + n(1) as usize + n(0) as usize * 8;
+        let (a, b) = (table + 16, table + 32);
+        let first: Vec<u8> = bytes[a..a + 8].to_vec();
+        let second: Vec<u8> = bytes[b..b + 8].to_vec();
+        bytes[a..a + 8].copy_from_slice(&second);
+        bytes[b..b + 8].copy_from_slice(&first);
+        reseal(&mut bytes);
+        std::fs::write(&f, &bytes).unwrap();
+        let e = open(&f, &m).unwrap_err().to_string();
+        assert!(e.contains("the graph table is bad at entry 2"), "{e}");
     }
 
     proptest! {

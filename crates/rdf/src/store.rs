@@ -1,15 +1,24 @@
-//! The store: id triples in three sorted permutations (SPO, POS, OSP), each held column-wise in
-//! [`SplittableData`] partitions, one per NUMA node, and the planner's statistics.
+//! The store: id quads in three sorted permutations (SPO, POS, OSP) per graph, each held
+//! column-wise in [`SplittableData`] partitions, one per NUMA node, and the planner's statistics.
+//!
+//! A quad is a triple and its graph: the default graph is [`DEFAULT_GRAPH`], a named graph is
+//! its IRI's id. Each permutation is sorted by graph first, then by its own key, so a graph's
+//! quads are one contiguous run of rows in every permutation, and the runs are the same in all
+//! three (each graph holds the same quads whatever the order). The graph column is therefore not
+//! stored: one table of runs ([`Store::graphs`]) gives each graph's rows, and a store with only
+//! a default graph costs what a triple store did (three permutations of three 32-bit columns).
 //!
 //! A permutation is sorted as a whole and cut into equal contiguous slices, one per partition,
 //! each slice copied on a thread bound to its node (first touch, or `nearflow-alloc`'s node
-//! pools: see `nearflow-split`). A scan of a key range binary-searches every partition (a few
-//! comparisons each) and reads only those that hold part of the range; the query engine runs each
-//! partition's scan as a source operator homed on the partition's node (`PlanBuilder::home`).
+//! pools: see `nearflow-split`). A scan of a key range in one graph intersects the graph's run
+//! with each partition's slice and binary-searches the key there (a few comparisons each),
+//! reading only the partitions that hold part of it; the query engine runs each partition's scan
+//! as a source operator homed on the partition's node (`PlanBuilder::home`).
 //!
-//! Length: the last 50 lines are unit tests; the rest is the store's one concept (permutations,
-//! scans, statistics).
+//! Length: the last 120 lines are unit tests; the rest is the store's one concept (permutations,
+//! graph runs, scans, statistics).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
@@ -17,6 +26,12 @@ use nearflow_topo::Machine;
 
 use crate::dict::Dict;
 use crate::term::{Id, TermRef};
+
+/// The graph id of the default graph (no term has id 0).
+pub const DEFAULT_GRAPH: Id = 0;
+
+/// A quad: subject, predicate, object and graph ([`DEFAULT_GRAPH`] or a named graph's IRI).
+pub type Quad = [Id; 4];
 
 /// A permutation: the order of the three positions in its sort key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,16 +81,29 @@ impl Permutation {
         }
     }
 
+    /// A key of this permutation (its columns in its order) as a triple (s, p, o).
+    #[inline]
+    pub fn triple(self, key: [Id; 3]) -> [Id; 3] {
+        let pos = self.positions();
+        let mut t = [0; 3];
+        for c in 0..3 {
+            t[pos[c]] = key[c];
+        }
+        t
+    }
+
     fn index(self) -> usize {
         self as usize
     }
 }
 
-/// One partition of one permutation: three key columns, sorted together.
+/// One partition of one permutation: three key columns, sorted within each graph's run.
 #[derive(Debug, Default)]
 pub struct Columns {
     /// Key columns, in the permutation's order.
     pub cols: [Vec<Id>; 3],
+    /// The row of the whole permutation this partition's first row is.
+    pub first: usize,
 }
 
 impl Columns {
@@ -95,11 +123,22 @@ impl Columns {
         [self.cols[0][i], self.cols[1][i], self.cols[2][i]]
     }
 
-    /// The rows whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
-    pub fn range(&self, prefix: &[Id]) -> std::ops::Range<usize> {
-        let k = prefix.len();
+    /// The part of `rows` (the whole permutation's row numbers, one graph's run) this partition
+    /// holds, as its own row numbers.
+    pub fn local(&self, rows: &Range<usize>) -> Range<usize> {
+        let lo = rows.start.max(self.first);
+        let hi = rows.end.min(self.first + self.len());
+        if lo >= hi {
+            return 0..0;
+        }
+        lo - self.first..hi - self.first
+    }
+
+    /// The rows in `within` (this partition's row numbers, sorted by key: one graph's run)
+    /// whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
+    pub fn range_in(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
         let cmp = |i: usize| -> std::cmp::Ordering {
-            for (c, &p) in prefix.iter().enumerate().take(k) {
+            for (c, &p) in prefix.iter().enumerate() {
                 match self.cols[c][i].cmp(&p) {
                     std::cmp::Ordering::Equal => {}
                     o => return o,
@@ -107,10 +146,14 @@ impl Columns {
             }
             std::cmp::Ordering::Equal
         };
-        let n = self.len();
-        let lo = partition_point(n, |i| cmp(i) == std::cmp::Ordering::Less);
-        let hi = lo + partition_point(n - lo, |i| cmp(lo + i) != std::cmp::Ordering::Greater);
-        lo..hi
+        let n = within.len();
+        let base = within.start;
+        let lo = partition_point(n, |i| cmp(base + i) == std::cmp::Ordering::Less);
+        let hi = lo
+            + partition_point(n - lo, |i| {
+                cmp(base + lo + i) != std::cmp::Ordering::Greater
+            });
+        base + lo..base + hi
     }
 }
 
@@ -127,25 +170,26 @@ fn partition_point(n: usize, mut pred: impl FnMut(usize) -> bool) -> usize {
     lo
 }
 
-/// Per-predicate statistics (the planner's).
+/// Per-predicate statistics (the planner's), summed over the graphs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PredStats {
-    /// Triples with this predicate.
+    /// Quads with this predicate.
     pub triples: u64,
-    /// Distinct subjects among them.
+    /// Distinct subjects among them (per graph, summed).
     pub subjects: u64,
-    /// Distinct objects among them.
+    /// Distinct objects among them (per graph, summed).
     pub objects: u64,
 }
 
-/// Whole-store statistics.
+/// Whole-store statistics: counts of distinct terms are per graph, summed over the graphs (for
+/// a store of one graph, the plain counts).
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
-    /// Triples.
+    /// Quads.
     pub triples: u64,
-    /// Distinct subjects, predicates and objects.
+    /// Distinct subjects.
     pub subjects: u64,
-    /// Distinct predicates.
+    /// Distinct predicates (over all graphs).
     pub predicates: u64,
     /// Distinct objects.
     pub objects: u64,
@@ -157,6 +201,9 @@ pub struct Stats {
 pub struct Store {
     dict: Dict,
     perms: [SplittableData<Columns>; 3],
+    /// Each graph that holds a quad and the row its run starts at, in graph id order; a run
+    /// ends where the next starts (the last at [`Store::len`]).
+    graphs: Vec<(Id, usize)>,
     stats: Stats,
     machine: Machine,
 }
@@ -164,7 +211,8 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("triples", &self.stats.triples)
+            .field("quads", &self.stats.triples)
+            .field("graphs", &self.graphs.len())
             .field("terms", &self.dict.len())
             .field("partitions", &self.perms[0].len())
             .finish()
@@ -180,55 +228,68 @@ pub enum StoreError {
 }
 
 impl Store {
-    /// Builds the store from a dictionary and id triples (any order, duplicates allowed: an RDF
-    /// graph is a set) for `machine`: one partition per NUMA node.
-    pub fn build(
-        machine: &Machine,
-        dict: Dict,
-        mut triples: Vec<[Id; 3]>,
-    ) -> Result<Self, StoreError> {
-        triples.sort_unstable();
-        triples.dedup();
+    /// Builds the store from a dictionary and id quads (any order, duplicates allowed: a graph
+    /// is a set) for `machine`: one partition per NUMA node.
+    pub fn build(machine: &Machine, dict: Dict, mut quads: Vec<Quad>) -> Result<Self, StoreError> {
+        // Graph first, then the permutation's key.
+        let key = |order: Permutation| {
+            let p = order.positions();
+            move |q: &Quad| [q[3], q[p[0]], q[p[1]], q[p[2]]]
+        };
+        quads.sort_unstable_by_key(key(Permutation::Spo));
+        quads.dedup();
+        let graphs = runs(quads.len(), |i| quads[i][3]);
         let mut stats = StatsBuilder::default();
-        stats.spo(triples.len(), |i| triples[i]);
-        let spo = split(machine, &triples, Permutation::Spo)?;
-        let mut t = triples;
+        let spo = {
+            let k = key(Permutation::Spo);
+            stats.spo(quads.len(), |i| k(&quads[i]));
+            split(machine, &quads, Permutation::Spo)?
+        };
         let pos = {
-            t.sort_unstable_by_key(|x| [x[1], x[2], x[0]]);
-            stats.pos(t.len(), |i| [t[i][1], t[i][2], t[i][0]]);
-            split(machine, &t, Permutation::Pos)?
+            let k = key(Permutation::Pos);
+            quads.sort_unstable_by_key(k);
+            stats.pos(quads.len(), |i| k(&quads[i]));
+            split(machine, &quads, Permutation::Pos)?
         };
         let osp = {
-            t.sort_unstable_by_key(|x| [x[2], x[0], x[1]]);
-            stats.osp(t.len(), |i| [t[i][2], t[i][0], t[i][1]]);
-            split(machine, &t, Permutation::Osp)?
+            let k = key(Permutation::Osp);
+            quads.sort_unstable_by_key(k);
+            stats.osp(quads.len(), |i| k(&quads[i]));
+            split(machine, &quads, Permutation::Osp)?
         };
         Ok(Store {
             dict,
             perms: [spo, pos, osp],
+            graphs,
             stats: stats.finish(),
             machine: machine.clone(),
         })
     }
 
-    /// Rebuilds a store from its permutations' columns (the snapshot), which must be sorted:
-    /// `parts[o]` holds permutation `Permutation::ALL[o]`'s key columns, whole.
+    /// Rebuilds a store from its permutations' columns (the snapshot), which must be sorted by
+    /// graph and key: `perms[o]` holds permutation `Permutation::ALL[o]`'s key columns, whole;
+    /// `graphs` each graph's run start, as [`Store::graphs`] gives them.
     pub(crate) fn from_sorted(
         machine: &Machine,
         dict: Dict,
         perms: [[Vec<Id>; 3]; 3],
+        graphs: Vec<(Id, usize)>,
     ) -> Result<Self, StoreError> {
         let [spo, pos, osp] = perms;
+        let n = spo[0].len();
+        let graph_at = graph_of_rows(&graphs, n);
         let mut stats = StatsBuilder::default();
-        stats.spo(spo[0].len(), |i| [spo[0][i], spo[1][i], spo[2][i]]);
-        stats.pos(pos[0].len(), |i| [pos[0][i], pos[1][i], pos[2][i]]);
-        stats.osp(osp[0].len(), |i| [osp[0][i], osp[1][i], osp[2][i]]);
+        stats.spo(n, |i| [graph_at[i], spo[0][i], spo[1][i], spo[2][i]]);
+        stats.pos(n, |i| [graph_at[i], pos[0][i], pos[1][i], pos[2][i]]);
+        stats.osp(n, |i| [graph_at[i], osp[0][i], osp[1][i], osp[2][i]]);
+        drop(graph_at);
         let stats = stats.finish();
         let cut = |cols: &[Vec<Id>; 3]| {
             SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
                 let parts = nearflow_split::layout(machine, SplitBy::Node).len();
                 let r = slice_of(cols[0].len(), info.index, parts);
                 Columns {
+                    first: r.start,
                     cols: [
                         cols[0][r.clone()].to_vec(),
                         cols[1][r.clone()].to_vec(),
@@ -239,6 +300,7 @@ impl Store {
         };
         Ok(Store {
             perms: [cut(&spo)?, cut(&pos)?, cut(&osp)?],
+            graphs,
             dict,
             stats,
             machine: machine.clone(),
@@ -260,7 +322,7 @@ impl Store {
         &self.machine
     }
 
-    /// Number of triples.
+    /// Number of quads (triples of the default graph and of every named graph).
     pub fn len(&self) -> u64 {
         self.stats.triples
     }
@@ -268,6 +330,39 @@ impl Store {
     /// Whether the store is empty.
     pub fn is_empty(&self) -> bool {
         self.stats.triples == 0
+    }
+
+    /// Each graph that holds a quad ([`DEFAULT_GRAPH`] first when it does) and the row its run
+    /// starts at in every permutation.
+    pub fn graphs(&self) -> &[(Id, usize)] {
+        &self.graphs
+    }
+
+    /// The named graphs that hold a quad, in id order.
+    pub fn named_graphs(&self) -> impl Iterator<Item = Id> + '_ {
+        self.graphs
+            .iter()
+            .map(|&(g, _)| g)
+            .filter(|&g| g != DEFAULT_GRAPH)
+    }
+
+    /// The rows of graph `g` in every permutation (empty when it holds nothing).
+    pub fn graph_rows(&self, g: Id) -> Range<usize> {
+        match self.graphs.binary_search_by_key(&g, |&(id, _)| id) {
+            Ok(i) => {
+                let end = self
+                    .graphs
+                    .get(i + 1)
+                    .map_or(self.len() as usize, |&(_, s)| s);
+                self.graphs[i].1..end
+            }
+            Err(_) => 0..0,
+        }
+    }
+
+    /// Quads of graph `g`.
+    pub fn graph_len(&self, g: Id) -> u64 {
+        self.graph_rows(g).len() as u64
     }
 
     /// A permutation's partitions.
@@ -280,33 +375,76 @@ impl Store {
         self.dict.lookup(term)
     }
 
-    /// Triples matching a pattern (`None` = any), exactly, by binary search.
-    pub fn count(&self, pattern: [Option<Id>; 3]) -> u64 {
-        let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
-        let prefix = key_prefix(order, pattern, k);
+    /// For each partition of `order` that holds some: the rows of graph `g` whose key starts
+    /// with `prefix`, as `(partition, rows)`.
+    pub fn ranges(
+        &self,
+        order: Permutation,
+        g: Id,
+        prefix: &[Id],
+    ) -> impl Iterator<Item = (usize, Range<usize>)> + '_ {
+        let rows = self.graph_rows(g);
+        let prefix = prefix.to_vec();
         self.perm(order)
             .partitions()
             .iter()
-            .map(|p| p.data.range(&prefix).len() as u64)
+            .enumerate()
+            .filter_map(move |(i, p)| {
+                let local = p.data.local(&rows);
+                if local.is_empty() {
+                    return None;
+                }
+                let r = p.data.range_in(local, &prefix);
+                (!r.is_empty()).then_some((i, r))
+            })
+    }
+
+    /// Triples of graph `g` matching a pattern (`None` = any), exactly, by binary search.
+    pub fn count_in(&self, g: Id, pattern: [Option<Id>; 3]) -> u64 {
+        let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
+        let prefix = key_prefix(order, pattern, k);
+        self.ranges(order, g, &prefix)
+            .map(|(_, r)| r.len() as u64)
             .sum()
     }
 
-    /// Every triple matching a pattern, in the chosen permutation's order (for tests and small
-    /// lookups; the engine scans partition by partition).
+    /// [`count_in`](Self::count_in) the default graph.
+    pub fn count(&self, pattern: [Option<Id>; 3]) -> u64 {
+        self.count_in(DEFAULT_GRAPH, pattern)
+    }
+
+    /// Every triple of graph `g` matching a pattern, in the chosen permutation's order (for
+    /// tests and small lookups; the engine scans partition by partition).
+    pub fn matches_in(&self, g: Id, pattern: [Option<Id>; 3]) -> Vec<[Id; 3]> {
+        let mut out = Vec::new();
+        self.for_each_match(g, pattern, |t| out.push(t));
+        out
+    }
+
+    /// [`matches_in`](Self::matches_in) the default graph.
     pub fn matches(&self, pattern: [Option<Id>; 3]) -> Vec<[Id; 3]> {
+        self.matches_in(DEFAULT_GRAPH, pattern)
+    }
+
+    /// Calls `f` with every triple of graph `g` matching a pattern, in the chosen permutation's
+    /// order, without collecting them.
+    pub fn for_each_match(&self, g: Id, pattern: [Option<Id>; 3], mut f: impl FnMut([Id; 3])) {
         let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
         let prefix = key_prefix(order, pattern, k);
-        let pos = order.positions();
-        let mut out = Vec::new();
-        for p in self.perm(order).partitions() {
-            for i in p.data.range(&prefix) {
-                let key = p.data.row(i);
-                let mut t = [0; 3];
-                for c in 0..3 {
-                    t[pos[c]] = key[c];
-                }
-                out.push(t);
+        let parts = self.perm(order).partitions();
+        for (p, r) in self.ranges(order, g, &prefix) {
+            let cols = &parts[p].data;
+            for i in r {
+                f(order.triple(cols.row(i)));
             }
+        }
+    }
+
+    /// Every quad, graph by graph (for tests and exports).
+    pub fn quads(&self) -> Vec<Quad> {
+        let mut out = Vec::with_capacity(self.len() as usize);
+        for &(g, _) in &self.graphs {
+            self.for_each_match(g, [None; 3], |t| out.push([t[0], t[1], t[2], g]));
         }
         out
     }
@@ -319,7 +457,7 @@ impl Store {
             .flat_map(|p| p.partitions().iter())
             .map(|p| p.data.cols.iter().map(|c| c.capacity() * 4).sum::<usize>())
             .sum();
-        idx + self.dict.heap_bytes()
+        idx + self.dict.heap_bytes() + self.graphs.capacity() * 16
     }
 }
 
@@ -331,13 +469,35 @@ pub fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec
         .collect()
 }
 
-fn slice_of(n: usize, index: usize, parts: usize) -> std::ops::Range<usize> {
+/// The runs of equal values among `n` values sorted by them: each value and its first index.
+fn runs(n: usize, value: impl Fn(usize) -> Id) -> Vec<(Id, usize)> {
+    let mut out: Vec<(Id, usize)> = Vec::new();
+    for i in 0..n {
+        let v = value(i);
+        if out.last().is_none_or(|&(last, _)| last != v) {
+            out.push((v, i));
+        }
+    }
+    out
+}
+
+/// Each row's graph, from the runs (for the statistics of a snapshot being opened).
+fn graph_of_rows(graphs: &[(Id, usize)], n: usize) -> Vec<Id> {
+    let mut out = Vec::with_capacity(n);
+    for (i, &(g, start)) in graphs.iter().enumerate() {
+        let end = graphs.get(i + 1).map_or(n, |&(_, s)| s);
+        out.resize(out.len() + (end - start), g);
+    }
+    out
+}
+
+fn slice_of(n: usize, index: usize, parts: usize) -> Range<usize> {
     (n * index / parts)..(n * (index + 1) / parts)
 }
 
 fn split(
     machine: &Machine,
-    sorted: &[[Id; 3]],
+    sorted: &[Quad],
     order: Permutation,
 ) -> Result<SplittableData<Columns>, StoreError> {
     let pos = order.positions();
@@ -348,75 +508,77 @@ fn split(
         SplitBy::Node,
         |info: &PartInfo| {
             let r = slice_of(sorted.len(), info.index, parts);
+            let first = r.start;
             let rows = &sorted[r];
             let mut cols: [Vec<Id>; 3] = [
                 Vec::with_capacity(rows.len()),
                 Vec::with_capacity(rows.len()),
                 Vec::with_capacity(rows.len()),
             ];
-            for t in rows {
+            for q in rows {
                 for c in 0..3 {
-                    cols[c].push(t[pos[c]]);
+                    cols[c].push(q[pos[c]]);
                 }
             }
-            Columns { cols }
+            Columns { cols, first }
         },
     )?)
 }
 
-/// Statistics by linear passes over the permutations, each read in its own key order through
-/// `key(i)` (no sorting: the permutations already are).
+/// Statistics by linear passes over the permutations, each read in its own order through
+/// `key(i)` = `[graph, key columns…]` (no sorting: the permutations already are). A change of
+/// graph starts every count afresh, so distinct counts are per graph, summed.
 #[derive(Default)]
 struct StatsBuilder(Stats);
 
 impl StatsBuilder {
-    /// SPO keys `[s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
-    /// distinct `(s, p)` pairs).
-    fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+    /// SPO keys `[g, s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
+    /// distinct `(g, s, p)`).
+    fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
         let st = &mut self.0;
         st.triples = n as u64;
-        let mut prev: Option<[Id; 3]> = None;
+        let mut prev: Option<[Id; 4]> = None;
         for i in 0..n {
             let k = key(i);
-            if prev.is_none_or(|q| q[0] != k[0]) {
+            if prev.is_none_or(|q| q[..2] != k[..2]) {
                 st.subjects += 1;
             }
-            if prev.is_none_or(|q| q[..2] != k[..2]) {
-                st.per_predicate.entry(k[1]).or_default().subjects += 1;
+            if prev.is_none_or(|q| q[..3] != k[..3]) {
+                st.per_predicate.entry(k[2]).or_default().subjects += 1;
             }
             prev = Some(k);
         }
     }
 
-    /// POS keys `[p, o, s]`: each predicate's triples and distinct objects.
-    fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+    /// POS keys `[g, p, o, s]`: each predicate's quads and distinct objects.
+    fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
         let mut i = 0;
         while i < n {
-            let p = key(i)[0];
+            let gp = [key(i)[0], key(i)[1]];
             let (mut triples, mut objects) = (0u64, 0u64);
             let mut last_o = None;
             while i < n {
                 let k = key(i);
-                if k[0] != p {
+                if k[..2] != gp {
                     break;
                 }
                 triples += 1;
-                if last_o != Some(k[1]) {
+                if last_o != Some(k[2]) {
                     objects += 1;
-                    last_o = Some(k[1]);
+                    last_o = Some(k[2]);
                 }
                 i += 1;
             }
-            let e = self.0.per_predicate.entry(p).or_default();
+            let e = self.0.per_predicate.entry(gp[1]).or_default();
             e.triples += triples;
             e.objects += objects;
         }
     }
 
-    /// OSP keys `[o, s, p]`: distinct objects.
-    fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 3]) {
+    /// OSP keys `[g, o, s, p]`: distinct objects.
+    fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
         self.0.objects = (0..n)
-            .filter(|&i| i == 0 || key(i)[0] != key(i - 1)[0])
+            .filter(|&i| i == 0 || key(i)[..2] != key(i - 1)[..2])
             .count() as u64;
     }
 
@@ -430,52 +592,127 @@ impl StatsBuilder {
 mod tests {
     use super::*;
 
-    fn tiny() -> Store {
+    /// Quads of the default graph and of two named graphs, one duplicate.
+    fn tiny() -> (Store, [Id; 7]) {
         let mut d = Dict::new();
         let mut id = |s: &str| d.intern(TermRef::Iri(s)).unwrap();
-        let (a, b, c, p, q) = (id("a"), id("b"), id("c"), id("p"), id("q"));
-        let triples = vec![[a, p, b], [a, p, c], [b, p, c], [a, q, a], [a, p, b]];
+        let ids = [
+            id("a"),
+            id("b"),
+            id("c"),
+            id("p"),
+            id("q"),
+            id("g1"),
+            id("g2"),
+        ];
+        let [a, b, c, p, q, g1, g2] = ids;
+        let quads = vec![
+            [a, p, b, DEFAULT_GRAPH],
+            [a, p, c, DEFAULT_GRAPH],
+            [b, p, c, DEFAULT_GRAPH],
+            [a, q, a, DEFAULT_GRAPH],
+            [a, p, b, DEFAULT_GRAPH],
+            [a, p, b, g1],
+            [c, q, a, g1],
+            [b, p, a, g2],
+        ];
         let m = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-        Store::build(&m, d, triples).unwrap()
+        (Store::build(&m, d, quads).unwrap(), ids)
     }
 
     #[test]
-    fn counts_and_matches_agree_with_a_scan() {
-        let s = tiny();
-        assert_eq!(s.len(), 4, "the duplicate is dropped");
+    fn counts_and_matches_agree_with_a_scan_in_every_graph() {
+        let (s, [a, b, c, p, q, g1, g2]) = tiny();
+        assert_eq!(s.len(), 7, "the duplicate is dropped");
         assert_eq!(s.perm(Permutation::Spo).len(), 2, "one partition per node");
-        let all = s.matches([None; 3]);
-        for sb in [None, Some(1), Some(2)] {
-            for pb in [None, Some(4), Some(5)] {
-                for ob in [None, Some(1), Some(2), Some(3)] {
-                    let pat = [sb, pb, ob];
-                    let want: Vec<_> = all
-                        .iter()
-                        .filter(|t| (0..3).all(|i| pat[i].is_none_or(|v| t[i] == v)))
-                        .collect();
-                    assert_eq!(s.count(pat), want.len() as u64, "{pat:?}");
-                    let mut got = s.matches(pat);
-                    got.sort();
-                    let mut want: Vec<_> = want.into_iter().copied().collect();
-                    want.sort();
-                    assert_eq!(got, want, "{pat:?}");
+        assert_eq!(s.named_graphs().collect::<Vec<_>>(), [g1, g2]);
+        assert_eq!(
+            s.graphs().iter().map(|&(g, _)| g).collect::<Vec<_>>(),
+            [DEFAULT_GRAPH, g1, g2]
+        );
+        assert_eq!(s.graph_len(DEFAULT_GRAPH), 4);
+        assert_eq!(s.graph_len(g1), 2);
+        assert_eq!(s.graph_len(a), 0, "not a graph");
+        let all = s.quads();
+        assert_eq!(all.len(), 7);
+        for g in [DEFAULT_GRAPH, g1, g2, a] {
+            for sb in [None, Some(a), Some(b), Some(c)] {
+                for pb in [None, Some(p), Some(q)] {
+                    for ob in [None, Some(a), Some(b), Some(c)] {
+                        let pat = [sb, pb, ob];
+                        let mut want: Vec<[Id; 3]> = all
+                            .iter()
+                            .filter(|x| {
+                                x[3] == g && (0..3).all(|i| pat[i].is_none_or(|v| x[i] == v))
+                            })
+                            .map(|x| [x[0], x[1], x[2]])
+                            .collect();
+                        want.sort();
+                        assert_eq!(s.count_in(g, pat), want.len() as u64, "{g} {pat:?}");
+                        let mut got = s.matches_in(g, pat);
+                        got.sort();
+                        assert_eq!(got, want, "{g} {pat:?}");
+                    }
                 }
             }
         }
-        let p = s.stats().per_predicate[&4];
+        assert_eq!(s.matches([None; 3]), s.matches_in(DEFAULT_GRAPH, [None; 3]));
+        let ps = s.stats().per_predicate[&p];
+        // p: default graph (a p b), (a p c), (b p c); g1 (a p b); g2 (b p a).
         assert_eq!(
-            p,
+            ps,
             PredStats {
-                triples: 3,
-                subjects: 2,
-                objects: 2
+                triples: 5,
+                subjects: 2 + 1 + 1,
+                objects: 2 + 1 + 1
             }
         );
-        assert_eq!(s.stats().subjects, 2);
     }
 
-    /// The statistics of linear passes equal brute-force counts, built from triples and from
-    /// sorted columns (the snapshot's path).
+    /// A graph's run may be cut by a partition boundary: every partition answers for its part.
+    #[test]
+    fn a_graph_cut_by_partitions_reads_whole() {
+        let mut d = Dict::new();
+        let ids: Vec<Id> = (0..40)
+            .map(|i| d.intern(TermRef::Iri(&format!("t{i}"))).unwrap())
+            .collect();
+        let m = nearflow_topo::from_synthetic("pack:4 [numa] core:1 pu:1").unwrap();
+        let mut quads = Vec::new();
+        for i in 0..60usize {
+            // Graphs of 1, 5 and 54 quads, and the default graph.
+            let g = match i {
+                0 => ids[30],
+                1..=5 => ids[31],
+                6..=20 => DEFAULT_GRAPH,
+                _ => ids[32],
+            };
+            quads.push([ids[i % 7], ids[7 + i % 3], ids[10 + i % 11], g]);
+        }
+        let s = Store::build(&m, d, quads.clone()).unwrap();
+        quads.sort();
+        quads.dedup();
+        for g in [DEFAULT_GRAPH, ids[30], ids[31], ids[32]] {
+            for order in Permutation::ALL {
+                let n: usize = s.ranges(order, g, &[]).map(|(_, r)| r.len()).sum();
+                assert_eq!(
+                    n,
+                    quads.iter().filter(|q| q[3] == g).count(),
+                    "{g} {order:?}"
+                );
+            }
+            let mut got = s.matches_in(g, [None, Some(ids[8]), None]);
+            got.sort();
+            let want: Vec<[Id; 3]> = quads
+                .iter()
+                .filter(|q| q[3] == g && q[1] == ids[8])
+                .map(|q| [q[0], q[1], q[2]])
+                .collect();
+            assert_eq!(got, want, "graph {g}");
+        }
+    }
+
+    /// The statistics of linear passes equal brute-force counts per graph, summed, built from
+    /// quads and from sorted columns (the snapshot's path).
     #[test]
     fn statistics_equal_brute_force_counts() {
         use std::collections::{BTreeMap, BTreeSet};
@@ -494,22 +731,33 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ids[(x >> 33) as usize % n]
         };
-        let triples: Vec<[Id; 3]> = (0..400).map(|_| [next(12), next(4), next(12)]).collect();
-        let set: BTreeSet<[Id; 3]> = triples.iter().copied().collect();
+        let graphs = [DEFAULT_GRAPH, ids[10], ids[11]];
+        let quads: Vec<Quad> = (0..400)
+            .map(|i| [next(12), next(4), next(12), graphs[i % 3]])
+            .collect();
+        let set: BTreeSet<Quad> = quads.iter().copied().collect();
         let m = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-        let mut per: BTreeMap<Id, (BTreeSet<Id>, BTreeSet<Id>, u64)> = BTreeMap::new();
+        type Per = (BTreeSet<(Id, Id)>, BTreeSet<(Id, Id)>, u64);
+        let mut per: BTreeMap<Id, Per> = BTreeMap::new();
         for t in &set {
             let e = per.entry(t[1]).or_default();
-            e.0.insert(t[0]);
-            e.1.insert(t[2]);
+            e.0.insert((t[3], t[0]));
+            e.1.insert((t[3], t[2]));
             e.2 += 1;
         }
         let check = |st: &Stats| {
             assert_eq!(st.triples, set.len() as u64);
-            let distinct =
-                |c: usize| set.iter().map(|t| t[c]).collect::<BTreeSet<_>>().len() as u64;
+            let distinct = |c: usize| {
+                set.iter()
+                    .map(|t| (t[3], t[c]))
+                    .collect::<BTreeSet<_>>()
+                    .len() as u64
+            };
             assert_eq!(st.subjects, distinct(0));
-            assert_eq!(st.predicates, distinct(1));
+            assert_eq!(
+                st.predicates,
+                set.iter().map(|t| t[1]).collect::<BTreeSet<_>>().len() as u64
+            );
             assert_eq!(st.objects, distinct(2));
             for (p, (subjects, objects, n)) in &per {
                 let want = PredStats {
@@ -520,19 +768,24 @@ mod tests {
                 assert_eq!(st.per_predicate[p], want, "predicate {p}");
             }
         };
-        let built = Store::build(&m, d, triples).unwrap();
+        let built = Store::build(&m, d, quads).unwrap();
         check(built.stats());
-        let mut sorted: Vec<[Id; 3]> = set.iter().copied().collect();
-        let mut cols = |key: fn(&[Id; 3]) -> [Id; 3]| {
-            sorted.sort_unstable_by_key(key);
+        let mut sorted: Vec<Quad> = set.iter().copied().collect();
+        let mut cols = |key: fn(&Quad) -> [Id; 3]| {
+            sorted.sort_unstable_by_key(|q| (q[3], key(q)));
             let k: Vec<[Id; 3]> = sorted.iter().map(key).collect();
             [0, 1, 2].map(|c| k.iter().map(|r| r[c]).collect::<Vec<Id>>())
         };
         let perms = [
-            cols(|t| *t),
+            cols(|t| [t[0], t[1], t[2]]),
             cols(|t| [t[1], t[2], t[0]]),
             cols(|t| [t[2], t[0], t[1]]),
         ];
-        check(Store::from_sorted(&m, dict().0, perms).unwrap().stats());
+        let runs = built.graphs().to_vec();
+        check(
+            Store::from_sorted(&m, dict().0, perms, runs)
+                .unwrap()
+                .stats(),
+        );
     }
 }

@@ -1,54 +1,88 @@
-//! From `spargebra`'s algebra to ours: variables become row columns, constants become ids
-//! (or "absent": a constant the store does not hold matches nothing), expressions are compiled
-//! ([`Expr`]). What the engine cannot evaluate is refused here with "not supported: …".
+//! The logical algebra: SPARQL 1.1's algebra (§18.2) over **terms**, with variables as row
+//! columns, translated from `spargebra`'s. It knows no store: a constant is a term, whether a
+//! store holds it or not, so a query translated once can be planned against any store version
+//! (the physical planner gives terms their ids, `physical.rs`). What the engine cannot evaluate
+//! is refused here with "not supported: …".
+//!
+//! Quad patterns carry their graph: `None` reads the *active graph* (the dataset's default
+//! graph, or the graph a `GRAPH` block evaluates in), `Some` a named graph by IRI or variable.
+//! A `GRAPH` block is translated as [`Node::Graph`] around its pattern; the rewrite passes
+//! (`rewrite.rs`) push its name into the patterns where that is exact.
+//!
+//! The analyses every later pass needs live here too: the columns a node mentions, binds in
+//! every solution ([`certain`]) or may bind ([`maybe`]), and the columns an expression reads.
 
-use std::collections::HashMap;
-
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use spargebra::algebra::{
     AggregateExpression, AggregateFunction, Expression, Function, GraphPattern, OrderExpression,
 };
-use spargebra::term::GroundTerm;
-use spargebra::term::{NamedNodePattern, TermPattern, TriplePattern};
+use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern, TriplePattern};
 
 use super::expr::{compile_regex, ArithOp, CmpOp, Expr, Func};
 use super::functions::Cast;
-use super::path::{End, PathExpr};
+use super::path::PathExpr;
 use super::QueryError;
-use nearflow_rdf::store::Store;
-use nearflow_rdf::term::{Id, Term, TermRef, XSD_STRING};
+use nearflow_rdf::term::{Term, XSD_STRING};
 
-/// A position of a triple pattern.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Slot {
+/// A position of a quad pattern.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TermPat {
     /// A variable's column.
     Var(usize),
-    /// A constant: its id, or `None` when the store does not hold it (nothing matches).
-    Const(Option<Id>),
-    /// A variable fixed to a constant by an equality filter: matched as the constant, and the
-    /// column still receives it.
-    Fixed(usize, Id),
+    /// A constant term.
+    Term(Term),
+    /// A variable fixed to a constant by an equality filter (`rewrite.rs`): matched as the
+    /// constant, and the column still receives it.
+    Fixed(usize, Term),
 }
 
-impl Slot {
+impl TermPat {
     /// The column it binds, if any.
-    pub fn var(self) -> Option<usize> {
+    pub fn var(&self) -> Option<usize> {
         match self {
-            Slot::Var(c) | Slot::Fixed(c, _) => Some(c),
-            Slot::Const(_) => None,
+            TermPat::Var(c) | TermPat::Fixed(c, _) => Some(*c),
+            TermPat::Term(_) => None,
         }
     }
 }
 
-/// A triple pattern over columns.
-pub type Pat = [Slot; 3];
+/// A quad pattern: subject, predicate and object, and the graph (`None`: the active graph).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QuadPat {
+    /// Subject, predicate, object.
+    pub t: [TermPat; 3],
+    /// The graph: `None` for the active graph, else a named graph's IRI or a variable.
+    pub g: Option<TermPat>,
+}
+
+impl QuadPat {
+    /// The columns it binds.
+    pub fn vars(&self) -> impl Iterator<Item = usize> + '_ {
+        self.t
+            .iter()
+            .chain(self.g.as_ref())
+            .filter_map(TermPat::var)
+    }
+}
 
 /// The logical plan.
 #[derive(Clone, Debug)]
 pub enum Node {
     /// A basic graph pattern (an empty one is the one empty solution).
-    Bgp(Vec<Pat>),
+    Bgp(Vec<QuadPat>),
+    /// A property path between two ends, in a graph (`None`: the active graph).
+    Path {
+        /// The subject end.
+        s: TermPat,
+        /// The path.
+        path: Arc<PathExpr>,
+        /// The object end.
+        o: TermPat,
+        /// The graph.
+        g: Option<TermPat>,
+    },
     /// Inner join.
     Join(Box<Node>, Box<Node>),
     /// OPTIONAL, with its filter.
@@ -71,16 +105,44 @@ pub enum Node {
     /// BIND / a SELECT expression (§18.2.4.1): the column gets the expression's value; an
     /// error leaves it unbound.
     Extend(Box<Node>, usize, Expr),
-    /// A property path between two ends.
-    Path(End, std::sync::Arc<PathExpr>, End),
     /// VALUES: these columns, and per row a term or UNDEF for each.
     Values(Vec<usize>, Vec<Vec<Option<Term>>>),
     /// GROUP BY these key columns, with aggregates into their own columns (§18.2.4.1, §18.5).
     Group(Box<Node>, Vec<usize>, Vec<(usize, Agg)>),
-    /// `FILTER EXISTS { pattern }` (or `NOT EXISTS` when the flag is set) over the first node,
-    /// decorrelated into a semi-join (anti-join): exact when the pattern's expressions read no
-    /// variable of the outer solutions that the pattern does not bind itself ([`decorrelates`]).
-    Exists(Box<Node>, Box<Node>, bool),
+    /// `GRAPH name { pattern }` (§18.6): the pattern evaluated in the named graph `name`, or
+    /// for a variable in each named graph of the dataset, the variable bound to it.
+    Graph(TermPat, Box<Node>),
+    /// One solution per named graph of the dataset, binding `col` to it; with `only`, just that
+    /// graph (no solution when the dataset does not name it).
+    Graphs {
+        /// The column bound to the graph.
+        col: Option<usize>,
+        /// The one graph asked about.
+        only: Option<Term>,
+    },
+    /// The solutions of `left` that have (`anti`: have no) a compatible solution in `right`
+    /// for which `cond` holds on the merged solution: `FILTER [NOT] EXISTS` decorrelated
+    /// (`rewrite.rs`), and OPTIONAL with `!bound` (an anti-join).
+    SemiJoin {
+        /// The solutions kept or dropped.
+        left: Box<Node>,
+        /// The pattern looked for.
+        right: Box<Node>,
+        /// A condition on the merged solution (the OPTIONAL's filter).
+        cond: Option<Expr>,
+        /// Keep the solutions without a match.
+        anti: bool,
+    },
+    /// Each solution of `left`, with `col` set to `true` or `false`: whether it has a
+    /// compatible solution in `right` (an `EXISTS` inside an expression, decorrelated).
+    MarkJoin {
+        /// The solutions.
+        left: Box<Node>,
+        /// The pattern looked for.
+        right: Box<Node>,
+        /// The column of the answer (`xsd:boolean`).
+        col: usize,
+    },
 }
 
 /// An aggregate function (§18.5.1).
@@ -114,9 +176,10 @@ pub struct Agg {
 }
 
 /// Variables to columns.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Vars {
-    /// Column → name (a blank node of the query gets a name no query can write).
+    /// Column → name (a blank node of the query gets a name `_:label` no query can write; a
+    /// column the engine adds for itself a name with a space).
     pub names: Vec<String>,
     index: HashMap<String, usize>,
 }
@@ -132,6 +195,12 @@ impl Vars {
         self.names.len() - 1
     }
 
+    /// A new column of the engine's own (no variable of the query names it).
+    pub fn hidden(&mut self, what: &str) -> usize {
+        let name = format!("{what} {}", self.names.len());
+        self.col(&name)
+    }
+
     /// Number of columns.
     pub fn len(&self) -> usize {
         self.names.len()
@@ -141,6 +210,42 @@ impl Vars {
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
+}
+
+/// The dataset of a query (§13.2): `FROM` graphs merged into its default graph, `FROM NAMED`
+/// graphs as its named graphs. Without either clause the store's own default graph and all
+/// of its named graphs; with only one kind, the other is empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Dataset {
+    /// The graphs merged into the default graph (IRIs).
+    pub default: Vec<String>,
+    /// The named graphs (IRIs).
+    pub named: Vec<String>,
+}
+
+/// A position of a CONSTRUCT template.
+#[derive(Clone, Debug)]
+pub enum TemplateSlot {
+    /// A variable's column.
+    Var(usize),
+    /// A constant.
+    Term(Term),
+    /// A blank node: a fresh one per solution.
+    Blank(String),
+}
+
+/// What a query returns.
+#[derive(Clone, Debug)]
+pub enum Form {
+    /// Solutions over these variables (names, columns).
+    Select(Vec<(String, usize)>),
+    /// Whether there is a solution.
+    Ask,
+    /// A graph from a template.
+    Construct(Vec<[TemplateSlot; 3]>),
+    /// A graph describing the resources these columns hold (their concise bounded
+    /// descriptions).
+    Describe(Vec<usize>),
 }
 
 fn unsupported(what: &str) -> QueryError {
@@ -155,10 +260,9 @@ fn unsupported(what: &str) -> QueryError {
 /// refused with an error saying so.
 pub const MAX_DEPTH: usize = 512;
 
-/// Translates a pattern.
-pub struct Translator<'s> {
-    /// The store (for constants' ids).
-    pub store: &'s Store,
+/// Translates `spargebra`'s algebra.
+#[derive(Default)]
+pub struct Translator {
     /// The columns.
     pub vars: Vars,
     /// Current nesting depth of patterns and expressions (see [`MAX_DEPTH`]).
@@ -172,15 +276,10 @@ pub fn literal_term(l: &oxrdf::Literal) -> Term {
     Term::from_oxrdf_literal(l)
 }
 
-impl<'s> Translator<'s> {
-    /// A translator over `store`.
-    pub fn new(store: &'s Store) -> Self {
-        Translator {
-            store,
-            vars: Vars::default(),
-            depth: 0,
-            base: None,
-        }
+impl Translator {
+    /// A translator.
+    pub fn new() -> Self {
+        Translator::default()
     }
 
     /// Enters one more level of nesting; an error past [`MAX_DEPTH`].
@@ -210,45 +309,35 @@ impl<'s> Translator<'s> {
         out
     }
 
-    fn id_of(&self, t: TermRef<'_>) -> Option<Id> {
-        self.store.id_of(t)
-    }
-
-    fn term_slot(&mut self, t: &TermPattern) -> Result<Slot, QueryError> {
+    /// A term pattern of a triple (or a template, a path end).
+    pub fn term_pat(&mut self, t: &TermPattern) -> Result<TermPat, QueryError> {
         Ok(match t {
-            TermPattern::NamedNode(n) => Slot::Const(self.id_of(TermRef::Iri(n.as_str()))),
-            TermPattern::Literal(l) => Slot::Const(self.id_of(literal_term(l).as_ref())),
-            TermPattern::Variable(v) => Slot::Var(self.vars.col(v.as_str())),
-            TermPattern::BlankNode(b) => Slot::Var(self.vars.col(&format!("_:{}", b.as_str()))),
+            TermPattern::NamedNode(n) => TermPat::Term(Term::Iri(n.as_str().to_owned())),
+            TermPattern::Literal(l) => TermPat::Term(literal_term(l)),
+            TermPattern::Variable(v) => TermPat::Var(self.vars.col(v.as_str())),
+            TermPattern::BlankNode(b) => TermPat::Var(self.vars.col(&format!("_:{}", b.as_str()))),
             #[allow(unreachable_patterns)]
             _ => return Err(unsupported("quoted triples (RDF 1.2)")),
         })
     }
 
-    fn path_end(&mut self, t: &TermPattern) -> Result<End, QueryError> {
-        Ok(match t {
-            TermPattern::NamedNode(n) => End::Term(Term::Iri(n.as_str().to_owned())),
-            TermPattern::Literal(l) => End::Term(literal_term(l)),
-            TermPattern::Variable(v) => End::Var(self.vars.col(v.as_str())),
-            TermPattern::BlankNode(b) => End::Var(self.vars.col(&format!("_:{}", b.as_str()))),
-            #[allow(unreachable_patterns)]
-            _ => return Err(unsupported("quoted triples (RDF 1.2)")),
-        })
-    }
-
-    fn pred_slot(&mut self, p: &NamedNodePattern) -> Slot {
+    /// A predicate or graph name position.
+    pub fn named_pat(&mut self, p: &NamedNodePattern) -> TermPat {
         match p {
-            NamedNodePattern::NamedNode(n) => Slot::Const(self.id_of(TermRef::Iri(n.as_str()))),
-            NamedNodePattern::Variable(v) => Slot::Var(self.vars.col(v.as_str())),
+            NamedNodePattern::NamedNode(n) => TermPat::Term(Term::Iri(n.as_str().to_owned())),
+            NamedNodePattern::Variable(v) => TermPat::Var(self.vars.col(v.as_str())),
         }
     }
 
-    fn triple(&mut self, t: &TriplePattern) -> Result<Pat, QueryError> {
-        Ok([
-            self.term_slot(&t.subject)?,
-            self.pred_slot(&t.predicate),
-            self.term_slot(&t.object)?,
-        ])
+    fn triple(&mut self, t: &TriplePattern) -> Result<QuadPat, QueryError> {
+        Ok(QuadPat {
+            t: [
+                self.term_pat(&t.subject)?,
+                self.named_pat(&t.predicate),
+                self.term_pat(&t.object)?,
+            ],
+            g: None,
+        })
     }
 
     fn pattern_at(&mut self, p: &GraphPattern) -> Result<Node, QueryError> {
@@ -277,37 +366,12 @@ impl<'s> Translator<'s> {
                 Node::Minus(b(self.pattern(left)?), b(self.pattern(right)?))
             }
             GraphPattern::Filter { expr, inner } => {
-                let mut node = self.pattern(inner)?;
-                // `[NOT] EXISTS` conjuncts become semi- and anti-joins; the rest filter.
+                let node = self.pattern(inner)?;
+                // The conjuncts, compiled one by one and joined as a balanced tree (a chain of
+                // 10k FILTERs stays shallow).
                 let mut conjuncts = Vec::new();
                 split_and(expr, &mut conjuncts);
-                let mut rest = Vec::new();
-                for c in conjuncts {
-                    let (pattern, negated) = match c {
-                        Expression::Exists(p) => (p, false),
-                        Expression::Not(x) => match x.as_ref() {
-                            Expression::Exists(p) => (p, true),
-                            _ => {
-                                rest.push(c);
-                                continue;
-                            }
-                        },
-                        _ => {
-                            rest.push(c);
-                            continue;
-                        }
-                    };
-                    if !decorrelates(pattern, inner) {
-                        return Err(unsupported(
-                            "EXISTS whose filters read a variable of the outer solution that its own pattern does not bind",
-                        ));
-                    }
-                    let p = self.pattern(pattern)?;
-                    node = Node::Exists(b(node), b(p), negated);
-                }
-                // The other conjuncts, compiled one by one and joined as a balanced tree (a
-                // chain of 10k FILTERs stays shallow).
-                let compiled = rest
+                let compiled = conjuncts
                     .into_iter()
                     .map(|c| self.expr(c))
                     .collect::<Result<Vec<_>, _>>()?;
@@ -369,17 +433,22 @@ impl<'s> Translator<'s> {
                         "a property path nested more than {MAX_DEPTH} levels deep"
                     )));
                 }
-                let s = self.path_end(subject)?;
-                let o = self.path_end(object)?;
-                Node::Path(s, std::sync::Arc::new(path), o)
+                Node::Path {
+                    s: self.term_pat(subject)?,
+                    path: Arc::new(path),
+                    o: self.term_pat(object)?,
+                    g: None,
+                }
             }
-            GraphPattern::Graph { .. } => return Err(unsupported("GRAPH (named graphs)")),
+            GraphPattern::Graph { name, inner } => {
+                let name = self.named_pat(name);
+                Node::Graph(name, b(self.pattern(inner)?))
+            }
             GraphPattern::Extend {
                 inner,
                 variable,
                 expression,
             } => {
-                // GROUP BY's aggregates arrive as Extends over a Group: refused there.
                 let i = self.pattern(inner)?;
                 let e = self.expr(expression)?;
                 Node::Extend(b(i), self.vars.col(variable.as_str()), e)
@@ -451,7 +520,7 @@ impl<'s> Translator<'s> {
                 }
                 Node::Group(b(i), keys, aggs)
             }
-            GraphPattern::Service { .. } => return Err(unsupported("SERVICE")),
+            GraphPattern::Service { .. } => return Err(unsupported("SERVICE (federation)")),
             #[allow(unreachable_patterns)]
             _ => return Err(unsupported("this graph pattern")),
         })
@@ -539,11 +608,7 @@ impl<'s> Translator<'s> {
                     .map(|x| self.expr(x))
                     .collect::<Result<_, _>>()?,
             ),
-            Expression::Exists(_) => {
-                return Err(unsupported(
-                    "EXISTS inside an expression (FILTER EXISTS and FILTER NOT EXISTS, as conjuncts of a FILTER, are evaluated)",
-                ))
-            }
+            Expression::Exists(p) => Expr::Exists(Box::new(self.pattern(p)?)),
             Expression::FunctionCall(f, args) => {
                 let func = match f {
                     Function::Str => Func::Str,
@@ -600,9 +665,7 @@ impl<'s> Translator<'s> {
                                 args.len()
                             )))
                         }
-                        None => {
-                            return Err(QueryError::Unsupported(format!("the function {iri}")))
-                        }
+                        None => return Err(QueryError::Unsupported(format!("the function {iri}"))),
                     },
                     #[allow(unreachable_patterns)]
                     other => return Err(QueryError::Unsupported(format!("the function {other}"))),
@@ -683,286 +746,427 @@ fn split_and<'e>(e: &'e Expression, out: &mut Vec<&'e Expression>) {
     }
 }
 
-/// Whether `FILTER [NOT] EXISTS { pattern }` over the solutions of `outer` may be evaluated as
-/// a semi-join (anti-join) of `outer` with `pattern` evaluated on its own. §18.6 substitutes
-/// each outer solution into the pattern; that equals joining on shared variables except where
-/// an expression inside the pattern (a FILTER, BIND, OPTIONAL's condition, ORDER BY, an
-/// aggregate or a nested EXISTS) reads a variable the outer solution binds and the pattern
-/// does not bind in every solution itself: substituted, the expression would see the outer
-/// value; evaluated alone, an unbound variable.
-pub fn decorrelates(pattern: &GraphPattern, outer: &GraphPattern) -> bool {
-    let mut outer_vars = HashSet::new();
-    pattern_vars(outer, &mut outer_vars);
-    let mut read = HashSet::new();
+// ---------------------------------------------------------------------------------------------
+// Analyses.
+
+/// The columns an expression reads (an `EXISTS` reads every column its pattern mentions).
+pub fn expr_vars(e: &Expr, out: &mut BTreeSet<usize>) {
+    match e {
+        Expr::Var(c) | Expr::Bound(c) => {
+            out.insert(*c);
+        }
+        Expr::Const(_) => {}
+        Expr::Or(a, b)
+        | Expr::And(a, b)
+        | Expr::Eq(a, b)
+        | Expr::SameTerm(a, b)
+        | Expr::Cmp(a, b, _)
+        | Expr::Arith(a, b, _) => {
+            expr_vars(a, out);
+            expr_vars(b, out);
+        }
+        Expr::Not(a) | Expr::Neg(a) | Expr::Plus(a) | Expr::Regex(a, _) => expr_vars(a, out),
+        Expr::In(a, l) => {
+            expr_vars(a, out);
+            l.iter().for_each(|x| expr_vars(x, out));
+        }
+        Expr::If(a, b, c) => {
+            expr_vars(a, out);
+            expr_vars(b, out);
+            expr_vars(c, out);
+        }
+        Expr::Coalesce(l) | Expr::Call(_, l) => l.iter().for_each(|x| expr_vars(x, out)),
+        Expr::Exists(p) => mentioned(p, out),
+    }
+}
+
+/// [`expr_vars`] as a set.
+pub fn vars_of(e: &Expr) -> BTreeSet<usize> {
+    let mut s = BTreeSet::new();
+    expr_vars(e, &mut s);
+    s
+}
+
+/// Whether an expression holds an `EXISTS`.
+pub fn has_exists(e: &Expr) -> bool {
+    let mut found = false;
+    e.visit(&mut |x| found |= matches!(x, Expr::Exists(_)));
+    found
+}
+
+fn term_pat_var(t: &TermPat, out: &mut BTreeSet<usize>) {
+    if let Some(c) = t.var() {
+        out.insert(c);
+    }
+}
+
+/// Every column a node mentions, in patterns, expressions (and the patterns of their
+/// `EXISTS`), projections and groups.
+pub fn mentioned(n: &Node, out: &mut BTreeSet<usize>) {
+    match n {
+        Node::Bgp(pats) => pats.iter().for_each(|p| out.extend(p.vars())),
+        Node::Path { s, o, g, .. } => {
+            term_pat_var(s, out);
+            term_pat_var(o, out);
+            if let Some(g) = g {
+                term_pat_var(g, out);
+            }
+        }
+        Node::Join(a, b) | Node::Minus(a, b) => {
+            mentioned(a, out);
+            mentioned(b, out);
+        }
+        Node::LeftJoin(a, b, e) => {
+            mentioned(a, out);
+            mentioned(b, out);
+            if let Some(e) = e {
+                expr_vars(e, out);
+            }
+        }
+        Node::SemiJoin {
+            left, right, cond, ..
+        } => {
+            mentioned(left, out);
+            mentioned(right, out);
+            if let Some(e) = cond {
+                expr_vars(e, out);
+            }
+        }
+        Node::MarkJoin { left, right, col } => {
+            mentioned(left, out);
+            mentioned(right, out);
+            out.insert(*col);
+        }
+        Node::Filter(e, i) => {
+            expr_vars(e, out);
+            mentioned(i, out);
+        }
+        Node::Union(bs) => bs.iter().for_each(|b| mentioned(b, out)),
+        Node::Distinct(i) | Node::Slice(i, ..) => mentioned(i, out),
+        Node::OrderBy(i, keys) => {
+            keys.iter().for_each(|(e, _)| expr_vars(e, out));
+            mentioned(i, out);
+        }
+        Node::Project(i, cols) => {
+            out.extend(cols.iter().copied());
+            mentioned(i, out);
+        }
+        Node::Extend(i, c, e) => {
+            out.insert(*c);
+            expr_vars(e, out);
+            mentioned(i, out);
+        }
+        Node::Values(cols, _) => out.extend(cols.iter().copied()),
+        Node::Group(i, keys, aggs) => {
+            out.extend(keys.iter().copied());
+            for (c, a) in aggs {
+                out.insert(*c);
+                if let Some(e) = &a.expr {
+                    expr_vars(e, out);
+                }
+            }
+            mentioned(i, out);
+        }
+        Node::Graph(name, i) => {
+            term_pat_var(name, out);
+            mentioned(i, out);
+        }
+        Node::Graphs { col, .. } => out.extend(col.iter().copied()),
+    }
+}
+
+/// The columns a node's solutions may bind (its in-scope variables, §18.2.1).
+pub fn maybe(n: &Node) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    match n {
+        Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {
+            mentioned(n, &mut out)
+        }
+        Node::Join(a, b) | Node::LeftJoin(a, b, _) => {
+            out = maybe(a);
+            out.extend(maybe(b));
+        }
+        Node::Minus(a, _) | Node::SemiJoin { left: a, .. } => out = maybe(a),
+        Node::MarkJoin { left, col, .. } => {
+            out = maybe(left);
+            out.insert(*col);
+        }
+        Node::Filter(_, i) | Node::Distinct(i) | Node::Slice(i, ..) | Node::OrderBy(i, _) => {
+            out = maybe(i)
+        }
+        Node::Union(bs) => bs.iter().for_each(|b| out.extend(maybe(b))),
+        Node::Project(i, cols) => {
+            let inner = maybe(i);
+            out = cols.iter().copied().filter(|c| inner.contains(c)).collect();
+        }
+        Node::Extend(i, c, _) => {
+            out = maybe(i);
+            out.insert(*c);
+        }
+        Node::Group(_, keys, aggs) => {
+            out.extend(keys.iter().copied());
+            out.extend(aggs.iter().map(|(c, _)| *c));
+        }
+        Node::Graph(name, i) => {
+            out = maybe(i);
+            term_pat_var(name, &mut out);
+        }
+    }
+    out
+}
+
+/// The columns bound in every solution of a node.
+pub fn certain(n: &Node) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    match n {
+        Node::Bgp(_) | Node::Path { .. } => mentioned(n, &mut out),
+        Node::Graphs { col, .. } => out.extend(col.iter().copied()),
+        Node::Values(cols, rows) => {
+            for (i, c) in cols.iter().enumerate() {
+                if rows.iter().all(|r| r.get(i).is_some_and(Option::is_some)) {
+                    out.insert(*c);
+                }
+            }
+        }
+        Node::Join(a, b) => {
+            out = certain(a);
+            out.extend(certain(b));
+        }
+        Node::LeftJoin(a, ..) | Node::Minus(a, _) | Node::SemiJoin { left: a, .. } => {
+            out = certain(a)
+        }
+        Node::MarkJoin { left, col, .. } => {
+            out = certain(left);
+            out.insert(*col);
+        }
+        Node::Union(bs) => {
+            let mut it = bs.iter();
+            if let Some(first) = it.next() {
+                out = certain(first);
+                for b in it {
+                    let c = certain(b);
+                    out.retain(|x| c.contains(x));
+                }
+            }
+        }
+        Node::Project(i, cols) => {
+            let c = certain(i);
+            out = cols.iter().copied().filter(|x| c.contains(x)).collect();
+        }
+        Node::Filter(_, i) | Node::Distinct(i) | Node::Slice(i, ..) | Node::OrderBy(i, _) => {
+            out = certain(i)
+        }
+        // An expression may fail and leave its column unbound.
+        Node::Extend(i, c, e) => {
+            out = certain(i);
+            let safe = match e {
+                Expr::Const(_) => true,
+                Expr::Var(v) => out.contains(v),
+                _ => false,
+            };
+            if safe {
+                out.insert(*c);
+            }
+        }
+        // An aggregate may be an error (unbound); the keys are bound unless a key is unbound
+        // in some input solution.
+        Node::Group(i, keys, _) => {
+            let c = certain(i);
+            out = keys.iter().copied().filter(|k| c.contains(k)).collect();
+        }
+        Node::Graph(name, i) => {
+            out = certain(i);
+            term_pat_var(name, &mut out);
+        }
+    }
+    out
+}
+
+/// The columns that expressions inside a pattern read (and BIND targets), at any depth.
+pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
+    let own = |e: &Expr, out: &mut BTreeSet<usize>| expr_vars(e, out);
+    match n {
+        Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {}
+        Node::Join(a, b) | Node::Minus(a, b) => {
+            expr_read_vars(a, out);
+            expr_read_vars(b, out);
+        }
+        Node::LeftJoin(a, b, e) => {
+            expr_read_vars(a, out);
+            expr_read_vars(b, out);
+            if let Some(e) = e {
+                own(e, out);
+            }
+        }
+        Node::SemiJoin {
+            left, right, cond, ..
+        } => {
+            expr_read_vars(left, out);
+            expr_read_vars(right, out);
+            if let Some(e) = cond {
+                own(e, out);
+            }
+        }
+        Node::MarkJoin { left, right, .. } => {
+            expr_read_vars(left, out);
+            expr_read_vars(right, out);
+        }
+        Node::Filter(e, i) => {
+            own(e, out);
+            expr_read_vars(i, out);
+        }
+        Node::Extend(i, c, e) => {
+            out.insert(*c);
+            own(e, out);
+            expr_read_vars(i, out);
+        }
+        Node::OrderBy(i, keys) => {
+            keys.iter().for_each(|(e, _)| own(e, out));
+            expr_read_vars(i, out);
+        }
+        Node::Group(i, _, aggs) => {
+            for (_, a) in aggs {
+                if let Some(e) = &a.expr {
+                    own(e, out);
+                }
+            }
+            expr_read_vars(i, out);
+        }
+        Node::Union(bs) => bs.iter().for_each(|b| expr_read_vars(b, out)),
+        Node::Graph(_, i) | Node::Project(i, _) | Node::Distinct(i) | Node::Slice(i, ..) => {
+            expr_read_vars(i, out)
+        }
+    }
+}
+
+/// Whether `[NOT] EXISTS { pattern }` over the solutions of `outer` may be evaluated as a
+/// semi-join (anti-join, mark join) of `outer` with `pattern` evaluated on its own. §18.6
+/// substitutes each outer solution into the pattern; that equals joining on shared variables
+/// except where an expression inside the pattern (a FILTER, BIND, OPTIONAL's condition, ORDER
+/// BY, an aggregate or a nested EXISTS) reads a variable the outer solution may bind and the
+/// pattern does not bind in every solution itself: substituted, the expression would see the
+/// outer value; evaluated alone, an unbound variable. A subquery's projection, a LIMIT or a
+/// GROUP inside would also see the substituted values: those count as reading every column
+/// they mention.
+pub fn decorrelates(pattern: &Node, outer: &Node) -> bool {
+    let outer_vars = maybe(outer);
+    let mut read = BTreeSet::new();
     expr_read_vars(pattern, &mut read);
-    let certain = certain_vars(pattern);
+    scoped_vars(pattern, &mut read);
+    let certain = certain(pattern);
     read.iter()
         .all(|v| !outer_vars.contains(v) || certain.contains(v))
 }
 
-fn term_var(t: &TermPattern, out: &mut HashSet<String>) {
-    if let TermPattern::Variable(v) = t {
-        out.insert(v.as_str().to_owned());
+/// The columns mentioned where a substituted value would do more than filter solutions: under
+/// a projection, a slice, a group or a MINUS (a substituted constant is not a variable there),
+/// and on the right of an OPTIONAL (a constant that does not match leaves the solution without
+/// the optional part; a variable that matches another value makes it incompatible).
+fn scoped_vars(n: &Node, out: &mut BTreeSet<usize>) {
+    match n {
+        Node::Project(..) | Node::Slice(..) | Node::Group(..) | Node::Minus(..) => {
+            mentioned(n, out)
+        }
+        Node::LeftJoin(a, b, _) => {
+            scoped_vars(a, out);
+            mentioned(b, out);
+        }
+        _ => n.children().into_iter().for_each(|c| scoped_vars(c, out)),
     }
 }
 
-fn triple_vars(t: &TriplePattern, out: &mut HashSet<String>) {
-    term_var(&t.subject, out);
-    if let NamedNodePattern::Variable(v) = &t.predicate {
-        out.insert(v.as_str().to_owned());
-    }
-    term_var(&t.object, out);
-}
-
-/// Every variable a pattern mentions, in patterns and expressions.
-fn pattern_vars(p: &GraphPattern, out: &mut HashSet<String>) {
-    match p {
-        GraphPattern::Bgp { patterns } => patterns.iter().for_each(|t| triple_vars(t, out)),
-        GraphPattern::Path {
-            subject, object, ..
-        } => {
-            term_var(subject, out);
-            term_var(object, out);
-        }
-        GraphPattern::Join { left, right }
-        | GraphPattern::Union { left, right }
-        | GraphPattern::Minus { left, right } => {
-            pattern_vars(left, out);
-            pattern_vars(right, out);
-        }
-        GraphPattern::LeftJoin {
-            left,
-            right,
-            expression,
-        } => {
-            pattern_vars(left, out);
-            pattern_vars(right, out);
-            if let Some(e) = expression {
-                expr_vars(e, out);
+impl Node {
+    /// Its child nodes (not the patterns of `EXISTS` in its expressions).
+    pub fn children(&self) -> Vec<&Node> {
+        match self {
+            Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => vec![],
+            Node::Join(a, b) | Node::LeftJoin(a, b, _) | Node::Minus(a, b) => vec![a, b],
+            Node::SemiJoin { left, right, .. } | Node::MarkJoin { left, right, .. } => {
+                vec![left, right]
             }
+            Node::Union(bs) => bs.iter().collect(),
+            Node::Filter(_, i)
+            | Node::Distinct(i)
+            | Node::OrderBy(i, _)
+            | Node::Project(i, _)
+            | Node::Slice(i, ..)
+            | Node::Extend(i, ..)
+            | Node::Group(i, ..)
+            | Node::Graph(_, i) => vec![i],
         }
-        GraphPattern::Filter { expr, inner } => {
-            expr_vars(expr, out);
-            pattern_vars(inner, out);
-        }
-        GraphPattern::Graph { name, inner } => {
-            if let NamedNodePattern::Variable(v) = name {
-                out.insert(v.as_str().to_owned());
-            }
-            pattern_vars(inner, out);
-        }
-        GraphPattern::Extend {
-            inner,
-            variable,
-            expression,
-        } => {
-            out.insert(variable.as_str().to_owned());
-            expr_vars(expression, out);
-            pattern_vars(inner, out);
-        }
-        GraphPattern::Values { variables, .. } => {
-            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
-        }
-        GraphPattern::OrderBy { inner, expression } => {
-            for o in expression {
-                match o {
-                    OrderExpression::Asc(e) | OrderExpression::Desc(e) => expr_vars(e, out),
-                }
-            }
-            pattern_vars(inner, out);
-        }
-        GraphPattern::Project { inner, variables } => {
-            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
-            pattern_vars(inner, out);
-        }
-        GraphPattern::Distinct { inner }
-        | GraphPattern::Reduced { inner }
-        | GraphPattern::Slice { inner, .. }
-        | GraphPattern::Service { inner, .. } => pattern_vars(inner, out),
-        GraphPattern::Group {
-            inner,
-            variables,
-            aggregates,
-        } => {
-            out.extend(variables.iter().map(|v| v.as_str().to_owned()));
-            for (v, a) in aggregates {
-                out.insert(v.as_str().to_owned());
-                if let AggregateExpression::FunctionCall { expr, .. } = a {
-                    expr_vars(expr, out);
-                }
-            }
-            pattern_vars(inner, out);
-        }
-        #[allow(unreachable_patterns)]
-        _ => {}
     }
 }
 
-/// Every variable an expression reads (a nested EXISTS reads all of its pattern's).
-fn expr_vars(e: &Expression, out: &mut HashSet<String>) {
-    match e {
-        Expression::Variable(v) | Expression::Bound(v) => {
-            out.insert(v.as_str().to_owned());
+impl Expr {
+    /// Calls `f` on this expression and every subexpression (not inside `EXISTS` patterns).
+    pub fn visit(&self, f: &mut impl FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Var(_) | Expr::Const(_) | Expr::Bound(_) | Expr::Exists(_) => {}
+            Expr::Or(a, b)
+            | Expr::And(a, b)
+            | Expr::Eq(a, b)
+            | Expr::SameTerm(a, b)
+            | Expr::Cmp(a, b, _)
+            | Expr::Arith(a, b, _) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Expr::Not(a) | Expr::Neg(a) | Expr::Plus(a) | Expr::Regex(a, _) => a.visit(f),
+            Expr::In(a, l) => {
+                a.visit(f);
+                l.iter().for_each(|x| x.visit(f));
+            }
+            Expr::If(a, b, c) => {
+                a.visit(f);
+                b.visit(f);
+                c.visit(f);
+            }
+            Expr::Coalesce(l) | Expr::Call(_, l) => l.iter().for_each(|x| x.visit(f)),
         }
-        Expression::NamedNode(_) | Expression::Literal(_) => {}
-        Expression::Or(a, c)
-        | Expression::And(a, c)
-        | Expression::Equal(a, c)
-        | Expression::SameTerm(a, c)
-        | Expression::Greater(a, c)
-        | Expression::GreaterOrEqual(a, c)
-        | Expression::Less(a, c)
-        | Expression::LessOrEqual(a, c)
-        | Expression::Add(a, c)
-        | Expression::Subtract(a, c)
-        | Expression::Multiply(a, c)
-        | Expression::Divide(a, c) => {
-            expr_vars(a, out);
-            expr_vars(c, out);
-        }
-        Expression::UnaryPlus(a) | Expression::UnaryMinus(a) | Expression::Not(a) => {
-            expr_vars(a, out)
-        }
-        Expression::In(a, list) => {
-            expr_vars(a, out);
-            list.iter().for_each(|x| expr_vars(x, out));
-        }
-        Expression::If(a, c, d) => {
-            expr_vars(a, out);
-            expr_vars(c, out);
-            expr_vars(d, out);
-        }
-        Expression::Coalesce(list) | Expression::FunctionCall(_, list) => {
-            list.iter().for_each(|x| expr_vars(x, out))
-        }
-        Expression::Exists(p) => pattern_vars(p, out),
-        #[allow(unreachable_patterns)]
-        _ => {}
+    }
+
+    /// Rewrites this expression bottom-up: `f` gets each subexpression after its operands
+    /// were rewritten (not the patterns of `EXISTS`).
+    pub fn rewrite(self, f: &mut impl FnMut(Expr) -> Expr) -> Expr {
+        let mut bx = |e: Box<Expr>| Box::new(e.rewrite(f));
+        let out = match self {
+            e @ (Expr::Var(_) | Expr::Const(_) | Expr::Bound(_) | Expr::Exists(_)) => e,
+            Expr::Or(a, b) => Expr::Or(bx(a), bx(b)),
+            Expr::And(a, b) => Expr::And(bx(a), bx(b)),
+            Expr::Eq(a, b) => Expr::Eq(bx(a), bx(b)),
+            Expr::SameTerm(a, b) => Expr::SameTerm(bx(a), bx(b)),
+            Expr::Cmp(a, b, op) => Expr::Cmp(bx(a), bx(b), op),
+            Expr::Arith(a, b, op) => Expr::Arith(bx(a), bx(b), op),
+            Expr::Not(a) => Expr::Not(bx(a)),
+            Expr::Neg(a) => Expr::Neg(bx(a)),
+            Expr::Plus(a) => Expr::Plus(bx(a)),
+            Expr::Regex(a, r) => Expr::Regex(bx(a), r),
+            Expr::In(a, l) => {
+                let a = bx(a);
+                Expr::In(a, l.into_iter().map(|x| x.rewrite(f)).collect())
+            }
+            Expr::If(a, b, c) => {
+                let (a, b) = (bx(a), bx(b));
+                Expr::If(a, b, bx(c))
+            }
+            Expr::Coalesce(l) => Expr::Coalesce(l.into_iter().map(|x| x.rewrite(f)).collect()),
+            Expr::Call(func, l) => Expr::Call(func, l.into_iter().map(|x| x.rewrite(f)).collect()),
+        };
+        f(out)
     }
 }
 
-/// The variables that expressions inside a pattern read (and BIND targets).
-fn expr_read_vars(p: &GraphPattern, out: &mut HashSet<String>) {
-    match p {
-        GraphPattern::Bgp { .. } | GraphPattern::Path { .. } | GraphPattern::Values { .. } => {}
-        GraphPattern::Join { left, right }
-        | GraphPattern::Union { left, right }
-        | GraphPattern::Minus { left, right } => {
-            expr_read_vars(left, out);
-            expr_read_vars(right, out);
-        }
-        GraphPattern::LeftJoin {
-            left,
-            right,
-            expression,
-        } => {
-            expr_read_vars(left, out);
-            expr_read_vars(right, out);
-            if let Some(e) = expression {
-                expr_vars(e, out);
-            }
-        }
-        GraphPattern::Filter { expr, inner } => {
-            expr_vars(expr, out);
-            expr_read_vars(inner, out);
-        }
-        GraphPattern::Extend {
-            inner,
-            variable,
-            expression,
-        } => {
-            out.insert(variable.as_str().to_owned());
-            expr_vars(expression, out);
-            expr_read_vars(inner, out);
-        }
-        GraphPattern::OrderBy { inner, expression } => {
-            for o in expression {
-                match o {
-                    OrderExpression::Asc(e) | OrderExpression::Desc(e) => expr_vars(e, out),
-                }
-            }
-            expr_read_vars(inner, out);
-        }
-        GraphPattern::Group {
-            inner, aggregates, ..
-        } => {
-            for (_, a) in aggregates {
-                if let AggregateExpression::FunctionCall { expr, .. } = a {
-                    expr_vars(expr, out);
-                }
-            }
-            expr_read_vars(inner, out);
-        }
-        GraphPattern::Graph { inner, .. }
-        | GraphPattern::Project { inner, .. }
-        | GraphPattern::Distinct { inner }
-        | GraphPattern::Reduced { inner }
-        | GraphPattern::Slice { inner, .. }
-        | GraphPattern::Service { inner, .. } => expr_read_vars(inner, out),
-        #[allow(unreachable_patterns)]
-        _ => pattern_vars(p, out),
+/// The variables a query's own projection lists (the outermost `Project`).
+pub fn outer_projection(n: &Node) -> Option<Vec<usize>> {
+    match n {
+        Node::Project(_, cols) => Some(cols.clone()),
+        Node::Distinct(i) | Node::Slice(i, _, _) | Node::OrderBy(i, _) => outer_projection(i),
+        _ => None,
     }
 }
 
-/// The variables bound in every solution of a pattern.
-fn certain_vars(p: &GraphPattern) -> HashSet<String> {
-    let mut out = HashSet::new();
-    match p {
-        GraphPattern::Bgp { patterns } => patterns.iter().for_each(|t| triple_vars(t, &mut out)),
-        GraphPattern::Path {
-            subject, object, ..
-        } => {
-            term_var(subject, &mut out);
-            term_var(object, &mut out);
-        }
-        GraphPattern::Join { left, right } => {
-            out = certain_vars(left);
-            out.extend(certain_vars(right));
-        }
-        GraphPattern::LeftJoin { left, .. } | GraphPattern::Minus { left, .. } => {
-            out = certain_vars(left)
-        }
-        GraphPattern::Union { left, right } => {
-            let r = certain_vars(right);
-            out = certain_vars(left)
-                .into_iter()
-                .filter(|v| r.contains(v))
-                .collect();
-        }
-        GraphPattern::Graph { name, inner } => {
-            out = certain_vars(inner);
-            if let NamedNodePattern::Variable(v) = name {
-                out.insert(v.as_str().to_owned());
-            }
-        }
-        GraphPattern::Values {
-            variables,
-            bindings,
-        } => {
-            for (i, v) in variables.iter().enumerate() {
-                if bindings
-                    .iter()
-                    .all(|r| r.get(i).is_some_and(Option::is_some))
-                {
-                    out.insert(v.as_str().to_owned());
-                }
-            }
-        }
-        GraphPattern::Project { inner, variables } => {
-            let c = certain_vars(inner);
-            out = variables
-                .iter()
-                .map(|v| v.as_str().to_owned())
-                .filter(|v| c.contains(v))
-                .collect();
-        }
-        GraphPattern::Filter { inner, .. }
-        | GraphPattern::Extend { inner, .. }
-        | GraphPattern::OrderBy { inner, .. }
-        | GraphPattern::Distinct { inner }
-        | GraphPattern::Reduced { inner }
-        | GraphPattern::Slice { inner, .. } => out = certain_vars(inner),
-        _ => {}
-    }
-    out
+/// The column set of a quad pattern list (for tests and the planner).
+pub fn bgp_vars(pats: &[QuadPat]) -> HashSet<usize> {
+    pats.iter().flat_map(QuadPat::vars).collect()
 }

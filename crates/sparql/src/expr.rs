@@ -20,6 +20,7 @@ use oxsdatatypes::{Boolean, Decimal, Double, Float, Integer};
 
 use super::functions::{self, Cast, Temporal};
 use super::minted::Minted;
+use nearflow_rdf::dict::Dict;
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 
@@ -62,6 +63,9 @@ pub enum Expr {
     Call(Func, Vec<Expr>),
     /// `REGEX` with a constant pattern and flags, compiled once.
     Regex(Box<Expr>, Box<regex::Regex>),
+    /// `EXISTS { pattern }`: only in the logical algebra. The rewrite passes make every one a
+    /// semi-, anti- or mark join (`rewrite.rs`), so a plan never evaluates it.
+    Exists(Box<super::algebra::Node>),
 }
 
 /// Comparison operators.
@@ -637,24 +641,37 @@ fn lit_key<'v>(v: &'v Val<'_>) -> (u8, &'v str, &'v str, &'v str) {
     }
 }
 
-/// The context an expression is evaluated in: where the terms of ids are — the store, and the
-/// terms the query made ([`Minted`]).
+/// The context an expression is evaluated in: where the terms of ids are — the store's
+/// dictionary, and the terms the query made ([`Minted`]).
 #[derive(Clone, Copy)]
 pub struct EvalCx<'s> {
-    /// The store.
-    pub store: &'s Store,
+    /// The store's dictionary.
+    pub dict: &'s Dict,
     /// The query's own terms.
     pub minted: &'s Minted,
 }
 
 impl<'s> EvalCx<'s> {
+    /// The context of a run over `store`.
+    pub fn new(store: &'s Store, minted: &'s Minted) -> Self {
+        EvalCx {
+            dict: store.dict(),
+            minted,
+        }
+    }
+
+    /// The context over a dictionary (constant folding uses an empty one).
+    pub fn over(dict: &'s Dict, minted: &'s Minted) -> Self {
+        EvalCx { dict, minted }
+    }
+
     /// The term of a bound id.
     #[inline]
     pub fn term(&self, id: Id) -> TermRef<'s> {
         if self.minted.holds(id) {
             self.minted.term(id)
         } else {
-            self.store.dict().term(id)
+            self.dict.term(id)
         }
     }
 
@@ -672,7 +689,7 @@ impl<'s> EvalCx<'s> {
 
     /// [`id_of`](Self::id_of) for a term (a VALUES cell, a path's constant end).
     pub fn id_of_term(&self, t: TermRef<'_>) -> Option<Id> {
-        self.store.id_of(t).or_else(|| self.minted.mint(t))
+        self.dict.lookup(t).or_else(|| self.minted.mint(t))
     }
 }
 
@@ -764,6 +781,8 @@ impl Expr {
                 Val::boolean(re.is_match(s))
             }
             Expr::Call(f, args) => call(*f, args, cx, row)?,
+            // Rewritten into joins before planning (`rewrite::extract_exists`).
+            Expr::Exists(_) => return Err(EvalError),
         })
     }
 }

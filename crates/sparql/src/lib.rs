@@ -1,9 +1,22 @@
 //! # nearflow-sparql — a parallel SPARQL 1.1 engine on the nearflow runtime
 //!
-//! A query is parsed by `spargebra`, translated to our algebra ([`algebra`]), planned from the
-//! store's statistics ([`plan`]) and run as one flow plan — one request of the runtime
-//! ([`exec`]). Queries started together run concurrently, each its own request (LAS §6: the
-//! multi-query test). The store it reads is `nearflow-rdf`'s.
+//! A query goes through four stages, each its own module:
+//!
+//! 1. **parse** (`parse.rs`): `spargebra` parses the text (nesting bounded first; a syntax
+//!    error names its line and column and shows the line with a caret);
+//! 2. **algebra** (`algebra.rs`): SPARQL's algebra over terms, variables as columns, quad
+//!    patterns with their graph — no store in sight;
+//! 3. **rewrites** (`rewrite.rs`): passes that keep every answer on every store (GRAPH into
+//!    patterns, EXISTS to semi-, anti- and mark joins, OPTIONAL + `!bound` to anti-joins,
+//!    constant folding, filter pushdown, BGP merging, constants fixed by `=`);
+//! 4. **physical plan** (`physical.rs`): when the query meets a store, terms become its ids and
+//!    the planner picks join order, join algorithms and partitioning from its statistics;
+//!    **lowering** (`exec/`) builds one flow plan of it, one request of the runtime.
+//!
+//! Stages 1–3 make a [`Query`], which knows no store and can be planned against any number of
+//! stores (or store versions); [`prepare`] does all four. Queries started together run
+//! concurrently, each its own request (LAS §6: the multi-query test). The store is
+//! `nearflow-rdf`'s: a default graph and named graphs.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -24,39 +37,44 @@
 //!
 //! ## Files
 //!
-//! - `lib.rs` — preparing, running, streaming and explaining a query; its error type.
-//! - `algebra.rs` — `spargebra`'s algebra to ours; unsupported features refused by name.
-//! - `expr.rs` — expression semantics: values, comparison, promotion, functions.
+//! - `lib.rs` — [`Query`], [`Prepared`], running and streaming, CONSTRUCT and DESCRIBE output;
+//!   the error type.
+//! - `parse.rs`, `algebra.rs`, `rewrite.rs`, `physical.rs`, `exec/` — the four stages.
+//! - `expr.rs`, `functions.rs` — expression semantics: values, comparison, promotion,
+//!   functions and casts.
+//! - `path.rs` — property paths over terms, and their walker over the store.
 //! - `minted.rs` — ids for the terms a query computes.
-//! - `plan.rs` — the cost-based planner and its rewrites.
-//! - `exec.rs` — the flow operators a query plan is built from.
+//! - `explain.rs` — the three levels of `--explain`.
 //! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
 
-pub mod aggregate;
 pub mod algebra;
 pub mod exec;
+pub mod explain;
 pub mod expr;
 pub mod functions;
 pub mod minted;
+mod parse;
 pub mod path;
-pub mod plan;
+pub mod physical;
 pub mod results;
+pub mod rewrite;
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use nearflow_flow::{PlanBuilder, PlanHandle, PlanShape, PlanStats};
 use nearflow_rt::Runtime;
-use spargebra::term::{NamedNodePattern, TermPattern};
+use spargebra::term::NamedNodePattern;
 
-use self::algebra::{literal_term, Node, Translator};
+use self::algebra::{outer_projection, Dataset, Node, Translator};
+pub use self::algebra::{Form, TemplateSlot};
 pub use self::exec::Rows;
 use self::expr::EvalCx;
 use self::minted::Minted;
-use self::plan::{Op, Phys, Planner};
+pub use self::parse::{parse, parse_with_base, syntax_message, MAX_NESTING};
+use self::physical::{Phys, Planner};
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
 
@@ -115,7 +133,7 @@ impl QueryError {
 pub struct Options {
     /// Degree of parallelism (default: the runtime machine's PU count, or 1 when unknown).
     pub dop: Option<usize>,
-    /// Time every operator (for `--explain`; costs a clock read per row in some operators).
+    /// Time every operator (for `--explain`; costs a clock read per operator step).
     pub timing: bool,
     /// Packet size in bytes (default: half the L2 of the runtime's machine, 001 §5.2).
     pub packet_bytes: Option<usize>,
@@ -134,429 +152,194 @@ pub struct Options {
     pub base: Option<String>,
 }
 
-/// A position of a CONSTRUCT template.
-#[derive(Clone, Debug)]
-pub enum TemplateSlot {
-    /// A variable's column.
-    Var(usize),
-    /// A constant.
-    Term(Term),
-    /// A blank node: a fresh one per solution.
-    Blank(String),
+/// A parsed, translated and rewritten query: stages 1–3, knowing no store. Plan it against a
+/// store with [`Query::plan`], as often as wanted.
+#[derive(Debug)]
+pub struct Query {
+    /// What it returns.
+    pub form: Form,
+    /// The algebra as translated from the text.
+    pub translated: Node,
+    /// The algebra after the rewrite passes: what is planned.
+    pub optimized: Node,
+    /// Column names (variables; `_:label` for a blank node of the query; a name with a space
+    /// for a column of the engine's own).
+    pub names: Vec<String>,
+    /// The dataset clauses (`FROM`, `FROM NAMED`), when the query has any.
+    pub dataset: Option<Dataset>,
 }
 
-/// What a query returns.
-#[derive(Clone, Debug)]
-pub enum Form {
-    /// Solutions over these variables (names, columns).
-    Select(Vec<(String, usize)>),
-    /// Whether there is a solution.
-    Ask,
-    /// A graph from a template.
-    Construct(Vec<[TemplateSlot; 3]>),
+impl Query {
+    /// Parses, translates and rewrites `text` (relative IRIs against [`Options::base`]).
+    pub fn parse(text: &str, options: &Options) -> Result<Query, QueryError> {
+        let query = parse_with_base(text, options.base.as_deref())?;
+        let mut tr = Translator::new();
+        let (pattern, dataset, base) = match &query {
+            spargebra::Query::Select {
+                pattern,
+                dataset,
+                base_iri,
+            }
+            | spargebra::Query::Ask {
+                pattern,
+                dataset,
+                base_iri,
+            }
+            | spargebra::Query::Construct {
+                pattern,
+                dataset,
+                base_iri,
+                ..
+            }
+            | spargebra::Query::Describe {
+                pattern,
+                dataset,
+                base_iri,
+            } => (pattern, dataset, base_iri),
+        };
+        tr.base = base.as_ref().map(|b| b.as_str().to_owned());
+        let dataset = dataset.as_ref().map(|d| Dataset {
+            default: d.default.iter().map(|n| n.as_str().to_owned()).collect(),
+            named: d
+                .named
+                .iter()
+                .flatten()
+                .map(|n| n.as_str().to_owned())
+                .collect(),
+        });
+        let mut node = tr.pattern(pattern)?;
+        let form = match &query {
+            spargebra::Query::Select { .. } => {
+                // The projection is the outermost Project (spargebra always makes one).
+                let mut cols = outer_projection(&node)
+                    .ok_or_else(|| QueryError::Invalid("a SELECT without a projection".into()))?;
+                // `SELECT *`: the variables in the order they first appear in the pattern
+                // (columns are numbered in that order as the pattern is translated), not
+                // `spargebra`'s.
+                if parse::select_star(text) {
+                    cols.sort_unstable();
+                }
+                Form::Select(
+                    cols.iter()
+                        .map(|&c| (tr.vars.names[c].clone(), c))
+                        .collect(),
+                )
+            }
+            spargebra::Query::Ask { .. } => {
+                node = Node::Slice(Box::new(node), 0, Some(1));
+                Form::Ask
+            }
+            spargebra::Query::Describe { .. } => Form::Describe(
+                outer_projection(&node)
+                    .ok_or_else(|| QueryError::Invalid("a DESCRIBE without a projection".into()))?,
+            ),
+            spargebra::Query::Construct { template, .. } => {
+                let mut out = Vec::new();
+                for t in template {
+                    let s = template_slot(&mut tr, &t.subject)?;
+                    let p = match &t.predicate {
+                        NamedNodePattern::NamedNode(n) => {
+                            TemplateSlot::Term(Term::Iri(n.as_str().to_owned()))
+                        }
+                        NamedNodePattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
+                    };
+                    let o = template_slot(&mut tr, &t.object)?;
+                    out.push([s, p, o]);
+                }
+                Form::Construct(out)
+            }
+        };
+        let translated = node.clone();
+        let optimized = rewrite::optimize(node, &mut tr.vars)?;
+        if tr.vars.len() > exec::MAX_WIDTH {
+            return Err(QueryError::Unsupported(format!(
+                "a query of {} variables (at most {}, counting a column per EXISTS inside an \
+                 expression)",
+                tr.vars.len(),
+                exec::MAX_WIDTH
+            )));
+        }
+        Ok(Query {
+            form,
+            translated,
+            optimized,
+            names: tr.vars.names,
+            dataset,
+        })
+    }
+
+    /// Plans the query against `store` (stage 4): terms become the store's ids, the dataset's
+    /// graphs graph ids.
+    pub fn plan(self: &Arc<Self>, store: &Arc<Store>, options: &Options) -> Prepared {
+        let dop = options
+            .dop
+            .unwrap_or_else(|| store.machine().pu_count().max(1))
+            .max(1);
+        let (default, named) = physical::dataset_ids(store, self.dataset.as_ref());
+        let planner = Planner {
+            store,
+            dop,
+            default: default.clone(),
+            named: named.clone(),
+        };
+        let phys = planner.plan(&self.optimized, &default);
+        Prepared {
+            form: self.form.clone(),
+            phys,
+            query: self.clone(),
+            store: store.clone(),
+            width: self.names.len(),
+            options: Options {
+                dop: Some(dop),
+                ..options.clone()
+            },
+            default,
+            named,
+        }
+    }
 }
 
-/// A planned query, ready to run (as often as wanted).
+fn template_slot(
+    tr: &mut Translator,
+    p: &spargebra::term::TermPattern,
+) -> Result<TemplateSlot, QueryError> {
+    use spargebra::term::TermPattern;
+    Ok(match p {
+        TermPattern::NamedNode(n) => TemplateSlot::Term(Term::Iri(n.as_str().to_owned())),
+        TermPattern::Literal(l) => TemplateSlot::Term(algebra::literal_term(l)),
+        TermPattern::BlankNode(b) => TemplateSlot::Blank(b.as_str().to_owned()),
+        TermPattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
+        #[allow(unreachable_patterns)]
+        _ => return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into())),
+    })
+}
+
+/// Parses and plans `text` against `store` ([`Query::parse`], then [`Query::plan`]).
+pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
+    Ok(Arc::new(Query::parse(text, options)?).plan(store, options))
+}
+
+/// A query planned against one store, ready to run (as often as wanted).
 pub struct Prepared {
     /// What it returns.
     pub form: Form,
     /// The physical plan.
     pub phys: Phys,
+    query: Arc<Query>,
     store: Arc<Store>,
     width: usize,
     options: Options,
-    names: Vec<String>,
-}
-
-/// Parses and plans `text` against `store`.
-pub fn prepare(store: &Arc<Store>, text: &str, options: &Options) -> Result<Prepared, QueryError> {
-    let query = parse_with_base(text, options.base.as_deref())?;
-    let mut tr = Translator::new(store);
-    tr.base = match &query {
-        spargebra::Query::Select { base_iri, .. }
-        | spargebra::Query::Ask { base_iri, .. }
-        | spargebra::Query::Construct { base_iri, .. }
-        | spargebra::Query::Describe { base_iri, .. } => {
-            base_iri.as_ref().map(|b| b.as_str().to_owned())
-        }
-    };
-    let (form, pattern, dataset) = match &query {
-        spargebra::Query::Select {
-            pattern, dataset, ..
-        } => (None, pattern, dataset),
-        spargebra::Query::Ask {
-            pattern, dataset, ..
-        } => (Some(Form::Ask), pattern, dataset),
-        spargebra::Query::Construct {
-            pattern, dataset, ..
-        } => (Some(Form::Construct(Vec::new())), pattern, dataset),
-        spargebra::Query::Describe { .. } => {
-            return Err(QueryError::Unsupported("DESCRIBE".into()))
-        }
-    };
-    if dataset.is_some() {
-        return Err(QueryError::Unsupported(
-            "FROM / FROM NAMED (datasets)".into(),
-        ));
-    }
-    let mut node = tr.pattern(pattern)?;
-    let form = match form {
-        None => {
-            // The projection is the outermost Project (spargebra always makes one).
-            let mut cols = outer_projection(&node)
-                .ok_or_else(|| QueryError::Invalid("a SELECT without a projection".into()))?;
-            // `SELECT *`: the variables in the order they first appear in the pattern (columns
-            // are numbered in that order as the pattern is translated), not `spargebra`'s.
-            if select_star(text) {
-                cols.sort_unstable();
-            }
-            Form::Select(
-                cols.iter()
-                    .map(|&c| (tr.vars.names[c].clone(), c))
-                    .collect(),
-            )
-        }
-        Some(Form::Ask) => {
-            node = Node::Slice(Box::new(node), 0, Some(1));
-            Form::Ask
-        }
-        Some(_) => {
-            let spargebra::Query::Construct { template, .. } = &query else {
-                unreachable!("matched above")
-            };
-            let mut out = Vec::new();
-            for t in template {
-                let slot = |tr: &mut Translator<'_>,
-                            p: &TermPattern|
-                 -> Result<TemplateSlot, QueryError> {
-                    Ok(match p {
-                        TermPattern::NamedNode(n) => {
-                            TemplateSlot::Term(Term::Iri(n.as_str().to_owned()))
-                        }
-                        TermPattern::Literal(l) => TemplateSlot::Term(literal_term(l)),
-                        TermPattern::BlankNode(b) => TemplateSlot::Blank(b.as_str().to_owned()),
-                        TermPattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
-                        #[allow(unreachable_patterns)]
-                        _ => {
-                            return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into()))
-                        }
-                    })
-                };
-                let s = slot(&mut tr, &t.subject)?;
-                let p = match &t.predicate {
-                    NamedNodePattern::NamedNode(n) => {
-                        TemplateSlot::Term(Term::Iri(n.as_str().to_owned()))
-                    }
-                    NamedNodePattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
-                };
-                let o = slot(&mut tr, &t.object)?;
-                out.push([s, p, o]);
-            }
-            Form::Construct(out)
-        }
-    };
-    if tr.vars.len() > exec::MAX_WIDTH {
-        return Err(QueryError::Unsupported(format!(
-            "a query of {} variables (at most {})",
-            tr.vars.len(),
-            exec::MAX_WIDTH
-        )));
-    }
-    let dop = options
-        .dop
-        .unwrap_or_else(|| store.machine().pu_count().max(1))
-        .max(1);
-    let phys = Planner { store, dop }.plan(node);
-    Ok(Prepared {
-        form,
-        phys,
-        store: store.clone(),
-        width: tr.vars.len(),
-        options: Options {
-            dop: Some(dop),
-            ..options.clone()
-        },
-        names: tr.vars.names,
-    })
-}
-
-/// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
-/// (`!`, `-`, `+`) may follow each other: the parser recurses once per level, and about 3,500
-/// levels overflowed the stack (issue 40). No hand-written query comes near.
-pub const MAX_NESTING: usize = 256;
-
-/// Parses a query: its nesting is checked first ([`MAX_NESTING`]), then `spargebra` parses it;
-/// a syntax error is one line with its position.
-pub fn parse(text: &str) -> Result<spargebra::Query, QueryError> {
-    parse_with_base(text, None)
-}
-
-/// [`parse`], with relative IRIs resolved against `base`.
-pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<spargebra::Query, QueryError> {
-    check_nesting(text)?;
-    let mut parser = spargebra::SparqlParser::new();
-    if let Some(b) = base {
-        parser = parser.with_base_iri(b).map_err(|e| {
-            QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
-        })?;
-    }
-    parser
-        .parse_query(text)
-        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))
-}
-
-/// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
-/// naming the line and column. Strings, IRIs and comments are skipped.
-fn check_nesting(text: &str) -> Result<(), QueryError> {
-    let chars: Vec<char> = text.chars().collect();
-    let (mut depth, mut unary) = (0usize, 0usize);
-    let (mut line, mut col) = (1usize, 0usize);
-    let mut i = 0;
-    // Whether the last token could end an operand (then `-`/`+` is binary).
-    let mut after_operand = false;
-    let refuse = |line: usize, col: usize, what: &str| {
-        Err(QueryError::Syntax(format!(
-            "at {line}:{col}: {what} more than {MAX_NESTING} deep; nearflow refuses such a query"
-        )))
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        col += 1;
-        let skip_to = |i: &mut usize, line: &mut usize, col: &mut usize, end: &[char]| {
-            // Advance past the closing `end` (or to the end of the text).
-            *i += 1;
-            while *i < chars.len() {
-                if chars[*i..].starts_with(end) {
-                    *i += end.len();
-                    *col += end.len();
-                    return;
-                }
-                if chars[*i] == '\\' {
-                    *i += 1;
-                    *col += 1;
-                }
-                if chars.get(*i) == Some(&'\n') {
-                    *line += 1;
-                    *col = 0;
-                } else {
-                    *col += 1;
-                }
-                *i += 1;
-            }
-        };
-        match c {
-            '\n' => {
-                line += 1;
-                col = 0;
-                i += 1;
-                continue;
-            }
-            '#' => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            '"' | '\'' => {
-                let long = chars[i..].starts_with(&[c, c, c]);
-                if long {
-                    i += 2;
-                    skip_to(&mut i, &mut line, &mut col, &[c, c, c]);
-                } else {
-                    skip_to(&mut i, &mut line, &mut col, &[c]);
-                }
-                after_operand = true;
-                unary = 0;
-                continue;
-            }
-            '<' => {
-                // An IRI if a `>` closes it before any space; otherwise the operator.
-                let end = chars[i + 1..]
-                    .iter()
-                    .position(|&x| x == '>' || x.is_whitespace() || x == '<');
-                if let Some(k) = end.filter(|&k| chars[i + 1 + k] == '>') {
-                    i += k + 2;
-                    col += k + 1;
-                    after_operand = true;
-                    unary = 0;
-                    continue;
-                }
-                after_operand = false;
-            }
-            '(' | '{' | '[' => {
-                depth += 1;
-                if depth > MAX_NESTING {
-                    return refuse(line, col, "brackets nested");
-                }
-                after_operand = false;
-                unary = 0;
-            }
-            ')' | '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                after_operand = true;
-                unary = 0;
-            }
-            '!' | '-' | '+' if !after_operand => {
-                unary += 1;
-                if unary > MAX_NESTING {
-                    return refuse(line, col, "unary operators chained");
-                }
-            }
-            c if c.is_whitespace() => {}
-            c => {
-                after_operand = c.is_alphanumeric() || "?$_:.".contains(c);
-                unary = 0;
-            }
-        }
-        i += 1;
-    }
-    Ok(())
-}
-
-/// A syntax error as a user reads it: where (line and column), what was expected in plain
-/// words where `spargebra` lists grammar tokens (the query form, an undeclared prefix, a SPARQL
-/// Update request given as a query), and the line with a caret under the position.
-pub fn syntax_message(text: &str, message: &str) -> String {
-    let flat = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    // "error at L:C: …"
-    let mut pos = flat.strip_prefix("error at ").and_then(|r| {
-        let (l, rest) = r.split_once(':')?;
-        let (c, _) = rest.split_once(':')?;
-        Some((l.parse::<usize>().ok()?, c.trim().parse::<usize>().ok()?))
-    });
-    let reason = flat
-        .split_once(": ")
-        .and_then(|(_, r)| r.split_once(": ").map(|(_, x)| x).or(Some(r)))
-        .unwrap_or(&flat)
-        .to_owned();
-    let line_of = |l: usize| -> Vec<char> {
-        text.lines()
-            .nth(l.saturating_sub(1))
-            .unwrap_or("")
-            .chars()
-            .collect()
-    };
-    let mut what = None;
-    if spargebra::SparqlParser::new().parse_update(text).is_ok() {
-        if let Some((at, _)) = query_form_word(text) {
-            pos = Some(line_col(text, at));
-        }
-        what = Some(
-            "this is a SPARQL Update request (INSERT, DELETE, LOAD, CLEAR, …); `nearflow sparql` \
-             evaluates queries (SELECT, CONSTRUCT, ASK, DESCRIBE), and updates are not supported yet"
-                .to_owned(),
-        );
-    } else if flat.contains("Prefix not found") {
-        if let Some((l, c)) = pos {
-            // The prefixed name ends just before column C of line L.
-            let line = line_of(l);
-            let end = c.saturating_sub(1).min(line.len());
-            let start = line[..end]
-                .iter()
-                .rposition(|ch| ch.is_whitespace() || "{(.;,".contains(*ch))
-                .map_or(0, |i| i + 1);
-            let token: String = line[start..end].iter().collect();
-            if let Some((prefix, _)) = token.split_once(':') {
-                what = Some(format!(
-                    "undeclared prefix '{prefix}:' (no PREFIX declares it)"
-                ));
-            }
-        }
-        what.get_or_insert_with(|| "undeclared prefix".to_owned());
-    } else if let Some((at, word)) = query_form_word(text) {
-        // The first word after the prologue is not a query form: say so there (`spargebra`
-        // reports the furthest point its grammar reached, e.g. "expected CONSTRUCT" inside
-        // the pattern for `SELEC * WHERE …`).
-        let upper = word.to_ascii_uppercase();
-        if !["SELECT", "CONSTRUCT", "ASK", "DESCRIBE"].contains(&upper.as_str()) {
-            pos = Some(line_col(text, at));
-            what = Some(format!(
-                "expected SELECT, CONSTRUCT, ASK or DESCRIBE (after any PREFIX and BASE \
-                 declarations), found '{word}'"
-            ));
-        }
-    }
-    if what.is_none() && reason.starts_with("expected one of") && reason.contains("ABS") {
-        // Every function name and operator that may start an expression.
-        what = Some(
-            "expected an expression (a variable, a term, a function call or a bracket)".into(),
-        );
-    }
-    let what = what.unwrap_or_else(|| match reason.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &reason[..i]),
-        None => reason.clone(),
-    });
-    match pos {
-        Some((l, c)) => {
-            let line: String = line_of(l).into_iter().take(160).collect();
-            let caret = " ".repeat(c.saturating_sub(1).min(line.chars().count()));
-            format!("at {l}:{c}: {what}\n  {line}\n  {caret}^")
-        }
-        None => what,
-    }
-}
-
-/// The 1-based line and column (in characters) of byte offset `at`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = &text[..at];
-    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
-    (
-        before.matches('\n').count() + 1,
-        before[line_start..].chars().count() + 1,
-    )
-}
-
-/// The first word after the query's prologue (comments, PREFIX and BASE declarations) and its
-/// byte offset, when the text goes on with letters there.
-fn query_form_word(text: &str) -> Option<(usize, &str)> {
-    static PROLOGUE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = PROLOGUE.get_or_init(|| {
-        regex::Regex::new(
-            r"(?is)^(?:\s|#[^\n]*(?:\n|$)|PREFIX\s*[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)*",
-        )
-        .expect("a valid pattern")
-    });
-    let at = re.find(text).map_or(0, |m| m.end());
-    let rest = &text[at..];
-    let len = rest
-        .find(|ch: char| !ch.is_alphanumeric() && ch != '_')
-        .unwrap_or(rest.len());
-    (len > 0).then(|| (at, &rest[..len]))
-}
-
-/// Whether the query's own projection is `SELECT *` (after its prologue and comments).
-fn select_star(text: &str) -> bool {
-    let Some((at, word)) = query_form_word(text) else {
-        return false;
-    };
-    if !word.eq_ignore_ascii_case("SELECT") {
-        return false;
-    }
-    let mut rest = text[at + word.len()..].trim_start();
-    for modifier in ["DISTINCT", "REDUCED"] {
-        if rest
-            .get(..modifier.len())
-            .is_some_and(|m| m.eq_ignore_ascii_case(modifier))
-        {
-            rest = rest[modifier.len()..].trim_start();
-        }
-    }
-    rest.starts_with('*')
-}
-
-fn outer_projection(n: &Node) -> Option<Vec<usize>> {
-    match n {
-        Node::Project(_, cols) => Some(cols.clone()),
-        Node::Distinct(i) | Node::Slice(i, _, _) | Node::OrderBy(i, _) => outer_projection(i),
-        _ => None,
-    }
+    /// The dataset's default graph (graph ids merged into it).
+    default: Vec<Id>,
+    /// The dataset's named graphs.
+    named: Arc<Vec<Id>>,
 }
 
 /// A running query: batches of rows as they come, then the plan's counters.
 pub struct Running {
     rx: Receiver<Rows>,
     /// The plan's handle and shape; `None` for a query answered without a request (its plan
-    /// yields nothing: [`plan::yields_nothing`]).
+    /// yields nothing: [`physical::yields_nothing`]).
     run: Option<(PlanHandle, PlanShape)>,
     minted: Arc<Minted>,
     /// The time limit and its expiry: the engine checks it before each operator step; the
@@ -676,10 +459,7 @@ impl Collected {
 
     /// Where its ids' terms are.
     pub fn cx(&self) -> EvalCx<'_> {
-        EvalCx {
-            store: &self.store,
-            minted: &self.minted,
-        }
+        EvalCx::new(&self.store, &self.minted)
     }
 
     /// The ASK answer: whether there was a solution.
@@ -694,12 +474,17 @@ impl Prepared {
         &self.store
     }
 
+    /// The query it plans.
+    pub fn query(&self) -> &Arc<Query> {
+        &self.query
+    }
+
     /// Starts the query as one request of `rt` — or, when its plan yields nothing (a constant
     /// the store does not hold), answers it at once without a request.
     pub fn start(&self, rt: &Runtime) -> Result<Running, QueryError> {
         reset(&self.phys);
         let minted = Arc::new(Minted::new(&self.store));
-        if plan::yields_nothing(&self.phys) {
+        if physical::yields_nothing(&self.phys) {
             let (_, rx) = std::sync::mpsc::channel();
             return Ok(Running {
                 rx,
@@ -725,6 +510,7 @@ impl Prepared {
             width: self.width,
             dop: self.options.dop.unwrap_or(1),
             timing: self.options.timing,
+            named: self.named.clone(),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         exec::build_into(&cx, &mut b, &self.phys, tx);
@@ -761,6 +547,19 @@ impl Prepared {
         })
     }
 
+    /// The graph a CONSTRUCT or DESCRIBE makes from its solution rows (each triple once);
+    /// `minted` is the run's ([`Running::minted`]). Nothing for the other forms.
+    pub fn graph<'r>(
+        &self,
+        minted: &Minted,
+        rows: impl IntoIterator<Item = &'r [Id]>,
+    ) -> Vec<[Term; 3]> {
+        match &self.form {
+            Form::Describe(_) => self.describe(minted, rows),
+            _ => self.construct(minted, rows),
+        }
+    }
+
     /// The triples a CONSTRUCT makes from solution rows (a set: each once); `minted` is the
     /// run's ([`Running::minted`]).
     pub fn construct<'r>(
@@ -768,10 +567,7 @@ impl Prepared {
         minted: &Minted,
         rows: impl IntoIterator<Item = &'r [Id]>,
     ) -> Vec<[Term; 3]> {
-        let cx = EvalCx {
-            store: &self.store,
-            minted,
-        };
+        let cx = EvalCx::new(&self.store, minted);
         let Form::Construct(template) = &self.form else {
             return Vec::new();
         };
@@ -826,124 +622,68 @@ impl Prepared {
         out
     }
 
-    /// The plan as text: operators, join methods, estimated rows and, after a run, actual rows
-    /// and (with timing on) time per operator.
-    pub fn explain(&self) -> String {
-        let mut s = String::new();
-        self.explain_node(&self.phys, 0, &mut s);
-        s
+    /// The triples a DESCRIBE returns: the concise bounded description of every IRI and blank
+    /// node its columns hold — the triples of the dataset's default graph with the resource as
+    /// subject, and recursively those of each blank node object (each triple once).
+    /// Reifications of those triples are not included.
+    pub fn describe<'r>(
+        &self,
+        minted: &Minted,
+        rows: impl IntoIterator<Item = &'r [Id]>,
+    ) -> Vec<[Term; 3]> {
+        let Form::Describe(cols) = &self.form else {
+            return Vec::new();
+        };
+        let dict = self.store.dict();
+        let mut todo: Vec<Id> = Vec::new();
+        let mut queued = HashSet::new();
+        for row in rows {
+            for &c in cols {
+                let id = row[c];
+                // A term the query computed is in no triple of the store.
+                if id == UNBOUND || minted.holds(id) {
+                    continue;
+                }
+                if !dict.term(id).is_literal() && queued.insert(id) {
+                    todo.push(id);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < todo.len() {
+            let r = todo[i];
+            i += 1;
+            for &g in &self.default {
+                self.store.for_each_match(g, [Some(r), None, None], |t| {
+                    if !seen.insert(t) {
+                        return;
+                    }
+                    if matches!(dict.term(t[2]), TermRef::Blank(_)) && queued.insert(t[2]) {
+                        todo.push(t[2]);
+                    }
+                    out.push(t.map(|id| Term::from(dict.term(id))));
+                });
+            }
+        }
+        out
     }
 
-    fn explain_node(&self, p: &Phys, depth: usize, s: &mut String) {
-        let name = |c: usize| format!("?{}", self.names[c].trim_start_matches("_:"));
-        let slot = |x: &algebra::Slot| match *x {
-            algebra::Slot::Var(c) => name(c),
-            algebra::Slot::Fixed(c, id) => format!("{}={}", name(c), self.store.dict().term(id)),
-            algebra::Slot::Const(Some(id)) => self.store.dict().term(id).to_string(),
-            algebra::Slot::Const(None) => "(absent)".into(),
-        };
-        let what = match &p.op {
-            Op::Unit => "unit".to_string(),
-            Op::Empty => "empty".to_string(),
-            Op::Scan { pat, order } => format!(
-                "scan {} {} {} {}",
-                order.name(),
-                slot(&pat[0]),
-                slot(&pat[1]),
-                slot(&pat[2])
-            ),
-            Op::IndexJoin { pat } => format!(
-                "index join {} {} {}",
-                slot(&pat[0]),
-                slot(&pat[1]),
-                slot(&pat[2])
-            ),
-            Op::HashJoin {
-                mode,
-                keys,
-                value_key,
-                check,
-                residual,
-            } => {
-                let mut w = format!(
-                    "{mode:?} hash join on [{}]",
-                    keys.iter().map(|&c| name(c)).collect::<Vec<_>>().join(", ")
-                );
-                if let Some((a, b)) = value_key {
-                    let _ = write!(w, " value key {} = {}", name(*a), name(*b));
-                }
-                if !check.is_empty() {
-                    let _ = write!(
-                        w,
-                        " checking [{}]",
-                        check
-                            .iter()
-                            .map(|&c| name(c))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                }
-                if residual.is_some() {
-                    w.push_str(" with filter");
-                }
-                w
-            }
-            Op::MergeJoin { on } => format!("merge join on [{}]", name(*on)),
-            Op::Filter(_) => "filter".to_string(),
-            Op::Union => "union".to_string(),
-            Op::Distinct => "distinct".to_string(),
-            Op::Sort(k, None) => format!("order by ({} keys)", k.len()),
-            Op::Sort(k, Some(n)) => format!("order by ({} keys), top {n}", k.len()),
-            Op::Slice(a, b) => format!(
-                "slice offset {a} limit {}",
-                b.map_or("-".into(), |x| x.to_string())
-            ),
-            Op::Extend(c, _) => format!("bind {}", name(*c)),
-            Op::Path(s, path, o) => {
-                let end = |e: &path::End| match e {
-                    path::End::Var(c) => name(*c),
-                    path::End::Term(t) => t.to_string(),
-                };
-                format!("path {} {path} {}", end(s), end(o))
-            }
-            Op::Values(cols, rows) => format!(
-                "values {} ({} rows)",
-                cols.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" "),
-                rows.len()
-            ),
-            Op::Group(keys, aggs) => format!(
-                "group by [{}] computing {}",
-                keys.iter().map(|&c| name(c)).collect::<Vec<_>>().join(", "),
-                aggs.iter()
-                    .map(|(c, a)| format!(
-                        "{} = {:?}{}",
-                        name(*c),
-                        a.func,
-                        if a.distinct { " distinct" } else { "" }
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Op::Project(c) => format!(
-                "project {}",
-                c.iter().map(|&c| name(c)).collect::<Vec<_>>().join(" ")
-            ),
-        };
-        let rows = p.stat.rows.load(Ordering::Relaxed);
-        let ns = p.stat.nanos.load(Ordering::Relaxed);
-        let _ = write!(
-            s,
-            "{}{what}  (est {:.0}, rows {rows}",
-            "  ".repeat(depth),
-            p.est
-        );
-        if self.options.timing {
-            let _ = write!(s, ", {:.3} ms", ns as f64 / 1e6);
-        }
-        s.push_str(")\n");
-        for i in &p.inputs {
-            self.explain_node(i, depth + 1, s);
-        }
+    /// The plan as text at its three levels — the algebra as translated, after the rewrites,
+    /// and the physical plan with estimated and (after a run) actual rows and, with timing on,
+    /// time per operator.
+    pub fn explain(&self) -> String {
+        explain::all(self)
+    }
+
+    /// The physical plan alone, as [`explain`](Self::explain) shows it.
+    pub fn explain_physical(&self) -> String {
+        explain::physical(self)
+    }
+
+    pub(crate) fn options(&self) -> &Options {
+        &self.options
     }
 }
 
@@ -951,42 +691,4 @@ fn reset(p: &Phys) {
     p.stat.rows.store(0, Ordering::Relaxed);
     p.stat.nanos.store(0, Ordering::Relaxed);
     p.inputs.iter().for_each(reset);
-}
-
-#[cfg(test)]
-mod syntax_tests {
-    use super::parse;
-
-    fn message(q: &str) -> String {
-        parse(q).unwrap_err().to_string()
-    }
-
-    #[test]
-    fn syntax_errors_say_what_was_expected_and_point_at_it() {
-        let m = message("SELEC * WHERE { ?s ?p ?o }");
-        assert!(
-            m.contains("at 1:1: expected SELECT, CONSTRUCT, ASK or DESCRIBE"),
-            "{m}"
-        );
-        assert!(m.contains("found 'SELEC'"), "{m}");
-        assert!(m.ends_with("\n  SELEC * WHERE { ?s ?p ?o }\n  ^"), "{m}");
-        let m = message("INSERT DATA { <http://a> <http://b> <http://c> }");
-        assert!(m.contains("at 1:1: this is a SPARQL Update request"), "{m}");
-        let m = message("SELECT * WHERE { ?s ?p ?o FILTER(?o > ) }");
-        assert!(m.contains("expected an expression"), "{m}");
-        let m = message("PREFIX a: <http://a/>\nSELECT * WHERE { ?s nope:p ?o }");
-        assert!(
-            m.contains("at 2:") && m.contains("undeclared prefix 'nope:'"),
-            "{m}"
-        );
-        let m = message("SELECT * WHERE {\n  ?s ?p\n}");
-        assert!(super::select_star(
-            "PREFIX a: <x:>\n# c\nselect distinct * { ?s ?p ?o }"
-        ));
-        assert!(!super::select_star(
-            "SELECT ?a { { SELECT * { ?a ?b ?c } } }"
-        ));
-        assert!(m.starts_with("SPARQL syntax error: at 3:"), "{m}");
-        assert!(m.contains("\n  }\n  "), "{m}");
-    }
 }

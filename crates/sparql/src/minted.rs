@@ -48,7 +48,8 @@ impl Minted {
         Minted::above(store.dict().len() as Id)
     }
 
-    fn above(base: Id) -> Minted {
+    /// An empty table whose ids start above `base` (the dictionary's last id).
+    pub fn above(base: Id) -> Minted {
         Minted {
             base,
             terms: boxcar::Vec::new(),

@@ -1,7 +1,7 @@
 //! Property paths (SPARQL 1.1 §9, evaluated as §18.4 defines): a path in the algebra holds
 //! terms ([`PathExpr`]); when the plan is built for a run its IRIs become the store's ids
-//! ([`Resolved`]), and one flow operator ([`PathOp`]) computes the path's solutions from the
-//! store's indexes.
+//! ([`Resolved`]), and one flow operator (`exec/path.rs`) computes the path's solutions from
+//! the store's indexes with a [`Walker`], in one graph or in the merge of several.
 //!
 //! - A sequence and an alternative keep duplicates (bag semantics: `:a :p/:q ?x` is one
 //!   solution per middle node, `:a (:p|:q) ?x` one per branch); a negated property set is one
@@ -15,18 +15,12 @@
 //!   "the term itself").
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use hashbrown::HashSet;
-use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 use spargebra::algebra::PropertyPathExpression;
 
-use super::exec::{emit_queued, row_ports, Row, Timer};
-use super::expr::EvalCx;
-use super::minted::Minted;
-use super::plan::OpStat;
 use nearflow_rdf::store::Store;
-use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
+use nearflow_rdf::term::{Id, Term, TermRef};
 
 /// A property path over terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,26 +139,42 @@ pub enum End {
     Term(Term),
 }
 
-/// Evaluates paths over one store.
+/// Evaluates paths over the graphs of one store: one graph, or several merged (their union,
+/// each triple once).
 pub struct Walker<'s> {
     store: &'s Store,
+    graphs: Vec<Id>,
 }
 
 impl<'s> Walker<'s> {
-    /// A walker over `store`.
-    pub fn new(store: &'s Store) -> Self {
-        Walker { store }
+    /// A walker over the graphs `graphs` of `store`.
+    pub fn new(store: &'s Store, graphs: Vec<Id>) -> Self {
+        Walker { store, graphs }
+    }
+
+    /// Calls `f` with each triple matching `pattern` in the walked graphs, each once (the
+    /// merge of several graphs is a set). No triple is collected on the way for one graph.
+    fn each(&self, pattern: [Option<Id>; 3], mut f: impl FnMut([Id; 3])) {
+        match self.graphs.as_slice() {
+            [] => {}
+            [g] => self.store.for_each_match(*g, pattern, f),
+            many => {
+                let mut seen = HashSet::new();
+                for &g in many {
+                    self.store.for_each_match(g, pattern, |t| {
+                        if seen.insert(t) {
+                            f(t)
+                        }
+                    });
+                }
+            }
+        }
     }
 
     /// Every `y` with `x path y`, with duplicates as §18.4 counts them.
     pub fn from(&self, p: &Resolved, x: Id, out: &mut Vec<Id>) {
         match p {
-            Resolved::Link(Some(l)) => out.extend(
-                self.store
-                    .matches([Some(x), Some(*l), None])
-                    .into_iter()
-                    .map(|t| t[2]),
-            ),
+            Resolved::Link(Some(l)) => self.each([Some(x), Some(*l), None], |t| out.push(t[2])),
             Resolved::Link(None) => {}
             Resolved::Inverse(q) => self.to(q, x, out),
             Resolved::Seq(a, b) => {
@@ -185,25 +195,18 @@ impl<'s> Walker<'s> {
                 out.extend(distinct(step));
             }
             // One solution per triple, as `{ x ?p ?y FILTER(?p NOT IN (…)) }` gives.
-            Resolved::Negated(ps) => out.extend(
-                self.store
-                    .matches([Some(x), None, None])
-                    .into_iter()
-                    .filter(|t| !ps.contains(&t[1]))
-                    .map(|t| t[2]),
-            ),
+            Resolved::Negated(ps) => self.each([Some(x), None, None], |t| {
+                if !ps.contains(&t[1]) {
+                    out.push(t[2])
+                }
+            }),
         }
     }
 
     /// Every `x` with `x path y`.
     pub fn to(&self, p: &Resolved, y: Id, out: &mut Vec<Id>) {
         match p {
-            Resolved::Link(Some(l)) => out.extend(
-                self.store
-                    .matches([None, Some(*l), Some(y)])
-                    .into_iter()
-                    .map(|t| t[0]),
-            ),
+            Resolved::Link(Some(l)) => self.each([None, Some(*l), Some(y)], |t| out.push(t[0])),
             Resolved::Link(None) => {}
             Resolved::Inverse(q) => self.from(q, y, out),
             Resolved::Seq(a, b) => {
@@ -223,19 +226,17 @@ impl<'s> Walker<'s> {
                 self.to(q, y, &mut step);
                 out.extend(distinct(step));
             }
-            Resolved::Negated(ps) => out.extend(
-                self.store
-                    .matches([None, None, Some(y)])
-                    .into_iter()
-                    .filter(|t| !ps.contains(&t[1]))
-                    .map(|t| t[0]),
-            ),
+            Resolved::Negated(ps) => self.each([None, None, Some(y)], |t| {
+                if !ps.contains(&t[1]) {
+                    out.push(t[0])
+                }
+            }),
         }
     }
 
     /// The nodes reachable from `x` by one or more steps of `q` (and `x` itself when `zero`),
     /// each once; forwards, or backwards when `forward` is false. Breadth first, marking
-    /// every node reached: it ends on cycles.
+    /// every node reached: it ends on cycles. One step's buffer is reused for every node.
     fn closure(&self, q: &Resolved, x: Id, zero: bool, forward: bool) -> Vec<Id> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
@@ -262,17 +263,17 @@ impl<'s> Walker<'s> {
         out
     }
 
-    /// Every node of the graph: each subject and object once.
+    /// Every node of the walked graphs: each subject and object once.
     pub fn nodes(&self) -> Vec<Id> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        for t in self.store.matches([None, None, None]) {
+        self.each([None, None, None], |t| {
             for n in [t[0], t[2]] {
                 if seen.insert(n) {
                     out.push(n);
                 }
             }
-        }
+        });
         out
     }
 
@@ -280,13 +281,11 @@ impl<'s> Walker<'s> {
     /// the subjects (objects) of that predicate; otherwise every node.
     fn starts(&self, p: &Resolved) -> Vec<Id> {
         match p {
-            Resolved::Link(Some(l)) => distinct(
-                self.store
-                    .matches([None, Some(*l), None])
-                    .into_iter()
-                    .map(|t| t[0])
-                    .collect(),
-            ),
+            Resolved::Link(Some(l)) => {
+                let mut v = Vec::new();
+                self.each([None, Some(*l), None], |t| v.push(t[0]));
+                distinct(v)
+            }
             Resolved::Link(None) => Vec::new(),
             Resolved::Seq(a, _) => self.starts(a),
             _ => self.nodes(),
@@ -296,12 +295,11 @@ impl<'s> Walker<'s> {
     /// Every pair `(x, y)` with `x path y`.
     pub fn pairs(&self, p: &Resolved) -> Vec<(Id, Id)> {
         match p {
-            Resolved::Link(Some(l)) => self
-                .store
-                .matches([None, Some(*l), None])
-                .into_iter()
-                .map(|t| (t[0], t[2]))
-                .collect(),
+            Resolved::Link(Some(l)) => {
+                let mut v = Vec::new();
+                self.each([None, Some(*l), None], |t| v.push((t[0], t[2])));
+                v
+            }
             Resolved::Link(None) => Vec::new(),
             Resolved::Inverse(q) => self.pairs(q).into_iter().map(|(a, b)| (b, a)).collect(),
             Resolved::Alt(a, b) => {
@@ -309,13 +307,15 @@ impl<'s> Walker<'s> {
                 out.extend(self.pairs(b));
                 out
             }
-            Resolved::Negated(ps) => self
-                .store
-                .matches([None, None, None])
-                .into_iter()
-                .filter(|t| !ps.contains(&t[1]))
-                .map(|t| (t[0], t[2]))
-                .collect(),
+            Resolved::Negated(ps) => {
+                let mut v = Vec::new();
+                self.each([None, None, None], |t| {
+                    if !ps.contains(&t[1]) {
+                        v.push((t[0], t[2]))
+                    }
+                });
+                v
+            }
             Resolved::Seq(..) | Resolved::Closure(..) | Resolved::ZeroOrOne(_) => {
                 let mut out = Vec::new();
                 let mut ys = Vec::new();
@@ -333,118 +333,4 @@ impl<'s> Walker<'s> {
 fn distinct(v: Vec<Id>) -> Vec<Id> {
     let mut seen = HashSet::new();
     v.into_iter().filter(|x| seen.insert(*x)).collect()
-}
-
-/// The path operator: on its first step it computes every solution of `subject path object`
-/// from the store, then emits them.
-pub struct PathOp<const N: usize> {
-    store: Arc<Store>,
-    minted: Arc<Minted>,
-    subject: End,
-    path: Arc<PathExpr>,
-    object: End,
-    rows: Option<VecDeque<Row<N>>>,
-    out: Emitter<Row<N>>,
-    stat: Arc<OpStat>,
-    timing: bool,
-}
-
-impl<const N: usize> PathOp<N> {
-    /// The operator for `subject path object`.
-    pub fn new(
-        store: Arc<Store>,
-        minted: Arc<Minted>,
-        (subject, path, object): (End, Arc<PathExpr>, End),
-        stat: Arc<OpStat>,
-        timing: bool,
-    ) -> Self {
-        PathOp {
-            store,
-            minted,
-            subject,
-            path,
-            object,
-            rows: None,
-            out: Emitter::new(0),
-            stat,
-            timing,
-        }
-    }
-
-    /// The id of a constant end: the store's, else one minted for the run (a zero-length path
-    /// still matches it).
-    fn id(&self, t: &Term) -> Id {
-        let cx = EvalCx {
-            store: &self.store,
-            minted: &self.minted,
-        };
-        cx.id_of_term(t.as_ref()).unwrap_or(UNBOUND)
-    }
-
-    /// Every solution.
-    fn solve(&self) -> Vec<Row<N>> {
-        let w = Walker::new(&self.store);
-        let p = self.path.resolve(&self.store);
-        let row = |x: Id, y: Id| -> Option<Row<N>> {
-            let mut r = [UNBOUND; N];
-            for (end, v) in [(&self.subject, x), (&self.object, y)] {
-                if let End::Var(c) = end {
-                    if r[*c] != UNBOUND && r[*c] != v {
-                        return None;
-                    }
-                    r[*c] = v;
-                }
-            }
-            Some(r)
-        };
-        let mut out = Vec::new();
-        let mut ys = Vec::new();
-        match (&self.subject, &self.object) {
-            (End::Term(s), End::Term(o)) => {
-                let (s, o) = (self.id(s), self.id(o));
-                w.from(&p, s, &mut ys);
-                out.extend(ys.iter().filter(|&&y| y == o).filter_map(|_| row(s, o)));
-            }
-            (End::Term(s), End::Var(_)) => {
-                let s = self.id(s);
-                w.from(&p, s, &mut ys);
-                out.extend(ys.iter().filter_map(|&y| row(s, y)));
-            }
-            (End::Var(_), End::Term(o)) => {
-                let o = self.id(o);
-                w.to(&p, o, &mut ys);
-                out.extend(ys.iter().filter_map(|&x| row(x, o)));
-            }
-            (End::Var(_), End::Var(_)) => {
-                out.extend(w.pairs(&p).into_iter().filter_map(|(x, y)| row(x, y)));
-            }
-        }
-        out
-    }
-}
-
-impl<const N: usize> Operator for PathOp<N> {
-    fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(0)
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
-
-    fn state_bytes(&self) -> usize {
-        self.rows.as_ref().map_or(0, |r| r.len()) * std::mem::size_of::<Row<N>>()
-    }
-
-    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        let stat = self.stat.clone();
-        let _t = Timer::new(self.timing, &stat);
-        if self.rows.is_none() {
-            let rows = self.solve();
-            io.charge(rows.len() * std::mem::size_of::<Row<N>>())?;
-            self.rows = Some(rows.into());
-        }
-        let q = self.rows.as_mut().expect("made above");
-        Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::More))
-    }
 }

@@ -8,9 +8,11 @@
 //! boolean. Syntax tests check that the query parses, or that it does not. As Oxigraph keeps its
 //! conformance runs in a `testsuite/` crate, this one keeps ours out of the engine.
 //!
-//! CSV results (which keep only each term's text) are compared with our answer written as CSV
-//! text. A test this engine cannot take (named graphs, a result format we do not read) fails
-//! with that reason: nothing is skipped, so the count is what a user gets.
+//! The test's data loads into the default graph (`qt:data`) and into named graphs named by
+//! their files' IRIs (`qt:graphData`). CSV results (which keep only each term's text) are
+//! compared with our answer written as CSV text. A test this engine cannot take (a result
+//! format we do not read) fails with that reason: nothing is skipped, so the count is what a
+//! user gets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -249,10 +251,7 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
         },
         Kind::Other(t) => bail!("not a query test: {t}"),
         Kind::QueryEvaluation => {
-            if !test.graph_data.is_empty() {
-                bail!("named graphs (qt:graphData) are not supported");
-            }
-            let store = Arc::new(load(&test.data, rt.machine())?);
+            let store = Arc::new(load(&test.data, &test.graph_data, rt.machine())?);
             let result = test.result.as_ref().context("no mf:result")?;
             let mut got = evaluate(&store, rt, &text)?;
             if result.extension().is_some_and(|e| e == "csv") {
@@ -265,22 +264,39 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
     }
 }
 
-/// The default graph of these files.
-fn load(files: &[PathBuf], machine: &nearflow_topo::Machine) -> Result<nearflow_rdf::Store> {
-    let mut loaded = nearflow_rdf::load::Loaded::default();
-    for (i, f) in files.iter().enumerate() {
-        let format = nearflow_rdf::load::Format::from_path(f)
+/// The store of a test: `data` in the default graph, each file of `graph_data` in the named
+/// graph of its own IRI (as `qt:graphData` means).
+fn load(
+    data: &[PathBuf],
+    graph_data: &[PathBuf],
+    machine: &nearflow_topo::Machine,
+) -> Result<nearflow_rdf::Store> {
+    use nearflow_rdf::load;
+    let mut loaded = load::Loaded::default();
+    let files = data
+        .iter()
+        .map(|f| (f, false))
+        .chain(graph_data.iter().map(|f| (f, true)));
+    for (i, (f, named)) in files.enumerate() {
+        let format = load::Format::from_path(f)
             .with_context(|| format!("data format of {} not supported", f.display()))?;
         let bytes = std::fs::read(f).with_context(|| format!("{}", f.display()))?;
         // Relative IRIs in the data resolve against the file's own IRI.
-        nearflow_rdf::load::load_reader_with_base(
-            &mut loaded,
-            f,
-            format,
-            bytes.as_slice(),
-            &format!("f{i}_"),
-            &file_iri(f)?,
-        )
+        let iri = file_iri(f)?;
+        let prefix = format!("f{i}_");
+        if named {
+            load::load_reader_into_graph(
+                &mut loaded,
+                f,
+                format,
+                bytes.as_slice(),
+                &prefix,
+                &iri,
+                &iri,
+            )
+        } else {
+            load::load_reader_with_base(&mut loaded, f, format, bytes.as_slice(), &prefix, &iri)
+        }
         .map_err(|e| anyhow!("loading {}: {e}", f.display()))?;
     }
     Ok(loaded.into_store(machine)?)
@@ -309,8 +325,8 @@ fn evaluate(
                 .collect(),
         ),
         Form::Ask => Answer::Boolean(out.boolean()),
-        Form::Construct(_) => Answer::Graph(
-            q.construct(&out.minted, &out.rows)
+        Form::Construct(_) | Form::Describe(_) => Answer::Graph(
+            q.graph(&out.minted, &out.rows)
                 .iter()
                 .map(|[s, p, o]| [s.to_string(), p.to_string(), o.to_string()])
                 .collect(),

@@ -10,7 +10,7 @@ use std::path::Path;
 /// Passed at the last count (update when the engine passes more: the count may only rise).
 const EVALUATION_PASSED: usize = RECORDED.0;
 const SYNTAX_PASSED: usize = RECORDED.1;
-const RECORDED: (usize, usize) = (208, 103);
+const RECORDED: (usize, usize) = (225, 103);
 
 #[test]
 #[ignore = "needs ../shared/w3c: ./test.sh runs it, and CI fails without the suite"]

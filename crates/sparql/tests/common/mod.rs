@@ -135,9 +135,9 @@ pub fn ours_on(store: &Arc<Store>, rt: &nearflow_rt::Runtime, text: &str) -> Ans
                 .collect(),
         ),
         Form::Ask => Answer::Bool(out.boolean()),
-        Form::Construct(_) => {
+        Form::Construct(_) | Form::Describe(_) => {
             let mut t: Vec<String> = q
-                .construct(&out.minted, &out.rows)
+                .graph(&out.minted, &out.rows)
                 .iter()
                 .map(|[s, p, o]| format!("{s} {p} {o}"))
                 .collect();

@@ -1,7 +1,7 @@
-//! GROUP BY and the aggregates (SPARQL 1.1 §18.5.1): one flow operator that takes every input
-//! row, keeps one accumulator per group and aggregate, and emits one row per group when its
-//! input ends. The builder runs several in parallel when the input is large and there are group
-//! keys, each on the rows whose keys hash to it (every group falls wholly in one of them).
+//! GROUP BY and the aggregates (SPARQL 1.1 §18.5.1): one flow operator per input stream that
+//! takes every row, keeps one accumulator per group and aggregate, and emits one row per group
+//! when its input ends. The plan hash-partitions a large input by the group keys, so every
+//! group falls wholly in one stream and the streams aggregate in parallel.
 //!
 //! Semantics, per §18.5.1:
 //! - `COUNT` counts the rows whose argument evaluates without error (`COUNT(*)`: all rows);
@@ -22,11 +22,13 @@ use std::sync::Arc;
 use hashbrown::{HashSet, HashTable};
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 
-use super::algebra::{Agg, AggFunc};
-use super::exec::{emit_queued, mix, row_ports, Row, Timer};
-use super::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
-use super::minted::Minted;
-use super::plan::OpStat;
+use nearflow_flow::{PlanBuilder, Stream};
+
+use super::{emit_queued, mix, row_ports, ExecCx, Row, Timer};
+use crate::algebra::{Agg, AggFunc};
+use crate::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
+use crate::minted::Minted;
+use crate::physical::{OpStat, Phys};
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, UNBOUND};
 
@@ -58,7 +60,7 @@ enum Arg<'s> {
 }
 
 /// The GROUP BY operator.
-pub struct GroupOp<const N: usize> {
+pub(super) struct GroupOp<const N: usize> {
     keys: Vec<usize>,
     aggs: Arc<Vec<(usize, Agg)>>,
     store: Arc<Store>,
@@ -163,10 +165,7 @@ impl<const N: usize> GroupOp<N> {
                 g
             }
         };
-        let cx = EvalCx {
-            store: &self.store,
-            minted: &self.minted,
-        };
+        let cx = EvalCx::new(&self.store, &self.minted);
         for (i, (_, agg)) in self.aggs.iter().enumerate() {
             let acc = &mut self.accs[g * self.aggs.len() + i];
             if acc.error && agg.func != AggFunc::Count {
@@ -272,10 +271,7 @@ impl<const N: usize> GroupOp<N> {
             self.count = 1;
             self.push_accs();
         }
-        let cx = EvalCx {
-            store: &self.store,
-            minted: &self.minted,
-        };
+        let cx = EvalCx::new(&self.store, &self.minted);
         let (k, a) = (self.keys.len(), self.aggs.len());
         let mut out = VecDeque::with_capacity(self.count);
         let mut accs = std::mem::take(&mut self.accs).into_iter();
@@ -371,4 +367,35 @@ impl<const N: usize> Operator for GroupOp<N> {
         let q = self.output.as_mut().expect("made above");
         Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
     }
+}
+
+/// One group operator per input stream (the plan partitioned the input by the keys); an
+/// aggregate without keys reads one stream.
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    keys: &[usize],
+    aggs: &Arc<Vec<(usize, Agg)>>,
+    input: Vec<Stream<Row<N>>>,
+) -> Vec<Stream<Row<N>>> {
+    input
+        .into_iter()
+        .map(|s| {
+            let op = b.add(
+                "group by",
+                GroupOp::<N>::new(
+                    keys.to_vec(),
+                    aggs.clone(),
+                    cx.store.clone(),
+                    cx.minted.clone(),
+                    keys.is_empty(),
+                    p.stat.clone(),
+                    cx.timing,
+                ),
+            );
+            b.feed(s, op, 0);
+            b.stream::<Row<N>>(op, 0).expect("a group outputs rows")
+        })
+        .collect()
 }

@@ -1,0 +1,88 @@
+//! FILTER: keeps the rows whose expression's effective boolean value is true (an error drops
+//! the row, §17.2). One operator per input stream; the rows kept are packed into full packets.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::{row_ports, ExecCx, Row, Timer};
+use crate::expr::{EvalCx, Expr};
+use crate::minted::Minted;
+use crate::physical::{OpStat, Phys};
+use nearflow_rdf::store::Store;
+
+struct FilterOp<const N: usize> {
+    expr: Arc<Expr>,
+    store: Arc<Store>,
+    minted: Arc<Minted>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for FilterOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let cx = EvalCx::new(&self.store, &self.minted);
+        let mut kept = 0;
+        let status = loop {
+            if io.blocked() {
+                break Status::Idle;
+            }
+            match io.recv::<Row<N>>(0) {
+                Some(p) => {
+                    for r in p {
+                        if self.expr.holds(cx, &r) {
+                            self.out.push(io, r);
+                            kept += 1;
+                        }
+                    }
+                }
+                None if io.finished::<Row<N>>(0) => {
+                    self.out.flush(io);
+                    break Status::Done;
+                }
+                None => break Status::Idle,
+            }
+        };
+        self.stat.rows.fetch_add(kept, Ordering::Relaxed);
+        Ok(status)
+    }
+}
+
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    expr: &Arc<Expr>,
+    input: Vec<Stream<Row<N>>>,
+) -> Vec<Stream<Row<N>>> {
+    input
+        .into_iter()
+        .map(|s| {
+            let op = b.add(
+                "filter",
+                FilterOp::<N> {
+                    expr: expr.clone(),
+                    store: cx.store.clone(),
+                    minted: cx.minted.clone(),
+                    out: Emitter::new(0),
+                    stat: p.stat.clone(),
+                    timing: cx.timing,
+                },
+            );
+            b.feed(s, op, 0);
+            b.stream::<Row<N>>(op, 0).expect("a filter outputs rows")
+        })
+        .collect()
+}

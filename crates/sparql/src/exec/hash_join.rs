@@ -1,0 +1,305 @@
+//! The hash join, in every mode the algebra needs (inner, OPTIONAL, anti, MINUS, semi and
+//! mark): input 1 is built into a table, input 0 probes it. One operator per stream pair of
+//! its inputs, which the plan hash-partitioned alike on the join's keys (or left whole).
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+// hashbrown's default hasher (foldhash), not std's SipHash: the join tables are keyed by an
+// already mixed u64; SipHash took 7 % of Q4's samples.
+use hashbrown::HashMap;
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::{pump, row_ports, ExecCx, KeyFn, Row, Timer};
+use crate::expr::{EvalCx, Expr};
+use crate::minted::Minted;
+use crate::physical::{JoinMode, Op, OpStat, Phys};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, TermRef, UNBOUND};
+
+/// A hash join's build side: the rows end to end, and per key hash the last row with it, each
+/// row linking to the one before it with the same hash. Three vectors in all, where a vector
+/// per key cost one allocation per distinct key to build and as many frees to drop (23 % of
+/// Q6's time).
+struct Table<const N: usize> {
+    heads: HashMap<u64, usize>,
+    next: Vec<usize>,
+    rows: Vec<Row<N>>,
+}
+
+/// The end of a chain.
+const NONE: usize = usize::MAX;
+
+impl<const N: usize> Table<N> {
+    fn new() -> Self {
+        Table {
+            heads: HashMap::new(),
+            next: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, key: u64, row: Row<N>) {
+        let head = self.heads.entry(key).or_insert(NONE);
+        self.next.push(*head);
+        *head = self.rows.len();
+        self.rows.push(row);
+    }
+
+    /// The first entry of the chain of rows whose key hash is `key` (last inserted first);
+    /// [`NONE`] when there is none.
+    fn head(&self, key: u64) -> usize {
+        self.heads.get(&key).copied().unwrap_or(NONE)
+    }
+
+    /// Chain entry `at`: its row and the next entry; `None` past the end.
+    fn entry(&self, at: usize) -> Option<(&Row<N>, usize)> {
+        Some((self.rows.get(at)?, self.next[at]))
+    }
+}
+
+struct JoinOp<const N: usize> {
+    mode: JoinMode,
+    keys: Arc<Vec<usize>>,
+    check: Vec<usize>,
+    residual: Option<Arc<Expr>>,
+    store: Arc<Store>,
+    minted: Arc<Minted>,
+    probe_key: KeyFn,
+    build_key: KeyFn,
+    /// The ids of `true` and `false` (a mark join's answers).
+    marks: [Id; 2],
+    table: Table<N>,
+    built: bool,
+    queue: VecDeque<Row<N>>,
+    /// A probe row whose matches were interrupted.
+    probing: Option<Probing<N>>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> JoinOp<N> {
+    /// Bytes of a row in the table: the row, its chain link and (at most) a head entry.
+    const ENTRY: usize = std::mem::size_of::<Row<N>>() + 2 * std::mem::size_of::<usize>() + 8;
+}
+
+/// A probe row part way through its matches: the output blocked (or its consumer finished)
+/// between two of them.
+struct Probing<const N: usize> {
+    row: Row<N>,
+    /// The next entry of the row's chain in the table.
+    at: usize,
+    /// Whether some match was found so far (OPTIONAL, anti-join, MINUS and mark need it).
+    matched: bool,
+}
+
+impl<const N: usize> JoinOp<N> {
+    /// Probes one row from chain entry `at` (a fresh row starts at its key's head), pushing
+    /// merged rows until the chain ends or the output blocks between two matches; then the
+    /// rest waits in `self.probing`. Returns the rows pushed.
+    fn probe(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
+        let cx = EvalCx::new(&self.store, &self.minted);
+        let p = st.row;
+        let mut emitted = 0;
+        while let Some((b, next)) = self.table.entry(st.at) {
+            if io.blocked() {
+                self.probing = Some(st);
+                return emitted;
+            }
+            st.at = next;
+            if self.keys.iter().any(|&c| p[c] != b[c]) {
+                continue;
+            }
+            let mut overlap = !self.keys.is_empty();
+            let mut ok = true;
+            for &c in &self.check {
+                let (x, y) = (p[c], b[c]);
+                if x != UNBOUND && y != UNBOUND {
+                    if x != y {
+                        ok = false;
+                        break;
+                    }
+                    overlap = true;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            if self.mode == JoinMode::Minus {
+                if overlap {
+                    st.matched = true;
+                    break;
+                }
+                continue;
+            }
+            let mut merged = p;
+            for (m, &y) in merged.iter_mut().zip(b.iter()) {
+                if *m == UNBOUND {
+                    *m = y;
+                }
+            }
+            if let Some(e) = &self.residual {
+                if !e.holds(cx, &merged) {
+                    continue;
+                }
+            }
+            st.matched = true;
+            match self.mode {
+                JoinMode::Anti | JoinMode::Mark(_) => break,
+                JoinMode::Semi => {
+                    self.out.push(io, p);
+                    emitted += 1;
+                    break;
+                }
+                _ => {
+                    self.out.push(io, merged);
+                    emitted += 1;
+                }
+            }
+        }
+        match self.mode {
+            JoinMode::Inner | JoinMode::Semi => {}
+            JoinMode::Mark(col) => {
+                let mut r = p;
+                r[col] = self.marks[usize::from(!st.matched)];
+                self.out.push(io, r);
+                emitted += 1;
+            }
+            JoinMode::Left | JoinMode::Anti | JoinMode::Minus if !st.matched => {
+                self.out.push(io, p);
+                emitted += 1;
+            }
+            _ => {}
+        }
+        emitted
+    }
+
+    /// A fresh probe of row `p`.
+    fn start(&self, p: Row<N>) -> Probing<N> {
+        Probing {
+            row: p,
+            at: self.table.head(self.probe_key.key(&p)),
+            matched: false,
+        }
+    }
+}
+
+impl<const N: usize> Operator for JoinOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(2)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.table.rows.len() * Self::ENTRY + self.queue.len() * std::mem::size_of::<Row<N>>()
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        if !self.built {
+            let entry = Self::ENTRY;
+            while let Some(p) = io.recv::<Row<N>>(1) {
+                io.charge(p.len() * entry)?;
+                for b in p {
+                    self.table.insert(self.build_key.key(&b), b);
+                }
+            }
+            self.built = io.finished::<Row<N>>(1);
+        }
+        let mut n = 0;
+        if let Some(st) = self.probing.take() {
+            n += self.probe(io, st);
+        }
+        let mut queue = std::mem::take(&mut self.queue);
+        let done = self.probing.is_none()
+            && pump(io, &mut queue, 0, self.built, |io, p| {
+                let st = self.start(p);
+                n += self.probe(io, st)
+            });
+        self.queue = queue;
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        if done {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        Ok(Status::Idle)
+    }
+}
+
+/// One join per pair of streams (the plan partitioned both inputs alike).
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    probe: Vec<Stream<Row<N>>>,
+    bld: Vec<Stream<Row<N>>>,
+) -> Vec<Stream<Row<N>>> {
+    let Op::HashJoin {
+        mode,
+        keys,
+        value_key,
+        check,
+        residual,
+    } = &p.op
+    else {
+        unreachable!("a hash join node")
+    };
+    debug_assert_eq!(probe.len(), bld.len(), "both inputs partitioned alike");
+    let keys = Arc::new(keys.clone());
+    let key_fn = |value_col: Option<usize>| KeyFn {
+        store: cx.store.clone(),
+        minted: cx.minted.clone(),
+        keys: keys.clone(),
+        value_col,
+    };
+    let (probe_key, build_key) = (
+        key_fn(value_key.map(|v| v.0)),
+        key_fn(value_key.map(|v| v.1)),
+    );
+    let ecx = cx.eval();
+    let boolean = |v: &str| {
+        ecx.id_of_term(TermRef::Literal {
+            value: v,
+            datatype: "http://www.w3.org/2001/XMLSchema#boolean",
+            lang: None,
+        })
+        .unwrap_or(UNBOUND)
+    };
+    let marks = [boolean("true"), boolean("false")];
+    probe
+        .into_iter()
+        .zip(bld)
+        .map(|(ps, bs)| {
+            let op = b.add(
+                format!("{mode:?} hash join"),
+                JoinOp::<N> {
+                    mode: *mode,
+                    keys: keys.clone(),
+                    check: check.clone(),
+                    residual: residual.clone(),
+                    store: cx.store.clone(),
+                    minted: cx.minted.clone(),
+                    probe_key: probe_key.clone(),
+                    build_key: build_key.clone(),
+                    marks,
+                    table: Table::new(),
+                    built: false,
+                    queue: VecDeque::new(),
+                    probing: None,
+                    out: Emitter::new(0),
+                    stat: p.stat.clone(),
+                    timing: cx.timing,
+                },
+            );
+            b.feed(ps, op, 0);
+            b.feed(bs, op, 1);
+            b.stream::<Row<N>>(op, 0).expect("a join outputs rows")
+        })
+        .collect()
+}

@@ -1,0 +1,269 @@
+//! A merge join of two index ranges of one graph each, sorted on the same column, over ranges
+//! of that column's values: equal-valued groups of the two sides are paired row by row; between
+//! groups each side skips ahead by binary search. A source: it reads the store itself, one
+//! operator per range of the join values (cut at the first side's quantiles, so a value's rows
+//! all fall in one range), homed where its first rows live.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::{bind, row_ports, ExecCx, Row, Timer};
+use crate::physical::{bound_of, Op, OpStat, Pat, Phys};
+use nearflow_rdf::store::{key_prefix, Permutation, Store};
+use nearflow_rdf::term::{Id, UNBOUND};
+
+/// A key range of one permutation in one graph across its partitions, read as one sorted
+/// sequence (the partitions are consecutive slices of one sorted permutation): `(partition,
+/// range)` pieces.
+#[derive(Clone, Debug)]
+struct KeyRange {
+    order: Permutation,
+    graph: Id,
+    pieces: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+impl KeyRange {
+    /// The matches of `pat`'s bound prefix in `order`, in the pattern's one graph.
+    fn of(store: &Store, pat: &Pat, order: Permutation) -> KeyRange {
+        let bound = bound_of(pat);
+        let k = bound.iter().filter(|x| x.is_some()).count();
+        let prefix = key_prefix(order, bound, k);
+        let graph = pat[3].id().expect("a merge join reads one graph per side");
+        KeyRange {
+            order,
+            graph,
+            pieces: store.ranges(order, graph, &prefix).collect(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.pieces.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    /// The key (in the order's column order) at position `i` of the run.
+    fn key(&self, store: &Store, mut i: usize) -> [Id; 3] {
+        for (part, r) in &self.pieces {
+            if i < r.len() {
+                return store.perm(self.order).partitions()[*part]
+                    .data
+                    .row(r.start + i);
+            }
+            i -= r.len();
+        }
+        unreachable!("a position past the run")
+    }
+
+    /// The key at `i` as a triple (s, p, o).
+    fn triple(&self, store: &Store, i: usize) -> [Id; 3] {
+        self.order.triple(self.key(store, i))
+    }
+
+    /// The first position in `from..len` whose key column `col` is not below `v` (or, with
+    /// `above`, is above `v`).
+    fn seek(&self, store: &Store, from: usize, col: usize, v: Id, above: bool) -> usize {
+        let (mut lo, mut hi) = (from, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let x = self.key(store, mid)[col];
+            if x < v || (above && x == v) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Positions `lo..hi` as a run of their own.
+    fn slice(&self, lo: usize, hi: usize) -> KeyRange {
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for (part, r) in &self.pieces {
+            let (a, b) = (lo.max(at), hi.min(at + r.len()));
+            if a < b {
+                pieces.push((*part, r.start + a - at..r.start + b - at));
+            }
+            at += r.len();
+        }
+        KeyRange {
+            order: self.order,
+            graph: self.graph,
+            pieces,
+        }
+    }
+}
+
+/// One side of a merge join: its pattern, its run, the key column it is sorted on.
+#[derive(Clone, Debug)]
+struct Side {
+    pat: Pat,
+    run: KeyRange,
+    col: usize,
+}
+
+struct MergeJoinOp<const N: usize> {
+    store: Arc<Store>,
+    sides: [Side; 2],
+    /// Next unread position of each side.
+    at: [usize; 2],
+    /// The group being paired: each side's `lo..hi`, the first side's row, and the second
+    /// side's next row for it.
+    group: Option<([std::ops::Range<usize>; 2], usize, usize)>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for MergeJoinOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(0)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let store = self.store.clone();
+        let [a, b] = &self.sides;
+        // As a scan: about two packets of rows per task, then the worker may take another.
+        let budget = io.capacity_of::<Row<N>>() as u64 * 2;
+        let mut n = 0u64;
+        let status = loop {
+            if io.blocked() || n >= budget {
+                break Status::More;
+            }
+            if let Some((g, i, j)) = &mut self.group {
+                if *i < g[0].end {
+                    let mut left = [UNBOUND; N];
+                    if bind(&a.pat, a.run.triple(&store, *i), a.run.graph, &mut left) {
+                        // One left row may pair with a whole group: stop between two rows when
+                        // the output blocks, and go on from `j` next time.
+                        while *j < g[1].end && !io.blocked() {
+                            let mut row = left;
+                            if bind(&b.pat, b.run.triple(&store, *j), b.run.graph, &mut row) {
+                                self.out.push(io, row);
+                                n += 1;
+                            }
+                            *j += 1;
+                        }
+                        if *j < g[1].end {
+                            continue;
+                        }
+                    }
+                    *i += 1;
+                    *j = g[1].start;
+                    continue;
+                }
+                self.group = None;
+            }
+            let (la, lb) = (a.run.len(), b.run.len());
+            if self.at[0] >= la || self.at[1] >= lb {
+                self.out.flush(io);
+                break Status::Done;
+            }
+            let va = a.run.key(&store, self.at[0])[a.col];
+            let vb = b.run.key(&store, self.at[1])[b.col];
+            match va.cmp(&vb) {
+                std::cmp::Ordering::Less => {
+                    self.at[0] = a.run.seek(&store, self.at[0], a.col, vb, false);
+                }
+                std::cmp::Ordering::Greater => {
+                    self.at[1] = b.run.seek(&store, self.at[1], b.col, va, false);
+                }
+                std::cmp::Ordering::Equal => {
+                    let ea = a.run.seek(&store, self.at[0], a.col, va, true);
+                    let eb = b.run.seek(&store, self.at[1], b.col, va, true);
+                    let g = [self.at[0]..ea, self.at[1]..eb];
+                    self.group = Some((g, self.at[0], self.at[1]));
+                    self.at = [ea, eb];
+                }
+            }
+        };
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        Ok(status)
+    }
+}
+
+/// The merge join's streams: `ranges` operators, fewer when the values do not split so.
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    ranges: usize,
+) -> Vec<Stream<Row<N>>> {
+    let side = |i: usize| -> Side {
+        let Op::Scan { pat, order } = &p.inputs[i].op else {
+            unreachable!("a merge join joins two scans")
+        };
+        let (_, k) = Permutation::for_bound(bound_of(pat).map(|x| x.is_some()));
+        Side {
+            pat: *pat,
+            run: KeyRange::of(&cx.store, pat, *order),
+            col: k,
+        }
+    };
+    let sides = [side(0), side(1)];
+    for (s, input) in sides.iter().zip(&p.inputs) {
+        input
+            .stat
+            .rows
+            .fetch_add(s.run.len() as u64, Ordering::Relaxed);
+    }
+    let (la, lb) = (sides[0].run.len(), sides[1].run.len());
+    let d = ranges.max(1);
+    let mut cuts: Vec<[usize; 2]> = vec![[0, 0]];
+    for c in 1..d {
+        if la == 0 {
+            break;
+        }
+        let v = sides[0].run.key(&cx.store, la * c / d)[sides[0].col];
+        let cut = [0, 1].map(|s| {
+            let side = &sides[s];
+            side.run.seek(&cx.store, 0, side.col, v, false)
+        });
+        if cut != *cuts.last().expect("one at least") {
+            cuts.push(cut);
+        }
+    }
+    cuts.push([la, lb]);
+    // The plan promised `ranges` streams: values that do not split that finely leave some
+    // ranges empty (their operators end at once).
+    while cuts.len() < d + 1 {
+        cuts.push([la, lb]);
+    }
+    cuts.windows(2)
+        .map(|w| {
+            let sides = [0, 1].map(|s| Side {
+                run: sides[s].run.slice(w[0][s], w[1][s]),
+                ..sides[s].clone()
+            });
+            let home = sides[0].run.pieces.first().map(|(part, _)| {
+                cx.store.perm(sides[0].run.order).partitions()[*part]
+                    .info
+                    .home
+            });
+            let op = b.add(
+                "merge join",
+                MergeJoinOp::<N> {
+                    store: cx.store.clone(),
+                    sides,
+                    at: [0, 0],
+                    group: None,
+                    out: Emitter::new(0),
+                    stat: p.stat.clone(),
+                    timing: cx.timing,
+                },
+            );
+            if let Some(h) = home {
+                b.home(op, h);
+            }
+            b.stream::<Row<N>>(op, 0)
+                .expect("a merge join outputs rows")
+        })
+        .collect()
+}

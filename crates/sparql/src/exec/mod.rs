@@ -1,0 +1,505 @@
+//! Lowering: the physical plan as a flow plan, one flow operator per file here. Every node of
+//! [`Phys`] becomes its operators, once per stream of its output
+//! ([`Partitioning`](crate::physical::Partitioning)): a node of `n` streams is `n` operators
+//! fed one stream each, so filters, BINDs, projections and index joins run in parallel
+//! wherever their input is split, and rows move between streams only at an [`Op::Exchange`]
+//! (a union, a round robin, or a hash routing; `exchange.rs`).
+//!
+//! A row is an inline array `[Id; N]` (0 = unbound), `N` the query's width rounded up to a
+//! power of two ([`width_class`]), so a packet of rows is one allocation and a row moves by
+//! copy: boxed rows cost one `malloc`/`free` pair each, and with two workers on one request
+//! (LAS rule 3) most of those frees were remote, 26 % of Q4's time.
+//!
+//! - a scan is one source per store partition (split further into chunks when the plan's
+//!   degree of parallelism is larger than the partition count), each **homed** on its
+//!   partition's NUMA node, so its deferred tasks queue there (LAS §4, `PlanBuilder::home`);
+//! - a merge join reads its two index ranges itself, one source per range of the join values;
+//! - the result leaves through a sink that hands each packet to the caller as it arrives
+//!   (results are streamed, not collected and copied).
+//!
+//! ## Files
+//!
+//! - `scan.rs`, `index_join.rs`, `merge_join.rs`, `hash_join.rs` — reading the store, joins;
+//! - `filter.rs`, `extend.rs`, `project.rs` — row by row;
+//! - `sort.rs`, `distinct.rs`, `group.rs`, `path.rs` — the operators that hold state;
+//! - `exchange.rs` — repartitioning; `sink.rs` — the results.
+
+mod distinct;
+mod exchange;
+mod extend;
+mod filter;
+pub mod group;
+mod hash_join;
+mod index_join;
+mod merge_join;
+mod path;
+mod project;
+mod scan;
+mod sink;
+mod sort;
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nearflow_flow::{Emitter, Io, PlanBuilder, PortType, Status, Stream};
+
+use super::expr::{value_key, EvalCx};
+use super::minted::Minted;
+use super::physical::{Op, OpStat, Phys, Slot};
+use nearflow_rdf::store::Store;
+use nearflow_rdf::term::{Id, UNBOUND};
+
+/// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
+/// columns past the query's width.
+pub(crate) type Row<const N: usize> = [Id; N];
+
+/// The widest query a plan can run: 512 columns (variables, and a column per `EXISTS` inside
+/// an expression).
+pub const MAX_WIDTH: usize = 512;
+
+/// The row array's length for a query of `width` columns: the next power of two, at least 4;
+/// `None` past [`MAX_WIDTH`].
+pub fn width_class(width: usize) -> Option<usize> {
+    (width <= MAX_WIDTH).then(|| width.next_power_of_two().max(4))
+}
+
+/// Solution rows as they leave a plan: `len` rows of `width` ids each, end to end in one
+/// vector (one allocation per batch, not per row).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rows {
+    width: usize,
+    len: usize,
+    ids: Vec<Id>,
+}
+
+impl Rows {
+    /// No rows of `width` ids.
+    pub fn new(width: usize) -> Self {
+        Rows {
+            width,
+            len: 0,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Ids per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Row `i`.
+    pub fn get(&self, i: usize) -> Option<&[Id]> {
+        (i < self.len).then(|| &self.ids[i * self.width..(i + 1) * self.width])
+    }
+
+    /// The rows in order.
+    pub fn iter(&self) -> RowsIter<'_> {
+        RowsIter {
+            rows: self,
+            next: 0,
+        }
+    }
+
+    /// Adds a row; its first `width` ids are kept.
+    ///
+    /// # Panics
+    /// If `row` is shorter than the width.
+    pub fn push(&mut self, row: &[Id]) {
+        self.ids.extend_from_slice(&row[..self.width]);
+        self.len += 1;
+    }
+
+    /// Moves `other`'s rows after these.
+    ///
+    /// # Panics
+    /// If the widths differ.
+    pub fn append(&mut self, mut other: Rows) {
+        assert_eq!(self.width, other.width, "rows of different widths");
+        if self.ids.is_empty() {
+            std::mem::swap(&mut self.ids, &mut other.ids);
+        } else {
+            self.ids.append(&mut other.ids);
+        }
+        self.len += other.len;
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        self.ids.reserve_exact(rows * self.width);
+    }
+}
+
+/// The rows of a [`Rows`] in order.
+pub struct RowsIter<'a> {
+    rows: &'a Rows,
+    next: usize,
+}
+
+impl<'a> Iterator for RowsIter<'a> {
+    type Item = &'a [Id];
+
+    fn next(&mut self) -> Option<&'a [Id]> {
+        let row = self.rows.get(self.next)?;
+        self.next += 1;
+        Some(row)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.rows.len - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RowsIter<'_> {}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = &'a [Id];
+    type IntoIter = RowsIter<'a>;
+
+    fn into_iter(self) -> RowsIter<'a> {
+        self.iter()
+    }
+}
+
+/// `n` ports of rows.
+pub(crate) fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
+    vec![PortType::of::<Row<N>>(); n]
+}
+
+/// What the builder needs.
+pub struct ExecCx {
+    /// The store.
+    pub store: Arc<Store>,
+    /// The terms the query makes.
+    pub minted: Arc<Minted>,
+    /// Row width (the query's columns).
+    pub width: usize,
+    /// Degree of parallelism.
+    pub dop: usize,
+    /// Whether operators time themselves.
+    pub timing: bool,
+    /// The named graphs of the query's dataset, in id order (what a graph variable ranges
+    /// over).
+    pub named: Arc<Vec<Id>>,
+}
+
+impl ExecCx {
+    /// The expression context of the run.
+    pub(crate) fn eval(&self) -> EvalCx<'_> {
+        EvalCx::new(&self.store, &self.minted)
+    }
+}
+
+/// Times an operator step into its counters (when timing is on).
+pub(crate) struct Timer<'a> {
+    start: Option<Instant>,
+    stat: &'a OpStat,
+}
+
+impl<'a> Timer<'a> {
+    pub(crate) fn new(on: bool, stat: &'a OpStat) -> Self {
+        Timer {
+            start: on.then(Instant::now),
+            stat,
+        }
+    }
+}
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.start {
+            self.stat
+                .nanos
+                .fetch_add(s.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Matches triple `t` (s, p, o) of graph `g` against `pat` into `row`; false when a repeated
+/// variable disagrees.
+#[inline]
+pub(crate) fn bind(pat: &[Slot; 4], t: [Id; 3], g: Id, row: &mut [Id]) -> bool {
+    for (i, v) in t.into_iter().chain([g]).enumerate() {
+        match pat[i] {
+            Slot::Var(c) => {
+                if row[c] == UNBOUND {
+                    row[c] = v;
+                } else if row[c] != v {
+                    return false;
+                }
+            }
+            Slot::Fixed(c, id) => row[c] = id,
+            Slot::Const(_) => {}
+        }
+    }
+    true
+}
+
+/// The loop of an operator that takes its input row by row: hands queued rows to `each` while
+/// `ready` and the output is not blocked, refilling the queue from input `port`. True when the
+/// input is finished and every row handed over; false when it must wait (input or output).
+pub(crate) fn pump<const N: usize>(
+    io: &mut Io<'_>,
+    queue: &mut VecDeque<Row<N>>,
+    port: usize,
+    ready: bool,
+    mut each: impl FnMut(&mut Io<'_>, Row<N>),
+) -> bool {
+    loop {
+        if io.blocked() {
+            return false;
+        }
+        if ready {
+            if let Some(row) = queue.pop_front() {
+                each(io, row);
+                continue;
+            }
+        }
+        match io.recv::<Row<N>>(port) {
+            Some(p) => queue.extend(p),
+            // When ready, every queued row was handed over above.
+            None => return ready && io.finished::<Row<N>>(port),
+        }
+    }
+}
+
+/// The last phase of an operator that computed all its rows first (a sort, a group, a path):
+/// pushes the queued rows until the output blocks (then `blocked`: the status to come back
+/// with) or the queue is empty (then the stream is flushed and ended: `Done`). Counts the rows.
+pub(crate) fn emit_queued<const N: usize>(
+    io: &mut Io<'_>,
+    q: &mut VecDeque<Row<N>>,
+    out: &mut Emitter<Row<N>>,
+    stat: &OpStat,
+    blocked: Status,
+) -> Status {
+    let mut n = 0;
+    let status = loop {
+        if io.blocked() {
+            break blocked;
+        }
+        match q.pop_front() {
+            Some(r) => {
+                out.push(io, r);
+                n += 1;
+            }
+            None => {
+                out.flush(io);
+                break Status::Done;
+            }
+        }
+    };
+    stat.rows.fetch_add(n, Ordering::Relaxed);
+    status
+}
+
+#[inline]
+pub(crate) fn mix(h: u64, v: u64) -> u64 {
+    let mut z = (h ^ v).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The key of a row for a hash join or a hash exchange: its key columns' ids and, for a
+/// value-key join, its value key.
+#[derive(Clone)]
+pub(crate) struct KeyFn {
+    pub(crate) store: Arc<Store>,
+    pub(crate) minted: Arc<Minted>,
+    pub(crate) keys: Arc<Vec<usize>>,
+    pub(crate) value_col: Option<usize>,
+}
+
+impl KeyFn {
+    #[inline]
+    pub(crate) fn key(&self, row: &[Id]) -> u64 {
+        let mut h = 0;
+        for &c in self.keys.iter() {
+            h = mix(h, u64::from(row[c]));
+        }
+        if let Some(c) = self.value_col {
+            h = mix(h, value_key(EvalCx::new(&self.store, &self.minted), row[c]));
+        }
+        h
+    }
+}
+
+/// Adds `p` to the flow plan; its output streams (as many as `p.out` says).
+fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<Stream<Row<N>>> {
+    let stat = p.stat.clone();
+    let out = match &p.op {
+        Op::Unit => {
+            stat.rows.store(1, Ordering::Relaxed);
+            vec![b.source(vec![[UNBOUND; N]])]
+        }
+        Op::Empty => vec![b.source(Vec::<Row<N>>::new())],
+        Op::Scan { pat, order } => scan::build::<N>(cx, b, p, pat, *order),
+        Op::IndexJoin { pat } => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            index_join::build(cx, b, p, *pat, input)
+        }
+        Op::HashJoin { .. } => {
+            let probe = build::<N>(cx, b, &p.inputs[0]);
+            let bld = build::<N>(cx, b, &p.inputs[1]);
+            hash_join::build(cx, b, p, probe, bld)
+        }
+        Op::MergeJoin { ranges, .. } => merge_join::build::<N>(cx, b, p, *ranges),
+        Op::Exchange(to) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            exchange::build(cx, b, input, to)
+        }
+        Op::Filter(e) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            filter::build(cx, b, p, e, input)
+        }
+        Op::Extend(col, e) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            extend::build(cx, b, p, *col, e, input)
+        }
+        Op::Project(cols) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            project::build(cx, b, p, cols, input)
+        }
+        Op::Union => {
+            // A union is its inputs' streams side by side; its rows are counted where they
+            // come from (the plan's text sums them).
+            p.inputs.iter().flat_map(|i| build::<N>(cx, b, i)).collect()
+        }
+        Op::Distinct => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            distinct::build(cx, b, p, input)
+        }
+        Op::Sort(keys, limit) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            sort::build(cx, b, p, keys, *limit, input)
+        }
+        Op::Slice(start, len) => {
+            let mut input = build::<N>(cx, b, &p.inputs[0]);
+            debug_assert_eq!(input.len(), 1, "a slice reads one stream");
+            let s = b.limit(
+                input.remove(0),
+                *start as u64,
+                len.map_or(u64::MAX, |l| l as u64),
+            );
+            vec![counted(b, s, stat)]
+        }
+        Op::Values(cols, rows) => {
+            // The terms get ids now: the store's, or minted for this run.
+            let ecx = cx.eval();
+            let out: Vec<Row<N>> = rows
+                .iter()
+                .map(|r| {
+                    let mut row = [UNBOUND; N];
+                    for (&c, t) in cols.iter().zip(r) {
+                        if let Some(t) = t {
+                            row[c] = ecx.id_of_term(t.as_ref()).unwrap_or(UNBOUND);
+                        }
+                    }
+                    row
+                })
+                .collect();
+            stat.rows.store(out.len() as u64, Ordering::Relaxed);
+            vec![b.source(out)]
+        }
+        Op::Graphs(col, ids) => {
+            let out: Vec<Row<N>> = ids
+                .iter()
+                .map(|&g| {
+                    let mut row = [UNBOUND; N];
+                    row[*col] = g;
+                    row
+                })
+                .collect();
+            stat.rows.store(out.len() as u64, Ordering::Relaxed);
+            vec![b.source(out)]
+        }
+        Op::Path(..) => path::build::<N>(cx, b, p),
+        Op::Group(keys, aggs) => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            group::build(cx, b, p, keys, aggs, input)
+        }
+    };
+    debug_assert_eq!(out.len(), p.out.count(), "{:?} streams", p.op);
+    out
+}
+
+/// Counts the rows passing through a stream into `stat`, a packet at a time.
+fn counted<const N: usize>(
+    b: &mut PlanBuilder,
+    s: Stream<Row<N>>,
+    stat: Arc<OpStat>,
+) -> Stream<Row<N>> {
+    project::count_rows(b, s, stat)
+}
+
+/// Adds `p` to the flow plan, and the sink that sends every packet of its rows to `tx`.
+///
+/// # Panics
+/// If the width is past [`MAX_WIDTH`] (planning refuses such queries).
+pub fn build_into(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+    fn with<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+        let streams = build::<N>(cx, b, p);
+        sink::build::<N>(b, streams, tx, cx.width);
+    }
+    match width_class(cx.width) {
+        Some(4) => with::<4>(cx, b, p, tx),
+        Some(8) => with::<8>(cx, b, p, tx),
+        Some(16) => with::<16>(cx, b, p, tx),
+        Some(32) => with::<32>(cx, b, p, tx),
+        Some(64) => with::<64>(cx, b, p, tx),
+        Some(128) => with::<128>(cx, b, p, tx),
+        Some(256) => with::<256>(cx, b, p, tx),
+        Some(512) => with::<512>(cx, b, p, tx),
+        _ => panic!("a query of {} columns (at most {MAX_WIDTH})", cx.width),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn width_classes_are_powers_of_two_from_four_to_the_limit() {
+        assert_eq!(width_class(0), Some(4));
+        assert_eq!(width_class(4), Some(4));
+        assert_eq!(width_class(5), Some(8));
+        assert_eq!(width_class(17), Some(32));
+        assert_eq!(width_class(200), Some(256));
+        assert_eq!(width_class(MAX_WIDTH), Some(MAX_WIDTH));
+        assert_eq!(width_class(MAX_WIDTH + 1), None);
+    }
+
+    #[test]
+    fn rows_keep_their_width_and_order() {
+        let mut a = Rows::new(2);
+        a.push(&[1, 2, 0, 0]);
+        let mut b = Rows::new(2);
+        b.push(&[3, 4, 0, 0]);
+        b.push(&[5, 0, 0, 0]);
+        a.append(b);
+        assert_eq!(a.len(), 3);
+        let all: Vec<&[Id]> = a.iter().collect();
+        assert_eq!(all, [&[1, 2][..], &[3, 4], &[5, 0]]);
+        assert_eq!(a.get(3), None);
+        assert_eq!(a.iter().len(), 3);
+        // No columns (an ASK of constants): rows are counted all the same.
+        let mut z = Rows::new(0);
+        z.push(&[0; 4]);
+        z.push(&[]);
+        assert_eq!((z.len(), z.iter().count()), (2, 2));
+        assert_eq!(z.get(1), Some(&[][..]));
+    }
+}

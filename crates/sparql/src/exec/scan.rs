@@ -1,0 +1,99 @@
+//! An index range scan: one source operator per stream of the scan (a store partition, or a
+//! chunk of one), homed on the partition's NUMA node (LAS §4: its deferred tasks queue there).
+//! A stream reads a list of graphs' row ranges of its partition: one range for a pattern of one
+//! graph, one per named graph for a graph variable (whose column each row then receives).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::{bind, row_ports, ExecCx, Row, Timer};
+use crate::physical::{scan_pieces, OpStat, Pat, Phys};
+use nearflow_rdf::store::{Permutation, Store};
+use nearflow_rdf::term::{Id, UNBOUND};
+
+struct ScanOp<const N: usize> {
+    store: Arc<Store>,
+    order: Permutation,
+    part: usize,
+    /// The graphs' row ranges still to read, in order (the first is the current one).
+    pieces: Vec<(Id, std::ops::Range<usize>)>,
+    next: usize,
+    pat: Pat,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> Operator for ScanOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(0)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let cols = &self.store.perm(self.order).partitions()[self.part].data;
+        // About two packets of rows per task, then the worker may take another.
+        let budget = io.capacity_of::<Row<N>>() * 2;
+        let mut n = 0;
+        while self.next < self.pieces.len() && n < budget && !io.blocked() {
+            let (g, range) = &mut self.pieces[self.next];
+            if range.start >= range.end {
+                self.next += 1;
+                continue;
+            }
+            let key = cols.row(range.start);
+            range.start += 1;
+            let mut row = [UNBOUND; N];
+            if bind(&self.pat, self.order.triple(key), *g, &mut row) {
+                self.out.push(io, row);
+                n += 1;
+            }
+        }
+        self.stat.rows.fetch_add(n as u64, Ordering::Relaxed);
+        if self.next >= self.pieces.len() {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        Ok(Status::More)
+    }
+}
+
+/// The scan's streams.
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    pat: &Pat,
+    order: Permutation,
+) -> Vec<Stream<Row<N>>> {
+    let perm = cx.store.perm(order);
+    scan_pieces(&cx.store, pat, order, &cx.named, cx.dop)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (part, pieces))| {
+            let op = b.add(
+                format!("scan {} part {part}.{i}", order.name()),
+                ScanOp::<N> {
+                    store: cx.store.clone(),
+                    order,
+                    part,
+                    pieces,
+                    next: 0,
+                    pat: *pat,
+                    out: Emitter::new(0),
+                    stat: p.stat.clone(),
+                    timing: cx.timing,
+                },
+            );
+            b.home(op, perm.partitions()[part].info.home);
+            b.stream::<Row<N>>(op, 0).expect("a scan outputs rows")
+        })
+        .collect()
+}

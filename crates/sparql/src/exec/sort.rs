@@ -1,0 +1,147 @@
+//! ORDER BY: every row of its one input stream, sorted by the keys' values (§15.1); with a
+//! limit from a LIMIT above it, only the first `limit` rows are kept as they come (a top-k,
+//! its memory bounded by the limit, not by its input).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::{emit_queued, row_ports, ExecCx, Row, Timer};
+use crate::expr::{order_by_cmp, term_order, EvalCx, Expr};
+use crate::minted::Minted;
+use crate::physical::{OpStat, Phys};
+use nearflow_rdf::store::Store;
+
+struct SortOp<const N: usize> {
+    keys: Arc<Vec<(Expr, bool)>>,
+    /// Keep only the first `limit` rows of the order (a top-k).
+    limit: Option<usize>,
+    store: Arc<Store>,
+    minted: Arc<Minted>,
+    rows: Vec<Row<N>>,
+    sorted: Option<VecDeque<Row<N>>>,
+    out: Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> SortOp<N> {
+    /// `rows` in ORDER BY's order, cut to the first `keep` when given: by the keys' values,
+    /// ties broken by the terms themselves (`1` before `1.0e0` by datatype); rows equal in every
+    /// key keep their arrival order (SPARQL leaves it free), and a top-k keeps any of them.
+    fn order_rows(&self, rows: Vec<Row<N>>, keep: Option<usize>) -> Vec<Row<N>> {
+        let (store, minted) = (self.store.clone(), self.minted.clone());
+        let cx = EvalCx::new(&store, &minted);
+        let mut keyed: Vec<(Vec<Option<crate::expr::Val<'_>>>, Row<N>)> = rows
+            .into_iter()
+            .map(|r| {
+                (
+                    self.keys.iter().map(|(e, _)| e.eval(cx, &r).ok()).collect(),
+                    r,
+                )
+            })
+            .collect();
+        let cmp = |(a, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>),
+                   (b, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>)| {
+            for (i, (_, desc)) in self.keys.iter().enumerate() {
+                let o = order_by_cmp(a[i].as_ref(), b[i].as_ref());
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            // Every key ties by value: SPARQL leaves the order free; break it by the terms.
+            for (i, (_, desc)) in self.keys.iter().enumerate() {
+                let o = term_order(a[i].as_ref(), b[i].as_ref());
+                let o = if *desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        if let Some(k) = keep {
+            if keyed.len() > k {
+                if k == 0 {
+                    return Vec::new();
+                }
+                keyed.select_nth_unstable_by(k - 1, cmp);
+                keyed.truncate(k);
+            }
+        }
+        keyed.sort_by(cmp);
+        keyed.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+impl<const N: usize> Operator for SortOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn state_bytes(&self) -> usize {
+        (self.rows.len() + self.sorted.as_ref().map_or(0, |q| q.len()))
+            * std::mem::size_of::<Row<N>>()
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        if self.sorted.is_none() {
+            let row = std::mem::size_of::<Row<N>>();
+            while let Some(p) = io.recv::<Row<N>>(0) {
+                io.charge(p.len() * row)?;
+                self.rows.extend(p);
+                // A top-k holds at most twice k rows (or k plus a few packets): past that it
+                // keeps the best k, so its memory is bounded by k, not by its input.
+                if let Some(k) = self.limit {
+                    if self.rows.len() >= k.saturating_mul(2).max(k.saturating_add(4096)) {
+                        let rows = std::mem::take(&mut self.rows);
+                        let before = rows.len();
+                        self.rows = self.order_rows(rows, Some(k));
+                        io.uncharge((before - self.rows.len()) * row);
+                    }
+                }
+            }
+            if !io.finished::<Row<N>>(0) {
+                return Ok(Status::Idle);
+            }
+            let rows = std::mem::take(&mut self.rows);
+            self.sorted = Some(self.order_rows(rows, self.limit).into());
+        }
+        let q = self.sorted.as_mut().expect("sorted above");
+        Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
+    }
+}
+
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+    keys: &Arc<Vec<(Expr, bool)>>,
+    limit: Option<usize>,
+    input: Vec<Stream<Row<N>>>,
+) -> Vec<Stream<Row<N>>> {
+    let input = super::exchange::unite(b, input);
+    let op = b.add(
+        "order by",
+        SortOp::<N> {
+            keys: keys.clone(),
+            limit,
+            store: cx.store.clone(),
+            minted: cx.minted.clone(),
+            rows: Vec::new(),
+            sorted: None,
+            out: Emitter::new(0),
+            stat: p.stat.clone(),
+            timing: cx.timing,
+        },
+    );
+    b.feed(input, op, 0);
+    vec![b.stream::<Row<N>>(op, 0).expect("a sort outputs rows")]
+}

@@ -1,0 +1,306 @@
+//! Parsing a query's text: its nesting checked first, then `spargebra`; a syntax error as a
+//! user reads it (line and column, what was expected in plain words, the line with a caret).
+
+use super::QueryError;
+
+/// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
+/// (`!`, `-`, `+`) may follow each other: the parser recurses once per level, and about 3,500
+/// levels overflowed the stack (issue 40). No hand-written query comes near.
+pub const MAX_NESTING: usize = 256;
+
+/// Parses a query: its nesting is checked first ([`MAX_NESTING`]), then `spargebra` parses it;
+/// a syntax error is one line with its position.
+pub fn parse(text: &str) -> Result<spargebra::Query, QueryError> {
+    parse_with_base(text, None)
+}
+
+/// [`parse`], with relative IRIs resolved against `base`.
+pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<spargebra::Query, QueryError> {
+    check_nesting(text)?;
+    let mut parser = spargebra::SparqlParser::new();
+    if let Some(b) = base {
+        parser = parser.with_base_iri(b).map_err(|e| {
+            QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
+        })?;
+    }
+    parser
+        .parse_query(text)
+        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))
+}
+
+/// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
+/// naming the line and column. Strings, IRIs and comments are skipped.
+fn check_nesting(text: &str) -> Result<(), QueryError> {
+    let chars: Vec<char> = text.chars().collect();
+    let (mut depth, mut unary) = (0usize, 0usize);
+    let (mut line, mut col) = (1usize, 0usize);
+    let mut i = 0;
+    // Whether the last token could end an operand (then `-`/`+` is binary).
+    let mut after_operand = false;
+    let refuse = |line: usize, col: usize, what: &str| {
+        Err(QueryError::Syntax(format!(
+            "at {line}:{col}: {what} more than {MAX_NESTING} deep; nearflow refuses such a query"
+        )))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        col += 1;
+        let skip_to = |i: &mut usize, line: &mut usize, col: &mut usize, end: &[char]| {
+            // Advance past the closing `end` (or to the end of the text).
+            *i += 1;
+            while *i < chars.len() {
+                if chars[*i..].starts_with(end) {
+                    *i += end.len();
+                    *col += end.len();
+                    return;
+                }
+                if chars[*i] == '\\' {
+                    *i += 1;
+                    *col += 1;
+                }
+                if chars.get(*i) == Some(&'\n') {
+                    *line += 1;
+                    *col = 0;
+                } else {
+                    *col += 1;
+                }
+                *i += 1;
+            }
+        };
+        match c {
+            '\n' => {
+                line += 1;
+                col = 0;
+                i += 1;
+                continue;
+            }
+            '#' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            '"' | '\'' => {
+                let long = chars[i..].starts_with(&[c, c, c]);
+                if long {
+                    i += 2;
+                    skip_to(&mut i, &mut line, &mut col, &[c, c, c]);
+                } else {
+                    skip_to(&mut i, &mut line, &mut col, &[c]);
+                }
+                after_operand = true;
+                unary = 0;
+                continue;
+            }
+            '<' => {
+                // An IRI if a `>` closes it before any space; otherwise the operator.
+                let end = chars[i + 1..]
+                    .iter()
+                    .position(|&x| x == '>' || x.is_whitespace() || x == '<');
+                if let Some(k) = end.filter(|&k| chars[i + 1 + k] == '>') {
+                    i += k + 2;
+                    col += k + 1;
+                    after_operand = true;
+                    unary = 0;
+                    continue;
+                }
+                after_operand = false;
+            }
+            '(' | '{' | '[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return refuse(line, col, "brackets nested");
+                }
+                after_operand = false;
+                unary = 0;
+            }
+            ')' | '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                after_operand = true;
+                unary = 0;
+            }
+            '!' | '-' | '+' if !after_operand => {
+                unary += 1;
+                if unary > MAX_NESTING {
+                    return refuse(line, col, "unary operators chained");
+                }
+            }
+            c if c.is_whitespace() => {}
+            c => {
+                after_operand = c.is_alphanumeric() || "?$_:.".contains(c);
+                unary = 0;
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// A syntax error as a user reads it: where (line and column), what was expected in plain
+/// words where `spargebra` lists grammar tokens (the query form, an undeclared prefix, a SPARQL
+/// Update request given as a query), and the line with a caret under the position.
+pub fn syntax_message(text: &str, message: &str) -> String {
+    let flat = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    // "error at L:C: …"
+    let mut pos = flat.strip_prefix("error at ").and_then(|r| {
+        let (l, rest) = r.split_once(':')?;
+        let (c, _) = rest.split_once(':')?;
+        Some((l.parse::<usize>().ok()?, c.trim().parse::<usize>().ok()?))
+    });
+    let reason = flat
+        .split_once(": ")
+        .and_then(|(_, r)| r.split_once(": ").map(|(_, x)| x).or(Some(r)))
+        .unwrap_or(&flat)
+        .to_owned();
+    let line_of = |l: usize| -> Vec<char> {
+        text.lines()
+            .nth(l.saturating_sub(1))
+            .unwrap_or("")
+            .chars()
+            .collect()
+    };
+    let mut what = None;
+    if spargebra::SparqlParser::new().parse_update(text).is_ok() {
+        if let Some((at, _)) = query_form_word(text) {
+            pos = Some(line_col(text, at));
+        }
+        what = Some(
+            "this is a SPARQL Update request (INSERT, DELETE, LOAD, CLEAR, …); `nearflow sparql` \
+             evaluates queries (SELECT, CONSTRUCT, ASK, DESCRIBE), and updates are not supported yet"
+                .to_owned(),
+        );
+    } else if flat.contains("Prefix not found") {
+        if let Some((l, c)) = pos {
+            // The prefixed name ends just before column C of line L.
+            let line = line_of(l);
+            let end = c.saturating_sub(1).min(line.len());
+            let start = line[..end]
+                .iter()
+                .rposition(|ch| ch.is_whitespace() || "{(.;,".contains(*ch))
+                .map_or(0, |i| i + 1);
+            let token: String = line[start..end].iter().collect();
+            if let Some((prefix, _)) = token.split_once(':') {
+                what = Some(format!(
+                    "undeclared prefix '{prefix}:' (no PREFIX declares it)"
+                ));
+            }
+        }
+        what.get_or_insert_with(|| "undeclared prefix".to_owned());
+    } else if let Some((at, word)) = query_form_word(text) {
+        // The first word after the prologue is not a query form: say so there (`spargebra`
+        // reports the furthest point its grammar reached, e.g. "expected CONSTRUCT" inside
+        // the pattern for `SELEC * WHERE …`).
+        let upper = word.to_ascii_uppercase();
+        if !["SELECT", "CONSTRUCT", "ASK", "DESCRIBE"].contains(&upper.as_str()) {
+            pos = Some(line_col(text, at));
+            what = Some(format!(
+                "expected SELECT, CONSTRUCT, ASK or DESCRIBE (after any PREFIX and BASE \
+                 declarations), found '{word}'"
+            ));
+        }
+    }
+    if what.is_none() && reason.starts_with("expected one of") && reason.contains("ABS") {
+        // Every function name and operator that may start an expression.
+        what = Some(
+            "expected an expression (a variable, a term, a function call or a bracket)".into(),
+        );
+    }
+    let what = what.unwrap_or_else(|| match reason.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &reason[..i]),
+        None => reason.clone(),
+    });
+    match pos {
+        Some((l, c)) => {
+            let line: String = line_of(l).into_iter().take(160).collect();
+            let caret = " ".repeat(c.saturating_sub(1).min(line.chars().count()));
+            format!("at {l}:{c}: {what}\n  {line}\n  {caret}^")
+        }
+        None => what,
+    }
+}
+
+/// The 1-based line and column (in characters) of byte offset `at`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
+}
+
+/// The first word after the query's prologue (comments, PREFIX and BASE declarations) and its
+/// byte offset, when the text goes on with letters there.
+fn query_form_word(text: &str) -> Option<(usize, &str)> {
+    static PROLOGUE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = PROLOGUE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?is)^(?:\s|#[^\n]*(?:\n|$)|PREFIX\s*[^\s:]*:\s*<[^>]*>|BASE\s*<[^>]*>)*",
+        )
+        .expect("a valid pattern")
+    });
+    let at = re.find(text).map_or(0, |m| m.end());
+    let rest = &text[at..];
+    let len = rest
+        .find(|ch: char| !ch.is_alphanumeric() && ch != '_')
+        .unwrap_or(rest.len());
+    (len > 0).then(|| (at, &rest[..len]))
+}
+
+/// Whether the query's own projection is `SELECT *` (after its prologue and comments).
+pub(crate) fn select_star(text: &str) -> bool {
+    let Some((at, word)) = query_form_word(text) else {
+        return false;
+    };
+    if !word.eq_ignore_ascii_case("SELECT") {
+        return false;
+    }
+    let mut rest = text[at + word.len()..].trim_start();
+    for modifier in ["DISTINCT", "REDUCED"] {
+        if rest
+            .get(..modifier.len())
+            .is_some_and(|m| m.eq_ignore_ascii_case(modifier))
+        {
+            rest = rest[modifier.len()..].trim_start();
+        }
+    }
+    rest.starts_with('*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn message(q: &str) -> String {
+        parse(q).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn syntax_errors_say_what_was_expected_and_point_at_it() {
+        let m = message("SELEC * WHERE { ?s ?p ?o }");
+        assert!(
+            m.contains("at 1:1: expected SELECT, CONSTRUCT, ASK or DESCRIBE"),
+            "{m}"
+        );
+        assert!(m.contains("found 'SELEC'"), "{m}");
+        assert!(m.ends_with("\n  SELEC * WHERE { ?s ?p ?o }\n  ^"), "{m}");
+        let m = message("INSERT DATA { <http://a> <http://b> <http://c> }");
+        assert!(m.contains("at 1:1: this is a SPARQL Update request"), "{m}");
+        let m = message("SELECT * WHERE { ?s ?p ?o FILTER(?o > ) }");
+        assert!(m.contains("expected an expression"), "{m}");
+        let m = message("PREFIX a: <http://a/>\nSELECT * WHERE { ?s nope:p ?o }");
+        assert!(
+            m.contains("at 2:") && m.contains("undeclared prefix 'nope:'"),
+            "{m}"
+        );
+        let m = message("SELECT * WHERE {\n  ?s ?p\n}");
+        assert!(super::select_star(
+            "PREFIX a: <x:>\n# c\nselect distinct * { ?s ?p ?o }"
+        ));
+        assert!(!super::select_star(
+            "SELECT ?a { { SELECT * { ?a ?b ?c } } }"
+        ));
+        assert!(m.starts_with("SPARQL syntax error: at 3:"), "{m}");
+        assert!(m.contains("\n  }\n  "), "{m}");
+    }
+}
