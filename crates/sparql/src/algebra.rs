@@ -959,12 +959,7 @@ pub fn certain(n: &Node) -> BTreeSet<usize> {
         // An expression may fail and leave its column unbound.
         Node::Extend(i, c, e) => {
             out = certain(i);
-            let safe = match e {
-                Expr::Const(_) => true,
-                Expr::Var(v) => out.contains(v),
-                _ => false,
-            };
-            if safe {
+            if never_fails(e, &out) {
                 out.insert(*c);
             }
         }
@@ -980,6 +975,17 @@ pub fn certain(n: &Node) -> BTreeSet<usize> {
         }
     }
     out
+}
+
+/// Whether an expression has a value in every solution whose bound columns include `bound`:
+/// a constant, such a column, or a COALESCE with one of them.
+pub fn never_fails(e: &Expr, bound: &BTreeSet<usize>) -> bool {
+    match e {
+        Expr::Const(_) => true,
+        Expr::Var(v) => bound.contains(v),
+        Expr::Coalesce(l) => l.iter().any(|x| never_fails(x, bound)),
+        _ => false,
+    }
 }
 
 /// The columns that expressions inside a pattern read (and BIND targets), at any depth.
@@ -1049,13 +1055,27 @@ pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
 /// GROUP inside would also see the substituted values: those count as reading every column
 /// they mention.
 pub fn decorrelates(pattern: &Node, outer: &Node) -> bool {
+    correlation(pattern, outer).is_empty()
+}
+
+/// The columns that make `EXISTS { pattern }` over `outer` correlated ([`decorrelates`]): read
+/// inside the pattern where a substituted value matters, possibly bound by the outer
+/// solutions, and not bound in every solution of the pattern itself.
+pub fn correlation(pattern: &Node, outer: &Node) -> BTreeSet<usize> {
     let outer_vars = maybe(outer);
     let mut read = BTreeSet::new();
-    expr_read_vars(pattern, &mut read);
-    scoped_vars(pattern, &mut read);
+    substituted_reads(pattern, &mut read);
     let certain = certain(pattern);
-    read.iter()
-        .all(|v| !outer_vars.contains(v) || certain.contains(v))
+    read.into_iter()
+        .filter(|v| outer_vars.contains(v) && !certain.contains(v))
+        .collect()
+}
+
+/// The columns a pattern reads where a substituted value would change more than a join does:
+/// in its expressions, and as [`scoped_vars`] says.
+pub fn substituted_reads(pattern: &Node, out: &mut BTreeSet<usize>) {
+    expr_read_vars(pattern, out);
+    scoped_vars(pattern, out);
 }
 
 /// The columns mentioned where a substituted value would do more than filter solutions: under

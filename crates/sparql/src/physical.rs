@@ -508,7 +508,10 @@ impl Planner<'_> {
     fn distinct_node(&self, i: &Node, active: &[Id]) -> Phys {
         let p = self.plan(i, active);
         let est = p.est;
+        // Over an ORDER BY (`SELECT DISTINCT … ORDER BY …` is DISTINCT over the ordered
+        // projection), one stream keeps the order.
         let p = match self.par(est) {
+            _ if is_ordered(&p) => self.exchange(p, Partitioning::Single),
             1 => self.exchange(p, Partitioning::Single),
             n => {
                 let keys: Vec<usize> = p.bound().into_iter().collect();
@@ -551,11 +554,7 @@ impl Planner<'_> {
         let p = self.plan(i, active);
         let est = p.est;
         // A constant, or a column bound in every row, cannot fail: always bound.
-        let always = match e {
-            Expr::Const(_) => true,
-            Expr::Var(c) => p.cert.contains(c),
-            _ => false,
-        };
+        let always = super::algebra::never_fails(e, &p.cert);
         let mut out = Phys::over(Op::Extend(col, Arc::new(e.clone())), p, est);
         out.out = out.out.after_changing(&[col]);
         if always {
@@ -1203,6 +1202,18 @@ pub fn yields_nothing(p: &Phys) -> bool {
         | Op::Slice(..)
         | Op::Project(_)
         | Op::Extend(..) => input(0),
+    }
+}
+
+/// Whether a plan's one stream comes out in an ORDER BY's order: a sort, under operators that
+/// keep the order of one stream.
+pub fn is_ordered(p: &Phys) -> bool {
+    match &p.op {
+        Op::Sort(..) => true,
+        Op::Project(_) | Op::Extend(..) | Op::Filter(_) | Op::Distinct | Op::Slice(..) => {
+            p.out.count() == 1 && is_ordered(&p.inputs[0])
+        }
+        _ => false,
     }
 }
 

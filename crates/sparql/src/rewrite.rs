@@ -7,8 +7,9 @@
 //!    otherwise the block stays, and the physical planner evaluates it per named graph.
 //! 2. [`extract_exists`]: `FILTER EXISTS` and `FILTER NOT EXISTS` conjuncts become semi- and
 //!    anti-joins; an `EXISTS` elsewhere in an expression becomes a mark join that sets a column
-//!    to `true` or `false`, which the expression then reads. Exact where the pattern
-//!    decorrelates ([`decorrelates`]); a correlated `EXISTS` is refused by name.
+//!    to `true` or `false`, which the expression then reads. A correlated `EXISTS` (its
+//!    pattern's filters read a variable only the tested solution binds) gets the outer values
+//!    joined into its pattern first ([`correlate`]).
 //! 3. [`anti_optional`]: `OPTIONAL { … ?x … } FILTER(!bound(?x))`, `?x` bound in every solution
 //!    of the optional part and in none of the left, is an anti-join.
 //! 4. [`fold_constants`]: expressions without variables are evaluated once (not `NOW()`,
@@ -27,8 +28,8 @@
 use std::collections::BTreeSet;
 
 use super::algebra::{
-    certain, decorrelates, expr_vars, has_exists, maybe, mentioned, vars_of, Node, QuadPat,
-    TermPat, Vars,
+    certain, correlation, expr_vars, has_exists, maybe, mentioned, substituted_reads, vars_of,
+    Node, QuadPat, TermPat, Vars,
 };
 use super::expr::{EvalCx, Expr, Func};
 use super::minted::Minted;
@@ -257,12 +258,138 @@ fn add_to_projections(n: Node, g: usize) -> Node {
 // ---------------------------------------------------------------------------------------------
 // 2. EXISTS.
 
-fn correlated() -> QueryError {
-    QueryError::Unsupported(
-        "an EXISTS whose pattern reads, in a filter, BIND, OPTIONAL, subquery, GROUP, LIMIT or \
-         MINUS, a variable that only the solution being tested binds (a correlated EXISTS)"
-            .into(),
-    )
+fn correlated(where_: &str) -> QueryError {
+    QueryError::Unsupported(format!(
+        "a correlated EXISTS whose {where_} reads a variable that only the solution being \
+         tested binds"
+    ))
+}
+
+/// `EXISTS { pattern }` over the solutions of `outer`, made a pattern that can be semi-joined
+/// with `outer` on their shared variables; `outer` may gain columns. When the pattern
+/// decorrelates both stay as they are.
+///
+/// Otherwise (a correlated EXISTS: the pattern's filters read variables `V` that only the outer
+/// solution binds), §18.6 substitutes each outer solution's values into the pattern. That is
+/// done with joins: each outer solution gets, for each variable of `V`, a copy column that holds
+/// its value or a marker for "unbound" (a blank node no data can hold), so the copies are bound
+/// in every solution; the distinct values of `V` and their copies among the outer solutions,
+/// `D`, are joined into the pattern below every expression that reads `V` (`seed`) and once at
+/// its top, so every solution of the pattern carries the copies of the outer values it was
+/// made from. The semi-join (or mark join) then pairs each outer solution with exactly those
+/// solutions, on the copies, which are bound on both sides. The outer pattern is evaluated once
+/// more for `D`.
+fn correlate(pattern: Node, outer: &mut Node, vars: &mut Vars) -> Result<Node, QueryError> {
+    let v = correlation(&pattern, outer);
+    if v.is_empty() {
+        return Ok(pattern);
+    }
+    let unbound = Expr::Const(Term::Blank("nearflow unbound".into()));
+    let mut copies = Vec::new();
+    for &c in &v {
+        let copy = vars.hidden("outer value");
+        let taken = std::mem::replace(outer, Node::Bgp(Vec::new()));
+        let value = Expr::Coalesce(vec![Expr::Var(c), unbound.clone()]);
+        *outer = Node::Extend(Box::new(taken), copy, value);
+        copies.push(copy);
+    }
+    let cols: Vec<usize> = v.iter().copied().chain(copies).collect();
+    let d = Node::Distinct(Box::new(Node::Project(Box::new(outer.clone()), cols)));
+    let seeded = seed(pattern, &d, &v)?;
+    Ok(Node::Join(Box::new(d), Box::new(seeded)))
+}
+
+/// Whether a node reads a column of `v` where substitution matters.
+fn needs(n: &Node, v: &BTreeSet<usize>) -> bool {
+    let mut read = BTreeSet::new();
+    substituted_reads(n, &mut read);
+    !read.is_disjoint(v)
+}
+
+fn reads_any(e: &Expr, v: &BTreeSet<usize>) -> bool {
+    !vars_of(e).is_disjoint(v)
+}
+
+/// `n` with `D` joined in under every expression that reads `v` (see [`correlate`]).
+fn seed(n: Node, d: &Node, v: &BTreeSet<usize>) -> Result<Node, QueryError> {
+    if !needs(&n, v) {
+        return Ok(n);
+    }
+    // `n`'s solutions, each with the outer values it must see.
+    let bind = |n: Node| -> Result<Node, QueryError> {
+        Ok(Node::Join(Box::new(d.clone()), Box::new(seed(n, d, v)?)))
+    };
+    let bx = |n: Node| -> Result<Box<Node>, QueryError> { Ok(Box::new(seed(n, d, v)?)) };
+    Ok(match n {
+        Node::Filter(e, i) if reads_any(&e, v) => Node::Filter(e, Box::new(bind(*i)?)),
+        Node::Filter(e, i) => Node::Filter(e, bx(*i)?),
+        Node::Extend(i, c, e) if reads_any(&e, v) => Node::Extend(Box::new(bind(*i)?), c, e),
+        Node::Extend(i, c, e) => Node::Extend(bx(*i)?, c, e),
+        Node::OrderBy(i, keys) if keys.iter().any(|(e, _)| reads_any(e, v)) => {
+            Node::OrderBy(Box::new(bind(*i)?), keys)
+        }
+        Node::OrderBy(i, keys) => Node::OrderBy(bx(*i)?, keys),
+        Node::LeftJoin(a, b, cond) => {
+            let a = if cond.as_ref().is_some_and(|c| reads_any(c, v)) {
+                bind(*a)?
+            } else {
+                seed(*a, d, v)?
+            };
+            Node::LeftJoin(Box::new(a), bx(*b)?, cond)
+        }
+        Node::Join(a, b) => Node::Join(bx(*a)?, bx(*b)?),
+        Node::Union(bs) => Node::Union(
+            bs.into_iter()
+                .map(|b| seed(b, d, v))
+                .collect::<Result<_, _>>()?,
+        ),
+        Node::Distinct(i) => Node::Distinct(bx(*i)?),
+        Node::Graph(g, i) => Node::Graph(g, bx(*i)?),
+        // A subquery sees the outer values, and passes them out to be joined on.
+        Node::Project(i, mut cols) => {
+            let i = bind(*i)?;
+            cols.extend(
+                v.iter()
+                    .filter(|c| !cols.contains(c))
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
+            Node::Project(Box::new(i), cols)
+        }
+        // One group per outer value as well.
+        Node::Group(i, mut keys, aggs) => {
+            let i = bind(*i)?;
+            keys.extend(
+                v.iter()
+                    .filter(|c| !keys.contains(c))
+                    .copied()
+                    .collect::<Vec<_>>(),
+            );
+            Node::Group(Box::new(i), keys, aggs)
+        }
+        Node::SemiJoin {
+            left,
+            right,
+            cond,
+            anti,
+        } => Node::SemiJoin {
+            left: bx(*left)?,
+            right: bx(*right)?,
+            cond,
+            anti,
+        },
+        Node::MarkJoin { left, right, col } => Node::MarkJoin {
+            left: bx(*left)?,
+            right: bx(*right)?,
+            col,
+        },
+        Node::Minus(a, b) if !needs(&b, v) => Node::Minus(bx(*a)?, b),
+        Node::Minus(..) => return Err(correlated("MINUS")),
+        Node::Slice(..) => return Err(correlated("LIMIT or OFFSET")),
+        leaf @ (Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. }) => {
+            Node::Join(Box::new(d.clone()), Box::new(leaf))
+        }
+    })
 }
 
 /// Makes every `EXISTS` a join (see the module's documentation).
@@ -287,9 +414,7 @@ pub fn extract_exists(n: Node, vars: &mut Vars) -> Result<Node, QueryError> {
                     }
                 };
                 let pattern = extract_exists(*pattern, vars)?;
-                if !decorrelates(&pattern, &inner) {
-                    return Err(correlated());
-                }
+                let pattern = correlate(pattern, &mut inner, vars)?;
                 inner = Node::SemiJoin {
                     left: Box::new(inner),
                     right: Box::new(pattern),
@@ -385,9 +510,7 @@ fn marks(e: Expr, inner: &mut Node, vars: &mut Vars) -> Result<Expr, QueryError>
         return Err(e);
     }
     for (p, col) in joins {
-        if !decorrelates(&p, inner) {
-            return Err(correlated());
-        }
+        let p = correlate(p, inner, vars)?;
         let left = std::mem::replace(inner, Node::Bgp(Vec::new()));
         *inner = Node::MarkJoin {
             left: Box::new(left),
@@ -912,9 +1035,34 @@ mod tests {
         assert!(!has_exists(&e));
         // Correlated: the pattern's filter reads ?o, which only the outer solution binds.
         let correlated = Node::Filter(Expr::Bound(1), Box::new(Node::Bgp(vec![pat(0, "q", 2)])));
-        let n = Node::Filter(Expr::Exists(Box::new(correlated)), Box::new(outer));
+        let n = Node::Filter(
+            Expr::Exists(Box::new(correlated.clone())),
+            Box::new(outer.clone()),
+        );
+        let Node::SemiJoin { left, right, .. } = extract_exists(n, &mut vars).unwrap() else {
+            panic!("a semi-join")
+        };
+        // The outer solutions carry a copy of ?o (bound in every one), the pattern carries the
+        // copy of the outer value it was evaluated with: the join pairs them on it.
+        let Node::Extend(_, copy, _) = *left else {
+            panic!("the outer solutions get a copy of ?o")
+        };
+        let Node::Join(top, pattern) = *right else {
+            panic!("the outer values joined on top")
+        };
+        assert!(certain(&top).contains(&copy));
+        let Node::Filter(_, seeded) = *pattern else {
+            panic!("the pattern's filter")
+        };
+        let Node::Join(d, _) = *seeded else {
+            panic!("the outer values joined in below it")
+        };
+        assert!(maybe(&d).contains(&1) && certain(&d).contains(&copy));
+        // A correlated LIMIT inside is refused by name.
+        let limited = Node::Slice(Box::new(correlated), 0, Some(1));
+        let n = Node::Filter(Expr::Exists(Box::new(limited)), Box::new(outer));
         let e = extract_exists(n, &mut vars).unwrap_err().to_string();
-        assert!(e.contains("correlated EXISTS"), "{e}");
+        assert!(e.contains("correlated EXISTS whose LIMIT or OFFSET"), "{e}");
     }
 
     #[test]

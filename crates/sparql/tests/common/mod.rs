@@ -68,6 +68,14 @@ pub fn oxigraph_from_turtle(text: &str) -> oxigraph::store::Store {
     store
 }
 
+/// Oxigraph's store from TriG text (labels kept).
+pub fn oxigraph_from_trig(text: &str) -> oxigraph::store::Store {
+    let store = oxigraph::store::Store::new().unwrap();
+    let quads = oxttl::TriGParser::new().for_slice(text).map(|q| q.unwrap());
+    store.extend(quads).unwrap();
+    store
+}
+
 /// Oxigraph's answer.
 pub fn reference(store: &oxigraph::store::Store, text: &str) -> Answer {
     let r = SparqlEvaluator::new()
@@ -290,16 +298,21 @@ pub fn matches_oxigraph(
 
 /// Our store of a Turtle text (N-Triples is Turtle) on a two-node preset, and a runtime.
 pub fn ours_of(text: &str) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
+    ours_of_format(text, load::Format::Turtle)
+}
+
+/// Our store of TriG text (named graphs), on a two-node machine.
+pub fn ours_of_trig(text: &str) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
+    ours_of_format(text, load::Format::TriG)
+}
+
+fn ours_of_format(
+    text: &str,
+    format: load::Format,
+) -> (Arc<nearflow_rdf::Store>, nearflow_rt::Runtime) {
     let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
     let mut l = load::Loaded::default();
-    load::load_reader(
-        &mut l,
-        "t.ttl".as_ref(),
-        load::Format::Turtle,
-        text.as_bytes(),
-        "",
-    )
-    .unwrap();
+    load::load_reader(&mut l, "t.trig".as_ref(), format, text.as_bytes(), "").unwrap();
     let store = Arc::new(l.into_store(&machine).unwrap());
     (
         store,
