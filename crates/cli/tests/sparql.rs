@@ -252,10 +252,11 @@ fn bad_input_is_one_line_and_a_failure() {
         &sparql(
             "--data",
             &d,
-            "SELECT * WHERE { ?s ?p ?o FILTER NOT EXISTS { ?s ?q ?x FILTER(?x = ?o) } }",
+            "SELECT * WHERE { ?s ?p ?o FILTER NOT EXISTS \
+             { SELECT ?x WHERE { ?s ?q ?x FILTER(?x = ?o) } LIMIT 1 } }",
             &[],
         ),
-        "not supported: an EXISTS whose pattern reads",
+        "not supported: a correlated EXISTS whose LIMIT or OFFSET reads",
     );
     fails_with(
         &sparql("--data", &d, "SELEC * WHERE { ?s ?p ?o }", &[]),

@@ -427,15 +427,25 @@ impl Store {
     }
 
     /// Calls `f` with every triple of graph `g` matching a pattern, in the chosen permutation's
-    /// order, without collecting them.
+    /// order, without collecting them (nothing is allocated: a property path's walk calls it
+    /// once per step).
     pub fn for_each_match(&self, g: Id, pattern: [Option<Id>; 3], mut f: impl FnMut([Id; 3])) {
         let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
-        let prefix = key_prefix(order, pattern, k);
-        let parts = self.perm(order).partitions();
-        for (p, r) in self.ranges(order, g, &prefix) {
-            let cols = &parts[p].data;
-            for i in r {
-                f(order.triple(cols.row(i)));
+        let mut prefix = [0; 3];
+        for (i, &pos) in order.positions()[..k].iter().enumerate() {
+            prefix[i] = pattern[pos].expect("bound by for_bound");
+        }
+        let rows = self.graph_rows(g);
+        if rows.is_empty() {
+            return;
+        }
+        for p in self.perm(order).partitions() {
+            let local = p.data.local(&rows);
+            if local.is_empty() {
+                continue;
+            }
+            for i in p.data.range_in(local, &prefix[..k]) {
+                f(order.triple(p.data.row(i)));
             }
         }
     }

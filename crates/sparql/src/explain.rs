@@ -306,9 +306,14 @@ fn phys(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
         }
         Op::Values(c, rows) => format!("values {} ({} rows)", cols(c, names), rows.len()),
         Op::Graphs(c, ids) => format!("named graphs as {} ({} rows)", name(names, *c), ids.len()),
-        Op::Group(keys, aggs) => format!(
-            "group by [{}] computing {}",
+        Op::Group(keys, aggs, two_phase) => format!(
+            "group by [{}]{} computing {}",
             cols(keys, names),
+            if *two_phase {
+                " (partial per input stream, then merged)"
+            } else {
+                ""
+            },
             aggs.iter()
                 .map(|(c, a)| format!(
                     "{} = {:?}{}",

@@ -5,8 +5,10 @@
 //! ids — stay term equality (RDF 1.1 §3: term equality is equality of the parts).
 //!
 //! The terms live in an append-only vector whose elements never move (`boxcar`), so a term can
-//! be borrowed while other rows still add to it; the index of encoded keys is behind a mutex
-//! taken only to mint.
+//! be borrowed while other rows still add to it; its pushes take no lock. The index of encoded
+//! keys is split into [`SHARDS`] maps by the key's hash, each behind its own mutex taken only to
+//! mint: two workers minting different terms rarely wait for each other, and one term is still
+//! minted once (its key always goes to the same shard).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,12 +20,16 @@ use nearflow_rdf::term::{Id, Term, TermRef};
 /// Runs started in this process (each run's blank nodes carry its number).
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
+/// Shards of the minted terms' index.
+pub const SHARDS: usize = 64;
+
 /// The terms one query made, with ids after the store's.
 pub struct Minted {
     /// The store's last id: minted ids start above it.
     base: Id,
     terms: boxcar::Vec<Term>,
-    index: Mutex<HashMap<String, Id>>,
+    index: Box<[Mutex<HashMap<String, Id>>]>,
+    hasher: hashbrown::DefaultHashBuilder,
     full: AtomicBool,
     /// `NOW()`'s value for this run (one instant per query execution, §17.4.5.1).
     now: String,
@@ -53,7 +59,8 @@ impl Minted {
         Minted {
             base,
             terms: boxcar::Vec::new(),
-            index: Mutex::new(HashMap::new()),
+            index: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: hashbrown::DefaultHashBuilder::default(),
             full: AtomicBool::new(false),
             now: oxsdatatypes::DateTime::now().to_string(),
             run: RUNS.fetch_add(1, Ordering::Relaxed),
@@ -93,21 +100,29 @@ impl Minted {
     /// The id of a term not in the store, minted when new; `None` when the 32-bit ids are
     /// exhausted (then [`overflowed`](Self::overflowed) is true and the query must fail).
     pub fn mint(&self, t: TermRef<'_>) -> Option<Id> {
+        use std::hash::BuildHasher;
         let mut key = String::new();
         t.encode(&mut key);
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let shard = (self.hasher.hash_one(&key) % SHARDS as u64) as usize;
+        let mut index = self.index[shard].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&id) = index.get(&key) {
             return Some(id);
         }
-        let next = u64::from(self.base) + 1 + self.terms.count() as u64;
-        if next >= u64::from(Id::MAX) {
+        if u64::from(self.base) + 1 + self.terms.count() as u64 >= u64::from(Id::MAX) {
+            // Relaxed (both stores): read by `overflowed` after the run's plan has ended, which
+            // the end of the plan orders after every operator's step.
             self.full.store(true, Ordering::Relaxed);
             return None;
         }
+        // Other shards push at the same time: the index this push got is the term's.
         let i = self.terms.push(Term::from(t));
-        debug_assert_eq!(u64::from(self.base) + 1 + i as u64, next);
-        index.insert(key, next as Id);
-        Some(next as Id)
+        let id = u64::from(self.base) + 1 + i as u64;
+        if id >= u64::from(Id::MAX) {
+            self.full.store(true, Ordering::Relaxed);
+            return None;
+        }
+        index.insert(key, id as Id);
+        Some(id as Id)
     }
 
     /// Number of terms minted.

@@ -277,8 +277,10 @@ impl<'s> Walker<'s> {
         out
     }
 
-    /// The nodes a path can start from when neither end is bound: for a link (or its inverse)
-    /// the subjects (objects) of that predicate; otherwise every node.
+    /// The nodes a path can start from when neither end is bound, each once: for a link (or
+    /// its inverse) the subjects (objects) of that predicate, for a sequence its first step's,
+    /// for an alternative either's, for `p+` those of `p`; every node where a zero-length path
+    /// may start (`*`, `?`) or a negated set may step from any.
     fn starts(&self, p: &Resolved) -> Vec<Id> {
         match p {
             Resolved::Link(Some(l)) => {
@@ -286,8 +288,23 @@ impl<'s> Walker<'s> {
                 self.each([None, Some(*l), None], |t| v.push(t[0]));
                 distinct(v)
             }
+            Resolved::Inverse(q) if matches!(**q, Resolved::Link(_)) => {
+                let Resolved::Link(l) = &**q else {
+                    unreachable!("matched above")
+                };
+                let mut v = Vec::new();
+                if let Some(l) = l {
+                    self.each([None, Some(*l), None], |t| v.push(t[2]));
+                }
+                distinct(v)
+            }
             Resolved::Link(None) => Vec::new(),
-            Resolved::Seq(a, _) => self.starts(a),
+            Resolved::Seq(a, _) | Resolved::Closure(a, false) => self.starts(a),
+            Resolved::Alt(a, b) => {
+                let mut v = self.starts(a);
+                v.extend(self.starts(b));
+                distinct(v)
+            }
             _ => self.nodes(),
         }
     }

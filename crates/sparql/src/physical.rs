@@ -245,8 +245,9 @@ pub enum Op {
     /// One row per graph id, the column bound to it.
     Graphs(usize, Arc<Vec<Id>>),
     /// GROUP BY the key columns, computing the aggregates (only the keys and the aggregates'
-    /// columns are bound in its output).
-    Group(Vec<usize>, Arc<Vec<(usize, Agg)>>),
+    /// columns are bound in its output); in two phases when the flag is set (a partial
+    /// aggregation per input stream, the groups' states then merged: `exec/group.rs`).
+    Group(Vec<usize>, Arc<Vec<(usize, Agg)>>, bool),
 }
 
 /// A node of the physical plan.
@@ -772,18 +773,34 @@ impl Planner<'_> {
             .chain(aggs.iter().map(|(c, _)| *c))
             .filter(|c| !cert.contains(c))
             .collect();
-        let to = match self.par(p.est) {
-            n if n > 1 && !keys.is_empty() => Partitioning::Hash {
-                keys: keys.to_vec(),
-                value: None,
-                n,
-            },
-            _ => Partitioning::Single,
+        let n = self.par(p.est);
+        // Two phases when the input is already split and every aggregate merges (DISTINCT
+        // ones need every value in one place): only the groups' states cross streams.
+        let two_phase = p.out.count() > 1 && aggs.iter().all(|(_, a)| !a.distinct);
+        let keyed = |n: usize| Partitioning::Hash {
+            keys: keys.to_vec(),
+            value: None,
+            n,
         };
-        let p = self.exchange(p, to);
-        let out = p.out.clone();
+        let (p, out) = if two_phase {
+            let out = if n > 1 && !keys.is_empty() {
+                keyed(n)
+            } else {
+                Partitioning::Single
+            };
+            (p, out)
+        } else {
+            let to = if n > 1 && !keys.is_empty() {
+                keyed(n)
+            } else {
+                Partitioning::Single
+            };
+            let p = self.exchange(p, to);
+            let out = p.out.clone();
+            (p, out)
+        };
         let mut g = Phys::new(
-            Op::Group(keys.to_vec(), Arc::new(aggs.to_vec())),
+            Op::Group(keys.to_vec(), Arc::new(aggs.to_vec()), two_phase),
             vec![p],
             est,
             cert,
@@ -1186,7 +1203,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::Values(_, rows) => rows.is_empty(),
         Op::Graphs(_, ids) => ids.is_empty(),
         // Without keys, a group is one row even over no input.
-        Op::Group(keys, _) => !keys.is_empty() && input(0),
+        Op::Group(keys, ..) => !keys.is_empty() && input(0),
         Op::Slice(_, Some(0)) => true,
         Op::HashJoin { mode, .. } => match mode {
             JoinMode::Inner | JoinMode::Semi => input(0) || input(1),

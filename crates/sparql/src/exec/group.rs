@@ -1,7 +1,15 @@
-//! GROUP BY and the aggregates (SPARQL 1.1 §18.5.1): one flow operator per input stream that
-//! takes every row, keeps one accumulator per group and aggregate, and emits one row per group
-//! when its input ends. The plan hash-partitions a large input by the group keys, so every
-//! group falls wholly in one stream and the streams aggregate in parallel.
+//! GROUP BY and the aggregates (SPARQL 1.1 §18.5.1): a flow operator that takes every row,
+//! keeps one accumulator per group and aggregate, and emits one row per group when its input
+//! ends. In parallel, two ways:
+//!
+//! - **by key**: the plan hash-partitions the rows by the group keys, so every group falls
+//!   wholly in one stream, and one operator per stream aggregates it;
+//! - **in two phases**, when the input already comes in several streams and no aggregate is
+//!   DISTINCT: one *partial* operator per input stream aggregates what it sees and sends its
+//!   groups' accumulators ([`Partial`]), routed by the groups' key hash, to the *final*
+//!   operators, which merge them (COUNT and SUM add, MIN and MAX compare, …). Only the groups
+//!   cross between streams, not the rows: an aggregate without keys over a parallel scan
+//!   becomes one partial per stream and one final merge of a few accumulators.
 //!
 //! Semantics, per §18.5.1:
 //! - `COUNT` counts the rows whose argument evaluates without error (`COUNT(*)`: all rows);
@@ -34,7 +42,7 @@ use nearflow_rdf::term::{Id, UNBOUND};
 
 /// One aggregate's running state in one group.
 #[derive(Default)]
-struct Acc {
+pub(super) struct Acc {
     /// Rows counted (COUNT, AVG).
     count: u64,
     /// The running sum (SUM, AVG); `None` before the first value.
@@ -59,8 +67,31 @@ enum Arg<'s> {
     Val(Val<'s>),
 }
 
+/// Some groups' states, from a partial aggregation, for the final operator `target`.
+pub(super) struct Partial {
+    target: usize,
+    /// How many groups.
+    groups: usize,
+    /// The groups' key ids end to end.
+    keys: Vec<Id>,
+    /// Their accumulators end to end.
+    accs: Vec<Acc>,
+}
+
+/// What a group operator takes and gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Rows in, one row per group out.
+    Full,
+    /// Rows in, [`Partial`]s out, for this many final operators.
+    Partial(usize),
+    /// [`Partial`]s in, one row per group out.
+    Final,
+}
+
 /// The GROUP BY operator.
 pub(super) struct GroupOp<const N: usize> {
+    phase: Phase,
     keys: Vec<usize>,
     aggs: Arc<Vec<(usize, Agg)>>,
     store: Arc<Store>,
@@ -79,15 +110,18 @@ pub(super) struct GroupOp<const N: usize> {
     whole: bool,
     output: Option<VecDeque<Row<N>>>,
     out: Emitter<Row<N>>,
+    /// A partial operator's output, made when its input ended.
+    partials: Option<VecDeque<Partial>>,
     stat: Arc<OpStat>,
     timing: bool,
 }
 
 impl<const N: usize> GroupOp<N> {
-    /// A GROUP BY of `keys` computing `aggs`. `whole`: there are no keys, and this operator
-    /// answers for the whole input (so an empty input still makes one group).
+    /// A GROUP BY of `keys` computing `aggs`, in `phase`. `whole`: there are no keys, and this
+    /// operator answers for the whole input (so an empty input still makes one group).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        phase: Phase,
         keys: Vec<usize>,
         aggs: Arc<Vec<(usize, Agg)>>,
         store: Arc<Store>,
@@ -97,6 +131,7 @@ impl<const N: usize> GroupOp<N> {
         timing: bool,
     ) -> Self {
         GroupOp {
+            phase,
             keys,
             aggs,
             store,
@@ -108,6 +143,7 @@ impl<const N: usize> GroupOp<N> {
             whole,
             output: None,
             out: Emitter::new(0),
+            partials: None,
             stat,
             timing,
         }
@@ -132,16 +168,10 @@ impl<const N: usize> GroupOp<N> {
         self.keys.len() * 4 + self.aggs.len() * std::mem::size_of::<Acc>() + 48
     }
 
-    /// Adds one row to its group.
-    fn add(&mut self, row: &Row<N>) -> usize {
+    /// The number of the group of `key`, made when new, and the bytes a new group holds.
+    fn group_of(&mut self, key: &[Id]) -> (usize, usize) {
         let k = self.keys.len();
-        let mut key = [UNBOUND; N];
-        for (i, &c) in self.keys.iter().enumerate() {
-            key[i] = row[c];
-        }
-        let key = &key[..k];
         let hash = Self::group_key_hash(key);
-        let mut grew = 0;
         let found = {
             let keys = &self.group_keys;
             self.groups
@@ -150,8 +180,8 @@ impl<const N: usize> GroupOp<N> {
                 })
                 .copied()
         };
-        let g = match found {
-            Some(g) => g as usize,
+        match found {
+            Some(g) => (g as usize, 0),
             None => {
                 let g = self.count;
                 self.count += 1;
@@ -161,10 +191,19 @@ impl<const N: usize> GroupOp<N> {
                 self.groups.insert_unique(hash, g as u32, |&h| {
                     Self::group_key_hash(&keys[h as usize * k..(h as usize + 1) * k])
                 });
-                grew = self.group_bytes();
-                g
+                (g, self.group_bytes())
             }
-        };
+        }
+    }
+
+    /// Adds one row to its group.
+    fn add(&mut self, row: &Row<N>) -> usize {
+        let k = self.keys.len();
+        let mut key = [UNBOUND; N];
+        for (i, &c) in self.keys.iter().enumerate() {
+            key[i] = row[c];
+        }
+        let (g, mut grew) = self.group_of(&key[..k]);
         let cx = EvalCx::new(&self.store, &self.minted);
         for (i, (_, agg)) in self.aggs.iter().enumerate() {
             let acc = &mut self.accs[g * self.aggs.len() + i];
@@ -265,6 +304,91 @@ impl<const N: usize> GroupOp<N> {
         grew
     }
 
+    /// Merges a partial aggregation's groups into these (no DISTINCT aggregate: the plan
+    /// uses two phases only without one).
+    fn merge(&mut self, part: Partial) -> usize {
+        let (k, a) = (self.keys.len(), self.aggs.len());
+        let (store, minted) = (self.store.clone(), self.minted.clone());
+        let cx = EvalCx::new(&store, &minted);
+        let mut grew = 0;
+        let mut accs = part.accs.into_iter();
+        for i in 0..part.groups {
+            let (g, more) = self.group_of(&part.keys[i * k..(i + 1) * k]);
+            grew += more;
+            for (j, other) in accs.by_ref().take(a).enumerate() {
+                let func = &self.aggs[j].1.func;
+                let acc = &mut self.accs[g * a + j];
+                acc.error |= other.error;
+                match func {
+                    AggFunc::Count => acc.count += other.count,
+                    AggFunc::Sum | AggFunc::Avg => {
+                        acc.count += other.count;
+                        acc.sum = match (acc.sum, other.sum) {
+                            (Some(x), Some(y)) => {
+                                let s = Num::arith(x, y, ArithOp::Add);
+                                acc.error |= s.is_none();
+                                s
+                            }
+                            (x, y) => x.or(y),
+                        };
+                    }
+                    AggFunc::Min | AggFunc::Max => {
+                        if let Some(o) = other.best {
+                            let better = acc.best.is_none_or(|b| {
+                                let ord = order_by_cmp(cx.val(o).as_ref(), cx.val(b).as_ref());
+                                if *func == AggFunc::Min {
+                                    ord == std::cmp::Ordering::Less
+                                } else {
+                                    ord == std::cmp::Ordering::Greater
+                                }
+                            });
+                            if better {
+                                acc.best = Some(o);
+                            }
+                        }
+                    }
+                    AggFunc::Sample => acc.best = acc.best.or(other.best),
+                    AggFunc::GroupConcat(sep) => {
+                        if other.count > 0 {
+                            if acc.count > 0 {
+                                acc.text.push_str(sep);
+                            }
+                            acc.text.push_str(&other.text);
+                            grew += other.text.len() + sep.len();
+                            acc.count += other.count;
+                        }
+                    }
+                }
+            }
+        }
+        grew
+    }
+
+    /// This partial aggregation's groups, split for `n` final operators by their keys' hash
+    /// (as a hash exchange on the keys would route their rows).
+    fn partials(&mut self, n: usize) -> VecDeque<Partial> {
+        let (k, a) = (self.keys.len(), self.aggs.len());
+        let mut parts: Vec<Partial> = (0..n)
+            .map(|target| Partial {
+                target,
+                groups: 0,
+                keys: Vec::new(),
+                accs: Vec::new(),
+            })
+            .collect();
+        let mut accs = std::mem::take(&mut self.accs).into_iter();
+        for g in 0..self.count {
+            let key = &self.group_keys[g * k..(g + 1) * k];
+            let t = (Self::group_key_hash(key) % n as u64) as usize;
+            parts[t].groups += 1;
+            parts[t].keys.extend_from_slice(key);
+            parts[t].accs.extend(accs.by_ref().take(a));
+        }
+        self.groups.clear();
+        self.group_keys = Vec::new();
+        parts.into_iter().filter(|p| p.groups > 0).collect()
+    }
+
     /// The output rows, one per group.
     fn finish(&mut self) -> VecDeque<Row<N>> {
         if self.count == 0 && self.whole {
@@ -337,11 +461,17 @@ fn result(agg: &Agg, acc: Acc) -> Option<Val<'static>> {
 
 impl<const N: usize> Operator for GroupOp<N> {
     fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
+        match self.phase {
+            Phase::Final => vec![PortType::of::<Partial>()],
+            _ => row_ports::<N>(1),
+        }
     }
 
     fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
+        match self.phase {
+            Phase::Partial(_) => vec![PortType::of::<Partial>()],
+            _ => row_ports::<N>(1),
+        }
     }
 
     fn state_bytes(&self) -> usize {
@@ -351,51 +481,110 @@ impl<const N: usize> Operator for GroupOp<N> {
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
-        if self.output.is_none() {
-            while let Some(p) = io.recv::<Row<N>>(0) {
-                let mut grew = 0;
-                for r in &p {
-                    grew += self.add(r);
+        if self.output.is_none() && self.partials.is_none() {
+            let finished = if self.phase == Phase::Final {
+                while let Some(p) = io.recv::<Partial>(0) {
+                    let mut grew = 0;
+                    for part in p {
+                        grew += self.merge(part);
+                    }
+                    io.charge(grew)?;
                 }
-                io.charge(grew)?;
-            }
-            if !io.finished::<Row<N>>(0) {
+                io.finished::<Partial>(0)
+            } else {
+                while let Some(p) = io.recv::<Row<N>>(0) {
+                    let mut grew = 0;
+                    for r in &p {
+                        grew += self.add(r);
+                    }
+                    io.charge(grew)?;
+                }
+                io.finished::<Row<N>>(0)
+            };
+            if !finished {
                 return Ok(Status::Idle);
             }
-            self.output = Some(self.finish());
+            match self.phase {
+                Phase::Partial(n) => self.partials = Some(self.partials(n)),
+                _ => self.output = Some(self.finish()),
+            }
+        }
+        if let Some(parts) = &mut self.partials {
+            // A partial's groups are a few packets at most: sent at once.
+            let mut out = Emitter::<Partial>::new(0);
+            while let Some(p) = parts.pop_front() {
+                out.push(io, p);
+            }
+            out.flush(io);
+            return Ok(Status::Done);
         }
         let q = self.output.as_mut().expect("made above");
         Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
     }
 }
 
-/// One group operator per input stream (the plan partitioned the input by the keys); an
-/// aggregate without keys reads one stream.
+/// The group operators: one per input stream (the plan partitioned the input by the keys, or
+/// an aggregate without keys reads one stream); or, in two phases, one partial operator per
+/// input stream and one final operator per output stream, the partial states routed by key.
 pub(super) fn build<const N: usize>(
     cx: &ExecCx,
     b: &mut PlanBuilder,
     p: &Phys,
     keys: &[usize],
     aggs: &Arc<Vec<(usize, Agg)>>,
+    two_phase: bool,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    input
+    let op = |b: &mut PlanBuilder, phase: Phase, name: &str| {
+        b.add(
+            name,
+            GroupOp::<N>::new(
+                phase,
+                keys.to_vec(),
+                aggs.clone(),
+                cx.store.clone(),
+                cx.minted.clone(),
+                keys.is_empty() && !matches!(phase, Phase::Partial(_)),
+                p.stat.clone(),
+                cx.timing,
+            ),
+        )
+    };
+    if !two_phase {
+        return input
+            .into_iter()
+            .map(|s| {
+                let g = op(b, Phase::Full, "group by");
+                b.feed(s, g, 0);
+                b.stream::<Row<N>>(g, 0).expect("a group outputs rows")
+            })
+            .collect();
+    }
+    let n = p.out.count();
+    let mut targets: Vec<Vec<Stream<Partial>>> = (0..n).map(|_| Vec::new()).collect();
+    for s in input {
+        let g = op(b, Phase::Partial(n), "group by (partial)");
+        b.feed(s, g, 0);
+        let partials = b.stream::<Partial>(g, 0).expect("partial groups");
+        if n == 1 {
+            targets[0].push(partials);
+        } else {
+            let parts = b.partition_by(partials, n, |part: &Partial| part.target);
+            for (t, s) in targets.iter_mut().zip(parts) {
+                t.push(s);
+            }
+        }
+    }
+    targets
         .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "group by",
-                GroupOp::<N>::new(
-                    keys.to_vec(),
-                    aggs.clone(),
-                    cx.store.clone(),
-                    cx.minted.clone(),
-                    keys.is_empty(),
-                    p.stat.clone(),
-                    cx.timing,
-                ),
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0).expect("a group outputs rows")
+        .map(|mut ins| {
+            let merged = match ins.len() {
+                1 => ins.pop().expect("one"),
+                _ => b.union(ins),
+            };
+            let g = op(b, Phase::Final, "group by (final)");
+            b.feed(merged, g, 0);
+            b.stream::<Row<N>>(g, 0).expect("a group outputs rows")
         })
         .collect()
 }

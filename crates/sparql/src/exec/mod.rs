@@ -427,9 +427,9 @@ fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<Stre
             vec![b.source(out)]
         }
         Op::Path(..) => path::build::<N>(cx, b, p),
-        Op::Group(keys, aggs) => {
+        Op::Group(keys, aggs, two_phase) => {
             let input = build::<N>(cx, b, &p.inputs[0]);
-            group::build(cx, b, p, keys, aggs, input)
+            group::build(cx, b, p, keys, aggs, *two_phase, input)
         }
     };
     debug_assert_eq!(out.len(), p.out.count(), "{:?} streams", p.op);
