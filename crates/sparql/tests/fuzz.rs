@@ -1,6 +1,8 @@
 //! Property-based fuzzing of what reads untrusted input (issue 40): the snapshot reader, the RDF
 //! loaders' error paths (plain and gzip) and the SPARQL front end. Inputs are valid ones
-//! damaged (bytes flipped, inserted, cut off) and query shapes drawn at random, wide and deep.
+//! damaged (bytes flipped, inserted, cut off) and query shapes drawn at random, wide and deep
+//! (named graphs and dataset clauses, EXISTS anywhere, correlated EXISTS and DESCRIBE among
+//! them), over a store of a default graph and a named graph.
 //! The property everywhere: an answer or an error, never a panic, an abort or a hang; an error
 //! is short and, for a syntax error, names its line and column.
 //!
@@ -119,7 +121,12 @@ fn load_bytes(name: &str, format: Format, bytes: &[u8]) -> Result<Loaded, LoadEr
 fn snapshot_bytes() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
-        let l = load_bytes("t.ttl", Format::Turtle, TURTLE.as_bytes()).unwrap();
+        // The Turtle document in the default graph and in a named graph.
+        let trig = format!(
+            "{}\n<http://ex/g> {{ <http://ex/a> <http://ex/knows> <http://ex/b> , _:c }}",
+            TURTLE
+        );
+        let l = load_bytes("t.trig", Format::TriG, trig.as_bytes()).unwrap();
         let store = l.into_store(&machine()).unwrap();
         let f = scratch().join("valid.nfs");
         snapshot::save(&store, &f).unwrap();
@@ -215,31 +222,46 @@ proptest! {
 fn env() -> &'static (Arc<Store>, nearflow_rt::Runtime) {
     static ENV: OnceLock<(Arc<Store>, nearflow_rt::Runtime)> = OnceLock::new();
     ENV.get_or_init(|| {
-        let l = load_bytes("t.ttl", Format::Turtle, TURTLE.as_bytes()).unwrap();
+        // The Turtle document in the default graph and in a named graph.
+        let trig = format!(
+            "{}\n<http://ex/g> {{ <http://ex/a> <http://ex/knows> <http://ex/b> , _:c }}",
+            TURTLE
+        );
+        let l = load_bytes("t.trig", Format::TriG, trig.as_bytes()).unwrap();
         let m = machine();
         let store = Arc::new(l.into_store(&m).unwrap());
         (store, nearflow_rt::Runtime::builder(m).build().unwrap())
     })
 }
 
-/// A query: `SELECT *`, `ASK` or `CONSTRUCT` over a random group pattern, with modifiers.
+/// A query: `SELECT *`, `ASK`, `CONSTRUCT` or `DESCRIBE` over a random group pattern, with
+/// modifiers and now and then dataset clauses.
 fn query() -> impl Strategy<Value = String> {
-    (0usize..3, group(), any::<bool>(), 0usize..4).prop_map(|(form, g, distinct, limit)| {
-        let modifiers = match limit {
-            0 => String::new(),
-            1 => " LIMIT 2".into(),
-            2 => " ORDER BY ?x LIMIT 3".into(),
-            _ => " ORDER BY DESC(?y) OFFSET 1".into(),
-        };
-        match form {
-            0 => format!(
-                "SELECT {}* WHERE {g}{modifiers}",
-                if distinct { "DISTINCT " } else { "" }
-            ),
-            1 => format!("ASK {g}"),
-            _ => format!("CONSTRUCT {{ ?x <http://q> _:b }} WHERE {g}{modifiers}"),
-        }
-    })
+    (0usize..4, group(), any::<bool>(), 0usize..4, 0usize..4).prop_map(
+        |(form, g, distinct, limit, dataset)| {
+            let modifiers = match limit {
+                0 => String::new(),
+                1 => " LIMIT 2".into(),
+                2 => " ORDER BY ?x LIMIT 3".into(),
+                _ => " ORDER BY DESC(?y) OFFSET 1".into(),
+            };
+            let from = match dataset {
+                0 => " FROM <http://ex/g>",
+                1 => " FROM NAMED <http://ex/g>",
+                2 => " FROM <http://ex/g> FROM <http://ex/none> FROM NAMED <http://ex/g>",
+                _ => "",
+            };
+            match form {
+                0 => format!(
+                    "SELECT {}*{from} WHERE {g}{modifiers}",
+                    if distinct { "DISTINCT " } else { "" }
+                ),
+                1 => format!("ASK{from} {g}"),
+                2 => format!("DESCRIBE ?x ?w <http://ex/a>{from} WHERE {g}{modifiers}"),
+                _ => format!("CONSTRUCT {{ ?x <http://q> _:b }}{from} WHERE {g}{modifiers}"),
+            }
+        },
+    )
 }
 
 fn var() -> impl Strategy<Value = String> {
@@ -322,6 +344,17 @@ fn group() -> impl Strategy<Value = String> {
             inner.clone().prop_map(|a| format!(
                 "{{ {a} VALUES (?x ?y) {{ (<http://ex/a> UNDEF) (UNDEF 30) }} }}"
             )),
+            // Named graphs, EXISTS inside expressions, correlated EXISTS.
+            (inner.clone(), 0usize..3).prop_map(|(a, g)| {
+                let g = ["?g", "<http://ex/g>", "?x"][g];
+                format!("{{ GRAPH {g} {a} }}")
+            }),
+            (inner.clone(), inner.clone(), expr()).prop_map(|(a, b, e)| {
+                format!("{{ {a} FILTER({e} || EXISTS {b}) BIND(NOT EXISTS {b} AS ?m) }}")
+            }),
+            (inner.clone(), inner.clone(), expr()).prop_map(|(a, b, e)| {
+                format!("{{ {a} FILTER NOT EXISTS {{ {b} FILTER({e} = ?x) }} }}")
+            }),
             (inner, 0usize..6).prop_map(|(a, p)| {
                 let p = [
                     "<http://ex/knows>*",
