@@ -776,7 +776,12 @@ impl Planner<'_> {
         let n = self.par(p.est);
         // Two phases when the input is already split and every aggregate merges (DISTINCT
         // ones need every value in one place): only the groups' states cross streams.
-        let two_phase = p.out.count() > 1 && aggs.iter().all(|(_, a)| !a.distinct);
+        // Partial aggregates pay when they shrink the input: with about as many groups as
+        // rows (authors of papers), routing the rows by key to one aggregation each is cheaper
+        // than aggregating twice.
+        let groups = self.distinct_keys(&p, keys);
+        let shrinks = groups.is_none_or(|g| g * 4.0 <= p.est);
+        let two_phase = shrinks && p.out.count() > 1 && aggs.iter().all(|(_, a)| !a.distinct);
         let keyed = |n: usize| Partitioning::Hash {
             keys: keys.to_vec(),
             value: None,
@@ -808,6 +813,34 @@ impl Planner<'_> {
         );
         g.out = out;
         g
+    }
+
+    /// The estimated number of distinct values of the columns `keys` in `p`'s rows: the
+    /// product of each key's distinct values where a pattern of `p` binds it with a constant
+    /// predicate (the store's per-predicate statistics); `None` when a key has no such
+    /// pattern. No keys: one group.
+    fn distinct_keys(&self, p: &Phys, keys: &[usize]) -> Option<f64> {
+        let mut groups = 1.0f64;
+        for &k in keys {
+            groups *= self.column_distinct(p, k)?;
+        }
+        Some(groups.min(p.est.max(1.0)))
+    }
+
+    fn column_distinct(&self, p: &Phys, col: usize) -> Option<f64> {
+        match &p.op {
+            Op::Scan { pat, .. } | Op::IndexJoin { pat }
+                if pat.iter().any(|s| s.var() == Some(col)) =>
+            {
+                let card = if matches!(p.op, Op::Scan { .. }) {
+                    p.est
+                } else {
+                    self.count(pat) as f64
+                };
+                Some(self.distinct(pat, col, card))
+            }
+            _ => p.inputs.iter().find_map(|i| self.column_distinct(i, col)),
+        }
     }
 
     /// An inner join of two planned sides.

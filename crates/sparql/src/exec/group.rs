@@ -106,6 +106,8 @@ pub(super) struct GroupOp<const N: usize> {
     accs: Vec<Acc>,
     /// Groups so far.
     count: usize,
+    /// The group of the last row added.
+    last: Option<usize>,
     /// Whether this operator makes the one group of an aggregate without keys.
     whole: bool,
     output: Option<VecDeque<Row<N>>>,
@@ -140,6 +142,7 @@ impl<const N: usize> GroupOp<N> {
             group_keys: Vec::new(),
             accs: Vec::new(),
             count: 0,
+            last: None,
             whole,
             output: None,
             out: Emitter::new(0),
@@ -203,7 +206,13 @@ impl<const N: usize> GroupOp<N> {
         for (i, &c) in self.keys.iter().enumerate() {
             key[i] = row[c];
         }
-        let (g, mut grew) = self.group_of(&key[..k]);
+        // Rows of one group often come one after another (a scan sorted on the key): the
+        // last row's group is checked before the table.
+        let (g, mut grew) = match self.last {
+            Some(g) if self.group_keys[g * k..(g + 1) * k] == key[..k] => (g, 0),
+            _ => self.group_of(&key[..k]),
+        };
+        self.last = Some(g);
         let cx = EvalCx::new(&self.store, &self.minted);
         for (i, (_, agg)) in self.aggs.iter().enumerate() {
             let acc = &mut self.accs[g * self.aggs.len() + i];
@@ -399,6 +408,9 @@ impl<const N: usize> GroupOp<N> {
         let (k, a) = (self.keys.len(), self.aggs.len());
         let mut out = VecDeque::with_capacity(self.count);
         let mut accs = std::mem::take(&mut self.accs).into_iter();
+        // Counts repeat from group to group: each number's id is looked up once (a term's id
+        // costs a dictionary lookup, and a mint for a number the store does not hold).
+        let mut counts: hashbrown::HashMap<u64, Id> = hashbrown::HashMap::new();
         for g in 0..self.count {
             let mut row = [UNBOUND; N];
             for (&c, &id) in self.keys.iter().zip(&self.group_keys[g * k..(g + 1) * k]) {
@@ -409,6 +421,11 @@ impl<const N: usize> GroupOp<N> {
                     AggFunc::Min | AggFunc::Max | AggFunc::Sample => {
                         acc.best.filter(|_| !acc.error).unwrap_or(UNBOUND)
                     }
+                    AggFunc::Count => *counts.entry(acc.count).or_insert_with(|| {
+                        result(agg, acc)
+                            .and_then(|v| cx.id_of(&v))
+                            .unwrap_or(UNBOUND)
+                    }),
                     _ => result(agg, acc)
                         .and_then(|v| cx.id_of(&v))
                         .unwrap_or(UNBOUND),
