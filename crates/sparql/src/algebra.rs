@@ -87,8 +87,9 @@ pub enum Node {
     Join(Box<Node>, Box<Node>),
     /// OPTIONAL, with its filter.
     LeftJoin(Box<Node>, Box<Node>, Option<Expr>),
-    /// MINUS.
-    Minus(Box<Node>, Box<Node>),
+    /// MINUS; the columns listed pair the two sides' solutions exactly without counting as a
+    /// shared variable (a correlated EXISTS's copies of the outer values, `rewrite.rs`).
+    Minus(Box<Node>, Box<Node>, Vec<usize>),
     /// FILTER.
     Filter(Expr, Box<Node>),
     /// UNION of its branches (a chain `{A} UNION {B} UNION {C}` is one node, so a query of
@@ -100,8 +101,9 @@ pub enum Node {
     OrderBy(Box<Node>, Vec<(Expr, bool)>),
     /// Projection to these columns (the others are cleared).
     Project(Box<Node>, Vec<usize>),
-    /// OFFSET / LIMIT.
-    Slice(Box<Node>, usize, Option<usize>),
+    /// OFFSET / LIMIT: of all the solutions, or with key columns, of each key's solutions on
+    /// their own (a subquery's LIMIT inside a correlated EXISTS, once per tested solution).
+    Slice(Box<Node>, usize, Option<usize>, Vec<usize>),
     /// BIND / a SELECT expression (§18.2.4.1): the column gets the expression's value; an
     /// error leaves it unbound.
     Extend(Box<Node>, usize, Expr),
@@ -363,7 +365,7 @@ impl Translator {
                 Node::LeftJoin(b(l), b(r), e)
             }
             GraphPattern::Minus { left, right } => {
-                Node::Minus(b(self.pattern(left)?), b(self.pattern(right)?))
+                Node::Minus(b(self.pattern(left)?), b(self.pattern(right)?), Vec::new())
             }
             GraphPattern::Filter { expr, inner } => {
                 let node = self.pattern(inner)?;
@@ -421,7 +423,7 @@ impl Translator {
                 inner,
                 start,
                 length,
-            } => Node::Slice(b(self.pattern(inner)?), *start, *length),
+            } => Node::Slice(b(self.pattern(inner)?), *start, *length, Vec::new()),
             GraphPattern::Path {
                 subject,
                 path,
@@ -812,7 +814,7 @@ pub fn mentioned(n: &Node, out: &mut BTreeSet<usize>) {
                 term_pat_var(g, out);
             }
         }
-        Node::Join(a, b) | Node::Minus(a, b) => {
+        Node::Join(a, b) | Node::Minus(a, b, _) => {
             mentioned(a, out);
             mentioned(b, out);
         }
@@ -886,7 +888,7 @@ pub fn maybe(n: &Node) -> BTreeSet<usize> {
             out = maybe(a);
             out.extend(maybe(b));
         }
-        Node::Minus(a, _) | Node::SemiJoin { left: a, .. } => out = maybe(a),
+        Node::Minus(a, ..) | Node::SemiJoin { left: a, .. } => out = maybe(a),
         Node::MarkJoin { left, col, .. } => {
             out = maybe(left);
             out.insert(*col);
@@ -932,7 +934,7 @@ pub fn certain(n: &Node) -> BTreeSet<usize> {
             out = certain(a);
             out.extend(certain(b));
         }
-        Node::LeftJoin(a, ..) | Node::Minus(a, _) | Node::SemiJoin { left: a, .. } => {
+        Node::LeftJoin(a, ..) | Node::Minus(a, ..) | Node::SemiJoin { left: a, .. } => {
             out = certain(a)
         }
         Node::MarkJoin { left, col, .. } => {
@@ -993,7 +995,7 @@ pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
     let own = |e: &Expr, out: &mut BTreeSet<usize>| expr_vars(e, out);
     match n {
         Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {}
-        Node::Join(a, b) | Node::Minus(a, b) => {
+        Node::Join(a, b) | Node::Minus(a, b, _) => {
             expr_read_vars(a, out);
             expr_read_vars(b, out);
         }
@@ -1039,59 +1041,114 @@ pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
             expr_read_vars(i, out);
         }
         Node::Union(bs) => bs.iter().for_each(|b| expr_read_vars(b, out)),
-        Node::Graph(_, i) | Node::Project(i, _) | Node::Distinct(i) | Node::Slice(i, ..) => {
-            expr_read_vars(i, out)
+        // A subquery's variables that it does not project are its own (§18.2.1's scope):
+        // only the projected ones are the outer query's.
+        Node::Project(i, cols) => {
+            let mut inner = BTreeSet::new();
+            expr_read_vars(i, &mut inner);
+            out.extend(inner.into_iter().filter(|c| cols.contains(c)));
         }
+        Node::Graph(_, i) | Node::Distinct(i) | Node::Slice(i, ..) => expr_read_vars(i, out),
     }
 }
 
 /// Whether `[NOT] EXISTS { pattern }` over the solutions of `outer` may be evaluated as a
 /// semi-join (anti-join, mark join) of `outer` with `pattern` evaluated on its own. §18.6
 /// substitutes each outer solution into the pattern; that equals joining on shared variables
-/// except where an expression inside the pattern (a FILTER, BIND, OPTIONAL's condition, ORDER
-/// BY, an aggregate or a nested EXISTS) reads a variable the outer solution may bind and the
-/// pattern does not bind in every solution itself: substituted, the expression would see the
-/// outer value; evaluated alone, an unbound variable. A subquery's projection, a LIMIT or a
-/// GROUP inside would also see the substituted values: those count as reading every column
-/// they mention.
+/// except where
+/// - an expression inside the pattern (a FILTER, BIND, OPTIONAL's condition, ORDER BY, an
+///   aggregate or a nested EXISTS), or the right side of an OPTIONAL, reads a variable the outer
+///   solution may bind and the pattern does not bind in every solution itself: substituted, it
+///   would see the outer value; evaluated alone, an unbound variable (or another value);
+/// - a LIMIT/OFFSET, a GROUP or a MINUS inside sees a variable the outer solution may bind,
+///   bound by the pattern or not: substituted, the LIMIT counts, the GROUP groups and the
+///   MINUS compares the rows of that value only.
+///
+/// A subquery's variables that it does not project are its own (§18.2.1): no outer value is
+/// substituted for them.
 pub fn decorrelates(pattern: &Node, outer: &Node) -> bool {
     correlation(pattern, outer).is_empty()
 }
 
-/// The columns that make `EXISTS { pattern }` over `outer` correlated ([`decorrelates`]): read
-/// inside the pattern where a substituted value matters, possibly bound by the outer
-/// solutions, and not bound in every solution of the pattern itself.
+/// The columns that make `EXISTS { pattern }` over `outer` correlated ([`decorrelates`]).
 pub fn correlation(pattern: &Node, outer: &Node) -> BTreeSet<usize> {
     let outer_vars = maybe(outer);
     let mut read = BTreeSet::new();
-    substituted_reads(pattern, &mut read);
+    unless_bound_reads(pattern, &mut read);
     let certain = certain(pattern);
-    read.into_iter()
+    let mut v: BTreeSet<usize> = read
+        .into_iter()
         .filter(|v| outer_vars.contains(v) && !certain.contains(v))
-        .collect()
+        .collect();
+    let mut limited = BTreeSet::new();
+    limited_vars(pattern, &mut limited);
+    v.extend(limited.into_iter().filter(|c| outer_vars.contains(c)));
+    v
 }
 
-/// The columns a pattern reads where a substituted value would change more than a join does:
-/// in its expressions, and as [`scoped_vars`] says.
-pub fn substituted_reads(pattern: &Node, out: &mut BTreeSet<usize>) {
+/// The columns a pattern reads where a substituted value would matter unless the pattern binds
+/// them in every solution: in its expressions, and on the right of an OPTIONAL (a constant that
+/// does not match leaves the solution without the optional part; a variable that matches
+/// another value makes it incompatible).
+pub fn unless_bound_reads(pattern: &Node, out: &mut BTreeSet<usize>) {
     expr_read_vars(pattern, out);
-    scoped_vars(pattern, out);
+    optional_reads(pattern, out);
 }
 
-/// The columns mentioned where a substituted value would do more than filter solutions: under
-/// a projection, a slice, a group or a MINUS (a substituted constant is not a variable there),
-/// and on the right of an OPTIONAL (a constant that does not match leaves the solution without
-/// the optional part; a variable that matches another value makes it incompatible).
-fn scoped_vars(n: &Node, out: &mut BTreeSet<usize>) {
+fn optional_reads(n: &Node, out: &mut BTreeSet<usize>) {
     match n {
-        Node::Project(..) | Node::Slice(..) | Node::Group(..) | Node::Minus(..) => {
+        Node::LeftJoin(a, b, _) => {
+            optional_reads(a, out);
+            visible(b, out);
+        }
+        Node::Project(i, cols) => {
+            let mut inner = BTreeSet::new();
+            optional_reads(i, &mut inner);
+            out.extend(inner.into_iter().filter(|c| cols.contains(c)));
+        }
+        _ => n
+            .children()
+            .into_iter()
+            .for_each(|c| optional_reads(c, out)),
+    }
+}
+
+/// The columns visible under a LIMIT/OFFSET, a GROUP or a MINUS inside a pattern, where a
+/// substituted value always matters.
+pub fn limited_vars(n: &Node, out: &mut BTreeSet<usize>) {
+    match n {
+        Node::Slice(..) | Node::Group(..) | Node::Minus(..) => visible(n, out),
+        Node::Project(i, cols) => {
+            let mut inner = BTreeSet::new();
+            limited_vars(i, &mut inner);
+            out.extend(inner.into_iter().filter(|c| cols.contains(c)));
+        }
+        _ => n.children().into_iter().for_each(|c| limited_vars(c, out)),
+    }
+}
+
+/// The columns a node mentions that are in scope outside it: all it mentions, except a
+/// subquery's variables it does not project.
+pub fn visible(n: &Node, out: &mut BTreeSet<usize>) {
+    match n {
+        Node::Project(_, cols) => out.extend(cols.iter().copied()),
+        Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {
             mentioned(n, out)
         }
-        Node::LeftJoin(a, b, _) => {
-            scoped_vars(a, out);
-            mentioned(b, out);
+        _ => {
+            let mut own = BTreeSet::new();
+            mentioned(n, &mut own);
+            let mut inner = BTreeSet::new();
+            for c in n.children() {
+                mentioned(c, &mut inner);
+            }
+            // What the node itself mentions (its expressions, keys, BIND targets), and what
+            // its children make visible.
+            out.extend(own.difference(&inner).copied());
+            for c in n.children() {
+                visible(c, out);
+            }
         }
-        _ => n.children().into_iter().for_each(|c| scoped_vars(c, out)),
     }
 }
 
@@ -1100,7 +1157,7 @@ impl Node {
     pub fn children(&self) -> Vec<&Node> {
         match self {
             Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => vec![],
-            Node::Join(a, b) | Node::LeftJoin(a, b, _) | Node::Minus(a, b) => vec![a, b],
+            Node::Join(a, b) | Node::LeftJoin(a, b, _) | Node::Minus(a, b, _) => vec![a, b],
             Node::SemiJoin { left, right, .. } | Node::MarkJoin { left, right, .. } => {
                 vec![left, right]
             }
@@ -1181,7 +1238,7 @@ impl Expr {
 pub fn outer_projection(n: &Node) -> Option<Vec<usize>> {
     match n {
         Node::Project(_, cols) => Some(cols.clone()),
-        Node::Distinct(i) | Node::Slice(i, _, _) | Node::OrderBy(i, _) => outer_projection(i),
+        Node::Distinct(i) | Node::Slice(i, ..) | Node::OrderBy(i, _) => outer_projection(i),
         _ => None,
     }
 }

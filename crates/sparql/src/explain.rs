@@ -131,7 +131,8 @@ pub fn node(n: &Node, names: &[String], depth: usize, out: &mut String) {
         Node::Join(..) => "join".to_owned(),
         Node::LeftJoin(_, _, None) => "optional".to_owned(),
         Node::LeftJoin(_, _, Some(c)) => format!("optional if {}", e(c)),
-        Node::Minus(..) => "minus".to_owned(),
+        Node::Minus(_, _, pairs) if pairs.is_empty() => "minus".to_owned(),
+        Node::Minus(_, _, pairs) => format!("minus pairing [{}]", cols(pairs, names)),
         Node::Filter(x, _) => format!("filter {}", e(x)),
         Node::Union(_) => "union".to_owned(),
         Node::Distinct(_) => "distinct".to_owned(),
@@ -147,9 +148,14 @@ pub fn node(n: &Node, names: &[String], depth: usize, out: &mut String) {
                 .join(" ")
         ),
         Node::Project(_, c) => format!("project {}", cols(c, names)),
-        Node::Slice(_, start, len) => format!(
-            "slice offset {start} limit {}",
-            len.map_or("-".into(), |l| l.to_string())
+        Node::Slice(_, start, len, per) => format!(
+            "slice offset {start} limit {}{}",
+            len.map_or("-".into(), |l| l.to_string()),
+            if per.is_empty() {
+                String::new()
+            } else {
+                format!(" per [{}]", cols(per, names))
+            }
         ),
         Node::Extend(_, c, x) => format!("bind {} := {}", name(names, *c), e(x)),
         Node::Values(c, rows) => format!("values {} ({} rows)", cols(c, names), rows.len()),
@@ -245,6 +251,7 @@ fn phys(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             value_key,
             check,
             residual,
+            pairs,
         } => {
             let mode = match mode {
                 JoinMode::Mark(c) => format!("Mark({})", name(names, *c)),
@@ -259,6 +266,9 @@ fn phys(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             }
             if let Some(r) = residual {
                 let _ = write!(w, " if {}", expr(r, names));
+            }
+            if !pairs.is_empty() {
+                let _ = write!(w, " pairing [{}]", cols(pairs, names));
             }
             w
         }
@@ -282,9 +292,14 @@ fn phys(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
         Op::Distinct => "distinct".to_string(),
         Op::Sort(k, None) => format!("order by ({} keys)", k.len()),
         Op::Sort(k, Some(n)) => format!("order by ({} keys), top {n}", k.len()),
-        Op::Slice(a, b) => format!(
-            "slice offset {a} limit {}",
-            b.map_or("-".into(), |x| x.to_string())
+        Op::Slice(a, b, per) => format!(
+            "slice offset {a} limit {}{}",
+            b.map_or("-".into(), |x| x.to_string()),
+            if per.is_empty() {
+                String::new()
+            } else {
+                format!(" per [{}]", cols(per, names))
+            }
         ),
         Op::Extend(c, e) => format!("bind {} := {}", name(names, *c), expr(e, names)),
         Op::Path(s, path, o, graphs) => {

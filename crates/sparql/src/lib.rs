@@ -226,7 +226,7 @@ impl Query {
                 )
             }
             spargebra::Query::Ask { .. } => {
-                node = Node::Slice(Box::new(node), 0, Some(1));
+                node = Node::Slice(Box::new(node), 0, Some(1), Vec::new());
                 Form::Ask
             }
             spargebra::Query::Describe { .. } => Form::Describe(

@@ -209,6 +209,8 @@ pub enum Op {
         check: Vec<usize>,
         /// The OPTIONAL's (or the rewritten filter's) expression.
         residual: Option<Arc<Expr>>,
+        /// MINUS: key columns that pair the two sides without counting as a shared variable.
+        pairs: Vec<usize>,
     },
     /// A merge join of its two inputs, both [`Op::Scan`]s of one graph sorted on column `on`
     /// (the first key column after each scan's bound prefix). It reads the two index ranges
@@ -231,8 +233,8 @@ pub enum Op {
     /// ORDER BY; with a limit, only the first `limit` rows of the order are kept (a top-k:
     /// a LIMIT above it, through projections and BINDs, which keep every row).
     Sort(Arc<Vec<(Expr, bool)>>, Option<usize>),
-    /// OFFSET/LIMIT.
-    Slice(usize, Option<usize>),
+    /// OFFSET/LIMIT, of all the rows or of each key's rows (the key columns).
+    Slice(usize, Option<usize>, Vec<usize>),
     /// Projection (other columns cleared).
     Project(Vec<usize>),
     /// BIND / a SELECT expression: the column gets the expression's value, or stays unbound
@@ -434,7 +436,14 @@ impl Planner<'_> {
             Node::Filter(e, inner) => self.filter(e, inner, active),
             Node::Join(a, b) => self.join_nodes(a, b, active),
             Node::LeftJoin(l, r, e) => self.binary(JoinMode::Left, l, r, e.as_ref(), active),
-            Node::Minus(l, r) => self.binary(JoinMode::Minus, l, r, None, active),
+            Node::Minus(l, r, pairs) => {
+                let (l, r) = (self.plan(l, active), self.plan(r, active));
+                let mut j = self.hash_join(JoinMode::Minus, l, r, None);
+                if let Op::HashJoin { pairs: p, .. } = &mut j.op {
+                    p.clone_from(pairs);
+                }
+                j
+            }
             Node::SemiJoin {
                 left,
                 right,
@@ -461,7 +470,7 @@ impl Planner<'_> {
             Node::OrderBy(i, keys) => self.order_by(i, keys, active),
             Node::Project(i, cols) => self.project(i, cols, active),
             Node::Extend(i, col, e) => self.extend(i, *col, e, active),
-            Node::Slice(i, start, len) => self.slice(i, *start, *len, active),
+            Node::Slice(i, start, len, per) => self.slice(i, *start, *len, per, active),
         }
     }
 
@@ -567,12 +576,19 @@ impl Planner<'_> {
     }
 
     #[inline(never)]
-    fn slice(&self, i: &Node, start: usize, len: Option<usize>, active: &[Id]) -> Phys {
+    fn slice(
+        &self,
+        i: &Node,
+        start: usize,
+        len: Option<usize>,
+        per: &[usize],
+        active: &[Id],
+    ) -> Phys {
         let p = self.plan(i, active);
         let mut p = self.exchange(p, Partitioning::Single);
         // ORDER BY … LIMIT: the sort keeps only the rows the slice can take (issue 40:
         // `ORDER BY ?c LIMIT 1` kept every row, 4 GB in 9 s, for one).
-        if let Some(len) = len {
+        if let (Some(len), true) = (len, per.is_empty()) {
             let mut below = &mut p;
             while matches!(below.op, Op::Project(_) | Op::Extend(..)) {
                 below = &mut below.inputs[0];
@@ -584,7 +600,7 @@ impl Planner<'_> {
         let est = (p.est - start as f64)
             .max(0.0)
             .min(len.map_or(f64::INFINITY, |l| l as f64));
-        Phys::over(Op::Slice(start, len), p, est)
+        Phys::over(Op::Slice(start, len, per.to_vec()), p, est)
     }
 
     // The plans of the less common nodes, each its own function and never inlined: `plan`
@@ -950,6 +966,7 @@ impl Planner<'_> {
             value_key,
             check,
             residual: residual.map(Arc::new),
+            pairs: Vec::new(),
         };
         let mut j = Phys::new(op, vec![probe, build], est, cert, maybe);
         j.out = out;
@@ -1237,7 +1254,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::Graphs(_, ids) => ids.is_empty(),
         // Without keys, a group is one row even over no input.
         Op::Group(keys, ..) => !keys.is_empty() && input(0),
-        Op::Slice(_, Some(0)) => true,
+        Op::Slice(_, Some(0), _) => true,
         Op::HashJoin { mode, .. } => match mode {
             JoinMode::Inner | JoinMode::Semi => input(0) || input(1),
             JoinMode::Left | JoinMode::Anti | JoinMode::Minus | JoinMode::Mark(_) => input(0),

@@ -28,8 +28,8 @@
 use std::collections::BTreeSet;
 
 use super::algebra::{
-    certain, correlation, expr_vars, has_exists, maybe, mentioned, substituted_reads, vars_of,
-    Node, QuadPat, TermPat, Vars,
+    certain, correlation, expr_vars, has_exists, limited_vars, maybe, mentioned,
+    unless_bound_reads, vars_of, visible, Node, QuadPat, TermPat, Vars,
 };
 use super::expr::{EvalCx, Expr, Func};
 use super::minted::Minted;
@@ -61,9 +61,9 @@ fn map_children(n: Node, f: &mut impl FnMut(Node) -> Node) -> Node {
             let a = bx(a);
             Node::LeftJoin(a, bx(b), e)
         }
-        Node::Minus(a, b) => {
+        Node::Minus(a, b, pairs) => {
             let a = bx(a);
-            Node::Minus(a, bx(b))
+            Node::Minus(a, bx(b), pairs)
         }
         Node::SemiJoin {
             left,
@@ -92,7 +92,7 @@ fn map_children(n: Node, f: &mut impl FnMut(Node) -> Node) -> Node {
         Node::Distinct(i) => Node::Distinct(bx(i)),
         Node::OrderBy(i, k) => Node::OrderBy(bx(i), k),
         Node::Project(i, c) => Node::Project(bx(i), c),
-        Node::Slice(i, a, b) => Node::Slice(bx(i), a, b),
+        Node::Slice(i, a, b, per) => Node::Slice(bx(i), a, b, per),
         Node::Extend(i, c, e) => Node::Extend(bx(i), c, e),
         Node::Group(i, k, a) => Node::Group(bx(i), k, a),
         Node::Graph(g, i) => Node::Graph(g, bx(i)),
@@ -258,13 +258,6 @@ fn add_to_projections(n: Node, g: usize) -> Node {
 // ---------------------------------------------------------------------------------------------
 // 2. EXISTS.
 
-fn correlated(where_: &str) -> QueryError {
-    QueryError::Unsupported(format!(
-        "a correlated EXISTS whose {where_} reads a variable that only the solution being \
-         tested binds"
-    ))
-}
-
 /// `EXISTS { pattern }` over the solutions of `outer`, made a pattern that can be semi-joined
 /// with `outer` on their shared variables; `outer` may gain columns. When the pattern
 /// decorrelates both stay as they are.
@@ -284,112 +277,170 @@ fn correlate(pattern: Node, outer: &mut Node, vars: &mut Vars) -> Result<Node, Q
     if v.is_empty() {
         return Ok(pattern);
     }
+    let copies = add_copies(outer, &v, vars);
+    let cols: Vec<usize> = v.iter().copied().chain(copies.iter().copied()).collect();
+    let seeding = Seeding {
+        d: Node::Distinct(Box::new(Node::Project(Box::new(outer.clone()), cols))),
+        v,
+        copies,
+    };
+    let seeded = seeding.seed(pattern)?;
+    Ok(Node::Join(Box::new(seeding.d), Box::new(seeded)))
+}
+
+/// Extends `outer` with a copy of each column of `v` that is bound in every solution: the
+/// column's value, or a marker for "unbound" (a blank node no data can hold). Returns the
+/// copies' columns.
+fn add_copies(outer: &mut Node, v: &BTreeSet<usize>, vars: &mut Vars) -> Vec<usize> {
     let unbound = Expr::Const(Term::Blank("nearflow unbound".into()));
     let mut copies = Vec::new();
-    for &c in &v {
+    for &c in v {
         let copy = vars.hidden("outer value");
         let taken = std::mem::replace(outer, Node::Bgp(Vec::new()));
         let value = Expr::Coalesce(vec![Expr::Var(c), unbound.clone()]);
         *outer = Node::Extend(Box::new(taken), copy, value);
         copies.push(copy);
     }
-    let cols: Vec<usize> = v.iter().copied().chain(copies).collect();
-    let d = Node::Distinct(Box::new(Node::Project(Box::new(outer.clone()), cols)));
-    let seeded = seed(pattern, &d, &v)?;
-    Ok(Node::Join(Box::new(d), Box::new(seeded)))
+    copies
+}
+
+/// What [`correlate`] joins into a correlated pattern: `D` (the distinct outer values of `V`
+/// and their copies), `V`, and the copies' columns.
+struct Seeding {
+    d: Node,
+    v: BTreeSet<usize>,
+    copies: Vec<usize>,
+}
+
+impl Seeding {
+    /// `n`'s solutions, each with the outer values it must see.
+    fn bind(&self, n: Node) -> Result<Node, QueryError> {
+        Ok(Node::Join(
+            Box::new(self.d.clone()),
+            Box::new(self.seed(n)?),
+        ))
+    }
+
+    /// The columns a subquery, a group or a slice inside keeps per outer value.
+    fn outer_columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.v.iter().chain(&self.copies).copied()
+    }
+
+    /// `n` with `D` joined in under every expression that reads `V` (see [`correlate`]).
+    fn seed(&self, n: Node) -> Result<Node, QueryError> {
+        let v = &self.v;
+        if !needs(&n, v) {
+            return Ok(n);
+        }
+        let bx = |n: Node| -> Result<Box<Node>, QueryError> { Ok(Box::new(self.seed(n)?)) };
+        let bound = |n: Node| -> Result<Box<Node>, QueryError> { Ok(Box::new(self.bind(n)?)) };
+        Ok(match n {
+            Node::Filter(e, i) if reads_any(&e, v) => Node::Filter(e, bound(*i)?),
+            Node::Filter(e, i) => Node::Filter(e, bx(*i)?),
+            Node::Extend(i, c, e) if reads_any(&e, v) => Node::Extend(bound(*i)?, c, e),
+            Node::Extend(i, c, e) => Node::Extend(bx(*i)?, c, e),
+            Node::OrderBy(i, keys) if keys.iter().any(|(e, _)| reads_any(e, v)) => {
+                Node::OrderBy(bound(*i)?, keys)
+            }
+            Node::OrderBy(i, keys) => Node::OrderBy(bx(*i)?, keys),
+            Node::LeftJoin(a, b, cond) => {
+                let a = if cond.as_ref().is_some_and(|c| reads_any(c, v)) {
+                    bound(*a)?
+                } else {
+                    bx(*a)?
+                };
+                Node::LeftJoin(a, bx(*b)?, cond)
+            }
+            Node::Join(a, b) => Node::Join(bx(*a)?, bx(*b)?),
+            Node::Union(bs) => Node::Union(
+                bs.into_iter()
+                    .map(|b| self.seed(b))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Node::Distinct(i) => Node::Distinct(bx(*i)?),
+            Node::Graph(g, i) => Node::Graph(g, bx(*i)?),
+            // A subquery sees the outer values, and passes them out (with their copies) to be
+            // joined on.
+            Node::Project(i, mut cols) => {
+                let i = bound(*i)?;
+                let extra: Vec<usize> =
+                    self.outer_columns().filter(|c| !cols.contains(c)).collect();
+                cols.extend(extra);
+                Node::Project(i, cols)
+            }
+            // One group per outer value as well.
+            Node::Group(i, mut keys, aggs) => {
+                let i = bound(*i)?;
+                let extra: Vec<usize> =
+                    self.outer_columns().filter(|c| !keys.contains(c)).collect();
+                keys.extend(extra);
+                Node::Group(i, keys, aggs)
+            }
+            // OFFSET/LIMIT once per outer value: of the rows with its copies.
+            Node::Slice(i, start, len, mut per) => {
+                let i = bound(*i)?;
+                per.extend(
+                    self.copies
+                        .iter()
+                        .filter(|c| !per.contains(c))
+                        .copied()
+                        .collect::<Vec<_>>(),
+                );
+                Node::Slice(i, start, len, per)
+            }
+            Node::SemiJoin {
+                left,
+                right,
+                cond,
+                anti,
+            } => Node::SemiJoin {
+                left: bx(*left)?,
+                right: bx(*right)?,
+                cond,
+                anti,
+            },
+            Node::MarkJoin { left, right, col } => Node::MarkJoin {
+                left: bx(*left)?,
+                right: bx(*right)?,
+                col,
+            },
+            Node::Minus(a, b, pairs) if !needs(&b, v) => Node::Minus(bx(*a)?, b, pairs),
+            // The right side reads the outer values: both sides carry them and their copies,
+            // the right side's substituted variables are no variables of it (they are dropped),
+            // and the copies pair the two sides without counting as shared.
+            Node::Minus(a, b, mut pairs) => {
+                let mut keep = BTreeSet::new();
+                visible(&b, &mut keep);
+                let right = self.bind(*b)?;
+                let cols: Vec<usize> = keep
+                    .into_iter()
+                    .filter(|c| !v.contains(c))
+                    .chain(self.copies.iter().copied())
+                    .collect();
+                pairs.extend(self.copies.iter().copied());
+                Node::Minus(
+                    bound(*a)?,
+                    Box::new(Node::Project(Box::new(right), cols)),
+                    pairs,
+                )
+            }
+            leaf @ (Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. }) => {
+                Node::Join(Box::new(self.d.clone()), Box::new(leaf))
+            }
+        })
+    }
 }
 
 /// Whether a node reads a column of `v` where substitution matters.
 fn needs(n: &Node, v: &BTreeSet<usize>) -> bool {
     let mut read = BTreeSet::new();
-    substituted_reads(n, &mut read);
+    unless_bound_reads(n, &mut read);
+    limited_vars(n, &mut read);
     !read.is_disjoint(v)
 }
 
 fn reads_any(e: &Expr, v: &BTreeSet<usize>) -> bool {
     !vars_of(e).is_disjoint(v)
-}
-
-/// `n` with `D` joined in under every expression that reads `v` (see [`correlate`]).
-fn seed(n: Node, d: &Node, v: &BTreeSet<usize>) -> Result<Node, QueryError> {
-    if !needs(&n, v) {
-        return Ok(n);
-    }
-    // `n`'s solutions, each with the outer values it must see.
-    let bind = |n: Node| -> Result<Node, QueryError> {
-        Ok(Node::Join(Box::new(d.clone()), Box::new(seed(n, d, v)?)))
-    };
-    let bx = |n: Node| -> Result<Box<Node>, QueryError> { Ok(Box::new(seed(n, d, v)?)) };
-    Ok(match n {
-        Node::Filter(e, i) if reads_any(&e, v) => Node::Filter(e, Box::new(bind(*i)?)),
-        Node::Filter(e, i) => Node::Filter(e, bx(*i)?),
-        Node::Extend(i, c, e) if reads_any(&e, v) => Node::Extend(Box::new(bind(*i)?), c, e),
-        Node::Extend(i, c, e) => Node::Extend(bx(*i)?, c, e),
-        Node::OrderBy(i, keys) if keys.iter().any(|(e, _)| reads_any(e, v)) => {
-            Node::OrderBy(Box::new(bind(*i)?), keys)
-        }
-        Node::OrderBy(i, keys) => Node::OrderBy(bx(*i)?, keys),
-        Node::LeftJoin(a, b, cond) => {
-            let a = if cond.as_ref().is_some_and(|c| reads_any(c, v)) {
-                bind(*a)?
-            } else {
-                seed(*a, d, v)?
-            };
-            Node::LeftJoin(Box::new(a), bx(*b)?, cond)
-        }
-        Node::Join(a, b) => Node::Join(bx(*a)?, bx(*b)?),
-        Node::Union(bs) => Node::Union(
-            bs.into_iter()
-                .map(|b| seed(b, d, v))
-                .collect::<Result<_, _>>()?,
-        ),
-        Node::Distinct(i) => Node::Distinct(bx(*i)?),
-        Node::Graph(g, i) => Node::Graph(g, bx(*i)?),
-        // A subquery sees the outer values, and passes them out to be joined on.
-        Node::Project(i, mut cols) => {
-            let i = bind(*i)?;
-            cols.extend(
-                v.iter()
-                    .filter(|c| !cols.contains(c))
-                    .copied()
-                    .collect::<Vec<_>>(),
-            );
-            Node::Project(Box::new(i), cols)
-        }
-        // One group per outer value as well.
-        Node::Group(i, mut keys, aggs) => {
-            let i = bind(*i)?;
-            keys.extend(
-                v.iter()
-                    .filter(|c| !keys.contains(c))
-                    .copied()
-                    .collect::<Vec<_>>(),
-            );
-            Node::Group(Box::new(i), keys, aggs)
-        }
-        Node::SemiJoin {
-            left,
-            right,
-            cond,
-            anti,
-        } => Node::SemiJoin {
-            left: bx(*left)?,
-            right: bx(*right)?,
-            cond,
-            anti,
-        },
-        Node::MarkJoin { left, right, col } => Node::MarkJoin {
-            left: bx(*left)?,
-            right: bx(*right)?,
-            col,
-        },
-        Node::Minus(a, b) if !needs(&b, v) => Node::Minus(bx(*a)?, b),
-        Node::Minus(..) => return Err(correlated("MINUS")),
-        Node::Slice(..) => return Err(correlated("LIMIT or OFFSET")),
-        leaf @ (Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. }) => {
-            Node::Join(Box::new(d.clone()), Box::new(leaf))
-        }
-    })
 }
 
 /// Makes every `EXISTS` a join (see the module's documentation).
@@ -457,35 +508,51 @@ pub fn extract_exists(n: Node, vars: &mut Vars) -> Result<Node, QueryError> {
                 .collect::<Result<_, QueryError>>()?;
             Node::Group(Box::new(inner), keys, aggs)
         }
-        Node::LeftJoin(l, r, Some(e)) if has_exists(&e) => {
-            // The condition reads the merged solution; a mark computed on the optional side
-            // is the same when every variable the pattern shares with the left side is bound
-            // by the optional side too (compatible solutions agree on it).
-            let mut r = *r;
-            let left = maybe(&l);
-            let right_certain = certain(&r);
-            let mut shared_ok = true;
-            e.visit(&mut |x| {
-                if let Expr::Exists(p) = x {
-                    let mut m = BTreeSet::new();
-                    mentioned(p, &mut m);
-                    shared_ok &= m
-                        .iter()
-                        .all(|v| !left.contains(v) || right_certain.contains(v));
-                }
-            });
-            if !shared_ok {
-                return Err(QueryError::Unsupported(
-                    "an EXISTS in an OPTIONAL's filter that reads a variable only the \
-                     solution on the left of the OPTIONAL binds"
-                        .into(),
-                ));
-            }
-            let e = marks(e, &mut r, vars)?;
-            Node::LeftJoin(l, Box::new(r), Some(e))
-        }
+        Node::LeftJoin(l, r, Some(e)) if has_exists(&e) => optional_exists(*l, *r, e, vars)?,
         other => other,
     })
+}
+
+/// An OPTIONAL whose filter holds an `EXISTS`. The filter reads the merged solution. When
+/// every variable the pattern shares with the left side is bound by the optional side too
+/// (compatible solutions agree on it), a mark computed on the optional side is the same, and
+/// the OPTIONAL stays one. Otherwise the filter is evaluated on the merged solutions, and the
+/// OPTIONAL is spelled out (§18.5's LeftJoin): the merged solutions that pass, and the left
+/// solutions with none that passes — paired with them on copies of the left side's variables
+/// that are bound in every solution (as [`correlate`] pairs), so equal left solutions, which
+/// have the same matches, stand for each other and no other.
+fn optional_exists(l: Node, r: Node, e: Expr, vars: &mut Vars) -> Result<Node, QueryError> {
+    let left = maybe(&l);
+    let right_certain = certain(&r);
+    let mut local = true;
+    e.visit(&mut |x| {
+        if let Expr::Exists(p) = x {
+            let mut m = BTreeSet::new();
+            mentioned(p, &mut m);
+            local &= m
+                .iter()
+                .all(|v| !left.contains(v) || right_certain.contains(v));
+        }
+    });
+    if local {
+        let mut r = r;
+        let e = marks(e, &mut r, vars)?;
+        return Ok(Node::LeftJoin(Box::new(l), Box::new(r), Some(e)));
+    }
+    // The left solutions with copies of their variables, and the merged solutions that pass.
+    let mut l = l;
+    let copies = add_copies(&mut l, &left, vars);
+    let mut merged = Node::Join(Box::new(l.clone()), Box::new(r));
+    let e = marks(e, &mut merged, vars)?;
+    let passing = Node::Filter(e, Box::new(merged));
+    let keep: Vec<usize> = copies.clone();
+    let unmatched = Node::SemiJoin {
+        left: Box::new(l),
+        right: Box::new(Node::Project(Box::new(passing.clone()), keep)),
+        cond: None,
+        anti: true,
+    };
+    Ok(Node::Union(vec![passing, unmatched]))
 }
 
 /// Replaces every `EXISTS` in `e` by a column that a mark join over `inner` sets.
@@ -739,11 +806,11 @@ fn push_into(cs: Vec<Expr>, inner: Node) -> Node {
                 },
             )
         }
-        Node::Minus(l, r) => {
+        Node::Minus(l, r, pairs) => {
             let cl = certain(&l);
             let (to_l, stay): (Vec<Expr>, Vec<Expr>) =
                 cs.into_iter().partition(|c| reads(c).is_subset(&cl));
-            filtered(stay, Node::Minus(Box::new(push_into(to_l, *l)), r))
+            filtered(stay, Node::Minus(Box::new(push_into(to_l, *l)), r, pairs))
         }
         Node::MarkJoin { left, right, col } => {
             let (down, stay): (Vec<Expr>, Vec<Expr>) =
@@ -977,6 +1044,7 @@ mod tests {
         let minus = Node::Minus(
             Box::new(Node::Bgp(vec![pat(0, "p", 1)])),
             Box::new(Node::Bgp(vec![pat(3, "p", 1)])),
+            Vec::new(),
         );
         assert!(matches!(
             graphs(Node::Graph(var(2), Box::new(minus)), None),
@@ -1058,11 +1126,36 @@ mod tests {
             panic!("the outer values joined in below it")
         };
         assert!(maybe(&d).contains(&1) && certain(&d).contains(&copy));
-        // A correlated LIMIT inside is refused by name.
-        let limited = Node::Slice(Box::new(correlated), 0, Some(1));
-        let n = Node::Filter(Expr::Exists(Box::new(limited)), Box::new(outer));
-        let e = extract_exists(n, &mut vars).unwrap_err().to_string();
-        assert!(e.contains("correlated EXISTS whose LIMIT or OFFSET"), "{e}");
+        // A LIMIT inside counts per outer value: a slice per key of the copies.
+        let limited = Node::Slice(Box::new(correlated.clone()), 0, Some(1), Vec::new());
+        let n = Node::Filter(Expr::Exists(Box::new(limited)), Box::new(outer.clone()));
+        let Node::SemiJoin { right, .. } = extract_exists(n, &mut vars).unwrap() else {
+            panic!("a semi-join")
+        };
+        let Node::Join(_, slice) = *right else {
+            panic!("the outer values joined on top")
+        };
+        assert!(
+            matches!(&*slice, Node::Slice(_, 0, Some(1), per) if !per.is_empty()),
+            "{slice:?}"
+        );
+        // A MINUS whose right side reads the outer value: its sides paired on the copies.
+        let minus = Node::Minus(
+            Box::new(Node::Bgp(vec![pat(0, "q", 2)])),
+            Box::new(correlated),
+            Vec::new(),
+        );
+        let n = Node::Filter(Expr::Exists(Box::new(minus)), Box::new(outer));
+        let Node::SemiJoin { right, .. } = extract_exists(n, &mut vars).unwrap() else {
+            panic!("a semi-join")
+        };
+        let Node::Join(_, minus) = *right else {
+            panic!("the outer values joined on top")
+        };
+        assert!(
+            matches!(&*minus, Node::Minus(_, _, pairs) if !pairs.is_empty()),
+            "{minus:?}"
+        );
     }
 
     #[test]

@@ -14,11 +14,12 @@
 //! in non-canonical lexical forms and doubles (Oxigraph rewrites them on load), the effective
 //! boolean value of a bare variable (Oxigraph gives language-tagged strings none), ORDER BY
 //! over terms whose relative order SPARQL leaves undefined (sort keys are integers only), the
-//! same path pattern twice in a group (a join of the path with itself), and
-//! inside `GRAPH ?g` VALUES, subqueries and groups (Oxigraph evaluates them once over all the
-//! named graphs, §18.6 once per graph), property paths inside `GRAPH ?g` (Oxigraph repeats
-//! solutions of a closure there), and `FROM` with several graphs (Oxigraph does not merge them
-//! into a set).
+//! same path pattern twice in a group (a join of the path with itself), inside `GRAPH ?g`
+//! VALUES, subqueries and groups (Oxigraph evaluates them once over all the named graphs, §18.6
+//! once per graph), a subquery inside a correlated EXISTS (Oxigraph substitutes the outer values
+//! into its unprojected variables in some plans and not in others; `semantics.rs` has the cases
+//! where it agrees), property paths inside `GRAPH ?g` (Oxigraph repeats solutions of a closure
+//! there), and `FROM` with several graphs (Oxigraph does not merge them into a set).
 //!
 //! Shrunk failures found by these properties are kept as plain tests: at the end of this file
 //! where the two engines must agree, in `semantics.rs` where the specification decided against
@@ -443,7 +444,8 @@ fn check(data: &str, query: &str) {
     let want = reference(&oxi, query);
     let got = common::ours_on(&store, runtime(), query);
     let what = format!("query:\n{query}\ndata:\n{data}");
-    if query.contains(" LIMIT ") {
+    // A window over the sort key (a subquery's LIMIT inside an EXISTS is no window).
+    if query.contains("} ORDER BY ") {
         // Only the sort keys: ties may be cut anywhere.
         let keys = |a: &Answer| match a {
             Answer::Rows(v, rows) => {

@@ -62,6 +62,8 @@ impl<const N: usize> Table<N> {
 struct JoinOp<const N: usize> {
     mode: JoinMode,
     keys: Arc<Vec<usize>>,
+    /// Whether a key that is not a pairing column exists (MINUS counts only those as shared).
+    shares_key: bool,
     check: Vec<usize>,
     residual: Option<Arc<Expr>>,
     store: Arc<Store>,
@@ -112,7 +114,7 @@ impl<const N: usize> JoinOp<N> {
             if self.keys.iter().any(|&c| p[c] != b[c]) {
                 continue;
             }
-            let mut overlap = !self.keys.is_empty();
+            let mut overlap = self.shares_key;
             let mut ok = true;
             for &c in &self.check {
                 let (x, y) = (p[c], b[c]);
@@ -246,6 +248,7 @@ pub(super) fn build<const N: usize>(
         value_key,
         check,
         residual,
+        pairs,
     } = &p.op
     else {
         unreachable!("a hash join node")
@@ -281,6 +284,7 @@ pub(super) fn build<const N: usize>(
                 JoinOp::<N> {
                     mode: *mode,
                     keys: keys.clone(),
+                    shares_key: keys.iter().any(|k| !pairs.contains(k)),
                     check: check.clone(),
                     residual: residual.clone(),
                     store: cx.store.clone(),

@@ -386,9 +386,12 @@ fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<Stre
             let input = build::<N>(cx, b, &p.inputs[0]);
             sort::build(cx, b, p, keys, *limit, input)
         }
-        Op::Slice(start, len) => {
+        Op::Slice(start, len, per) => {
             let mut input = build::<N>(cx, b, &p.inputs[0]);
             debug_assert_eq!(input.len(), 1, "a slice reads one stream");
+            if !per.is_empty() {
+                return project::slice_per_key(b, input.remove(0), p, *start, *len, per);
+            }
             let s = b.limit(
                 input.remove(0),
                 *start as u64,

@@ -1,6 +1,7 @@
 //! Projection: the columns not projected are cleared (a subquery's inner variables are not
 //! visible outside it). Rows are changed in their packet; one operator per input stream. Also
-//! the row counter that other builders put on a stream.
+//! the row counter that other builders put on a stream, and the slice per key (OFFSET and
+//! LIMIT applied to each key's rows on their own, in the order they come).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -95,4 +96,85 @@ pub(super) fn count_rows<const N: usize>(
     let op = b.add("count", ProjectOp::<N> { keep: None, stat });
     b.feed(s, op, 0);
     b.stream::<Row<N>>(op, 0).expect("a counter outputs rows")
+}
+
+/// OFFSET/LIMIT per key: a row is kept when it is, among the rows with its key columns'
+/// values, at a position in `start..start + len`.
+struct SlicePerKeyOp<const N: usize> {
+    keys: Vec<usize>,
+    start: u64,
+    len: Option<u64>,
+    seen: hashbrown::HashMap<Vec<nearflow_rdf::term::Id>, u64>,
+    out: nearflow_flow::Emitter<Row<N>>,
+    stat: Arc<OpStat>,
+}
+
+impl<const N: usize> Operator for SlicePerKeyOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.seen.len() * (self.keys.len() * 4 + 32)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let mut n = 0;
+        let status = loop {
+            if io.blocked() {
+                break Status::Idle;
+            }
+            match io.recv::<Row<N>>(0) {
+                Some(p) => {
+                    let before = self.seen.len();
+                    for r in p {
+                        let key: Vec<_> = self.keys.iter().map(|&c| r[c]).collect();
+                        let at = self.seen.entry(key).or_insert(0);
+                        let i = *at;
+                        *at += 1;
+                        if i >= self.start && self.len.is_none_or(|l| i - self.start < l) {
+                            self.out.push(io, r);
+                            n += 1;
+                        }
+                    }
+                    io.charge((self.seen.len() - before) * (self.keys.len() * 4 + 32))?;
+                }
+                None if io.finished::<Row<N>>(0) => {
+                    self.out.flush(io);
+                    break Status::Done;
+                }
+                None => break Status::Idle,
+            }
+        };
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        Ok(status)
+    }
+}
+
+/// The slice of each key's rows (`per`: the key columns) of one stream.
+pub(super) fn slice_per_key<const N: usize>(
+    b: &mut PlanBuilder,
+    s: Stream<Row<N>>,
+    p: &Phys,
+    start: usize,
+    len: Option<usize>,
+    per: &[usize],
+) -> Vec<Stream<Row<N>>> {
+    let op = b.add(
+        "slice per key",
+        SlicePerKeyOp::<N> {
+            keys: per.to_vec(),
+            start: start as u64,
+            len: len.map(|l| l as u64),
+            seen: hashbrown::HashMap::new(),
+            out: nearflow_flow::Emitter::new(0),
+            stat: p.stat.clone(),
+        },
+    );
+    b.feed(s, op, 0);
+    vec![b.stream::<Row<N>>(op, 0).expect("a slice outputs rows")]
 }
