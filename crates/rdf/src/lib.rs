@@ -1,15 +1,17 @@
-//! # nearflow-rdf — an in-memory RDF store on SplittableData
+//! # nearflow-rdf — an in-memory RDF quad store on SplittableData
 //!
 //! The workload of the LAS paper's experiments (`../shared/papers/las-scheduler-and-numa-allocator.txt`
 //! §6.1: SP²Bench queries evaluated by the Bobox engine), built on this project's pieces:
 //!
-//! - [`load`]: Turtle, N-Triples and N-Quads through `oxttl`, gzip by magic bytes, errors with
-//!   file, line and column, nothing loaded on an error;
+//! - [`load`]: Turtle, N-Triples, N-Quads and TriG through `oxttl`, RDF/XML through
+//!   `oxrdfxml`; named graphs (a quads file's own, or a triples file loaded into one); gzip by
+//!   magic bytes, errors with file, line and column, nothing loaded on an error;
 //! - [`dict`]: terms dictionary-encoded to dense 32-bit ids (RDF 1.1: `"x"^^xsd:string` is `"x"`;
 //!   lexical forms kept as written);
-//! - [`store`]: three sorted permutations (SPO, POS, OSP), column-wise, in
-//!   [`nearflow_split::SplittableData`] partitions, one per NUMA node, and per-predicate
-//!   statistics for the planner;
+//! - [`store`]: the default graph and the named graphs in three sorted permutations (SPO, POS,
+//!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
+//!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
+//!   per-predicate statistics for the planner;
 //! - [`snapshot`]: a binary image of the store that opens by reading it;
 //!
 //! The SPARQL engine over it is the crate `nearflow-sparql`, which reads the store through

@@ -12,7 +12,7 @@
 //! The analyses every later pass needs live here too: the columns a node mentions, binds in
 //! every solution ([`certain`]) or may bind ([`maybe`]), and the columns an expression reads.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use spargebra::algebra::{
@@ -1241,9 +1241,4 @@ pub fn outer_projection(n: &Node) -> Option<Vec<usize>> {
         Node::Distinct(i) | Node::Slice(i, ..) | Node::OrderBy(i, _) => outer_projection(i),
         _ => None,
     }
-}
-
-/// The column set of a quad pattern list (for tests and the planner).
-pub fn bgp_vars(pats: &[QuadPat]) -> HashSet<usize> {
-    pats.iter().flat_map(QuadPat::vars).collect()
 }

@@ -677,11 +677,6 @@ impl Prepared {
         explain::all(self)
     }
 
-    /// The physical plan alone, as [`explain`](Self::explain) shows it.
-    pub fn explain_physical(&self) -> String {
-        explain::physical(self)
-    }
-
     pub(crate) fn options(&self) -> &Options {
         &self.options
     }

@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::algebra::{certain, vars_of, Agg, AggFunc, Node, QuadPat, TermPat};
+use super::algebra::{vars_of, Agg, AggFunc, Node, QuadPat, TermPat};
 use super::expr::Expr;
 use super::path::{End, PathExpr};
 use super::rewrite::and_all;
@@ -1334,11 +1334,4 @@ pub fn dataset_ids(
             (default, Arc::new(named))
         }
     }
-}
-
-/// Whether every column of `cols` is bound in every solution of `n` (for callers that check
-/// a plan's shape).
-pub fn all_certain(n: &Node, cols: &[usize]) -> bool {
-    let c = certain(n);
-    cols.iter().all(|x| c.contains(x))
 }

@@ -28,8 +28,8 @@
 use std::collections::BTreeSet;
 
 use super::algebra::{
-    certain, correlation, expr_vars, has_exists, limited_vars, maybe, mentioned,
-    unless_bound_reads, vars_of, visible, Node, QuadPat, TermPat, Vars,
+    certain, correlation, has_exists, limited_vars, maybe, mentioned, unless_bound_reads, vars_of,
+    visible, Node, QuadPat, TermPat, Vars,
 };
 use super::expr::{EvalCx, Expr, Func};
 use super::minted::Minted;
@@ -1002,13 +1002,6 @@ pub fn fix_constants(n: Node) -> Node {
         }
         other => other,
     }
-}
-
-/// Whether an expression reads only columns in `cols`.
-pub fn reads_only(e: &Expr, cols: &BTreeSet<usize>) -> bool {
-    let mut r = BTreeSet::new();
-    expr_vars(e, &mut r);
-    r.is_subset(cols)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{row_ports, ExecCx, Row, Timer};
+use super::{per_stream, row_ports, ExecCx, Row, Timer};
 use crate::physical::{OpStat, Phys};
 
 struct DistinctOp<const N: usize> {
@@ -67,20 +67,10 @@ pub(super) fn build<const N: usize>(
     p: &Phys,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    input
-        .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "distinct",
-                DistinctOp::<N> {
-                    seen: HashSet::new(),
-                    out: Emitter::new(0),
-                    stat: p.stat.clone(),
-                    timing: cx.timing,
-                },
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0).expect("distinct outputs rows")
-        })
-        .collect()
+    per_stream(b, input, "distinct", || DistinctOp::<N> {
+        seen: HashSet::new(),
+        out: Emitter::new(0),
+        stat: p.stat.clone(),
+        timing: cx.timing,
+    })
 }

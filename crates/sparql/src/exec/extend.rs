@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{row_ports, ExecCx, Row, Timer};
+use super::{per_packet, per_stream, row_ports, ExecCx, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
@@ -36,29 +36,19 @@ impl<const N: usize> Operator for ExtendOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         let cx = EvalCx::new(&self.store, &self.minted);
+        let (col, expr) = (self.col, &self.expr);
         let mut n = 0;
-        let status = loop {
-            if io.blocked() {
-                break Status::Idle;
+        let status = per_packet::<N>(io, |io, mut rows| {
+            for r in rows.iter_mut() {
+                r[col] = expr
+                    .eval(cx, &r[..])
+                    .ok()
+                    .and_then(|v| cx.id_of(&v))
+                    .unwrap_or(UNBOUND);
             }
-            match io.recv::<Row<N>>(0) {
-                Some(p) => {
-                    let mut rows = p.into_vec();
-                    for r in rows.iter_mut() {
-                        r[self.col] = self
-                            .expr
-                            .eval(cx, &r[..])
-                            .ok()
-                            .and_then(|v| cx.id_of(&v))
-                            .unwrap_or(UNBOUND);
-                    }
-                    n += rows.len() as u64;
-                    io.send(0, rows);
-                }
-                None if io.finished::<Row<N>>(0) => break Status::Done,
-                None => break Status::Idle,
-            }
-        };
+            n += rows.len() as u64;
+            io.send(0, rows);
+        });
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         Ok(status)
     }
@@ -72,22 +62,12 @@ pub(super) fn build<const N: usize>(
     expr: &Arc<Expr>,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    input
-        .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "bind",
-                ExtendOp::<N> {
-                    col,
-                    expr: expr.clone(),
-                    store: cx.store.clone(),
-                    minted: cx.minted.clone(),
-                    stat: p.stat.clone(),
-                    timing: cx.timing,
-                },
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0).expect("a bind outputs rows")
-        })
-        .collect()
+    per_stream(b, input, "bind", || ExtendOp::<N> {
+        col,
+        expr: expr.clone(),
+        store: cx.store.clone(),
+        minted: cx.minted.clone(),
+        stat: p.stat.clone(),
+        timing: cx.timing,
+    })
 }

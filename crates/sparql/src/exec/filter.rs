@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{row_ports, ExecCx, Row, Timer};
+use super::{per_packet, per_stream, row_ports, ExecCx, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
@@ -34,27 +34,19 @@ impl<const N: usize> Operator for FilterOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         let cx = EvalCx::new(&self.store, &self.minted);
+        let (expr, out) = (&self.expr, &mut self.out);
         let mut kept = 0;
-        let status = loop {
-            if io.blocked() {
-                break Status::Idle;
-            }
-            match io.recv::<Row<N>>(0) {
-                Some(p) => {
-                    for r in p {
-                        if self.expr.holds(cx, &r) {
-                            self.out.push(io, r);
-                            kept += 1;
-                        }
-                    }
+        let status = per_packet::<N>(io, |io, rows| {
+            for r in rows {
+                if expr.holds(cx, &r) {
+                    out.push(io, r);
+                    kept += 1;
                 }
-                None if io.finished::<Row<N>>(0) => {
-                    self.out.flush(io);
-                    break Status::Done;
-                }
-                None => break Status::Idle,
             }
-        };
+        });
+        if status == Status::Done {
+            self.out.flush(io);
+        }
         self.stat.rows.fetch_add(kept, Ordering::Relaxed);
         Ok(status)
     }
@@ -67,22 +59,12 @@ pub(super) fn build<const N: usize>(
     expr: &Arc<Expr>,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    input
-        .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "filter",
-                FilterOp::<N> {
-                    expr: expr.clone(),
-                    store: cx.store.clone(),
-                    minted: cx.minted.clone(),
-                    out: Emitter::new(0),
-                    stat: p.stat.clone(),
-                    timing: cx.timing,
-                },
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0).expect("a filter outputs rows")
-        })
-        .collect()
+    per_stream(b, input, "filter", || FilterOp::<N> {
+        expr: expr.clone(),
+        store: cx.store.clone(),
+        minted: cx.minted.clone(),
+        out: Emitter::new(0),
+        stat: p.stat.clone(),
+        timing: cx.timing,
+    })
 }

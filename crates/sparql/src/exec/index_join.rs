@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{bind, pump, row_ports, ExecCx, Row, Timer};
+use super::{bind, per_stream, pump, row_ports, ExecCx, Row, Timer};
 use crate::physical::{bound_of, OpStat, Pat, Phys, Slot};
 use nearflow_rdf::store::{Permutation, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
@@ -184,25 +184,14 @@ pub(super) fn build<const N: usize>(
     pat: Pat,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    input
-        .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "index join",
-                IndexJoinOp::<N> {
-                    store: cx.store.clone(),
-                    named: cx.named.clone(),
-                    pat,
-                    queue: VecDeque::new(),
-                    looking: None,
-                    out: Emitter::new(0),
-                    stat: p.stat.clone(),
-                    timing: cx.timing,
-                },
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0)
-                .expect("an index join outputs rows")
-        })
-        .collect()
+    per_stream(b, input, "index join", || IndexJoinOp::<N> {
+        store: cx.store.clone(),
+        named: cx.named.clone(),
+        pat,
+        queue: VecDeque::new(),
+        looking: None,
+        out: Emitter::new(0),
+        stat: p.stat.clone(),
+        timing: cx.timing,
+    })
 }

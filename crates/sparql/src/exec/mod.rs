@@ -275,6 +275,44 @@ pub(crate) fn pump<const N: usize>(
     }
 }
 
+/// The loop of an operator that takes its input a packet at a time (a filter, a BIND, a
+/// projection): hands each waiting packet's rows to `each` until the output is blocked (then
+/// `Idle`) or the input has ended (then `Done`; the caller flushes what it buffered).
+pub(crate) fn per_packet<const N: usize>(
+    io: &mut Io<'_>,
+    mut each: impl FnMut(&mut Io<'_>, Vec<Row<N>>),
+) -> Status {
+    loop {
+        if io.blocked() {
+            return Status::Idle;
+        }
+        match io.recv::<Row<N>>(0) {
+            Some(p) => each(io, p.into_vec()),
+            None if io.finished::<Row<N>>(0) => return Status::Done,
+            None => return Status::Idle,
+        }
+    }
+}
+
+/// One operator per input stream, each fed its stream: `make` makes each (an operator with one
+/// input and one output of rows); their output streams, in order.
+pub(crate) fn per_stream<const N: usize, O: nearflow_flow::Operator>(
+    b: &mut PlanBuilder,
+    input: Vec<Stream<Row<N>>>,
+    name: &str,
+    mut make: impl FnMut() -> O,
+) -> Vec<Stream<Row<N>>> {
+    input
+        .into_iter()
+        .map(|s| {
+            let op = b.add(name, make());
+            b.feed(s, op, 0);
+            b.stream::<Row<N>>(op, 0)
+                .expect("the operator outputs rows")
+        })
+        .collect()
+}
+
 /// The last phase of an operator that computed all its rows first (a sort, a group, a path):
 /// pushes the queued rows until the output blocks (then `blocked`: the status to come back
 /// with) or the queue is empty (then the stream is flushed and ended: `Done`). Counts the rows.

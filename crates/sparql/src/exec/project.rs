@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{row_ports, ExecCx, Row};
+use super::{per_packet, per_stream, row_ports, ExecCx, Row};
 use crate::physical::{OpStat, Phys};
 use nearflow_rdf::term::UNBOUND;
 
@@ -28,30 +28,21 @@ impl<const N: usize> Operator for ProjectOp<N> {
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let keep = &self.keep;
         let mut n = 0;
-        let status = loop {
-            if io.blocked() {
-                break Status::Idle;
-            }
-            match io.recv::<Row<N>>(0) {
-                Some(p) => {
-                    let mut rows = p.into_vec();
-                    if let Some(keep) = &self.keep {
-                        for r in rows.iter_mut() {
-                            for (v, k) in r.iter_mut().zip(keep) {
-                                if !k {
-                                    *v = UNBOUND;
-                                }
-                            }
+        let status = per_packet::<N>(io, |io, mut rows| {
+            if let Some(keep) = keep {
+                for r in rows.iter_mut() {
+                    for (v, k) in r.iter_mut().zip(keep) {
+                        if !k {
+                            *v = UNBOUND;
                         }
                     }
-                    n += rows.len() as u64;
-                    io.send(0, rows);
                 }
-                None if io.finished::<Row<N>>(0) => break Status::Done,
-                None => break Status::Idle,
             }
-        };
+            n += rows.len() as u64;
+            io.send(0, rows);
+        });
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         Ok(status)
     }
@@ -70,21 +61,10 @@ pub(super) fn build<const N: usize>(
     }
     // Columns past the query's width are always unbound.
     keep.iter_mut().skip(cx.width).for_each(|k| *k = true);
-    input
-        .into_iter()
-        .map(|s| {
-            let op = b.add(
-                "project",
-                ProjectOp::<N> {
-                    keep: Some(keep.clone()),
-                    stat: p.stat.clone(),
-                },
-            );
-            b.feed(s, op, 0);
-            b.stream::<Row<N>>(op, 0)
-                .expect("a projection outputs rows")
-        })
-        .collect()
+    per_stream(b, input, "project", || ProjectOp::<N> {
+        keep: Some(keep.clone()),
+        stat: p.stat.clone(),
+    })
 }
 
 /// `s`, its rows counted into `stat`.
@@ -124,32 +104,27 @@ impl<const N: usize> Operator for SlicePerKeyOp<N> {
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let mut n = 0;
-        let status = loop {
-            if io.blocked() {
-                break Status::Idle;
-            }
-            match io.recv::<Row<N>>(0) {
-                Some(p) => {
-                    let before = self.seen.len();
-                    for r in p {
-                        let key: Vec<_> = self.keys.iter().map(|&c| r[c]).collect();
-                        let at = self.seen.entry(key).or_insert(0);
-                        let i = *at;
-                        *at += 1;
-                        if i >= self.start && self.len.is_none_or(|l| i - self.start < l) {
-                            self.out.push(io, r);
-                            n += 1;
-                        }
-                    }
-                    io.charge((self.seen.len() - before) * (self.keys.len() * 4 + 32))?;
+        let mut charged = Ok(());
+        let status = per_packet::<N>(io, |io, rows| {
+            let before = self.seen.len();
+            for r in rows {
+                let key: Vec<_> = self.keys.iter().map(|&c| r[c]).collect();
+                let at = self.seen.entry(key).or_insert(0);
+                let i = *at;
+                *at += 1;
+                if i >= self.start && self.len.is_none_or(|l| i - self.start < l) {
+                    self.out.push(io, r);
+                    n += 1;
                 }
-                None if io.finished::<Row<N>>(0) => {
-                    self.out.flush(io);
-                    break Status::Done;
-                }
-                None => break Status::Idle,
             }
-        };
+            if charged.is_ok() {
+                charged = io.charge((self.seen.len() - before) * (self.keys.len() * 4 + 32));
+            }
+        });
+        charged?;
+        if status == Status::Done {
+            self.out.flush(io);
+        }
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         Ok(status)
     }
