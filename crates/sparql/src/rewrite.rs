@@ -9,7 +9,7 @@
 //!    anti-joins; an `EXISTS` elsewhere in an expression becomes a mark join that sets a column
 //!    to `true` or `false`, which the expression then reads. A correlated `EXISTS` (its
 //!    pattern's filters read a variable only the tested solution binds) gets the outer values
-//!    joined into its pattern first ([`correlate`]).
+//!    joined into its pattern first (`correlate`).
 //! 3. [`anti_optional`]: `OPTIONAL { … ?x … } FILTER(!bound(?x))`, `?x` bound in every solution
 //!    of the optional part and in none of the left, is an anti-join.
 //! 4. [`fold_constants`]: expressions without variables are evaluated once (not `NOW()`,

@@ -28,7 +28,7 @@ mod distinct;
 mod exchange;
 mod extend;
 mod filter;
-pub mod group;
+mod group;
 mod hash_join;
 mod index_join;
 mod merge_join;
