@@ -262,6 +262,11 @@ fn unsupported(what: &str) -> QueryError {
 /// refused with an error saying so.
 pub const MAX_DEPTH: usize = 512;
 
+/// How many triple patterns a query may have: planning orders a basic graph pattern's patterns
+/// in time quadratic in their number, and each becomes an operator in the flow (20,000 took
+/// 20 s to plan and 2.4 GB to run). SP²Bench's largest query has 11.
+pub const MAX_PATTERNS: usize = 4096;
+
 /// Translates `spargebra`'s algebra.
 #[derive(Default)]
 pub struct Translator {
@@ -269,6 +274,8 @@ pub struct Translator {
     pub vars: Vars,
     /// Current nesting depth of patterns and expressions (see [`MAX_DEPTH`]).
     depth: usize,
+    /// Triple patterns translated so far (see [`MAX_PATTERNS`]).
+    patterns: usize,
     /// The query's base IRI (for `IRI()`), when it has one.
     pub base: Option<String>,
 }
@@ -298,7 +305,7 @@ impl Translator {
     /// Translates a graph pattern.
     pub fn pattern(&mut self, p: &GraphPattern) -> Result<Node, QueryError> {
         self.deeper("graph patterns")?;
-        let out = self.pattern_at(p);
+        let out = crate::deeper(|| self.pattern_at(p));
         self.depth -= 1;
         out
     }
@@ -306,7 +313,7 @@ impl Translator {
     /// Compiles an expression.
     pub fn expr(&mut self, e: &Expression) -> Result<Expr, QueryError> {
         self.deeper("expressions")?;
-        let out = self.expr_at(e);
+        let out = crate::deeper(|| self.expr_at(e));
         self.depth -= 1;
         out
     }
@@ -332,6 +339,12 @@ impl Translator {
     }
 
     fn triple(&mut self, t: &TriplePattern) -> Result<QuadPat, QueryError> {
+        self.patterns += 1;
+        if self.patterns > MAX_PATTERNS {
+            return Err(QueryError::Unsupported(format!(
+                "a query of more than {MAX_PATTERNS} triple patterns"
+            )));
+        }
         Ok(QuadPat {
             t: [
                 self.term_pat(&t.subject)?,
@@ -805,75 +818,41 @@ fn term_pat_var(t: &TermPat, out: &mut BTreeSet<usize>) {
 /// Every column a node mentions, in patterns, expressions (and the patterns of their
 /// `EXISTS`), projections and groups.
 pub fn mentioned(n: &Node, out: &mut BTreeSet<usize>) {
+    own_columns(n, out);
+    n.exprs().into_iter().for_each(|e| expr_vars(e, out));
+    n.children().into_iter().for_each(|c| mentioned(c, out));
+}
+
+/// The columns a node names itself, outside its expressions and its children: its patterns'
+/// variables, the columns it binds (BIND, aggregate and mark targets, VALUES, graphs), keeps
+/// (a projection) or groups by.
+fn own_columns(n: &Node, out: &mut BTreeSet<usize>) {
     match n {
         Node::Bgp(pats) => pats.iter().for_each(|p| out.extend(p.vars())),
         Node::Path { s, o, g, .. } => {
-            term_pat_var(s, out);
-            term_pat_var(o, out);
-            if let Some(g) = g {
-                term_pat_var(g, out);
+            for t in [Some(s), Some(o), g.as_ref()].into_iter().flatten() {
+                term_pat_var(t, out);
             }
         }
-        Node::Join(a, b) | Node::Minus(a, b, _) => {
-            mentioned(a, out);
-            mentioned(b, out);
-        }
-        Node::LeftJoin(a, b, e) => {
-            mentioned(a, out);
-            mentioned(b, out);
-            if let Some(e) = e {
-                expr_vars(e, out);
-            }
-        }
-        Node::SemiJoin {
-            left, right, cond, ..
-        } => {
-            mentioned(left, out);
-            mentioned(right, out);
-            if let Some(e) = cond {
-                expr_vars(e, out);
-            }
-        }
-        Node::MarkJoin { left, right, col } => {
-            mentioned(left, out);
-            mentioned(right, out);
+        Node::MarkJoin { col, .. } | Node::Extend(_, col, _) => {
             out.insert(*col);
         }
-        Node::Filter(e, i) => {
-            expr_vars(e, out);
-            mentioned(i, out);
-        }
-        Node::Union(bs) => bs.iter().for_each(|b| mentioned(b, out)),
-        Node::Distinct(i) | Node::Slice(i, ..) => mentioned(i, out),
-        Node::OrderBy(i, keys) => {
-            keys.iter().for_each(|(e, _)| expr_vars(e, out));
-            mentioned(i, out);
-        }
-        Node::Project(i, cols) => {
-            out.extend(cols.iter().copied());
-            mentioned(i, out);
-        }
-        Node::Extend(i, c, e) => {
-            out.insert(*c);
-            expr_vars(e, out);
-            mentioned(i, out);
-        }
-        Node::Values(cols, _) => out.extend(cols.iter().copied()),
-        Node::Group(i, keys, aggs) => {
+        Node::Project(_, cols) | Node::Values(cols, _) => out.extend(cols.iter().copied()),
+        Node::Group(_, keys, aggs) => {
             out.extend(keys.iter().copied());
-            for (c, a) in aggs {
-                out.insert(*c);
-                if let Some(e) = &a.expr {
-                    expr_vars(e, out);
-                }
-            }
-            mentioned(i, out);
+            out.extend(aggs.iter().map(|(c, _)| *c));
         }
-        Node::Graph(name, i) => {
-            term_pat_var(name, out);
-            mentioned(i, out);
-        }
+        Node::Graph(name, _) => term_pat_var(name, out),
         Node::Graphs { col, .. } => out.extend(col.iter().copied()),
+        Node::Join(..)
+        | Node::LeftJoin(..)
+        | Node::Minus(..)
+        | Node::SemiJoin { .. }
+        | Node::Filter(..)
+        | Node::Union(_)
+        | Node::Distinct(_)
+        | Node::Slice(..)
+        | Node::OrderBy(..) => {}
     }
 }
 
@@ -992,55 +971,7 @@ pub fn never_fails(e: &Expr, bound: &BTreeSet<usize>) -> bool {
 
 /// The columns that expressions inside a pattern read (and BIND targets), at any depth.
 pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
-    let own = |e: &Expr, out: &mut BTreeSet<usize>| expr_vars(e, out);
     match n {
-        Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {}
-        Node::Join(a, b) | Node::Minus(a, b, _) => {
-            expr_read_vars(a, out);
-            expr_read_vars(b, out);
-        }
-        Node::LeftJoin(a, b, e) => {
-            expr_read_vars(a, out);
-            expr_read_vars(b, out);
-            if let Some(e) = e {
-                own(e, out);
-            }
-        }
-        Node::SemiJoin {
-            left, right, cond, ..
-        } => {
-            expr_read_vars(left, out);
-            expr_read_vars(right, out);
-            if let Some(e) = cond {
-                own(e, out);
-            }
-        }
-        Node::MarkJoin { left, right, .. } => {
-            expr_read_vars(left, out);
-            expr_read_vars(right, out);
-        }
-        Node::Filter(e, i) => {
-            own(e, out);
-            expr_read_vars(i, out);
-        }
-        Node::Extend(i, c, e) => {
-            out.insert(*c);
-            own(e, out);
-            expr_read_vars(i, out);
-        }
-        Node::OrderBy(i, keys) => {
-            keys.iter().for_each(|(e, _)| own(e, out));
-            expr_read_vars(i, out);
-        }
-        Node::Group(i, _, aggs) => {
-            for (_, a) in aggs {
-                if let Some(e) = &a.expr {
-                    own(e, out);
-                }
-            }
-            expr_read_vars(i, out);
-        }
-        Node::Union(bs) => bs.iter().for_each(|b| expr_read_vars(b, out)),
         // A subquery's variables that it does not project are its own (§18.2.1's scope):
         // only the projected ones are the outer query's.
         Node::Project(i, cols) => {
@@ -1048,7 +979,15 @@ pub fn expr_read_vars(n: &Node, out: &mut BTreeSet<usize>) {
             expr_read_vars(i, &mut inner);
             out.extend(inner.into_iter().filter(|c| cols.contains(c)));
         }
-        Node::Graph(_, i) | Node::Distinct(i) | Node::Slice(i, ..) => expr_read_vars(i, out),
+        _ => {
+            if let Node::Extend(_, c, _) = n {
+                out.insert(*c);
+            }
+            n.exprs().into_iter().for_each(|e| expr_vars(e, out));
+            n.children()
+                .into_iter()
+                .for_each(|c| expr_read_vars(c, out));
+        }
     }
 }
 
@@ -1130,25 +1069,10 @@ pub fn limited_vars(n: &Node, out: &mut BTreeSet<usize>) {
 /// The columns a node mentions that are in scope outside it: all it mentions, except a
 /// subquery's variables it does not project.
 pub fn visible(n: &Node, out: &mut BTreeSet<usize>) {
-    match n {
-        Node::Project(_, cols) => out.extend(cols.iter().copied()),
-        Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. } => {
-            mentioned(n, out)
-        }
-        _ => {
-            let mut own = BTreeSet::new();
-            mentioned(n, &mut own);
-            let mut inner = BTreeSet::new();
-            for c in n.children() {
-                mentioned(c, &mut inner);
-            }
-            // What the node itself mentions (its expressions, keys, BIND targets), and what
-            // its children make visible.
-            out.extend(own.difference(&inner).copied());
-            for c in n.children() {
-                visible(c, out);
-            }
-        }
+    own_columns(n, out);
+    if !matches!(n, Node::Project(..)) {
+        n.exprs().into_iter().for_each(|e| expr_vars(e, out));
+        n.children().into_iter().for_each(|c| visible(c, out));
     }
 }
 
@@ -1170,6 +1094,29 @@ impl Node {
             | Node::Extend(i, ..)
             | Node::Group(i, ..)
             | Node::Graph(_, i) => vec![i],
+        }
+    }
+
+    /// Its own expressions (not its children's): filters, BIND, OPTIONAL's and semi-joins'
+    /// conditions, ORDER BY keys and aggregate arguments.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            Node::Filter(e, _) | Node::Extend(_, _, e) => vec![e],
+            Node::LeftJoin(_, _, e) | Node::SemiJoin { cond: e, .. } => e.iter().collect(),
+            Node::OrderBy(_, keys) => keys.iter().map(|(e, _)| e).collect(),
+            Node::Group(_, _, aggs) => aggs.iter().filter_map(|(_, a)| a.expr.as_ref()).collect(),
+            Node::Bgp(_)
+            | Node::Path { .. }
+            | Node::Values(..)
+            | Node::Graphs { .. }
+            | Node::Join(..)
+            | Node::Minus(..)
+            | Node::MarkJoin { .. }
+            | Node::Union(_)
+            | Node::Distinct(_)
+            | Node::Project(..)
+            | Node::Slice(..)
+            | Node::Graph(..) => vec![],
         }
     }
 }

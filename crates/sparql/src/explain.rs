@@ -65,6 +65,10 @@ fn cols(cs: &[usize], names: &[String]) -> String {
 
 /// An expression in SPARQL-like text.
 pub fn expr(e: &Expr, names: &[String]) -> String {
+    crate::deeper(|| expr_at(e, names))
+}
+
+fn expr_at(e: &Expr, names: &[String]) -> String {
     let x = |e: &Expr| expr(e, names);
     let list = |l: &[Expr]| l.iter().map(&x).collect::<Vec<_>>().join(", ");
     match e {
@@ -111,6 +115,10 @@ fn line(depth: usize, text: &str, out: &mut String) {
 
 /// A logical plan, one node a line, children indented.
 pub fn node(n: &Node, names: &[String], depth: usize, out: &mut String) {
+    crate::deeper(|| node_at(n, names, depth, out))
+}
+
+fn node_at(n: &Node, names: &[String], depth: usize, out: &mut String) {
     let e = |x: &Expr| expr(x, names);
     let text = match n {
         Node::Bgp(pats) if pats.is_empty() => "bgp {} (one empty solution)".to_owned(),
@@ -219,6 +227,10 @@ fn rows_of(p: &Phys) -> u64 {
 }
 
 fn phys(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
+    crate::deeper(|| phys_at(pr, p, depth, s))
+}
+
+fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
     let names = &pr.query().names;
     let dict = pr.store().dict();
     let slot = |x: &Slot| match *x {

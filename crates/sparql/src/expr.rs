@@ -705,6 +705,15 @@ impl Expr {
 
     /// Evaluates to a value or the error value.
     pub fn eval<'s>(&'s self, cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
+        match self {
+            // The leaves, without the stack check.
+            Expr::Var(c) => cx.val(row[*c]).ok_or(EvalError),
+            Expr::Const(t) => Ok(Val::from_term(t.as_ref())),
+            _ => crate::deeper(|| self.eval_inner(cx, row)),
+        }
+    }
+
+    fn eval_inner<'s>(&'s self, cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
         Ok(match self {
             Expr::Var(c) => cx.val(row[*c]).ok_or(EvalError)?,
             Expr::Const(t) => Val::from_term(t.as_ref()),

@@ -59,6 +59,22 @@ pub mod physical;
 pub mod results;
 pub mod rewrite;
 
+/// What a recursive pass over a query keeps free on its stack before it goes one level deeper.
+const RED_ZONE: usize = 256 << 10;
+/// The stack segment it then continues on.
+const SEGMENT: usize = 4 << 20;
+
+/// Runs one level of a recursive pass over a query (translation, rewriting, planning, building
+/// the flow plan, explaining, evaluating an expression) on the stack it has, or on a new segment
+/// when less than [`RED_ZONE`] is left. [`algebra::MAX_DEPTH`] and [`MAX_NESTING`] bound the
+/// work; this bounds the stack, whatever the caller's stack (a runtime worker's is 2 MiB) and
+/// the build's frame sizes (an unoptimised build's are tens of times larger: 27 KB per level
+/// of translation, where 512 levels must fit).
+#[inline]
+pub(crate) fn deeper<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
+}
+
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -172,9 +188,15 @@ pub struct Query {
 impl Query {
     /// Parses, translates and rewrites `text` (relative IRIs against [`Options::base`]).
     pub fn parse(text: &str, options: &Options) -> Result<Query, QueryError> {
-        let query = parse_with_base(text, options.base.as_deref())?;
+        parse::with_parsed(text, options.base.as_deref(), |query| {
+            Self::translate(text, query)
+        })?
+    }
+
+    /// Stages 2 and 3 over `spargebra`'s tree of `text`.
+    fn translate(text: &str, query: &spargebra::Query) -> Result<Query, QueryError> {
         let mut tr = Translator::new();
-        let (pattern, dataset, base) = match &query {
+        let (pattern, dataset, base) = match query {
             spargebra::Query::Select {
                 pattern,
                 dataset,
@@ -208,7 +230,7 @@ impl Query {
                 .collect(),
         });
         let mut node = tr.pattern(pattern)?;
-        let form = match &query {
+        let form = match query {
             spargebra::Query::Select { .. } => {
                 // The projection is the outermost Project (spargebra always makes one).
                 let mut cols = outer_projection(&node)

@@ -8,33 +8,80 @@ use super::QueryError;
 /// levels overflowed the stack (issue 40). No hand-written query comes near.
 pub const MAX_NESTING: usize = 256;
 
-/// Parses a query: its nesting is checked first ([`MAX_NESTING`]), then `spargebra` parses it;
-/// a syntax error is one line with its position.
-pub fn parse(text: &str) -> Result<spargebra::Query, QueryError> {
+/// The stack `spargebra`'s parser is given per level of nesting: an unoptimised build used up to
+/// 57 KB per level (a function call as the argument of a function call), an optimised one a
+/// tenth of that.
+const STACK_PER_LEVEL: usize = 64 << 10;
+
+/// The stack it is given per element of a group (each OPTIONAL, MINUS, BIND, group or GRAPH
+/// block in a row, one more level of its algebra, which it walks recursively): an unoptimised
+/// build used 440 bytes. Every such element opens a bracket, so the brackets count them.
+const STACK_PER_ELEMENT: usize = 1 << 10;
+
+/// How a query's text nests: the deepest its brackets (or unary operators) go, and how many
+/// brackets it opens.
+#[derive(Clone, Copy)]
+struct Nesting {
+    deepest: usize,
+    brackets: usize,
+}
+
+/// Checks a query's syntax: its nesting first ([`MAX_NESTING`]), then `spargebra`'s parser; a
+/// syntax error is one line with its position.
+pub fn parse(text: &str) -> Result<(), QueryError> {
     parse_with_base(text, None)
 }
 
 /// [`parse`], with relative IRIs resolved against `base`.
-pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<spargebra::Query, QueryError> {
-    check_nesting(text)?;
+pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<(), QueryError> {
+    with_parsed(text, base, |_| ())
+}
+
+/// Parses `text` (relative IRIs against `base`) and hands `spargebra`'s tree to `f`. The tree
+/// lives and is dropped inside the stack room its nesting needs: a long row of OPTIONALs is a
+/// tree as deep as the row, and both walking it and dropping it recurse once per level.
+pub(crate) fn with_parsed<R>(
+    text: &str,
+    base: Option<&str>,
+    f: impl FnOnce(&spargebra::Query) -> R,
+) -> Result<R, QueryError> {
+    let nesting = check_nesting(text)?;
     let mut parser = spargebra::SparqlParser::new();
     if let Some(b) = base {
         parser = parser.with_base_iri(b).map_err(|e| {
             QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
         })?;
     }
-    parser
-        .parse_query(text)
-        .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))
+    with_room(nesting, || {
+        let query = parser
+            .parse_query(text)
+            .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
+        let out = f(&query);
+        drop(query);
+        Ok(out)
+    })
+}
+
+/// Runs `spargebra`'s parser on text that nests as `n` says, with the room it needs made first
+/// (on a new stack segment only where the stack has too little left).
+fn with_room<R>(n: Nesting, parse: impl FnOnce() -> R) -> R {
+    let room = (n.deepest + 4) * STACK_PER_LEVEL + n.brackets * STACK_PER_ELEMENT;
+    stacker::maybe_grow(room, room, parse)
 }
 
 /// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
-/// naming the line and column. Strings, IRIs and comments are skipped.
-fn check_nesting(text: &str) -> Result<(), QueryError> {
+/// naming the line and column; else how they nest. Strings, IRIs and comments are skipped.
+fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
     let chars: Vec<char> = text.chars().collect();
     let (mut depth, mut unary) = (0usize, 0usize);
+    let mut n = Nesting {
+        deepest: 0,
+        brackets: 0,
+    };
     let (mut line, mut col) = (1usize, 0usize);
     let mut i = 0;
+    // Per open group, how many OPTIONAL, MINUS and BIND elements it has had so far.
+    let mut elements = vec![0usize; MAX_NESTING + 2];
     // Whether the last token could end an operand (then `-`/`+` is binary).
     let mut after_operand = false;
     let refuse = |line: usize, col: usize, what: &str| {
@@ -108,9 +155,11 @@ fn check_nesting(text: &str) -> Result<(), QueryError> {
             }
             '(' | '{' | '[' => {
                 depth += 1;
+                n.brackets += 1;
                 if depth > MAX_NESTING {
                     return refuse(line, col, "brackets nested");
                 }
+                elements[depth] = 0;
                 after_operand = false;
                 unary = 0;
             }
@@ -126,14 +175,51 @@ fn check_nesting(text: &str) -> Result<(), QueryError> {
                 }
             }
             c if c.is_whitespace() => {}
+            c if c.is_alphabetic() && !is_word(prev(&chars, i)) => {
+                // A word: a keyword unless it is a prefix (`optional:x`).
+                let len = chars[i..]
+                    .iter()
+                    .position(|x| !(x.is_alphanumeric() || *x == '_'))
+                    .unwrap_or(chars.len() - i);
+                let word: String = chars[i..i + len].iter().collect();
+                let nests = ["OPTIONAL", "MINUS", "BIND"]
+                    .iter()
+                    .any(|k| word.eq_ignore_ascii_case(k));
+                if nests && chars.get(i + len) != Some(&':') {
+                    elements[depth] += 1;
+                    if elements[depth] > crate::algebra::MAX_DEPTH {
+                        return Err(QueryError::Unsupported(format!(
+                            "at {line}:{col}: a group of more than {} OPTIONAL, MINUS and BIND \
+                             elements (each nests the group's algebra one level deeper)",
+                            crate::algebra::MAX_DEPTH
+                        )));
+                    }
+                }
+                i += len;
+                col += len - 1;
+                after_operand = true;
+                unary = 0;
+                continue;
+            }
             c => {
                 after_operand = c.is_alphanumeric() || "?$_:.".contains(c);
                 unary = 0;
             }
         }
+        n.deepest = n.deepest.max(depth).max(unary);
         i += 1;
     }
-    Ok(())
+    Ok(n)
+}
+
+/// Whether `c` can be part of a word, a variable or a prefixed name.
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || "?$:_".contains(c)
+}
+
+/// The character before `chars[i]` (a space at the start).
+fn prev(chars: &[char], i: usize) -> char {
+    i.checked_sub(1).map_or(' ', |k| chars[k])
 }
 
 /// A syntax error as a user reads it: where (line and column), what was expected in plain
@@ -160,7 +246,13 @@ pub fn syntax_message(text: &str, message: &str) -> String {
             .collect()
     };
     let mut what = None;
-    if spargebra::SparqlParser::new().parse_update(text).is_ok() {
+    // Text nested too deep for a query is too deep for an update as well.
+    let is_update = check_nesting(text).is_ok_and(|nesting| {
+        with_room(nesting, || {
+            spargebra::SparqlParser::new().parse_update(text).is_ok()
+        })
+    });
+    if is_update {
         if let Some((at, _)) = query_form_word(text) {
             pos = Some(line_col(text, at));
         }

@@ -431,6 +431,10 @@ impl Planner<'_> {
     /// stack), so every node's planning is a function of its own, never inlined, and this
     /// frame stays small.
     pub fn plan(&self, node: &Node, active: &[Id]) -> Phys {
+        crate::deeper(|| self.plan_at(node, active))
+    }
+
+    fn plan_at(&self, node: &Node, active: &[Id]) -> Phys {
         match node {
             Node::Bgp(pats) => self.bgp(pats, Vec::new(), active),
             Node::Filter(e, inner) => self.filter(e, inner, active),

@@ -47,10 +47,10 @@ pub fn optimize(node: Node, vars: &mut Vars) -> Result<Node, QueryError> {
     Ok(fix_constants(n))
 }
 
-/// Applies `f` to every child node (and to the patterns of `EXISTS` in expressions when
-/// `into_exists`), rebuilding the node.
+/// Applies `f` to every child node (not to the patterns of `EXISTS` in expressions),
+/// rebuilding the node; each call one level deeper on the stack ([`crate::deeper`]).
 fn map_children(n: Node, f: &mut impl FnMut(Node) -> Node) -> Node {
-    let mut bx = |x: Box<Node>| Box::new(f(*x));
+    let mut bx = |x: Box<Node>| Box::new(crate::deeper(|| f(*x)));
     match n {
         leaf @ (Node::Bgp(_) | Node::Path { .. } | Node::Values(..) | Node::Graphs { .. }) => leaf,
         Node::Join(a, b) => {
@@ -88,7 +88,7 @@ fn map_children(n: Node, f: &mut impl FnMut(Node) -> Node) -> Node {
             }
         }
         Node::Filter(e, i) => Node::Filter(e, bx(i)),
-        Node::Union(bs) => Node::Union(bs.into_iter().map(&mut *f).collect()),
+        Node::Union(bs) => Node::Union(bs.into_iter().map(|b| crate::deeper(|| f(b))).collect()),
         Node::Distinct(i) => Node::Distinct(bx(i)),
         Node::OrderBy(i, k) => Node::OrderBy(bx(i), k),
         Node::Project(i, c) => Node::Project(bx(i), c),

@@ -122,20 +122,51 @@ fn deep_queries_are_refused_or_answered_never_aborted() {
     refused(
         &format!(
             "SELECT * {{ ?s ?p ?o {} }}",
-            (0..10_000)
+            (0..100_000)
                 .map(|i| format!("BIND(1 AS ?b{i})"))
                 .collect::<String>()
         ),
-        "graph patterns nested more than 512 levels deep",
+        "a group of more than 512 OPTIONAL, MINUS and BIND elements",
     );
     refused(
         &format!(
             "SELECT * {{ ?s ?p ?o {} }}",
-            (0..10_000)
+            (0..100_000)
                 .map(|_| "OPTIONAL { ?s ?p ?o }")
                 .collect::<String>()
         ),
+        "a group of more than 512 OPTIONAL, MINUS and BIND elements",
+    );
+    // Spread over groups, the elements still nest: the translator counts the levels.
+    refused(
+        &format!(
+            "SELECT * {{ ?s ?p ?o {} }}",
+            (0..300)
+                .map(|i| format!("{{ BIND(1 AS ?b{i}) BIND(2 AS ?c{i}) }} OPTIONAL {{ ?s ?p ?o }}"))
+                .collect::<String>()
+        ),
         "graph patterns nested more than 512 levels deep",
+    );
+    // A variable or a prefix spelled like a keyword is not one.
+    assert_eq!(
+        run(
+            &store,
+            &rt,
+            &format!(
+                "PREFIX optional: <http://ex/> SELECT * {{ ?s ?p ?optional {} }}",
+                (0..600)
+                    .map(|i| format!("FILTER(?optional != optional:x{i}) "))
+                    .collect::<String>()
+            ),
+            Options::default()
+        )
+        .unwrap(),
+        10
+    );
+    // So many triple patterns that planning them would take minutes.
+    refused(
+        &format!("SELECT * {{ {} }}", "{ ?s ?p ?o } ".repeat(100_000)),
+        "a query of more than 4096 triple patterns",
     );
     refused(
         &format!(

@@ -377,6 +377,10 @@ impl KeyFn {
 
 /// Adds `p` to the flow plan; its output streams (as many as `p.out` says).
 fn build<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<Stream<Row<N>>> {
+    crate::deeper(|| build_at(cx, b, p))
+}
+
+fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<Stream<Row<N>>> {
     let stat = p.stat.clone();
     let out = match &p.op {
         Op::Unit => {
