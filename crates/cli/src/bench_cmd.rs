@@ -31,6 +31,10 @@ pub enum BenchCmd {
     /// SP²Bench SPARQL queries, single and concurrent, per policy, with Oxigraph as the peer
     /// (LAS paper §6.2–6.4).
     Sp2bench(Sp2benchCmd),
+    /// `nearflow serve`'s endpoint under N concurrent HTTP clients replaying a query mix, per
+    /// policy, with another endpoint (Oxigraph's server) as the peer (LAS paper §6.4 on a
+    /// real server).
+    Serve(ServeLoadCmd),
     /// StreamMap's micro-benchmarks on this host: producer/consumer, contention table,
     /// barrier (StreamMap §III, Fig. 4, Tables I–II, Fig. 5).
     Streammap(StreammapCmd),
@@ -51,6 +55,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Alloc(c) => print_report(&lab::alloc::run(&c.config()?)?, c.json),
         BenchCmd::Split(c) => print_report(&lab::split::run(&c.config()?)?, c.json),
         BenchCmd::Sp2bench(c) => print_report(&lab::sp2bench::run(&c.config()?)?, false),
+        BenchCmd::Serve(c) => print_report(&lab::serve_load::run(&c.config()?)?, c.json),
         BenchCmd::Streammap(c) => print_report(&lab::streammap::run(&c.config()?)?, false),
         BenchCmd::NumaFactor(c) => print_report(&lab::numa_factor::run(&c.config()?)?, c.json),
         BenchCmd::Phase(c) => print_report(&lab::phase::run(&c.config()?)?, false),
@@ -489,6 +494,74 @@ impl Sp2benchCmd {
             pinning: self.pinning,
             csv: self.csv.clone(),
             svg: self.svg.clone(),
+            quiet: self.quiet,
+        })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeLoadCmd {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub read: crate::args::ReadArgs,
+    /// The query mix (comma-separated): SP²Bench's names and the SPARQL 1.1 workloads a1, a2,
+    /// a3, p1, n1.
+    #[arg(long, default_value = lab::serve_load::DEFAULT_MIX)]
+    pub queries: String,
+    /// Where SP²Bench's query files are (as `bench sp2bench`).
+    #[arg(long)]
+    pub queries_dir: Option<PathBuf>,
+    /// Concurrent clients. Range: 1..=1024.
+    #[arg(long, default_value_t = 16, value_parser = crate::args::int_in(1usize, 1024))]
+    pub clients: usize,
+    /// Seconds each engine is driven per round. Range: 0.1..=3600.
+    #[arg(long, default_value_t = 5.0, value_parser = crate::args::real_in(0.1, 3600.0))]
+    pub seconds: f64,
+    /// Interleaved rounds. Range: 1..=100.
+    #[arg(long, default_value_t = 2, value_parser = crate::args::int_in(1usize, 100))]
+    pub rounds: usize,
+    /// Policies (comma-separated), an endpoint each.
+    #[arg(long, default_value = "las,nls")]
+    pub policies: String,
+    /// Another endpoint's query URL driven alike, e.g. Oxigraph's server started by
+    /// `scripts/oxigraph-server.sh` (http://127.0.0.1:7879/query).
+    #[arg(long, value_name = "URL")]
+    pub peer: Option<String>,
+    /// The longest a request may take before it counts as failed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::duration)]
+    pub request_timeout: std::time::Duration,
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Thread binding (only applied on the host).
+    #[arg(long, default_value = "group")]
+    pub pinning: Pinning,
+    /// Also write the per-query table as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress output.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl ServeLoadCmd {
+    fn config(&self) -> Result<lab::serve_load::Config> {
+        Ok(lab::serve_load::Config {
+            source: self.source.source(&self.read),
+            queries: self.queries.clone(),
+            queries_dir: self.queries_dir.clone(),
+            clients: self.clients,
+            seconds: self.seconds,
+            rounds: self.rounds,
+            policies: self.policies.clone(),
+            peer: self.peer.clone(),
+            request_timeout: self.request_timeout,
+            topology: self.topo.spec()?,
+            pinning: self.pinning,
+            csv: self.csv.clone(),
             quiet: self.quiet,
         })
     }

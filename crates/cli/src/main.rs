@@ -6,14 +6,16 @@
 //! - `nearflow bench overhead|queues|packet-size|plans|alloc|split|sp2bench|numa-factor|streammap` —
 //!   benchmarks (figures only, never assertions);
 //! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store snapshot;
+//! - `nearflow serve` — a SPARQL 1.1 Protocol endpoint over a store (`nearflow-serve`);
 //! - `nearflow gen sp2bench` — a document of SP²Bench's shape from our own generator;
 //! - `nearflow check placement` — are pages and threads on the NUMA nodes they should be?
 //! - `nearflow map` — StreamMap's thread-to-core mappers on VWAP and LOIS, measured on the host;
 //! - `nearflow sim` — a workload on a model of a machine, every policy, in the discrete-event
 //!   simulator (SIMULATED figures);
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
-//!   250k triples beside Oxigraph (the original document, or a generated one), a small VWAP
-//!   run, VWAP's threads mapped by StreamMap's mappers, the concurrent-plans comparison with both allocators, the placement checks, a short
+//!   250k triples beside Oxigraph (the original document, or a generated one), the SPARQL
+//!   endpoint under 16 HTTP clients (LAS and NLS), a small VWAP run, VWAP's threads mapped by
+//!   StreamMap's mappers, the concurrent-plans comparison with both allocators, the placement checks, a short
 //!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and
 //!   the queue study, in about five minutes.
 //!
@@ -26,7 +28,7 @@
 //! - `args.rs` — flags several commands share (machine, store source), number parsers,
 //!   printing a lab report.
 //! - `topo_cmd.rs` — `topo`; `stress_cmd.rs` — `stress`; `run_cmd.rs` — `run vwap`, `run plan`;
-//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `gen_cmd.rs` —
+//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` — `serve`; `gen_cmd.rs` —
 //!   `gen sp2bench`.
 //! - `bench_cmd.rs` — every `bench` subcommand; `sim_cmd.rs` — `sim`; `map_cmd.rs` — `map`.
 
@@ -40,6 +42,7 @@ mod check_cmd;
 mod gen_cmd;
 mod map_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod sim_cmd;
 mod sparql_cmd;
 mod stress_cmd;
@@ -86,6 +89,8 @@ enum Command {
     Sparql(sparql_cmd::SparqlCmd),
     /// Load RDF files and save a store snapshot (`--store` of `sparql` opens it).
     Load(sparql_cmd::LoadCmd),
+    /// Serve SPARQL over HTTP (the SPARQL 1.1 Protocol) from RDF files or a store snapshot.
+    Serve(serve_cmd::ServeCmd),
     /// Generate benchmark data.
     #[command(subcommand)]
     Gen(gen_cmd::GenCmd),
@@ -95,7 +100,8 @@ enum Command {
     /// Exhaustive) and measure the mappings.
     Map(map_cmd::MapCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
-    /// (generated when ../shared does not have it), a small VWAP run, VWAP's threads mapped by
+    /// (generated when ../shared does not have it), the SPARQL endpoint under 16 HTTP clients
+    /// (LAS and NLS), a small VWAP run, VWAP's threads mapped by
     /// StreamMap's mappers, the concurrent-plans comparison (both allocators), the placement checks, the allocator latency table and the
     /// queue study, on embedded defaults.
     Demo {
@@ -121,6 +127,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Sparql(c) => sparql_cmd::run(&c),
         Command::Load(c) => sparql_cmd::load(&c),
+        Command::Serve(c) => serve_cmd::run(&c),
         Command::Gen(c) => gen_cmd::run(&c),
         Command::Sim(c) => sim_cmd::run(&c),
         Command::Map(c) => map_cmd::run(&c),
@@ -199,6 +206,10 @@ fn demo_steps(csv: &std::path::Path, sp2b: &Sp2bData) -> Vec<Vec<String>> {
         b.push(csv.with_file_name(name).to_string_lossy().into_owned());
     }
     steps.push(b);
+    // The endpoint under 16 clients for a few seconds per policy (started, driven, stopped).
+    let mut serve = line("bench serve --seconds 3 --rounds 1 --data");
+    serve.push(data.to_string_lossy().into_owned());
+    steps.push(serve);
     steps.extend([
         line("run vwap --ticks 200000"),
         line("map --app vwap --threads 4 --ticks 500000 --repeat 1"),
@@ -249,10 +260,10 @@ mod tests {
         use super::Sp2bData;
         let csv = std::path::Path::new("results/queues.csv");
         let original = super::demo_steps(csv, &Sp2bData::Original("x.n3.gz".into()));
-        assert_eq!(original.len(), 9);
+        assert_eq!(original.len(), 10);
         let missing = std::env::temp_dir().join("nearflow-no-such-file.n3.gz");
         let generated = super::demo_steps(csv, &Sp2bData::Generated(missing));
-        assert_eq!(generated.len(), 10, "the generator runs first");
+        assert_eq!(generated.len(), 11, "the generator runs first");
         assert_eq!(generated[1][..2], ["gen", "sp2bench"]);
         for s in original.iter().chain(&generated) {
             super::parse_step(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));

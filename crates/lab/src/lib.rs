@@ -12,7 +12,7 @@
 //!   the runtimes every experiment starts; [`phase`] — the host-phase probe sampled between
 //!   rounds; [`chart`] — SVG bar charts.
 //! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`plans`],
-//!   [`alloc`], [`split`], [`sp2bench`], [`streammap`],
+//!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`streammap`],
 //!   [`numa_factor`].
 //! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
 //!   plan models from traced runs ([`sim::calibrate`]) and the validation of simulated graphs
@@ -33,6 +33,7 @@ pub mod packet_size;
 pub mod phase;
 pub mod plans;
 pub mod queues;
+pub mod serve_load;
 pub mod sim;
 pub mod sp2bench;
 pub mod split;

@@ -109,6 +109,9 @@ pub enum QueryError {
     /// The plan failed while running.
     #[error("query execution failed: {0}")]
     Exec(String),
+    /// The query was cancelled by its caller ([`Running::cancel_on`]: a client that went away).
+    #[error("the query was cancelled")]
+    Cancelled,
     /// The query ran past [`Options::timeout`] and was stopped.
     #[error("the query ran past its time limit of {0:.3?} and was stopped")]
     Timeout(std::time::Duration),
@@ -368,6 +371,9 @@ pub struct Running {
     /// reader checks it too, for a plan that waits on nothing but the reader.
     deadline: Option<(std::time::Duration, std::time::Instant)>,
     timed_out: bool,
+    /// Set by the caller to stop the run ([`Running::cancel_on`]); the reader checks it.
+    stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    stopped: bool,
 }
 
 impl Running {
@@ -396,11 +402,30 @@ impl Running {
         }
     }
 
-    /// The next batch of solution rows; `None` at the end (or once the time limit passed:
-    /// [`Running::finish`] then says so).
+    /// Stops the run once `flag` is set (checked every 20 ms while a batch is awaited), e.g.
+    /// by a server whose client went away; [`Running::finish`] then says
+    /// [`QueryError::Cancelled`].
+    pub fn cancel_on(&mut self, flag: Arc<std::sync::atomic::AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    /// The next batch of solution rows; `None` at the end (or once the time limit passed or
+    /// the run was cancelled: [`Running::finish`] then says so).
     pub fn next_batch(&mut self) -> Option<Rows> {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
+            if !self.stopped
+                && self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                self.stopped = true;
+                self.cancel();
+            }
+            if self.stopped {
+                return None;
+            }
             if let Some((_, at)) = self.deadline {
                 if !self.timed_out && std::time::Instant::now() >= at {
                     self.timed_out = true;
@@ -432,12 +457,17 @@ impl Running {
             minted,
             deadline,
             timed_out,
+            stop: _,
+            stopped,
         } = self;
         let Some((handle, _)) = run else {
             return Ok(PlanStats::default());
         };
         let out = handle.wait();
         drop(rx);
+        if stopped {
+            return Err(QueryError::Cancelled);
+        }
         let stats = match (out, deadline) {
             (Ok(o), _) if !timed_out => o.stats,
             (Ok(_) | Err(nearflow_flow::FlowError::Cancelled), Some((limit, _))) if timed_out => {
@@ -514,6 +544,8 @@ impl Prepared {
                 minted,
                 deadline: None,
                 timed_out: false,
+                stop: None,
+                stopped: false,
             });
         }
         let mut b = PlanBuilder::for_runtime(rt);
@@ -548,6 +580,8 @@ impl Prepared {
             minted,
             deadline,
             timed_out: false,
+            stop: None,
+            stopped: false,
         })
     }
 

@@ -156,29 +156,81 @@ pub fn write_boolean(out: &mut dyn Write, format: Format, value: bool) -> io::Re
     Ok(())
 }
 
+/// A syntax for a graph (CONSTRUCT, DESCRIBE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// N-Triples.
+    NTriples,
+    /// Turtle.
+    Turtle,
+    /// N-Quads (every triple in the default graph: the same lines as N-Triples).
+    NQuads,
+    /// RDF/XML.
+    RdfXml,
+}
+
+impl GraphFormat {
+    /// Its media type.
+    pub fn media_type(self) -> &'static str {
+        match self {
+            GraphFormat::NTriples => "application/n-triples",
+            GraphFormat::Turtle => "text/turtle",
+            GraphFormat::NQuads => "application/n-quads",
+            GraphFormat::RdfXml => "application/rdf+xml",
+        }
+    }
+}
+
 /// Writes CONSTRUCT output: N-Triples, or Turtle when `turtle`.
 pub fn write_graph(out: &mut dyn Write, triples: &[[Term; 3]], turtle: bool) -> io::Result<()> {
-    if turtle {
-        let mut w = oxttl::TurtleSerializer::new().for_writer(out);
-        for [s, p, o] in triples {
-            let subject: oxrdf::NamedOrBlankNode = match s {
-                Term::Iri(x) => oxrdf::NamedNode::new_unchecked(x.clone()).into(),
-                Term::Blank(x) => oxrdf::BlankNode::new_unchecked(x.clone()).into(),
-                Term::Literal { .. } => continue,
-            };
-            let Term::Iri(p) = p else { continue };
-            let object = ox(o.as_ref()).into_owned();
-            w.serialize_triple(oxrdf::TripleRef::new(
-                subject.as_ref(),
-                NamedNodeRef::new_unchecked(p),
-                object.as_ref(),
-            ))?;
+    let format = if turtle {
+        GraphFormat::Turtle
+    } else {
+        GraphFormat::NTriples
+    };
+    write_graph_as(out, triples, format)
+}
+
+/// Writes a graph in `format`. A triple that RDF cannot hold (a literal subject or a
+/// non-IRI predicate, which a CONSTRUCT template can make) is left out, as §16.2 says.
+pub fn write_graph_as(
+    out: &mut dyn Write,
+    triples: &[[Term; 3]],
+    format: GraphFormat,
+) -> io::Result<()> {
+    let rdf = triples.iter().filter_map(|[s, p, o]| {
+        let subject: oxrdf::NamedOrBlankNodeRef<'_> = match s {
+            Term::Iri(x) => NamedNodeRef::new_unchecked(x).into(),
+            Term::Blank(x) => BlankNodeRef::new_unchecked(x).into(),
+            Term::Literal { .. } => return None,
+        };
+        let Term::Iri(p) = p else { return None };
+        Some(oxrdf::TripleRef::new(
+            subject,
+            NamedNodeRef::new_unchecked(p),
+            ox(o.as_ref()),
+        ))
+    });
+    match format {
+        GraphFormat::Turtle => {
+            let mut w = oxttl::TurtleSerializer::new().for_writer(out);
+            for t in rdf {
+                w.serialize_triple(t)?;
+            }
+            w.finish()?;
         }
-        w.finish()?;
-        return Ok(());
-    }
-    for [s, p, o] in triples {
-        writeln!(out, "{s} {p} {o} .")?;
+        GraphFormat::RdfXml => {
+            let mut w = oxrdfxml::RdfXmlSerializer::new().for_writer(out);
+            for t in rdf {
+                w.serialize_triple(t)?;
+            }
+            w.finish()?;
+        }
+        GraphFormat::NTriples | GraphFormat::NQuads => {
+            for t in rdf {
+                writeln!(out, "{t} .")?;
+            }
+        }
     }
     Ok(())
 }

@@ -1,0 +1,146 @@
+//! `nearflow serve` and `nearflow bench serve` as a user runs them: the endpoint answers over
+//! loopback, stops on SIGTERM, and refuses bad flags; the load generator checks every answer.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::fails_with;
+
+fn data_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let f = dir.join("d.ttl");
+    std::fs::write(
+        &f,
+        "<http://ex/a> <http://ex/name> \"Alice\" .\n<http://ex/b> <http://ex/name> \"Bob\" .\n",
+    )
+    .unwrap();
+    f
+}
+
+fn http(addr: &str, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_answers_over_loopback_and_stops_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("nearflow-serve-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = data_file(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--data"])
+        .arg(&data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    // "serving 2 triples at http://127.0.0.1:PORT/query (policy las); Ctrl-C stops"
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    assert!(line.starts_with("serving 2 triples"), "{line}");
+    let r = http(
+        &addr,
+        "GET /query?query=SELECT%20%3Fn%20%7B%3Fs%20%3Chttp%3A%2F%2Fex%2Fname%3E%20%3Fn%7D%20ORDER%20BY%20%3Fn HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\nConnection: close\r\n\r\n",
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("n\r\nAlice\r\nBob\r\n"), "{r}");
+    let bad = http(
+        &addr,
+        "GET /query?query=SELECT HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    // SIGTERM: a clean stop, status 0.
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn serve_refuses_bad_flags_and_a_taken_port() {
+    fails_with(
+        &["serve", "--data", "x.ttl", "--bind", "nowhere"],
+        "invalid socket address",
+    );
+    fails_with(&["serve", "--data", "x.ttl", "--timeout", "0"], "--timeout");
+    fails_with(
+        &["serve", "--data", "x.ttl", "--max-running", "0"],
+        "--max-running",
+    );
+    let dir = std::env::temp_dir().join(format!("nearflow-serve-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = data_file(&dir);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    fails_with(
+        &[
+            "serve",
+            "--quiet",
+            "--bind",
+            &addr,
+            "--data",
+            data.to_str().unwrap(),
+        ],
+        "cannot listen on",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_serve_checks_every_answer() {
+    let dir = std::env::temp_dir().join(format!("nearflow-bench-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("s.n3");
+    let gen = common::nearflow(&[
+        "gen",
+        "sp2bench",
+        "--triples",
+        "5000",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let out = common::nearflow(&[
+        "bench",
+        "serve",
+        "--quiet",
+        "--data",
+        data.to_str().unwrap(),
+        "--queries",
+        "a1,a2,p1",
+        "--clients",
+        "3",
+        "--seconds",
+        "0.5",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let engines = v.as_array().unwrap();
+    assert_eq!(engines.len(), 2, "{v}");
+    for e in engines {
+        assert_eq!(e["failed"], 0, "{e}");
+        assert!(e["answered"].as_u64().unwrap() > 0, "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

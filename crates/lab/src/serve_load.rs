@@ -1,0 +1,472 @@
+//! `nearflow bench serve`: the LAS paper's multi-query setting (§6.4: many queries at once,
+//! competing for cores and caches) on a real endpoint. `nearflow serve`'s endpoint is started
+//! in this process on a loopback port, once per policy, and N clients replay a query mix over
+//! HTTP for a fixed time; the policies take turns in interleaved rounds. Another endpoint
+//! (Oxigraph's server, started by `scripts/oxigraph-server.sh`) can be named with `--peer` and
+//! is driven by the same clients in the same rounds.
+//!
+//! Every answer is checked: status 200 and the number of rows (or the boolean) the query gives
+//! in this process before the clients start; a difference counts as a failure and is named.
+//! The clients run on the same machine as the server and take part of its PUs: the figures
+//! are those of a loaded host, not of the server alone.
+//!
+//! Bounded: each engine's turn lasts `seconds`, a request at most `request_timeout`, and the
+//! clients stop at the end of the turn (a request in flight is waited for).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nearflow_policy::PolicyKind;
+use nearflow_rt::{AllocatorKind, Pinning};
+use nearflow_sparql::{self as sparql, Form, Options};
+use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
+use nearflow_topo::TopologySpec;
+use serde::Serialize;
+
+use crate::harness::{build_runtime, load_machine, machine_label, parse_list, Csv};
+use crate::store::Source;
+use crate::Report;
+
+/// The SPARQL 1.1 workloads over SP²Bench data (aggregates, paths, negation), by name.
+pub const SPARQL11: &[(&str, &str)] = &[
+    ("a1", include_str!("../queries/sp2bench-sparql11/a1.sparql")),
+    ("a2", include_str!("../queries/sp2bench-sparql11/a2.sparql")),
+    ("a3", include_str!("../queries/sp2bench-sparql11/a3.sparql")),
+    ("p1", include_str!("../queries/sp2bench-sparql11/p1.sparql")),
+    ("n1", include_str!("../queries/sp2bench-sparql11/n1.sparql")),
+];
+
+/// The default mix: SP²Bench's 17 queries and the SPARQL 1.1 workloads.
+pub const DEFAULT_MIX: &str =
+    "q1,q2,q3a,q3b,q3c,q4,q5a,q5b,q6,q7,q8,q9,q10,q11,q12a,q12b,q12c,a1,a2,a3,p1,n1";
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The store: RDF files or a snapshot.
+    pub source: Source,
+    /// The query mix (comma-separated): SP²Bench's names (from `queries_dir`) and the SPARQL
+    /// 1.1 workloads a1, a2, a3, p1, n1.
+    pub queries: String,
+    /// Where SP²Bench's query files are (as `bench sp2bench`).
+    pub queries_dir: Option<PathBuf>,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seconds each engine is driven per round.
+    pub seconds: f64,
+    /// Interleaved rounds.
+    pub rounds: usize,
+    /// Policies of nearflow's runtime (comma-separated), one endpoint each.
+    pub policies: String,
+    /// Another endpoint's query URL (e.g. Oxigraph's server), driven alike.
+    pub peer: Option<String>,
+    /// The longest a request may take before it counts as failed.
+    pub request_timeout: Duration,
+    /// The machine (default: this host).
+    pub topology: TopologySpec,
+    /// Thread binding (only applied on the host).
+    pub pinning: Pinning,
+    /// Also write the per-query table as CSV to this file.
+    pub csv: Option<PathBuf>,
+    /// No progress output.
+    pub quiet: bool,
+}
+
+/// One engine's figures, over all rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Engine {
+    /// `las`, `nls`, … or `peer`.
+    pub engine: String,
+    /// Answers checked and right.
+    pub answered: u64,
+    /// Failed requests (an error status, a wrong count, a timeout).
+    pub failed: u64,
+    /// Answers per second, over the time driven.
+    pub throughput: f64,
+    /// Median latency over all queries, in seconds.
+    pub p50: f64,
+    /// 99th percentile latency over all queries, in seconds.
+    pub p99: f64,
+    /// Per query: name, answers, median and 99th percentile seconds.
+    pub queries: Vec<(String, u64, f64, f64)>,
+    /// The first failures, in words.
+    pub failures: Vec<String>,
+}
+
+/// What a query gives: rows, or a boolean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expected {
+    Rows(u64),
+    Boolean(bool),
+}
+
+struct Sample {
+    query: usize,
+    seconds: f64,
+    ok: Result<(), String>,
+}
+
+fn texts(cfg: &Config, names: &[String]) -> Result<Vec<String>> {
+    let mut sp2: Vec<String> = Vec::new();
+    for n in names {
+        if !SPARQL11.iter().any(|(k, _)| k == n) {
+            sp2.push(n.clone());
+        }
+    }
+    let mut sp2_texts = crate::sp2bench::query_texts(cfg.queries_dir.as_deref(), &sp2)?.into_iter();
+    Ok(names
+        .iter()
+        .map(|n| match SPARQL11.iter().find(|(k, _)| k == n) {
+            Some((_, t)) => t.to_string(),
+            None => sp2_texts.next().expect("one text per SP²Bench name"),
+        })
+        .collect())
+}
+
+/// One request: its latency and whether its answer is the expected one.
+fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result<(), String> {
+    let accept = match expected {
+        Expected::Rows(_) => "text/tab-separated-values",
+        Expected::Boolean(_) => "application/sparql-results+json",
+    };
+    let mut r = agent
+        .post(url)
+        .header("Accept", accept)
+        .content_type("application/sparql-query")
+        .send(text)
+        .map_err(|e| e.to_string())?;
+    let status = r.status();
+    let body = r
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(format!("status {status}: {}", body.trim()));
+    }
+    let got = match expected {
+        Expected::Rows(_) => Expected::Rows(body.lines().count().saturating_sub(1) as u64),
+        Expected::Boolean(_) => Expected::Boolean(body.contains("true")),
+    };
+    if got != expected {
+        return Err(format!("answer {got:?}, expected {expected:?}"));
+    }
+    Ok(())
+}
+
+/// Drives `url` with `clients` clients for `seconds`, each replaying the mix from its own
+/// starting point.
+fn drive(
+    url: &str,
+    mix: &[(String, String, Expected)],
+    clients: usize,
+    seconds: f64,
+    timeout: Duration,
+) -> (Vec<Sample>, f64) {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let samples = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                s.spawn(move || {
+                    let agent: ureq::Agent = ureq::Agent::config_builder()
+                        .http_status_as_error(false)
+                        .timeout_global(Some(timeout))
+                        .build()
+                        .into();
+                    let mut out = Vec::new();
+                    let mut k = c;
+                    while Instant::now() < until {
+                        let i = k % mix.len();
+                        k += 1;
+                        let t = Instant::now();
+                        let ok = ask(&agent, url, &mix[i].1, mix[i].2);
+                        out.push(Sample {
+                            query: i,
+                            seconds: t.elapsed().as_secs_f64(),
+                            ok,
+                        });
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect::<Vec<_>>()
+    });
+    (samples, started.elapsed().as_secs_f64())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn summarize(
+    engine: &str,
+    mix: &[(String, String, Expected)],
+    samples: &[Sample],
+    time: f64,
+) -> Engine {
+    let mut all: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.ok.is_ok())
+        .map(|s| s.seconds)
+        .collect();
+    all.sort_by(f64::total_cmp);
+    let queries = mix
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _, _))| {
+            let mut v: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.query == i && s.ok.is_ok())
+                .map(|s| s.seconds)
+                .collect();
+            v.sort_by(f64::total_cmp);
+            (
+                name.clone(),
+                v.len() as u64,
+                percentile(&v, 0.5),
+                percentile(&v, 0.99),
+            )
+        })
+        .collect();
+    let failures: Vec<String> = samples
+        .iter()
+        .filter_map(|s| {
+            s.ok.as_ref()
+                .err()
+                .map(|e| format!("{}: {e}", mix[s.query].0))
+        })
+        .take(5)
+        .collect();
+    Engine {
+        engine: engine.to_owned(),
+        answered: all.len() as u64,
+        failed: samples.iter().filter(|s| s.ok.is_err()).count() as u64,
+        throughput: all.len() as f64 / time.max(1e-9),
+        p50: percentile(&all, 0.5),
+        p99: percentile(&all, 0.99),
+        queries,
+        failures,
+    }
+}
+
+/// A running endpoint of ours on a loopback port; stopped when dropped.
+struct Server {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    io: Option<tokio::runtime::Runtime>,
+}
+
+impl Server {
+    fn start(endpoint: Arc<nearflow_serve::Endpoint>) -> Result<Server> {
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let listener = io.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let url = format!("http://{}/query", listener.local_addr()?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        io.spawn(nearflow_serve::serve(listener, endpoint, async move {
+            let _ = rx.await;
+        }));
+        Ok(Server {
+            url,
+            stop: Some(tx),
+            io: Some(io),
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(io) = self.io.take() {
+            io.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
+    let policies: Vec<PolicyKind> = parse_list(&cfg.policies)?;
+    let names: Vec<String> = parse_list(&cfg.queries)?;
+    if names.is_empty() || (policies.is_empty() && cfg.peer.is_none()) {
+        bail!("give at least one query and one policy (or a peer)");
+    }
+    if !(1..=1024).contains(&cfg.clients) {
+        bail!("--clients must be 1..=1024");
+    }
+    if !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
+        bail!("--seconds must be more than 0 and at most 3600");
+    }
+    if !(1..=100).contains(&cfg.rounds) {
+        bail!("--rounds must be 1..=100");
+    }
+    let texts = texts(cfg, &names)?;
+    let machine = load_machine(&cfg.topology)?;
+    let store = Arc::new(cfg.source.open(&machine, cfg.quiet)?);
+    // The expected answers, from this process.
+    let mut mix = Vec::new();
+    {
+        let rt = build_runtime(
+            machine.clone(),
+            PolicyKind::Las,
+            cfg.pinning,
+            false,
+            AllocatorKind::Nearflow,
+        )?;
+        for (name, text) in names.iter().zip(&texts) {
+            let p = sparql::prepare(&store, text, &Options::default())
+                .with_context(|| format!("query {name}"))?;
+            let c = p
+                .run_collect(&rt)
+                .with_context(|| format!("query {name}"))?;
+            let expected = match p.form {
+                Form::Ask => Expected::Boolean(c.boolean()),
+                Form::Select(_) => Expected::Rows(c.rows.len() as u64),
+                _ => bail!("query {name} is a CONSTRUCT or DESCRIBE; the mix takes SELECT and ASK"),
+            };
+            mix.push((name.clone(), text.clone(), expected));
+        }
+    }
+    let mut out = String::new();
+    writeln!(
+        out,
+        "serve: {} triples; machine {}; host CPU {}{}; {} clients on the same host, {} s per engine per round, {} rounds interleaved; mix {}",
+        store.len(),
+        machine_label(&machine),
+        host_cpu(),
+        if in_a_vm() { " (a VM)" } else { "" },
+        cfg.clients,
+        cfg.seconds,
+        cfg.rounds,
+        names.join(",")
+    )?;
+    // Each engine: a policy's endpoint, or the peer; the rounds go round them in turn.
+    let mut engines: Vec<(String, Option<Arc<nearflow_serve::Endpoint>>)> = Vec::new();
+    for &p in &policies {
+        let rt = build_runtime(
+            machine.clone(),
+            p,
+            cfg.pinning,
+            false,
+            AllocatorKind::Nearflow,
+        )?;
+        let mut c = nearflow_serve::Config::for_pus(machine.pu_count());
+        c.timeout = cfg.request_timeout;
+        c.max_waiting = cfg.clients.max(64);
+        engines.push((
+            p.to_string(),
+            Some(nearflow_serve::Endpoint::new(
+                store.clone(),
+                Arc::new(rt),
+                c,
+            )),
+        ));
+    }
+    if cfg.peer.is_some() {
+        engines.push(("peer".to_owned(), None));
+    }
+    let mut samples: Vec<(Vec<Sample>, f64)> = engines.iter().map(|_| (Vec::new(), 0.0)).collect();
+    for round in 0..cfg.rounds {
+        for (e, (name, endpoint)) in engines.iter().enumerate() {
+            if !cfg.quiet {
+                eprintln!("round {}/{}: {name}", round + 1, cfg.rounds);
+            }
+            let (s, t) = match endpoint {
+                Some(ep) => {
+                    let server = Server::start(ep.clone())?;
+                    let r = drive(
+                        &server.url,
+                        &mix,
+                        cfg.clients,
+                        cfg.seconds,
+                        cfg.request_timeout,
+                    );
+                    drop(server);
+                    r
+                }
+                None => drive(
+                    cfg.peer.as_deref().expect("the peer engine has a URL"),
+                    &mix,
+                    cfg.clients,
+                    cfg.seconds,
+                    cfg.request_timeout,
+                ),
+            };
+            samples[e].0.extend(s);
+            samples[e].1 += t;
+        }
+    }
+    let results: Vec<Engine> = engines
+        .iter()
+        .zip(&samples)
+        .map(|((name, _), (s, t))| summarize(name, &mix, s, *t))
+        .collect();
+    writeln!(
+        out,
+        "\n| engine | answered | failed | answers/s | p50 | p99 |"
+    )?;
+    writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+    for r in &results {
+        writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {:.2} ms | {:.2} ms |",
+            r.engine,
+            r.answered,
+            r.failed,
+            r.throughput,
+            r.p50 * 1e3,
+            r.p99 * 1e3
+        )?;
+    }
+    writeln!(out, "\nper query, p50 / p99 (ms):\n")?;
+    let header: Vec<String> = std::iter::once("query".to_owned())
+        .chain(results.iter().map(|r| r.engine.clone()))
+        .collect();
+    writeln!(out, "| {} |", header.join(" | "))?;
+    writeln!(out, "|---|{}", "---:|".repeat(results.len()))?;
+    let mut csv = Csv::new(&["query", "engine", "answers", "p50_s", "p99_s"]);
+    for (i, (name, _, _)) in mix.iter().enumerate() {
+        let cells: Vec<String> = results
+            .iter()
+            .map(|r| {
+                let (_, n, p50, p99) = &r.queries[i];
+                csv.row(&[
+                    name.clone(),
+                    r.engine.clone(),
+                    n.to_string(),
+                    format!("{p50:.6}"),
+                    format!("{p99:.6}"),
+                ]);
+                if *n == 0 {
+                    "—".to_owned()
+                } else {
+                    format!("{:.2} / {:.2}", p50 * 1e3, p99 * 1e3)
+                }
+            })
+            .collect();
+        writeln!(out, "| {name} | {} |", cells.join(" | "))?;
+    }
+    for r in &results {
+        for f in &r.failures {
+            writeln!(out, "FAILED ({}): {f}", r.engine)?;
+        }
+    }
+    if let Some(path) = &cfg.csv {
+        csv.write(path)?;
+    }
+    Ok(Report::new(results, out))
+}

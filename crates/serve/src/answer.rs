@@ -1,0 +1,360 @@
+//! Running a query for a request and writing its answer into the response.
+//!
+//! The handler takes a turn ([`Endpoint::turn`]) and hands the request to a thread of tokio's
+//! blocking pool, which parses and plans it, starts it as a request of the nearflow runtime
+//! and writes the answer through an [`Out`]: the first 64 KiB are held back, so an answer that
+//! fits is sent once the query has ended and its status says how it ended; past that the
+//! answer streams in 64 KiB chunks through a channel of four, so a slow client holds back the
+//! query instead of filling memory. The turn is held until the query has ended, however it
+//! ends.
+//!
+//! A client that goes away drops the handler's future (before the answer starts) or the
+//! response body (after): either drops a [`Gone`] guard, which raises the flag the running
+//! query polls ([`Running::cancel_on`]); a write into a closed body fails the same way.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::Response;
+use nearflow_rdf::term::{Term, TermRef};
+use nearflow_sparql::algebra::Dataset;
+use nearflow_sparql::expr::EvalCx;
+use nearflow_sparql::results;
+use nearflow_sparql::{Form, Options, Query, QueryError};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::negotiate::{self, Chosen, Kind};
+use crate::protocol::QueryRequest;
+use crate::{ApiError, Endpoint};
+
+/// Bytes held back before an answer starts to stream, and the size of each chunk after.
+const CHUNK: usize = 64 << 10;
+
+/// Raises its flag when dropped: the client's side of a query went away (or the answer was
+/// sent).
+struct Gone(Arc<AtomicBool>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the query's thread tells the handler before the body: the format, or the error.
+type Head = Result<Chosen, ApiError>;
+
+/// Runs `req` and answers it (only the headers when `head_only`).
+pub(crate) async fn query(
+    ep: &Arc<Endpoint>,
+    req: QueryRequest,
+    accept: Option<String>,
+    head_only: bool,
+) -> Result<Response, ApiError> {
+    let turn = ep.turn().await?;
+    let (head_tx, head_rx) = oneshot::channel::<Head>();
+    let (body_tx, body_rx) = mpsc::channel::<io::Result<Bytes>>(4);
+    let flag = Arc::new(AtomicBool::new(false));
+    let gone = Gone(flag.clone());
+    let ep2 = ep.clone();
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        let c = &ep2.counters;
+        c.running.fetch_add(1, Ordering::SeqCst);
+        let mut out = Out {
+            head: Some(head_tx),
+            chosen: None,
+            buf: Vec::new(),
+            tx: body_tx,
+        };
+        let r = run(&ep2, req, accept.as_deref(), flag, &mut out);
+        if matches!(r, Err(ref e) if e.message == QueryError::Cancelled.to_string()) {
+            c.cancelled.fetch_add(1, Ordering::Relaxed);
+        }
+        // The query has ended: its turn is free before the client hears of it, so that a
+        // client's next query never finds its own last one still holding a turn.
+        c.running.fetch_sub(1, Ordering::SeqCst);
+        drop(_turn);
+        out.end(r);
+    });
+    let chosen = match head_rx.await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the query's thread stopped without an answer",
+            ))
+        }
+    };
+    let body = if head_only {
+        Body::empty()
+    } else {
+        Body::from_stream(futures_util::stream::unfold(
+            (body_rx, gone),
+            |(mut rx, gone)| async move { rx.recv().await.map(|chunk| (chunk, (rx, gone))) },
+        ))
+    };
+    Response::builder()
+        .header(header::CONTENT_TYPE, chosen.content_type())
+        .header(header::VARY, "Accept")
+        .body(body)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Parses, plans and runs the query on the runtime, writing its answer into `out`.
+fn run(
+    ep: &Endpoint,
+    req: QueryRequest,
+    accept: Option<&str>,
+    stop: Arc<AtomicBool>,
+    out: &mut Out,
+) -> Result<(), ApiError> {
+    let cfg = &ep.config;
+    let options = Options {
+        timeout: Some(req.timeout.map_or(cfg.timeout, |t| t.min(cfg.timeout))),
+        memory_limit: cfg.memory_limit,
+        ..Options::default()
+    };
+    let mut q = Query::parse(&req.text, &options)?;
+    if !req.default_graphs.is_empty() || !req.named_graphs.is_empty() {
+        q.dataset = Some(Dataset {
+            default: req.default_graphs,
+            named: req.named_graphs,
+        });
+    }
+    let kind = match q.form {
+        Form::Select(_) | Form::Ask => Kind::Results,
+        Form::Construct(_) | Form::Describe(_) => Kind::Graph,
+    };
+    let chosen = negotiate::choose(kind, accept, req.format.as_deref())?;
+    out.chosen = Some(chosen);
+    let prepared = Arc::new(q).plan(&ep.store, &options);
+    let mut running = prepared.start(&ep.rt)?;
+    running.cancel_on(stop);
+    let minted = running.minted();
+    let cx = EvalCx::new(prepared.store(), &minted);
+    match (&prepared.form, chosen) {
+        (Form::Select(vars), Chosen::Results(f)) => {
+            let batches = std::iter::from_fn(|| running.next_batch());
+            if let Err(e) = results::write_solutions(out, f, cx, vars, batches) {
+                running.cancel();
+                let _ = running.finish();
+                return Err(written(e));
+            }
+            running.finish()?;
+        }
+        (Form::Ask, Chosen::Results(f)) => {
+            let mut yes = false;
+            while let Some(b) = running.next_batch() {
+                yes |= !b.is_empty();
+            }
+            running.finish()?;
+            results::write_boolean(out, f, yes).map_err(written)?;
+        }
+        (Form::Construct(_) | Form::Describe(_), Chosen::Graph(f)) => {
+            let batches: Vec<_> = std::iter::from_fn(|| running.next_batch()).collect();
+            running.finish()?;
+            let triples = prepared.graph(&minted, batches.iter().flat_map(|b| b.iter()));
+            results::write_graph_as(out, &triples, f).map_err(written)?;
+        }
+        _ => {
+            unreachable!("the format was chosen for the form")
+        }
+    }
+    Ok(())
+}
+
+/// A write into the response failed: the client went away.
+fn written(e: io::Error) -> ApiError {
+    tracing::debug!(error = %e, "the answer could not be written");
+    ApiError::from(QueryError::Cancelled)
+}
+
+/// The answer as it is written: held back up to [`CHUNK`], then streamed.
+struct Out {
+    head: Option<oneshot::Sender<Head>>,
+    chosen: Option<Chosen>,
+    buf: Vec<u8>,
+    tx: mpsc::Sender<io::Result<Bytes>>,
+}
+
+impl Out {
+    /// Sends what is held: the head first if it has not gone yet.
+    fn send(&mut self) -> io::Result<()> {
+        let closed = || io::Error::new(io::ErrorKind::BrokenPipe, "the client went away");
+        if let Some(h) = self.head.take() {
+            let chosen = self
+                .chosen
+                .expect("a format is chosen before anything is written");
+            h.send(Ok(chosen)).map_err(|_| closed())?;
+        }
+        if !self.buf.is_empty() {
+            let chunk = Bytes::from(std::mem::take(&mut self.buf));
+            self.tx.blocking_send(Ok(chunk)).map_err(|_| closed())?;
+        }
+        Ok(())
+    }
+
+    /// Ends the answer: what is held goes out, or the error does — as the status when nothing
+    /// was sent yet, else as a failed body (the transfer breaks).
+    fn end(mut self, r: Result<(), ApiError>) {
+        match r {
+            Ok(()) => {
+                let _ = self.send();
+            }
+            Err(e) => match self.head.take() {
+                Some(h) => {
+                    let _ = h.send(Err(e));
+                }
+                None => {
+                    let _ = self
+                        .tx
+                        .blocking_send(Err(io::Error::other(e.message.clone())));
+                }
+            },
+        }
+    }
+}
+
+impl Write for Out {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        // Serialisers flush at their end; what is held is sent by `end` or the next chunk.
+        Ok(())
+    }
+}
+
+/// The service description (SPARQL 1.1 Service Description) of the endpoint at `host`.
+pub(crate) fn description(
+    ep: &Endpoint,
+    accept: Option<&str>,
+    host: Option<&str>,
+) -> Result<Response, ApiError> {
+    let Chosen::Graph(f) = negotiate::choose(Kind::Graph, accept, None)? else {
+        unreachable!("a graph format for a graph")
+    };
+    const SD: &str = "http://www.w3.org/ns/sparql-service-description#";
+    const FORMATS: &str = "http://www.w3.org/ns/formats/";
+    let iri = |s: String| Term::Iri(s);
+    let sd = |l: &str| iri(format!("{SD}{l}"));
+    let service = Term::Blank("service".into());
+    let dataset = Term::Blank("dataset".into());
+    let graph = Term::Blank("default".into());
+    let a = iri("http://www.w3.org/1999/02/22-rdf-syntax-ns#type".into());
+    let mut t = vec![
+        [service.clone(), a.clone(), sd("Service")],
+        [
+            service.clone(),
+            sd("supportedLanguage"),
+            sd("SPARQL11Query"),
+        ],
+        [service.clone(), sd("defaultDataset"), dataset.clone()],
+        [dataset.clone(), a.clone(), sd("Dataset")],
+        [dataset.clone(), sd("defaultGraph"), graph.clone()],
+        [graph.clone(), a, sd("Graph")],
+        [
+            graph,
+            iri("http://rdfs.org/ns/void#triples".into()),
+            Term::from(TermRef::Literal {
+                value: &ep
+                    .store
+                    .graph_len(nearflow_rdf::store::DEFAULT_GRAPH)
+                    .to_string(),
+                datatype: "http://www.w3.org/2001/XMLSchema#integer",
+                lang: None,
+            }),
+        ],
+    ];
+    if let Some(h) = host.filter(|h| oxrdf::NamedNode::new(format!("http://{h}/query")).is_ok()) {
+        t.push([
+            service.clone(),
+            sd("endpoint"),
+            iri(format!("http://{h}/query")),
+        ]);
+    }
+    for f in [
+        "SPARQL_Results_JSON",
+        "SPARQL_Results_XML",
+        "SPARQL_Results_CSV",
+        "SPARQL_Results_TSV",
+        "Turtle",
+        "N-Triples",
+        "N-Quads",
+        "RDF_XML",
+    ] {
+        t.push([
+            service.clone(),
+            sd("resultFormat"),
+            iri(format!("{FORMATS}{f}")),
+        ]);
+    }
+    let mut body = Vec::new();
+    results::write_graph_as(&mut body, &t, f)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Response::builder()
+        .header(header::CONTENT_TYPE, Chosen::Graph(f).content_type())
+        .body(Body::from(body))
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// The Graph Store Protocol's read (§5.2): the default graph (`?default`) or a named graph
+/// (`?graph=IRI`) in the negotiated syntax; 404 for a graph the store does not have.
+pub(crate) async fn graph(
+    ep: &Arc<Endpoint>,
+    url: Option<&str>,
+    accept: Option<String>,
+    head_only: bool,
+) -> Result<Response, ApiError> {
+    let params = crate::protocol::pairs(url.unwrap_or("").as_bytes())?;
+    let default = params.iter().any(|(k, _)| k == "default");
+    let named: Vec<&String> = params
+        .iter()
+        .filter(|(k, _)| k == "graph")
+        .map(|(_, v)| v)
+        .collect();
+    let text = match (default, named.as_slice()) {
+        (true, []) => "CONSTRUCT WHERE { ?s ?p ?o }".to_owned(),
+        (false, [g]) => {
+            oxrdf::NamedNode::new(g.as_str()).map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("{g:?} is not an absolute IRI: {e}"),
+                )
+            })?;
+            let id = ep.store.id_of(TermRef::Iri(g));
+            if !id.is_some_and(|id| ep.store.named_graphs().any(|n| n == id)) {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("the store has no graph named <{g}>"),
+                ));
+            }
+            format!("CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH <{g}> {{ ?s ?p ?o }} }}")
+        }
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "name one graph: ?default, or ?graph=IRI",
+            ))
+        }
+    };
+    let format = params
+        .iter()
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v.clone());
+    let req = QueryRequest {
+        text,
+        format,
+        ..QueryRequest::default()
+    };
+    query(ep, req, accept, head_only).await
+}

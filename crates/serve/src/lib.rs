@@ -1,0 +1,445 @@
+//! `nearflow serve`: a SPARQL 1.1 Protocol endpoint over a nearflow store.
+//!
+//! HTTP is served by hyper through axum on a small tokio runtime that does I/O only
+//! ([`Config::io_threads`], one thread by default). A query is parsed and planned on a thread of
+//! tokio's blocking pool and runs as one request of the nearflow runtime, like every other
+//! flow plan (LAS paper §4: a request is a unit the policy places and balances); the blocking
+//! thread reads its batches and writes the answer into the response body, so neither the
+//! query's work nor its serialisation touches the I/O threads.
+//!
+//! Routes:
+//! - `/query` (and `/sparql`): the query operation of the SPARQL 1.1 Protocol — `GET` with the
+//!   query in the URL, `POST` of a URL-encoded form or of the query itself
+//!   (`application/sparql-query`); `default-graph-uri` and `named-graph-uri` override the
+//!   query's dataset; `timeout` lowers the time limit; `format` names a result format where a
+//!   client cannot set `Accept`. A `GET` without parameters answers the service description.
+//! - `/store`: the Graph Store HTTP Protocol's `GET` and `HEAD` (`?default` or `?graph=IRI`).
+//! - `/update`: SPARQL Update, refused with 501 until the store takes writes.
+//! - `/status`: what the endpoint is doing, as JSON.
+//!
+//! Every response carries `Access-Control-Allow-Origin: *`, and `OPTIONS` answers CORS
+//! preflights, so a page on another origin can query the endpoint.
+//!
+//! Protection against what clients send ([`Config`]): a time limit per query (the default and
+//! the most a request may ask), a memory limit per query, at most [`Config::max_running`]
+//! queries at once with at most [`Config::max_waiting`] waiting (503 beyond), request bodies of
+//! at most [`Config::max_request_bytes`] (413 beyond). A query whose client goes away is
+//! cancelled inside the runtime. An answer that fits the first 64 KiB is sent only once the
+//! query has ended, so its status says whether it succeeded; a longer one streams, and a
+//! failure after its first bytes aborts the response (the client sees a broken transfer, never
+//! a truncated document that parses).
+//!
+//! Files: `protocol.rs` reads a request, `negotiate.rs` picks a format, `answer.rs` runs a
+//! query and writes its answer, this file holds the configuration, the routes and the errors.
+
+mod answer;
+pub mod negotiate;
+pub mod protocol;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use axum::Router;
+use nearflow_rdf::store::Store;
+use nearflow_rt::Runtime;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How the endpoint runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The time limit of a query, and the most a request's `timeout` may ask.
+    pub timeout: Duration,
+    /// Bytes a query's operators may hold (sorts, hash tables, DISTINCT's set); `None`: no limit.
+    pub memory_limit: Option<usize>,
+    /// Queries run at once; more wait.
+    pub max_running: usize,
+    /// Queries that may wait for a turn; more are refused with 503.
+    pub max_waiting: usize,
+    /// The largest request body (a query, a form) accepted; larger ones get 413.
+    pub max_request_bytes: usize,
+    /// Threads of the tokio runtime that does the HTTP I/O.
+    pub io_threads: usize,
+}
+
+impl Config {
+    /// The defaults for a store on `machine_pus` processing units: a 60 s time limit, four
+    /// queries at once per PU (at least 8: their tasks share the runtime's workers, so that
+    /// short queries are not queued behind long ones), 64 waiting, 1 MiB requests, one I/O
+    /// thread, no memory limit.
+    pub fn for_pus(machine_pus: usize) -> Self {
+        Config {
+            timeout: Duration::from_secs(60),
+            memory_limit: None,
+            max_running: (4 * machine_pus).max(8),
+            max_waiting: 64,
+            max_request_bytes: 1 << 20,
+            io_threads: 1,
+        }
+    }
+}
+
+/// A refusal or failure: its status and a message for the client (plain text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// What went wrong, in words.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with `status` saying `message`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, format!("{}\n", self.message)).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    }
+}
+
+impl From<nearflow_sparql::QueryError> for ApiError {
+    fn from(e: nearflow_sparql::QueryError) -> Self {
+        use nearflow_sparql::QueryError as Q;
+        let status = match &e {
+            Q::Syntax(_) | Q::Invalid(_) | Q::Unsupported(_) => StatusCode::BAD_REQUEST,
+            Q::Timeout(_) | Q::MemoryLimit { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Q::Cancelled | Q::Exec(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
+    }
+}
+
+/// Counters of what the endpoint did, shown by `/status`.
+#[derive(Default, Debug)]
+pub struct Counters {
+    /// Requests answered with 2xx (`/status` and preflights not counted).
+    pub answered: AtomicU64,
+    /// Requests refused or failed (4xx, 5xx), including queries turned away busy.
+    pub failed: AtomicU64,
+    /// Queries cancelled because their client went away.
+    pub cancelled: AtomicU64,
+    /// Queries running now.
+    pub running: AtomicUsize,
+    /// Queries waiting for a turn now.
+    pub waiting: AtomicUsize,
+}
+
+/// The endpoint: a store, the runtime its queries run on, and its limits.
+pub struct Endpoint {
+    store: Arc<Store>,
+    rt: Arc<Runtime>,
+    config: Config,
+    turns: Arc<Semaphore>,
+    /// What it did.
+    pub counters: Counters,
+    started: Instant,
+}
+
+impl Endpoint {
+    /// An endpoint over `store`, running queries on `rt`.
+    pub fn new(store: Arc<Store>, rt: Arc<Runtime>, config: Config) -> Arc<Self> {
+        Arc::new(Endpoint {
+            turns: Arc::new(Semaphore::new(config.max_running.max(1))),
+            store,
+            rt,
+            config,
+            counters: Counters::default(),
+            started: Instant::now(),
+        })
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A turn to run a query: at once, after waiting, or 503 when too many wait.
+    async fn turn(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        if let Ok(p) = self.turns.clone().try_acquire_owned() {
+            return Ok(p);
+        }
+        let c = &self.counters;
+        if c.waiting.fetch_add(1, Ordering::SeqCst) >= self.config.max_waiting {
+            c.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "busy: {} queries are running and {} waiting; try again later",
+                    self.config.max_running, self.config.max_waiting
+                ),
+            ));
+        }
+        // The count goes down however the wait ends (a client that leaves drops this future).
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let _w = Waiting(&c.waiting);
+        self.turns
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the server is stopping"))
+    }
+}
+
+/// The routes over `endpoint`.
+pub fn router(endpoint: Arc<Endpoint>) -> Router {
+    let limit = endpoint.config.max_request_bytes;
+    Router::new()
+        .route("/", any(home))
+        .route("/query", any(query))
+        .route("/sparql", any(query))
+        .route("/store", any(graph_store))
+        .route("/update", any(update))
+        .route("/status", any(status))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no such resource; the endpoint is /query (see / for the others)",
+            )
+        })
+        .layer(axum::middleware::map_response_with_state(
+            endpoint.clone(),
+            count,
+        ))
+        .layer(axum::middleware::map_response(cors))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(endpoint)
+}
+
+/// Serves `router(endpoint)` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    endpoint: Arc<Endpoint>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Without TCP_NODELAY, an answer written as headers then body waits out the client's
+    // delayed ACK (about 40 ms on Linux) on a kept-alive connection.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, router(endpoint))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Binds `addr`, calls `ready` with the address bound (port 0 picks one), and serves until
+/// Ctrl-C or SIGTERM, on a tokio runtime of [`Config::io_threads`] threads.
+pub fn run(
+    endpoint: Arc<Endpoint>,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+) -> std::io::Result<()> {
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(endpoint.config.io_threads.max(1))
+        .max_blocking_threads(endpoint.config.max_running.max(1) + 8)
+        .thread_name("nearflow-http")
+        .enable_all()
+        .build()?;
+    io.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+        ready(listener.local_addr()?);
+        serve(listener, endpoint, stop_signal()).await
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// CORS: every response may be read by a page of any origin; a preflight (`OPTIONS`) is
+/// answered with what the endpoint takes.
+async fn cors(method: Method, mut r: Response) -> Response {
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    if method == Method::OPTIONS {
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        *r.body_mut() = axum::body::Body::empty();
+        let h = r.headers_mut();
+        h.remove(header::CONTENT_TYPE);
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, HEAD, POST, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("Content-Type, Accept"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+    }
+    r
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn home(method: Method) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "nearflow SPARQL endpoint\n\n\
+         /query   SPARQL 1.1 Protocol queries (GET ?query=…, POST form or application/sparql-query)\n\
+         /store   Graph Store Protocol reads (GET ?default or ?graph=IRI)\n\
+         /update  SPARQL Update (not supported yet: 501)\n\
+         /status  what the endpoint is doing (JSON)\n",
+    )
+        .into_response()
+}
+
+async fn query(
+    State(ep): State<Arc<Endpoint>>,
+    method: Method,
+    RawQuery(url): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let accept = header_str(&headers, header::ACCEPT).map(str::to_owned);
+    let req = protocol::read(
+        &method,
+        url.as_deref(),
+        header_str(&headers, header::CONTENT_TYPE),
+        &body,
+    );
+    let r = match req {
+        Ok(protocol::Request::Query(q)) => {
+            answer::query(&ep, q, accept, method == Method::HEAD).await
+        }
+        Ok(protocol::Request::Describe) => {
+            answer::description(&ep, accept.as_deref(), header_str(&headers, header::HOST))
+        }
+        Err(e) => Err(e),
+    };
+    finish(r)
+}
+
+async fn graph_store(
+    State(ep): State<Arc<Endpoint>>,
+    method: Method,
+    RawQuery(url): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let accept = header_str(&headers, header::ACCEPT).map(str::to_owned);
+    let r = match method {
+        Method::OPTIONS => return StatusCode::NO_CONTENT.into_response(),
+        Method::GET | Method::HEAD => {
+            answer::graph(&ep, url.as_deref(), accept, method == Method::HEAD).await
+        }
+        Method::PUT | Method::POST | Method::DELETE | Method::PATCH => Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "the store is read-only: writes through the Graph Store Protocol are not supported yet",
+        )),
+        m => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("the graph store takes GET and HEAD, not {m}"),
+        )),
+    };
+    finish(r)
+}
+
+async fn update(method: Method) -> Response {
+    if method == Method::OPTIONS {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    finish(Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "SPARQL Update is not supported yet: this store is read-only",
+    )))
+}
+
+async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
+    let c = &ep.counters;
+    let body = serde_json::json!({
+        "uptime_s": ep.started.elapsed().as_secs_f64(),
+        "triples": ep.store.len(),
+        "running": c.running.load(Ordering::SeqCst),
+        "waiting": c.waiting.load(Ordering::SeqCst),
+        "answered": c.answered.load(Ordering::SeqCst),
+        "failed": c.failed.load(Ordering::SeqCst),
+        "cancelled": c.cancelled.load(Ordering::SeqCst),
+        "max_running": ep.config.max_running,
+        "max_waiting": ep.config.max_waiting,
+        "timeout_s": ep.config.timeout.as_secs_f64(),
+        "workers": ep.rt.machine().pu_count(),
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Logs a refusal and makes its response (the counting is [`count`]'s).
+fn finish(r: Result<Response, ApiError>) -> Response {
+    r.unwrap_or_else(|e| {
+        tracing::info!(status = %e.status, message = %e.message, "refused");
+        e.into_response()
+    })
+}
+
+/// Counts every response but preflights and `/status` by its status: 2xx answered, the rest
+/// failed (those refused before a handler ran too: 404, 413).
+async fn count(
+    State(ep): State<Arc<Endpoint>>,
+    uri: axum::http::Uri,
+    method: Method,
+    r: Response,
+) -> Response {
+    if method != Method::OPTIONS && uri.path() != "/status" {
+        let c = if r.status().is_success() {
+            &ep.counters.answered
+        } else {
+            &ep.counters.failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
