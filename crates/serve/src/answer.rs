@@ -116,6 +116,7 @@ fn run(
     let options = Options {
         timeout: Some(req.timeout.map_or(cfg.timeout, |t| t.min(cfg.timeout))),
         memory_limit: cfg.memory_limit,
+        base: req.base.clone(),
         ..Options::default()
     };
     let mut q = Query::parse(&req.text, &options)?;

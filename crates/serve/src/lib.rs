@@ -210,6 +210,8 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
         .route("/", any(home))
         .route("/query", any(query))
         .route("/sparql", any(query))
+        .route("/sparql/", any(query))
+        .route("/query/", any(query))
         .route("/store", any(graph_store))
         .route("/update", any(update))
         .route("/status", any(status))
@@ -335,6 +337,7 @@ async fn home(method: Method) -> Response {
 async fn query(
     State(ep): State<Arc<Endpoint>>,
     method: Method,
+    uri: axum::http::Uri,
     RawQuery(url): RawQuery,
     headers: HeaderMap,
     body: Bytes,
@@ -350,7 +353,10 @@ async fn query(
         &body,
     );
     let r = match req {
-        Ok(protocol::Request::Query(q)) => {
+        Ok(protocol::Request::Query(mut q)) => {
+            q.base = header_str(&headers, header::HOST)
+                .map(|h| format!("http://{h}{}", uri.path()))
+                .filter(|b| oxrdf::NamedNode::new(b.as_str()).is_ok());
             answer::query(&ep, q, accept, method == Method::HEAD).await
         }
         Ok(protocol::Request::Describe) => {

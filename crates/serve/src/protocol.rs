@@ -22,6 +22,9 @@ pub struct QueryRequest {
     pub timeout: Option<Duration>,
     /// `format`: a result format named in the URL, for clients that cannot set `Accept`.
     pub format: Option<String>,
+    /// The IRI relative IRIs of the query resolve against: the endpoint's own URL (§2.1.4
+    /// lets the service define it), when the request names its host.
+    pub base: Option<String>,
 }
 
 /// What a request to the query endpoint is.
@@ -49,6 +52,13 @@ pub fn read(
             .trim()
             .to_ascii_lowercase()
     });
+    if let Some(charset) = content_type.and_then(charset) {
+        if !charset.eq_ignore_ascii_case("utf-8") && !charset.eq_ignore_ascii_case("utf8") {
+            return Err(bad(&format!(
+                "the request says charset={charset}; a query is sent in UTF-8 (SPARQL 1.1 Protocol §2.1.2–2.1.3)"
+            )));
+        }
+    }
     let mut req = QueryRequest::default();
     let mut text = None;
     match *method {
@@ -107,6 +117,16 @@ pub fn read(
         return Err(bad("the query is empty"));
     }
     Ok(Request::Query(req))
+}
+
+/// The `charset` parameter of a media type, unquoted.
+fn charset(content_type: &str) -> Option<&str> {
+    content_type.split(';').skip(1).find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| v.trim().trim_matches('"'))
+    })
 }
 
 /// One parameter into the request; an error for a repeated `query`, an `update`, or a bad
@@ -285,6 +305,11 @@ mod tests {
                 Some("application/sparql-query"),
                 b"\xff"
             )),
+            StatusCode::BAD_REQUEST
+        );
+        let utf16 = Some("application/sparql-query; charset=UTF-16");
+        assert_eq!(
+            status(read(&Method::POST, None, utf16, b"\0A\0S\0K")),
             StatusCode::BAD_REQUEST
         );
         assert_eq!(
