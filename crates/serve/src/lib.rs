@@ -15,7 +15,10 @@
 //!   client cannot set `Accept`. A `GET` without parameters answers the service description.
 //! - `/store`: the Graph Store HTTP Protocol's `GET` and `HEAD` (`?default` or `?graph=IRI`).
 //! - `/update`: SPARQL Update, refused with 501 until the store takes writes.
-//! - `/status`: what the endpoint is doing, as JSON.
+//! - `/status`: what the endpoint is doing, as JSON (with the runtime's counters per core
+//!   group); `/prefixes`: the store's namespaces with their usual prefixes.
+//! - `/`: a page — a query editor that knows the store's prefixes, a results table that
+//!   pages, the runtime's live view.
 //!
 //! Every response carries `Access-Control-Allow-Origin: *`, and `OPTIONS` answers CORS
 //! preflights, so a page on another origin can query the endpoint.
@@ -34,6 +37,7 @@
 
 mod answer;
 pub mod negotiate;
+pub mod prefixes;
 pub mod protocol;
 
 use std::net::SocketAddr;
@@ -148,6 +152,8 @@ pub struct Endpoint {
     rt: Arc<Runtime>,
     config: Config,
     turns: Arc<Semaphore>,
+    /// The store's namespaces and their prefixes ([`prefixes::of`]).
+    prefixes: Vec<(String, String)>,
     /// What it did.
     pub counters: Counters,
     started: Instant,
@@ -158,6 +164,7 @@ impl Endpoint {
     pub fn new(store: Arc<Store>, rt: Arc<Runtime>, config: Config) -> Arc<Self> {
         Arc::new(Endpoint {
             turns: Arc::new(Semaphore::new(config.max_running.max(1))),
+            prefixes: prefixes::of(&store),
             store,
             rt,
             config,
@@ -215,6 +222,8 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
         .route("/store", any(graph_store))
         .route("/update", any(update))
         .route("/status", any(status))
+        .route("/prefixes", any(prefixes_json))
+        .route("/favicon.ico", any(|| async { StatusCode::NO_CONTENT }))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -319,17 +328,33 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// The page: a query editor that knows the store's prefixes, a results table that pages, and
+/// the runtime's live view (`page.html`, polling `/status`).
 async fn home(method: Method) -> Response {
-    if method == Method::OPTIONS {
-        return StatusCode::NO_CONTENT.into_response();
+    match method {
+        Method::OPTIONS => StatusCode::NO_CONTENT.into_response(),
+        Method::GET | Method::HEAD => (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            include_str!("page.html"),
+        )
+            .into_response(),
+        m => ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("the page takes GET, not {m}"),
+        )
+        .into_response(),
     }
+}
+
+async fn prefixes_json(State(ep): State<Arc<Endpoint>>) -> Response {
+    let map: serde_json::Map<String, serde_json::Value> = ep
+        .prefixes
+        .iter()
+        .map(|(p, ns)| (p.clone(), serde_json::Value::String(ns.clone())))
+        .collect();
     (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "nearflow SPARQL endpoint\n\n\
-         /query   SPARQL 1.1 Protocol queries (GET ?query=…, POST form or application/sparql-query)\n\
-         /store   Graph Store Protocol reads (GET ?default or ?graph=IRI)\n\
-         /update  SPARQL Update (not supported yet: 501)\n\
-         /status  what the endpoint is doing (JSON)\n",
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::Value::Object(map).to_string(),
     )
         .into_response()
 }
@@ -415,12 +440,41 @@ async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
         "max_waiting": ep.config.max_waiting,
         "timeout_s": ep.config.timeout.as_secs_f64(),
         "workers": ep.rt.machine().pu_count(),
+        "queued_tasks": ep.rt.queued(),
+        "groups": groups(&ep.rt),
     });
     (
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
         .into_response()
+}
+
+/// Per core group of the runtime's machine: its node, PUs, tasks run so far, and homed tasks
+/// run at home and away (the page turns these into tasks/s and the remote share).
+fn groups(rt: &Runtime) -> Vec<serde_json::Value> {
+    let m = rt.machine();
+    let c = rt.counters();
+    let homed = c.homed_by_group(m);
+    m.groups()
+        .iter()
+        .map(|g| {
+            let executed: u64 = c
+                .workers
+                .iter()
+                .filter(|w| m.group_of(w.worker) == g.index)
+                .map(|w| w.executed)
+                .sum();
+            let (local, remote) = homed.get(g.index).copied().unwrap_or_default();
+            serde_json::json!({
+                "node": g.node,
+                "pus": g.pus,
+                "executed": executed,
+                "home_local": local,
+                "home_remote": remote,
+            })
+        })
+        .collect()
 }
 
 /// Logs a refusal and makes its response (the counting is [`count`]'s).
