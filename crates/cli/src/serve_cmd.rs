@@ -25,7 +25,8 @@ pub struct ServeCmd {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::duration)]
     pub timeout: std::time::Duration,
     /// The most a query's operators (sorts, hash tables, DISTINCT) may hold, e.g. 512MiB, 2G;
-    /// past it the query fails with 503 and a message. No limit by default.
+    /// past it the query fails with 503 and a message. Default: this host's memory over twice
+    /// --max-running (at least 256 MiB).
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
     /// Queries run at once (default: four per PU, at least 8); more wait their turn.
@@ -64,21 +65,29 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         false,
         nearflow_rt::AllocatorKind::Nearflow,
     )?;
+    let max_running = cmd.max_running.unwrap_or(Config::for_pus(pus).max_running);
     let config = Config {
         timeout: cmd.timeout,
-        memory_limit: cmd.memory_limit,
-        max_running: cmd.max_running.unwrap_or(Config::for_pus(pus).max_running),
+        memory_limit: cmd
+            .memory_limit
+            .or_else(|| Config::memory_limit_for(max_running)),
+        max_running,
         max_waiting: cmd.max_waiting,
         max_request_bytes: cmd.max_request,
         io_threads: cmd.io_threads,
     };
+    let limit = config.memory_limit;
     let endpoint = Endpoint::new(store.clone(), Arc::new(rt), config);
     let policy = cmd.policy;
+    let quiet = cmd.quiet;
     nearflow_serve::run(endpoint, cmd.bind, |addr| {
         eprintln!(
             "serving {} triples at http://{addr}/query (policy {policy}); Ctrl-C stops",
             store.len()
         );
+        if let Some(l) = limit.filter(|_| !quiet) {
+            eprintln!("a query may hold {} MiB", l >> 20);
+        }
     })
     .context("the server stopped")
 }

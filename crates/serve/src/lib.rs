@@ -76,17 +76,37 @@ impl Config {
     /// The defaults for a store on `machine_pus` processing units: a 60 s time limit, four
     /// queries at once per PU (at least 8: their tasks share the runtime's workers, so that
     /// short queries are not queued behind long ones), 64 waiting, 1 MiB requests, one I/O
-    /// thread, no memory limit.
+    /// thread, and a memory limit per query of this host's memory shared by twice the queries
+    /// that may run (at least 256 MiB), so that the running queries together stay within half
+    /// of it rather than waking the OOM killer.
     pub fn for_pus(machine_pus: usize) -> Self {
+        let max_running = (4 * machine_pus).max(8);
         Config {
             timeout: Duration::from_secs(60),
-            memory_limit: None,
-            max_running: (4 * machine_pus).max(8),
+            memory_limit: Config::memory_limit_for(max_running),
+            max_running,
             max_waiting: 64,
             max_request_bytes: 1 << 20,
             io_threads: 1,
         }
     }
+}
+
+impl Config {
+    /// The default memory limit per query when `max_running` queries may run at once: this
+    /// host's memory over `2 × max_running`, at least 256 MiB (`None` where the host's memory
+    /// cannot be read).
+    pub fn memory_limit_for(max_running: usize) -> Option<usize> {
+        physical_memory().map(|m| (m / (2 * max_running.max(1) as u64)).max(256 << 20) as usize)
+    }
+}
+
+/// This host's memory (`MemTotal` of `/proc/meminfo`), when it can be read.
+pub fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 /// A refusal or failure: its status and a message for the client (plain text).

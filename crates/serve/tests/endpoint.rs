@@ -376,6 +376,25 @@ async fn a_long_answer_streams_whole() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_past_its_memory_limit_fails_with_503_and_the_next_runs() {
+    let rows: String = (0..20_000)
+        .map(|i| format!("<http://ex/r{i}> <http://ex/w> \"{i}\" .\n"))
+        .collect();
+    let ep = endpoint_with(&rows, |c| c.memory_limit = Some(64 << 10));
+    let r = send(
+        &ep,
+        get_query("SELECT ?s ?v { ?s <http://ex/w> ?v } ORDER BY ?v", "", None),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(r.body.contains("memory limit"), "{}", r.body);
+    assert_eq!(
+        send(&ep, get_query(NAMES, "", None)).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_graph_store_reads_graphs_and_cors_preflights_pass() {
     let ep = endpoint();
     let g2 = send(
