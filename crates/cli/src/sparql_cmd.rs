@@ -80,6 +80,11 @@ pub struct LoadCmd {
     /// Where to write the snapshot.
     #[arg(long, value_name = "STORE")]
     pub save: PathBuf,
+    /// Add the files to the store already saved at --save: it is read, the files are added
+    /// (their blank nodes kept apart from the store's), and the new snapshot replaces the old
+    /// one atomically (the old one stays whole until then).
+    #[arg(long)]
+    pub add: bool,
     #[command(flatten)]
     pub read: crate::args::ReadArgs,
     #[command(flatten)]
@@ -98,7 +103,18 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
         .collect();
     snapshot::check_target(&cmd.save, &inputs)?;
     let machine = cmd.topo.load()?;
-    let store = store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+    let store = if cmd.add {
+        if !cmd.save.exists() {
+            bail!(
+                "{}: no store to add to (without --add, `load` writes a new one)",
+                cmd.save.display()
+            );
+        }
+        let old = store::open_store(&machine, &cmd.save, cmd.quiet)?;
+        store::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?
+    } else {
+        store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?
+    };
     let t = Instant::now();
     snapshot::save(&store, &cmd.save)?;
     if !cmd.quiet {

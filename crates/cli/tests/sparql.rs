@@ -768,3 +768,53 @@ fn rdfxml_stdin_and_base_iris() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("<http://people/bob>"), "{text}");
 }
+
+#[test]
+fn load_add_grows_a_store_and_keeps_blank_nodes_apart() {
+    let dir = scratch("load-add");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = |name: &str, text: &str| {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        f.to_str().unwrap().to_owned()
+    };
+    let one = file(
+        "one.nt",
+        "<http://ex/a> <http://ex/p> _:x .\n_:x <http://ex/q> \"one\" .\n",
+    );
+    let two = file(
+        "two.nt",
+        "<http://ex/b> <http://ex/p> _:x .\n_:x <http://ex/q> \"two\" .\n",
+    );
+    let bad = file("bad.nt", "<http://ex/c> <http://ex/p> .\n");
+    let store = dir.join("s.nfs").to_str().unwrap().to_owned();
+    let run = |q: &str, extra: &[&str]| -> Vec<String> {
+        ok(&sparql("--store", &store, q, extra))
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    ok(&["load", "--quiet", &one, "--save", &store]);
+    ok(&["load", "--quiet", "--add", &two, "--save", &store]);
+    // Two documents' `_:x` are two nodes: each subject reaches only its own value.
+    let q = "SELECT ?s ?v { ?s <http://ex/p> ?b . ?b <http://ex/q> ?v } ORDER BY ?s";
+    assert_eq!(
+        run(q, &["--format", "csv"]),
+        vec!["s,v", "http://ex/a,one", "http://ex/b,two"]
+    );
+    // The same document added again is a new document: its blank node is a third node, and
+    // its triples without one are there already (a graph is a set).
+    ok(&["load", "--quiet", "--add", &two, "--save", &store]);
+    assert_eq!(run("SELECT * { ?s ?p ?o }", &["--count"]), vec!["6"]);
+    // A failed add leaves the store whole.
+    fails_with(
+        &["load", "--quiet", "--add", &bad, "--save", &store],
+        "bad.nt",
+    );
+    assert_eq!(run("SELECT * { ?s ?p ?o }", &["--count"]), vec!["6"]);
+    let none = dir.join("none.nfs").to_str().unwrap().to_owned();
+    fails_with(
+        &["load", "--add", &one, "--save", &none],
+        "no store to add to",
+    );
+}

@@ -17,6 +17,37 @@ pub fn load_files(
     options: &load::LoadOptions,
     quiet: bool,
 ) -> Result<Store> {
+    load_onto(machine, load::Loaded::default(), files, options, quiet)
+}
+
+/// `store` with `files` added (as [`load_files`] reads them); the files' blank nodes stay
+/// apart from the store's.
+pub fn add_files(
+    machine: &nearflow_topo::Machine,
+    store: Store,
+    files: &[PathBuf],
+    options: &load::LoadOptions,
+    quiet: bool,
+) -> Result<Store> {
+    let before = store.len();
+    let onto = load::Loaded::of_store(store);
+    let store = load_onto(machine, onto, files, options, quiet)?;
+    if !quiet {
+        eprintln!(
+            "the store held {before} triples and holds {} now",
+            store.len()
+        );
+    }
+    Ok(store)
+}
+
+fn load_onto(
+    machine: &nearflow_topo::Machine,
+    onto: load::Loaded,
+    files: &[PathBuf],
+    options: &load::LoadOptions,
+    quiet: bool,
+) -> Result<Store> {
     let all = || files.iter().chain(options.named.iter().map(|(_, f)| f));
     for f in all() {
         if f.as_os_str() != "-" && !f.exists() {
@@ -38,7 +69,7 @@ pub fn load_files(
     });
     let loaded = std::thread::scope(|s| {
         let p = progress.clone();
-        let worker = s.spawn(move || load::load_files_with(files, options, &p));
+        let worker = s.spawn(move || load::load_files_onto(onto, files, options, &p));
         while !worker.is_finished() {
             if let Some(b) = &bar {
                 b.set_length(progress.bytes_total.load(Ordering::Relaxed));

@@ -361,6 +361,51 @@ pub fn load_files_with(
     options: &LoadOptions,
     progress: &Arc<Progress>,
 ) -> Result<Loaded, LoadError> {
+    load_files_onto(Loaded::default(), paths, options, progress)
+}
+
+impl Loaded {
+    /// The loaded terms and quads of `store`, to add more to ([`load_files_onto`]).
+    pub fn of_store(store: crate::store::Store) -> Loaded {
+        let (dict, quads) = store.into_parts();
+        Loaded { dict, quads }
+    }
+
+    /// A blank node label prefix `a{N}_` that no blank node held starts with: the blank nodes
+    /// of documents added later get it, so that they stay apart from those already loaded
+    /// (RDF 1.1 Concepts §3.5: blank nodes are local to their document).
+    fn fresh_blank_prefix(&self) -> String {
+        let mut taken = 0u64;
+        for id in 1..=self.dict.len() as Id {
+            if let TermRef::Blank(label) = self.dict.term(id) {
+                let digits: String = label
+                    .strip_prefix('a')
+                    .unwrap_or("")
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                if !digits.is_empty() && label[1 + digits.len()..].starts_with('_') {
+                    taken = taken.max(digits.parse().unwrap_or(u64::MAX - 1));
+                }
+            }
+        }
+        format!("a{}_", taken.saturating_add(1))
+    }
+}
+
+/// [`load_files_with`], adding to `out` (e.g. [`Loaded::of_store`]): the new documents'
+/// blank nodes get a label prefix that none of `out`'s has, so they never merge with them.
+pub fn load_files_onto(
+    mut out: Loaded,
+    paths: &[PathBuf],
+    options: &LoadOptions,
+    progress: &Arc<Progress>,
+) -> Result<Loaded, LoadError> {
+    let fresh = if out.quads.is_empty() && out.dict.is_empty() {
+        String::new()
+    } else {
+        out.fresh_blank_prefix()
+    };
     if let Some(b) = &options.base {
         check_base(b)?;
     }
@@ -391,7 +436,6 @@ pub fn load_files_with(
         .map(|(p, _)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
         .sum();
     progress.bytes_total.store(total, Ordering::Relaxed);
-    let mut out = Loaded::default();
     let scoped = inputs.len() > 1;
     for (i, &(path, graph)) in inputs.iter().enumerate() {
         let stdin = path.as_os_str() == "-";
@@ -402,9 +446,9 @@ pub fn load_files_with(
             open(path, progress)?
         };
         let prefix = if scoped {
-            format!("f{i}_")
+            format!("{fresh}f{i}_")
         } else {
-            String::new()
+            fresh.clone()
         };
         let base = match &options.base {
             Some(b) => Some(b.clone()),

@@ -459,6 +459,12 @@ impl Store {
         out
     }
 
+    /// Its dictionary and its quads (graph by graph), e.g. to build a larger store.
+    pub fn into_parts(self) -> (Dict, Vec<Quad>) {
+        let quads = self.quads();
+        (self.dict, quads)
+    }
+
     /// Resident bytes of the dictionary and the indexes (capacity, not length).
     pub fn heap_bytes(&self) -> usize {
         let idx: usize = self
