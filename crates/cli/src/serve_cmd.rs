@@ -38,6 +38,10 @@ pub struct ServeCmd {
     /// The largest request body accepted (e.g. 1MiB); larger ones get 413.
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = crate::args::bytes)]
     pub max_request: usize,
+    /// How long a client may take to send a request's headers, or idle between requests,
+    /// before its connection is closed (e.g. 10s).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::args::duration)]
+    pub header_timeout: std::time::Duration,
     /// Threads doing HTTP I/O (queries run on the nearflow runtime, never on these).
     #[arg(long, default_value = "1", value_parser = crate::args::int_in(1usize, 64))]
     pub io_threads: usize,
@@ -75,6 +79,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         max_waiting: cmd.max_waiting,
         max_request_bytes: cmd.max_request,
         io_threads: cmd.io_threads,
+        header_timeout: cmd.header_timeout,
     };
     let limit = config.memory_limit;
     let endpoint = Endpoint::new(store.clone(), Arc::new(rt), config);

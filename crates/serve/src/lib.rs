@@ -1,6 +1,6 @@
 //! `nearflow serve`: a SPARQL 1.1 Protocol endpoint over a nearflow store.
 //!
-//! HTTP is served by hyper through axum on a small tokio runtime that does I/O only
+//! HTTP/1.1 is served by hyper (axum's router, our accept loop) on a small tokio runtime that does I/O only
 //! ([`Config::io_threads`], one thread by default). A query is parsed and planned on a thread of
 //! tokio's blocking pool and runs as one request of the nearflow runtime, like every other
 //! flow plan (LAS paper §4: a request is a unit the policy places and balances); the blocking
@@ -26,7 +26,8 @@
 //! Protection against what clients send ([`Config`]): a time limit per query (the default and
 //! the most a request may ask), a memory limit per query, at most [`Config::max_running`]
 //! queries at once with at most [`Config::max_waiting`] waiting (503 beyond), request bodies of
-//! at most [`Config::max_request_bytes`] (413 beyond). A query whose client goes away is
+//! at most [`Config::max_request_bytes`] (413 beyond), headers within
+//! [`Config::header_timeout`] (a stalled connection is closed). A query whose client goes away is
 //! cancelled inside the runtime. An answer that fits the first 64 KiB is sent only once the
 //! query has ended, so its status says whether it succeeded; a longer one streams, and a
 //! failure after its first bytes aborts the response (the client sees a broken transfer, never
@@ -70,6 +71,9 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// Threads of the tokio runtime that does the HTTP I/O.
     pub io_threads: usize,
+    /// How long a connection may take to send a request's headers (and may stay idle between
+    /// requests); past it the connection is closed, so that stalled clients do not pile up.
+    pub header_timeout: Duration,
 }
 
 impl Config {
@@ -88,6 +92,7 @@ impl Config {
             max_waiting: 64,
             max_request_bytes: 1 << 20,
             io_threads: 1,
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -259,23 +264,64 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
         .with_state(endpoint)
 }
 
-/// Serves `router(endpoint)` on `listener` until `shutdown` completes.
+/// Serves `router(endpoint)` on `listener` until `shutdown` completes; then every connection
+/// finishes the request it is answering and closes.
+///
+/// One tokio task per connection, HTTP/1.1 through hyper with TCP_NODELAY (without it, an
+/// answer written as headers then body waits out the client's delayed ACK, about 40 ms on
+/// Linux) and [`Config::header_timeout`] (a client that stalls mid-request, or idles between
+/// requests, is disconnected). A failed accept (out of file descriptors) is logged and retried
+/// after a pause rather than ending the server.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     endpoint: Arc<Endpoint>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Without TCP_NODELAY, an answer written as headers then body waits out the client's
-    // delayed ACK (about 40 ms on Linux) on a kept-alive connection.
-    let listener = listener.tap_io(|tcp| {
+    let header_timeout = endpoint.config.header_timeout;
+    let app = router(endpoint);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, router(endpoint))
-        .with_graceful_shutdown(shutdown)
-        .await
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stop = stop_rx.clone();
+        connections.spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended");
+                    }
+                }
+                _ = stop.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    let _ = stop_tx.send(true);
+    while connections.join_next().await.is_some() {}
+    Ok(())
 }
 
 /// Binds `addr`, calls `ready` with the address bound (port 0 picks one), and serves until

@@ -524,6 +524,35 @@ fn a_client_that_goes_away_has_its_query_cancelled() {
 }
 
 #[test]
+fn a_client_that_stalls_mid_request_is_disconnected() {
+    let ep = endpoint_with("", |c| c.header_timeout = Duration::from_millis(300));
+    let (addr, _io) = start(ep.clone());
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .unwrap();
+    let t = Instant::now();
+    let mut out = Vec::new();
+    // The server closes the connection (with a 408 or without a word); the read ends.
+    let _ = s.read_to_end(&mut out);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "the stalled connection was kept"
+    );
+    let reply = String::from_utf8_lossy(&out);
+    assert!(
+        reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+        "{reply}"
+    );
+    // An idle kept-alive connection is closed the same way; a working client is unaffected.
+    let r = raw(
+        addr,
+        b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status_line(&r).contains("200"), "{r}");
+}
+
+#[test]
 fn malformed_requests_never_bring_the_server_down() {
     let ep = endpoint_with("", |c| c.max_request_bytes = 64 << 10);
     let (addr, _io) = start(ep.clone());
