@@ -231,10 +231,5 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             cmd.policy
         );
     }
-    // The answer is out: the process ends, and the OS takes the store back at once. Freeing
-    // it first cost 10–15 ms at 1M triples and about 55 ms at 5.4M (issue 39: the per-query
-    // cost that grew with the store), paid after the last row.
-    std::mem::forget(q);
-    std::mem::forget(store);
     Ok(())
 }

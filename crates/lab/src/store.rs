@@ -69,7 +69,13 @@ fn load_onto(
     });
     let loaded = std::thread::scope(|s| {
         let p = progress.clone();
-        let worker = s.spawn(move || load::load_files_onto(onto, files, options, &p));
+        let main = std::thread::current();
+        let worker = s.spawn(move || {
+            let r = load::load_files_onto(onto, files, options, &p);
+            // Wakes the progress loop at once: a small file is not kept waiting for its tick.
+            main.unpark();
+            r
+        });
         while !worker.is_finished() {
             if let Some(b) = &bar {
                 b.set_length(progress.bytes_total.load(Ordering::Relaxed));
@@ -79,7 +85,7 @@ fn load_onto(
                     progress.triples.load(Ordering::Relaxed)
                 ));
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::park_timeout(Duration::from_millis(100));
         }
         worker.join().expect("the loader does not panic")
     });
