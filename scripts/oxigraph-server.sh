@@ -25,6 +25,8 @@ if [ ! -d "$store" ]; then
     *.nt) "$bin" load --location "$tmp" --file "$data" --format nt ;;
     *) "$bin" load --location "$tmp" --file "$data" --format ttl ;;
   esac
+  # As Oxigraph's loader advises for a read-heavy workload.
+  "$bin" optimize --location "$tmp"
   mv "$tmp" "$store"
 fi
 echo "oxigraph-server: http://127.0.0.1:$port/query ($data)" >&2
