@@ -19,6 +19,8 @@ pub(crate) struct WorkerCells {
     pub(crate) spawned: AtomicU64,
     pub(crate) home_local: AtomicU64,
     pub(crate) home_remote: AtomicU64,
+    /// The request whose task the worker runs now, plus one; 0 when it runs none.
+    pub(crate) running: AtomicU64,
 }
 
 impl WorkerCells {
@@ -32,6 +34,7 @@ impl WorkerCells {
             spawned: AtomicU64::new(0),
             home_local: AtomicU64::new(0),
             home_remote: AtomicU64::new(0),
+            running: AtomicU64::new(0),
         })
     }
 
@@ -47,6 +50,7 @@ impl WorkerCells {
             spawned: r(&self.spawned),
             home_local: r(&self.home_local),
             home_remote: r(&self.home_remote),
+            running: r(&self.running).checked_sub(1),
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct WorkerCounters {
     pub home_local: u64,
     /// Tasks with a data home it ran although their home is another node.
     pub home_remote: u64,
+    /// The request whose task it is running at the moment of the snapshot, if any.
+    pub running: Option<u64>,
 }
 
 /// What one request did.
@@ -150,6 +156,20 @@ impl RuntimeCounters {
             }
         }
         v
+    }
+
+    /// Per core group of `machine`, the distinct requests whose tasks its workers were running
+    /// at the moment of the snapshot.
+    pub fn running_by_group(&self, machine: &nearflow_topo::Machine) -> Vec<usize> {
+        let mut v: Vec<Vec<u64>> = vec![Vec::new(); machine.groups().len()];
+        for w in &self.workers {
+            if let (Some(r), Some(g)) = (w.running, v.get_mut(machine.group_of(w.worker))) {
+                if !g.contains(&r) {
+                    g.push(r);
+                }
+            }
+        }
+        v.iter().map(Vec::len).collect()
     }
 
     /// Tasks run by all workers.

@@ -451,9 +451,13 @@ impl<'a> WorkerLocal<'a> {
                 self.label.set(crate::trace::NO_LABEL);
                 (t.now_ns(), crate::trace::thread_cpu_ns())
             });
+            self.cells
+                .running
+                .store(req.id.wrapping_add(1), Ordering::Relaxed);
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.run(&cx, &self.cache))) {
                 req.fail(payload);
             }
+            self.cells.running.store(0, Ordering::Relaxed);
             if let (Some(t), Some((start_ns, cpu_start))) = (trace, start) {
                 let cpu_end = crate::trace::thread_cpu_ns();
                 let end_ns = t.now_ns();

@@ -70,7 +70,9 @@ pub(crate) async fn query(
             tx: body_tx,
         };
         let r = run(&ep2, req, accept.as_deref(), flag, &mut out);
-        if matches!(r, Err(ref e) if e.message == QueryError::Cancelled.to_string()) {
+        // A HEAD request's body is never read: its query is stopped once the head is out,
+        // and that is not a client that went away.
+        if !head_only && matches!(r, Err(ref e) if e.message == QueryError::Cancelled.to_string()) {
             c.cancelled.fetch_add(1, Ordering::Relaxed);
         }
         // The query has ended: its turn is free before the client hears of it, so that a

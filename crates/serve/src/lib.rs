@@ -516,12 +516,14 @@ async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
         .into_response()
 }
 
-/// Per core group of the runtime's machine: its node, PUs, tasks run so far, and homed tasks
-/// run at home and away (the page turns these into tasks/s and the remote share).
+/// Per core group of the runtime's machine: its node, PUs, the requests its workers are
+/// running tasks of right now, tasks run so far, and homed tasks run at home and away (the
+/// page turns these into tasks/s and the remote share).
 fn groups(rt: &Runtime) -> Vec<serde_json::Value> {
     let m = rt.machine();
     let c = rt.counters();
     let homed = c.homed_by_group(m);
+    let running = c.running_by_group(m);
     m.groups()
         .iter()
         .map(|g| {
@@ -533,6 +535,7 @@ fn groups(rt: &Runtime) -> Vec<serde_json::Value> {
                 .sum();
             let (local, remote) = homed.get(g.index).copied().unwrap_or_default();
             serde_json::json!({
+                "running_requests": running.get(g.index).copied().unwrap_or(0),
                 "node": g.node,
                 "pus": g.pus,
                 "executed": executed,

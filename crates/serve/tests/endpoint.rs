@@ -342,6 +342,26 @@ async fn past_the_waiting_room_the_endpoint_says_busy() {
     while ep.counters.running.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // The live view sees the running query's tasks on the runtime's workers.
+    let t = Instant::now();
+    loop {
+        let st: serde_json::Value =
+            serde_json::from_str(&send(&ep, get("/status", None)).await.body).unwrap();
+        let groups = st["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "{st}");
+        let running: u64 = groups
+            .iter()
+            .map(|g| g["running_requests"].as_u64().unwrap())
+            .sum();
+        if running > 0 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "no group runs the query's tasks: {st}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let turned_away = send(&ep, get_query(NAMES, "", None)).await;
     assert_eq!(turned_away.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(turned_away.body.starts_with("busy"), "{}", turned_away.body);
