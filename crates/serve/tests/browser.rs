@@ -13,6 +13,9 @@ use nearflow_rdf::load;
 use nearflow_serve::{Config, Endpoint};
 use nearflow_sparql::Options;
 
+mod common;
+use common::enc;
+
 fn chromium() -> String {
     for c in ["chromium", "chromium-browser", "google-chrome"] {
         if Command::new(c)
@@ -24,17 +27,6 @@ fn chromium() -> String {
         }
     }
     panic!("no Chromium found (scripts/apt-install.sh nearflow chromium installs it)");
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The text of every `<td>` of the results table in `dom`, row by row.
@@ -107,20 +99,7 @@ fn the_page_runs_a_query_and_pages_its_table_in_a_real_browser() {
     };
     assert_eq!(expected.len(), 50);
     let ep = Endpoint::new(store, rt, Config::for_pus(machine.pu_count()));
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = io
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    io.spawn(nearflow_serve::serve(
-        listener,
-        ep.clone(),
-        std::future::pending(),
-    ));
+    let (addr, io) = common::start(ep.clone());
     let url = format!("http://{addr}/?run=1&page=2&query={}", enc(query));
     let headless = |extra: &[&str]| {
         let out = Command::new(&browser)

@@ -1,0 +1,34 @@
+//! Shared by the endpoint's tests: URL encoding, and a server on a loopback port.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use nearflow_serve::Endpoint;
+
+/// `s` percent-encoded for a URL's query (every byte but the unreserved ones).
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `ep` served on a loopback port by its own one-thread I/O runtime (dropping the runtime
+/// stops it).
+pub fn start(ep: Arc<Endpoint>) -> (std::net::SocketAddr, tokio::runtime::Runtime) {
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = io
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    io.spawn(nearflow_serve::serve(listener, ep, std::future::pending()));
+    (addr, io)
+}
