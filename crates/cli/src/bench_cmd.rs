@@ -531,6 +531,10 @@ pub struct ServeLoadCmd {
     /// The longest a request may take before it counts as failed.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::duration)]
     pub request_timeout: std::time::Duration,
+    /// Queries each of our endpoints runs at once (default: `serve`'s, four per PU, at least 8).
+    /// Range: 1..=4096.
+    #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
+    pub max_running: Option<usize>,
     #[command(flatten)]
     pub topo: TopoArgs,
     /// Thread binding (only applied on the host).
@@ -559,6 +563,7 @@ impl ServeLoadCmd {
             policies: self.policies.clone(),
             peer: self.peer.clone(),
             request_timeout: self.request_timeout,
+            max_running: self.max_running,
             topology: self.topo.spec()?,
             pinning: self.pinning,
             csv: self.csv.clone(),

@@ -67,6 +67,8 @@ pub struct Config {
     pub peer: Option<String>,
     /// The longest a request may take before it counts as failed.
     pub request_timeout: Duration,
+    /// Queries each of our endpoints runs at once (default: `nearflow serve`'s).
+    pub max_running: Option<usize>,
     /// The machine (default: this host).
     pub topology: TopologySpec,
     /// Thread binding (only applied on the host).
@@ -361,6 +363,10 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         )?;
         let mut c = nearflow_serve::Config::for_pus(machine.pu_count());
         c.timeout = cfg.request_timeout;
+        if let Some(m) = cfg.max_running {
+            c.max_running = m;
+            c.memory_limit = nearflow_serve::Config::memory_limit_for(m);
+        }
         c.max_waiting = cfg.clients.max(64);
         engines.push((
             p.to_string(),
