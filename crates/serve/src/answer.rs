@@ -43,6 +43,22 @@ impl Drop for Gone {
     }
 }
 
+/// One more in a count while it lives.
+struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What the query's thread tells the handler before the body: the format, or the error.
 type Head = Result<Chosen, ApiError>;
 
@@ -60,9 +76,10 @@ pub(crate) async fn query(
     let gone = Gone(flag.clone());
     let ep2 = ep.clone();
     tokio::task::spawn_blocking(move || {
-        let _turn = turn;
         let c = &ep2.counters;
-        c.running.fetch_add(1, Ordering::SeqCst);
+        // The count and the turn are given back however this thread ends, a panic included
+        // (the handler then answers 500: the head's sender is dropped).
+        let running = Counted::enter(&c.running);
         let mut out = Out {
             head: Some(head_tx),
             chosen: None,
@@ -77,8 +94,8 @@ pub(crate) async fn query(
         }
         // The query has ended: its turn is free before the client hears of it, so that a
         // client's next query never finds its own last one still holding a turn.
-        c.running.fetch_sub(1, Ordering::SeqCst);
-        drop(_turn);
+        drop(running);
+        drop(turn);
         out.end(r);
     });
     let chosen = match head_rx.await {
