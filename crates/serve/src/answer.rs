@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::negotiate::{self, Chosen, Kind};
 use crate::protocol::QueryRequest;
-use crate::{ApiError, Endpoint};
+use crate::{ApiError, Counted, Endpoint};
 
 /// Bytes held back before an answer starts to stream, and the size of each chunk after.
 const CHUNK: usize = 64 << 10;
@@ -40,22 +40,6 @@ struct Gone(Arc<AtomicBool>);
 impl Drop for Gone {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// One more in a count while it lives.
-struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Counted<'a> {
-    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Counted(count)
-    }
-}
-
-impl Drop for Counted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

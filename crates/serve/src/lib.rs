@@ -171,6 +171,22 @@ pub struct Counters {
     pub waiting: AtomicUsize,
 }
 
+/// One more in a count while it lives (queries waiting, queries running).
+pub(crate) struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    pub(crate) fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The endpoint: a store, the runtime its queries run on, and its limits.
 pub struct Endpoint {
     store: Arc<Store>,
@@ -209,8 +225,10 @@ impl Endpoint {
             return Ok(p);
         }
         let c = &self.counters;
-        if c.waiting.fetch_add(1, Ordering::SeqCst) >= self.config.max_waiting {
-            c.waiting.fetch_sub(1, Ordering::SeqCst);
+        // The count goes down however the wait ends (a client that leaves drops this future).
+        let before = c.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Counted(&c.waiting);
+        if before >= self.config.max_waiting {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
@@ -219,14 +237,6 @@ impl Endpoint {
                 ),
             ));
         }
-        // The count goes down however the wait ends (a client that leaves drops this future).
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        let _w = Waiting(&c.waiting);
         self.turns
             .clone()
             .acquire_owned()
