@@ -4,15 +4,26 @@
 //! Layout: the terms' keys (`TermRef::encode`) one after another in one byte arena, an end
 //! offset per term, and a hash table of ids keyed by the bytes they point at — about
 //! `key length + 8 + 4·(1/load)` bytes per term, no per-term allocation.
+//!
+//! A dictionary may lie over another ([`Dict::over`]): the terms an update adds after a store
+//! was built live in a small dictionary of their own whose ids continue the shared one's, so
+//! a new version of the store copies only the new terms, never the whole dictionary, and
+//! queries running on the old version keep theirs. [`Dict::flattened`] folds the two into one
+//! (the background merge), keeping every id.
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 
 use crate::term::{Id, TermRef};
 
 /// Terms ↔ ids.
+#[derive(Clone)]
 pub struct Dict {
+    /// The dictionary this one lies over (ids `1..=under_len` are its terms), if any.
+    under: Option<Arc<Dict>>,
+    under_len: usize,
     bytes: String,
     /// `ends[i]`: end of term `i + 1`'s key in `bytes` (its start is the previous end).
     ends: Vec<u64>,
@@ -45,6 +56,8 @@ impl Dict {
     /// An empty dictionary.
     pub fn new() -> Self {
         Dict {
+            under: None,
+            under_len: 0,
             bytes: String::new(),
             ends: Vec::new(),
             table: HashTable::new(),
@@ -53,22 +66,75 @@ impl Dict {
         }
     }
 
+    /// An empty dictionary over `under`: its ids continue `under`'s, and a term `under` holds
+    /// keeps its id. `under` must not itself lie over another (one level: see
+    /// [`flattened`](Self::flattened)).
+    pub fn over(under: Arc<Dict>) -> Self {
+        debug_assert!(under.under.is_none(), "one level of dictionaries");
+        Dict {
+            under_len: under.len(),
+            under: Some(under),
+            ..Dict::new()
+        }
+    }
+
+    /// The dictionary it lies over, if any.
+    pub fn under(&self) -> Option<&Arc<Dict>> {
+        self.under.as_ref()
+    }
+
+    /// Terms of its own (not of the dictionary it lies over).
+    pub fn own_len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The terms of its own, in id order.
+    pub fn own_terms(&self) -> impl Iterator<Item = TermRef<'_>> + '_ {
+        (1..=self.ends.len() as Id).map(|i| TermRef::decode(self.own_key(i)))
+    }
+
+    /// One dictionary holding the terms of both levels, with the same ids.
+    pub fn flattened(&self) -> Dict {
+        let Some(under) = &self.under else {
+            return self.clone();
+        };
+        let mut d = (**under).clone();
+        d.scratch = String::new();
+        for id in 1..=self.ends.len() as Id {
+            let k = self.own_key(id);
+            d.intern_key(k).expect("no more terms than the two held");
+        }
+        d
+    }
+
     /// Number of terms.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.under_len + self.ends.len()
     }
 
     /// Whether it holds no term.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len() == 0
     }
 
-    /// Bytes held (arena, offsets and table), for the memory report.
+    /// Bytes held (arena, offsets and table, and the dictionary it lies over), for the memory
+    /// report.
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.capacity() + self.ends.capacity() * 8 + self.table.capacity() * 5
+        self.bytes.capacity()
+            + self.ends.capacity() * 8
+            + self.table.capacity() * 5
+            + self.under.as_ref().map_or(0, |u| u.heap_bytes())
     }
 
     fn key(&self, id: Id) -> &str {
+        match &self.under {
+            Some(u) if (id as usize) <= self.under_len => u.key(id),
+            _ => self.own_key(id - self.under_len as Id),
+        }
+    }
+
+    /// The key of own id `id` (1-based among its own terms).
+    fn own_key(&self, id: Id) -> &str {
         let i = id as usize - 1;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.bytes[start..self.ends[i] as usize]
@@ -90,8 +156,13 @@ impl Dict {
     }
 
     fn lookup_key(&self, key: &str) -> Option<Id> {
+        if let Some(id) = self.under.as_ref().and_then(|u| u.lookup_key(key)) {
+            return Some(id);
+        }
         let h = self.hasher.hash_one(key);
-        self.table.find(h, |&id| self.key(id) == key).copied()
+        self.table
+            .find(h, |&id| self.own_key(id) == key)
+            .map(|&id| id + self.under_len as Id)
     }
 
     /// The id of `term`, adding it when new.
@@ -105,6 +176,10 @@ impl Dict {
     }
 
     fn intern_key(&mut self, key: &str) -> Result<Id, DictFull> {
+        if let Some(id) = self.under.as_ref().and_then(|u| u.lookup_key(key)) {
+            return Ok(id);
+        }
+        let base = self.under_len as Id;
         let h = self.hasher.hash_one(key);
         let Dict {
             bytes,
@@ -119,9 +194,9 @@ impl Dict {
             &bytes[start..ends[i] as usize]
         };
         if let Some(&id) = table.find(h, |&id| key_of(id) == key) {
-            return Ok(id);
+            return Ok(id + base);
         }
-        if ends.len() >= (Id::MAX - 1) as usize {
+        if ends.len() + base as usize >= (Id::MAX - 1) as usize {
             return Err(DictFull);
         }
         bytes.push_str(key);
@@ -133,11 +208,13 @@ impl Dict {
             let start = if i == 0 { 0 } else { e[i - 1] as usize };
             hasher.hash_one(&b[start..e[i] as usize])
         });
-        Ok(id)
+        Ok(id + base)
     }
 
-    /// The raw parts, for the snapshot.
+    /// The raw parts, for the snapshot (of a dictionary over none: see
+    /// [`flattened`](Self::flattened)).
     pub(crate) fn parts(&self) -> (&[u8], &[u64]) {
+        assert!(self.under.is_none(), "a snapshot of a flattened dictionary");
         (self.bytes.as_bytes(), &self.ends)
     }
 
@@ -167,14 +244,12 @@ impl Dict {
         let mut d = Dict {
             bytes,
             ends,
-            table: HashTable::new(),
-            hasher: hashbrown::DefaultHashBuilder::default(),
-            scratch: String::new(),
+            ..Dict::new()
         };
         d.table.reserve(d.ends.len(), |_| 0);
         for id in 1..=d.ends.len() as Id {
-            let h = d.hasher.hash_one(d.key(id));
-            if d.lookup_key(d.key(id)).is_some() {
+            let h = d.hasher.hash_one(d.own_key(id));
+            if d.lookup_key(d.own_key(id)).is_some() {
                 return Err(format!("term {id} appears twice"));
             }
             let (b, e, hasher) = (&d.bytes, &d.ends, &d.hasher);
@@ -212,6 +287,40 @@ mod tests {
         let e = Dict::from_parts(bytes.to_vec(), ends.to_vec()).unwrap();
         assert_eq!(e.lookup(TermRef::Iri("http://x/777")), Some(780));
         assert_eq!(e.len(), d.len());
+    }
+
+    #[test]
+    fn a_dictionary_over_another_continues_its_ids_and_flattens_to_the_same() {
+        let mut base = Dict::new();
+        let a = base.intern(TermRef::Iri("http://a")).unwrap();
+        let b = base.intern(TermRef::string("b")).unwrap();
+        let base = Arc::new(base);
+        let mut top = Dict::over(base.clone());
+        assert_eq!(top.len(), 2);
+        assert_eq!(top.intern(TermRef::Iri("http://a")).unwrap(), a, "a shared term keeps its id");
+        let c = top.intern(TermRef::Blank("c")).unwrap();
+        let d = top.intern(TermRef::Iri("http://d")).unwrap();
+        assert_eq!((c, d), (3, 4));
+        assert_eq!(top.own_len(), 2);
+        assert_eq!(top.intern(TermRef::Blank("c")).unwrap(), c);
+        assert_eq!(top.lookup(TermRef::string("b")), Some(b));
+        assert_eq!(top.term(d), TermRef::Iri("http://d"));
+        assert_eq!(top.term(a), TermRef::Iri("http://a"));
+        assert_eq!(base.len(), 2, "the shared one is untouched");
+        assert_eq!(base.lookup(TermRef::Iri("http://d")), None);
+        // A copy goes on apart from the original.
+        let mut next = top.clone();
+        assert_eq!(next.intern(TermRef::Iri("http://e")).unwrap(), 5);
+        assert_eq!(top.lookup(TermRef::Iri("http://e")), None);
+        let flat = next.flattened();
+        assert!(flat.under().is_none());
+        assert_eq!(flat.len(), 5);
+        for id in 1..=5 {
+            assert_eq!(flat.term(id), next.term(id));
+            assert_eq!(flat.lookup(next.term(id)), Some(id));
+        }
+        let (bytes, ends) = flat.parts();
+        assert_eq!(Dict::from_parts(bytes.to_vec(), ends.to_vec()).unwrap().len(), 5);
     }
 
     #[test]

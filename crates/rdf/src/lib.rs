@@ -25,6 +25,8 @@
 //! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
 //! - `snapshot.rs` — the binary snapshot: save, open, validation.
 
+pub mod db;
+pub mod delta;
 pub mod dict;
 pub mod load;
 pub mod snapshot;

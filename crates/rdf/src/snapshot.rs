@@ -248,6 +248,10 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 /// then renamed over `path` (and the directory synced). On any error the temporary file is
 /// removed and whatever was at `path` before is untouched.
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
+    if !store.is_flat() {
+        // A version with a delta is written as its merged indexes.
+        return save_capped(&store.merged()?, path, u64::MAX);
+    }
     save_capped(store, path, u64::MAX)
 }
 

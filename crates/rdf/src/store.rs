@@ -92,7 +92,7 @@ impl Permutation {
         t
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -197,24 +197,56 @@ pub struct Stats {
     pub per_predicate: hashbrown::HashMap<Id, PredStats>,
 }
 
-/// The in-memory store.
+/// The in-memory store: one version of it. Cloning is cheap (the sorted indexes and the
+/// dictionary are shared); a version made by an update ([`Store::edit`], `delta.rs`) shares
+/// its predecessor's indexes and differs from them by a small delta.
+#[derive(Clone)]
 pub struct Store {
-    dict: Dict,
-    perms: [SplittableData<Columns>; 3],
+    pub(crate) dict: Arc<Dict>,
+    pub(crate) base: Arc<Base>,
+    /// What this version holds beyond the base and lacks of it.
+    pub(crate) delta: Arc<crate::delta::Delta>,
+    /// The statistics of this version (the base's, counts adjusted by the delta).
+    pub(crate) stats: Stats,
+    /// The graphs that hold a quad in this version, in id order.
+    pub(crate) live: Vec<Id>,
+}
+
+/// The sorted indexes a store's versions share.
+pub(crate) struct Base {
+    pub(crate) perms: [SplittableData<Columns>; 3],
     /// Each graph that holds a quad and the row its run starts at, in graph id order; a run
-    /// ends where the next starts (the last at [`Store::len`]).
-    graphs: Vec<(Id, usize)>,
-    stats: Stats,
-    machine: Machine,
+    /// ends where the next starts (the last at the base's length).
+    pub(crate) graphs: Vec<(Id, usize)>,
+    pub(crate) stats: Stats,
+    pub(crate) machine: Machine,
+}
+
+impl Base {
+    pub(crate) fn len(&self) -> usize {
+        self.stats.triples as usize
+    }
+
+    /// The rows of graph `g` in every permutation.
+    pub(crate) fn graph_rows(&self, g: Id) -> Range<usize> {
+        match self.graphs.binary_search_by_key(&g, |&(id, _)| id) {
+            Ok(i) => {
+                let end = self.graphs.get(i + 1).map_or(self.len(), |&(_, s)| s);
+                self.graphs[i].1..end
+            }
+            Err(_) => 0..0,
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("quads", &self.stats.triples)
-            .field("graphs", &self.graphs.len())
+            .field("graphs", &self.live.len())
             .field("terms", &self.dict.len())
-            .field("partitions", &self.perms[0].len())
+            .field("partitions", &self.base.perms[0].len())
+            .field("delta", &self.delta)
             .finish()
     }
 }
@@ -257,13 +289,15 @@ impl Store {
             stats.osp(quads.len(), |i| k(&quads[i]));
             split(machine, &quads, Permutation::Osp)?
         };
-        Ok(Store {
+        Ok(Store::of_base(
             dict,
-            perms: [spo, pos, osp],
-            graphs,
-            stats: stats.finish(),
-            machine: machine.clone(),
-        })
+            Base {
+                perms: [spo, pos, osp],
+                graphs,
+                stats: stats.finish(),
+                machine: machine.clone(),
+            },
+        ))
     }
 
     /// Rebuilds a store from its permutations' columns (the snapshot), which must be sorted by
@@ -298,13 +332,26 @@ impl Store {
                 }
             })
         };
-        Ok(Store {
-            perms: [cut(&spo)?, cut(&pos)?, cut(&osp)?],
-            graphs,
+        Ok(Store::of_base(
             dict,
-            stats,
-            machine: machine.clone(),
-        })
+            Base {
+                perms: [cut(&spo)?, cut(&pos)?, cut(&osp)?],
+                graphs,
+                stats,
+                machine: machine.clone(),
+            },
+        ))
+    }
+
+    /// A store of one base and no delta.
+    fn of_base(dict: Dict, base: Base) -> Store {
+        Store {
+            dict: Arc::new(dict),
+            stats: base.stats.clone(),
+            live: base.graphs.iter().map(|&(g, _)| g).collect(),
+            base: Arc::new(base),
+            delta: Arc::default(),
+        }
     }
 
     /// The dictionary.
@@ -319,7 +366,7 @@ impl Store {
 
     /// The machine the partitions were built for.
     pub fn machine(&self) -> &Machine {
-        &self.machine
+        &self.base.machine
     }
 
     /// Number of quads (triples of the default graph and of every named graph).
@@ -332,42 +379,38 @@ impl Store {
         self.stats.triples == 0
     }
 
-    /// Each graph that holds a quad ([`DEFAULT_GRAPH`] first when it does) and the row its run
-    /// starts at in every permutation.
+    /// Each graph that holds a quad in the sorted indexes ([`DEFAULT_GRAPH`] first when it
+    /// does) and the row its run starts at in every permutation. A version with a delta
+    /// ([`Store::delta`]) may hold other graphs: [`Store::graph_ids`] lists those.
     pub fn graphs(&self) -> &[(Id, usize)] {
-        &self.graphs
+        &self.base.graphs
+    }
+
+    /// The graphs that hold a quad in this version, in id order.
+    pub fn graph_ids(&self) -> &[Id] {
+        &self.live
     }
 
     /// The named graphs that hold a quad, in id order.
     pub fn named_graphs(&self) -> impl Iterator<Item = Id> + '_ {
-        self.graphs
-            .iter()
-            .map(|&(g, _)| g)
-            .filter(|&g| g != DEFAULT_GRAPH)
+        self.live.iter().copied().filter(|&g| g != DEFAULT_GRAPH)
     }
 
-    /// The rows of graph `g` in every permutation (empty when it holds nothing).
+    /// The rows of graph `g` in every permutation of the sorted indexes (empty when they hold
+    /// nothing of it; the delta's quads are apart).
     pub fn graph_rows(&self, g: Id) -> Range<usize> {
-        match self.graphs.binary_search_by_key(&g, |&(id, _)| id) {
-            Ok(i) => {
-                let end = self
-                    .graphs
-                    .get(i + 1)
-                    .map_or(self.len() as usize, |&(_, s)| s);
-                self.graphs[i].1..end
-            }
-            Err(_) => 0..0,
-        }
+        self.base.graph_rows(g)
     }
 
     /// Quads of graph `g`.
     pub fn graph_len(&self, g: Id) -> u64 {
-        self.graph_rows(g).len() as u64
+        let (added, removed) = self.delta.graph_counts(g);
+        self.graph_rows(g).len() as u64 + added - removed
     }
 
     /// A permutation's partitions.
     pub fn perm(&self, order: Permutation) -> &SplittableData<Columns> {
-        &self.perms[order.index()]
+        &self.base.perms[order.index()]
     }
 
     /// The id of a term, if the store has it.
@@ -376,7 +419,8 @@ impl Store {
     }
 
     /// For each partition of `order` that holds some: the rows of graph `g` whose key starts
-    /// with `prefix`, as `(partition, rows)`.
+    /// with `prefix`, as `(partition, rows)`, in the sorted indexes (the delta's are apart:
+    /// [`Delta::added`](crate::delta::Delta::added), [`Delta::removed`](crate::delta::Delta::removed)).
     pub fn ranges(
         &self,
         order: Permutation,
@@ -403,9 +447,12 @@ impl Store {
     pub fn count_in(&self, g: Id, pattern: [Option<Id>; 3]) -> u64 {
         let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
         let prefix = key_prefix(order, pattern, k);
-        self.ranges(order, g, &prefix)
+        let base: u64 = self
+            .ranges(order, g, &prefix)
             .map(|(_, r)| r.len() as u64)
-            .sum()
+            .sum();
+        base + self.delta.added(order, g, &prefix).len() as u64
+            - self.delta.removed(order, g, &prefix).len() as u64
     }
 
     /// [`count_in`](Self::count_in) the default graph.
@@ -436,44 +483,55 @@ impl Store {
             prefix[i] = pattern[pos].expect("bound by for_bound");
         }
         let rows = self.graph_rows(g);
-        if rows.is_empty() {
-            return;
-        }
+        let prefix = &prefix[..k];
+        let (added, removed) = (
+            self.delta.added(order, g, prefix),
+            self.delta.removed(order, g, prefix),
+        );
+        let mut merge = crate::delta::Merge::new(added, removed);
         for p in self.perm(order).partitions() {
             let local = p.data.local(&rows);
             if local.is_empty() {
                 continue;
             }
-            for i in p.data.range_in(local, &prefix[..k]) {
-                f(order.triple(p.data.row(i)));
+            for i in p.data.range_in(local, prefix) {
+                merge.base(p.data.row(i), |key| f(order.triple(key)));
             }
         }
+        merge.rest(|key| f(order.triple(key)));
     }
 
     /// Every quad, graph by graph (for tests and exports).
     pub fn quads(&self) -> Vec<Quad> {
         let mut out = Vec::with_capacity(self.len() as usize);
-        for &(g, _) in &self.graphs {
+        for &g in &self.live {
             self.for_each_match(g, [None; 3], |t| out.push([t[0], t[1], t[2], g]));
         }
         out
     }
 
-    /// Its dictionary and its quads (graph by graph), e.g. to build a larger store.
+    /// Its dictionary (one level: see [`Dict::flattened`]) and its quads (graph by graph),
+    /// e.g. to build a larger store.
     pub fn into_parts(self) -> (Dict, Vec<Quad>) {
         let quads = self.quads();
-        (self.dict, quads)
+        let dict = match Arc::try_unwrap(self.dict) {
+            Ok(d) if d.under().is_none() => d,
+            Ok(d) => d.flattened(),
+            Err(shared) => shared.flattened(),
+        };
+        (dict, quads)
     }
 
-    /// Resident bytes of the dictionary and the indexes (capacity, not length).
+    /// Resident bytes of the dictionary, the indexes and the delta (capacity, not length).
     pub fn heap_bytes(&self) -> usize {
         let idx: usize = self
+            .base
             .perms
             .iter()
             .flat_map(|p| p.partitions().iter())
             .map(|p| p.data.cols.iter().map(|c| c.capacity() * 4).sum::<usize>())
             .sum();
-        idx + self.dict.heap_bytes() + self.graphs.capacity() * 16
+        idx + self.dict.heap_bytes() + self.base.graphs.capacity() * 16 + self.delta.heap_bytes()
     }
 }
 
@@ -498,7 +556,7 @@ fn runs(n: usize, value: impl Fn(usize) -> Id) -> Vec<(Id, usize)> {
 }
 
 /// Each row's graph, from the runs (for the statistics of a snapshot being opened).
-fn graph_of_rows(graphs: &[(Id, usize)], n: usize) -> Vec<Id> {
+pub(crate) fn graph_of_rows(graphs: &[(Id, usize)], n: usize) -> Vec<Id> {
     let mut out = Vec::with_capacity(n);
     for (i, &(g, start)) in graphs.iter().enumerate() {
         let end = graphs.get(i + 1).map_or(n, |&(_, s)| s);

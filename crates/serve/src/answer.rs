@@ -127,6 +127,7 @@ fn run(
         q.dataset = Some(Dataset {
             default: req.default_graphs,
             named: req.named_graphs,
+            all_named: false,
         });
     }
     let kind = match q.form {

@@ -223,6 +223,9 @@ pub struct Dataset {
     pub default: Vec<String>,
     /// The named graphs (IRIs).
     pub named: Vec<String>,
+    /// Every named graph of the store, whatever `named` says: an update's `WITH` without
+    /// `USING` sets the default graph only (Update §3.1.3).
+    pub all_named: bool,
 }
 
 /// A position of a CONSTRUCT template.

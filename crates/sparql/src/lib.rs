@@ -58,6 +58,7 @@ pub mod path;
 pub mod physical;
 pub mod results;
 pub mod rewrite;
+pub mod update;
 
 /// What a recursive pass over a query keeps free on its stack before it goes one level deeper.
 const RED_ZONE: usize = 256 << 10;
@@ -197,7 +198,7 @@ impl Query {
     }
 
     /// Stages 2 and 3 over `spargebra`'s tree of `text`.
-    fn translate(text: &str, query: &spargebra::Query) -> Result<Query, QueryError> {
+    pub(crate) fn translate(text: &str, query: &spargebra::Query) -> Result<Query, QueryError> {
         let mut tr = Translator::new();
         let (pattern, dataset, base) = match query {
             spargebra::Query::Select {
@@ -231,6 +232,7 @@ impl Query {
                 .flatten()
                 .map(|n| n.as_str().to_owned())
                 .collect(),
+            all_named: false,
         });
         let mut node = tr.pattern(pattern)?;
         let form = match query {

@@ -62,6 +62,29 @@ pub(crate) fn with_parsed<R>(
     })
 }
 
+/// [`with_parsed`] for an update request.
+pub(crate) fn with_parsed_update<R>(
+    text: &str,
+    base: Option<&str>,
+    f: impl FnOnce(&spargebra::Update) -> R,
+) -> Result<R, QueryError> {
+    let nesting = check_nesting(text)?;
+    let mut parser = spargebra::SparqlParser::new();
+    if let Some(b) = base {
+        parser = parser.with_base_iri(b).map_err(|e| {
+            QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
+        })?;
+    }
+    with_room(nesting, || {
+        let update = parser
+            .parse_update(text)
+            .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
+        let out = f(&update);
+        drop(update);
+        Ok(out)
+    })
+}
+
 /// Runs `spargebra`'s parser on text that nests as `n` says, with the room it needs made first
 /// (on a new stack segment only where the stack has too little left).
 fn with_room<R>(n: Nesting, parse: impl FnOnce() -> R) -> R {

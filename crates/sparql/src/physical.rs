@@ -1071,7 +1071,14 @@ impl Planner<'_> {
                 j
             } else {
                 let scan = self.scan(pat, cards[k]);
-                if let (None, Some(on)) = (edge, merge_column(&cur, &scan)) {
+                // A merge join reads the sorted indexes by position: not while the store has
+                // a delta beside them (a hash join over the scans, which merge it in).
+                let merge = if self.store.delta().is_empty() {
+                    merge_column(&cur, &scan)
+                } else {
+                    None
+                };
+                if let (None, Some(on)) = (edge, merge) {
                     let mut cert = cur.cert.clone();
                     cert.extend(scan.cert.iter().copied());
                     let ranges = self.par(cur.est.max(scan.est));
@@ -1186,12 +1193,31 @@ pub fn graphs_of(g: Slot, named: &[Id]) -> Vec<Id> {
     }
 }
 
-/// One stream of a scan: a partition of the store, and the graphs' row ranges it reads there.
-pub type ScanPiece = (usize, Vec<(Id, std::ops::Range<usize>)>);
+/// One graph's rows a scan stream reads: a range of the sorted indexes' rows in one
+/// partition, and the ranges of the store's delta (positions in
+/// [`Delta::added_rows`](nearflow_rdf::delta::Delta::added_rows) and `removed_rows` of the
+/// scan's order) that fall between this range's first key and the next range's, merged in as
+/// it is read so that the stream stays sorted.
+#[derive(Clone, Debug)]
+pub struct ScanRange {
+    /// The graph.
+    pub graph: Id,
+    /// Rows of the partition.
+    pub rows: std::ops::Range<usize>,
+    /// The delta's added rows merged in.
+    pub added: std::ops::Range<usize>,
+    /// The delta's removed rows left out.
+    pub removed: std::ops::Range<usize>,
+}
+
+/// One stream of a scan: a partition of the store, and the graphs' ranges it reads there.
+pub type ScanPiece = (usize, Vec<ScanRange>);
 
 /// The streams a scan of `pat` in `order` reads: one per partition that holds matches, cut
 /// into `dop / partitions` chunks of rows when it holds at least [`PAR_MIN_ROWS`] (a chunk is
-/// a list of graphs' ranges, all in one partition).
+/// a list of graphs' ranges, all in one partition). A version of the store with a delta
+/// (`nearflow_rdf::delta`) has the delta's rows of each graph given to the ranges they sort
+/// into (to partition 0 for a graph the indexes lack).
 pub fn scan_pieces(
     store: &Store,
     pat: &Pat,
@@ -1203,13 +1229,14 @@ pub fn scan_pieces(
     let k = bound.iter().filter(|x| x.is_some()).count();
     let prefix = key_prefix(order, bound, k);
     let parts = store.perm(order).len().max(1);
+    let graphs = graphs_of(pat[3], named);
     let mut per_part: Vec<Vec<(Id, std::ops::Range<usize>)>> = vec![Vec::new(); parts];
-    for g in graphs_of(pat[3], named) {
+    for &g in &graphs {
         for (p, r) in store.ranges(order, g, &prefix) {
             per_part[p].push((g, r));
         }
     }
-    let mut out = Vec::new();
+    let mut out: Vec<ScanPiece> = Vec::new();
     for (p, pieces) in per_part.into_iter().enumerate() {
         let total: usize = pieces.iter().map(|(_, r)| r.len()).sum();
         if total == 0 {
@@ -1230,7 +1257,12 @@ pub fn scan_pieces(
             while at < end {
                 let Some((g, r)) = current.take() else { break };
                 let take = (end - at).min(r.len());
-                chunk.push((g, r.start..r.start + take));
+                chunk.push(ScanRange {
+                    graph: g,
+                    rows: r.start..r.start + take,
+                    added: 0..0,
+                    removed: 0..0,
+                });
                 at += take;
                 if take < r.len() {
                     current = Some((g, r.start + take..r.end));
@@ -1243,7 +1275,77 @@ pub fn scan_pieces(
             }
         }
     }
+    let delta = store.delta();
+    if !delta.is_empty() {
+        give_delta(store, order, &prefix, &graphs, &mut out);
+    }
     out
+}
+
+/// Gives each range of `out` the delta's rows of its graph that sort between its first key and
+/// the next range's of the same graph (the streams are in key order per graph).
+fn give_delta(
+    store: &Store,
+    order: Permutation,
+    prefix: &[Id],
+    graphs: &[Id],
+    out: &mut Vec<ScanPiece>,
+) {
+    use nearflow_rdf::delta::key_of;
+    let delta = store.delta();
+    let (added, removed) = (delta.added_rows(order), delta.removed_rows(order));
+    let parts = store.perm(order).partitions();
+    for &g in graphs {
+        let (ar, rr) = (
+            delta.added_range(order, g, prefix),
+            delta.removed_range(order, g, prefix),
+        );
+        if ar.is_empty() && rr.is_empty() {
+            continue;
+        }
+        let at: Vec<(usize, usize)> = out
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (_, rs))| {
+                rs.iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.graph == g)
+                    .map(move |(j, _)| (i, j))
+            })
+            .collect();
+        if at.is_empty() {
+            // The indexes hold none of it: one stream of the delta's rows alone.
+            out.push((
+                0,
+                vec![ScanRange {
+                    graph: g,
+                    rows: 0..0,
+                    added: ar,
+                    removed: 0..0,
+                }],
+            ));
+            continue;
+        }
+        let (mut a, mut r) = (ar.start, rr.start);
+        for (n, &(i, j)) in at.iter().enumerate() {
+            // Up to the next range's first key (or the end).
+            let (a_end, r_end) = match at.get(n + 1) {
+                Some(&(ni, nj)) => {
+                    let next = &out[ni].1[nj];
+                    let key = parts[out[ni].0].data.row(next.rows.start);
+                    (
+                        a + added[a..ar.end].partition_point(|x| key_of(x) < key),
+                        r + removed[r..rr.end].partition_point(|x| key_of(x) < key),
+                    )
+                }
+                None => (ar.end, rr.end),
+            };
+            let range = &mut out[i].1[j];
+            range.added = a..a_end;
+            range.removed = r..r_end;
+            (a, r) = (a_end, r_end);
+        }
+    }
 }
 
 /// Whether a plan yields no row whatever the store holds beyond what planning saw: an
@@ -1332,7 +1434,11 @@ pub fn dataset_ids(
             let mut default: Vec<Id> = d.default.iter().filter_map(id).collect();
             default.sort_unstable();
             default.dedup();
-            let mut named: Vec<Id> = d.named.iter().filter_map(id).collect();
+            let mut named: Vec<Id> = if d.all_named {
+                store.named_graphs().collect()
+            } else {
+                d.named.iter().filter_map(id).collect()
+            };
             named.sort_unstable();
             named.dedup();
             (default, Arc::new(named))

@@ -25,6 +25,10 @@ use oxrdf::{NamedOrBlankNode, Term as OxTerm};
 const MF: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#";
 const QT: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#";
 const RDF: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#";
+const UT: &str = "http://www.w3.org/2009/sparql/tests/test-update#";
+const RDFS: &str = "http://www.w3.org/2000/01/rdf-schema#";
+
+mod update;
 
 /// What a test checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +39,12 @@ pub enum Kind {
     PositiveSyntax,
     /// The query is refused.
     NegativeSyntax,
+    /// Run an update request over a dataset, compare the dataset with the expected one.
+    UpdateEvaluation,
+    /// The update request parses.
+    PositiveUpdateSyntax,
+    /// The update request is refused.
+    NegativeUpdateSyntax,
     /// Any other kind (updates, result formats, protocol): its type IRI.
     Other(String),
 }
@@ -53,6 +63,13 @@ pub struct Test {
     pub graph_data: Vec<PathBuf>,
     /// The expected result (`mf:result`).
     pub result: Option<PathBuf>,
+    /// An update test's named graphs before (`ut:graphData`: the file and the graph's IRI,
+    /// its `rdfs:label`); its default graph before is `data`, its request `query`.
+    pub update_graphs: Vec<(PathBuf, String)>,
+    /// An update test's expected default graph (`mf:result`'s `ut:data`).
+    pub result_data: Vec<PathBuf>,
+    /// An update test's expected named graphs.
+    pub result_graphs: Vec<(PathBuf, String)>,
 }
 
 /// How a test went.
@@ -175,11 +192,48 @@ pub fn load_manifest(path: &Path) -> Result<Vec<Test>> {
                     Some("NegativeSyntaxTest11") | Some("NegativeSyntaxTest") => {
                         Kind::NegativeSyntax
                     }
+                    Some("UpdateEvaluationTest") => Kind::UpdateEvaluation,
+                    Some("PositiveUpdateSyntaxTest11") => Kind::PositiveUpdateSyntax,
+                    Some("NegativeUpdateSyntaxTest11") => Kind::NegativeUpdateSyntax,
                     _ => Kind::Other(t.as_str().to_string()),
                 },
                 _ => Kind::Other("untyped".into()),
             };
             let action = g.object(&k, &format!("{MF}action"));
+            // An update test's action and result: `ut:request`, `ut:data`, `ut:graphData`.
+            let files = |node: Option<&OxTerm>, p: &str| -> Vec<PathBuf> {
+                node.map(|n| {
+                    g.objects(&term_key(n), &format!("{UT}{p}"))
+                        .into_iter()
+                        .filter_map(iri_path)
+                        .collect()
+                })
+                .unwrap_or_default()
+            };
+            let graphs = |node: Option<&OxTerm>| -> Vec<(PathBuf, String)> {
+                node.map(|n| {
+                    g.objects(&term_key(n), &format!("{UT}graphData"))
+                        .into_iter()
+                        .filter_map(|gd| {
+                            let gk = term_key(gd);
+                            let file = g.object(&gk, &format!("{UT}graph")).and_then(iri_path)?;
+                            let name = match g.object(&gk, &format!("{RDFS}label")) {
+                                Some(OxTerm::Literal(l)) => l.value().to_string(),
+                                _ => return None,
+                            };
+                            Some((file, name))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+            };
+            let result_node = g.object(&k, &format!("{MF}result"));
+            let is_update = kind == Kind::UpdateEvaluation;
+            let request = if is_update {
+                files(action, "request").into_iter().next()
+            } else {
+                None
+            };
             let (query, data, graph_data) = match action {
                 Some(a @ OxTerm::NamedNode(_)) => (iri_path(a), Vec::new(), Vec::new()),
                 Some(a) => {
@@ -198,16 +252,24 @@ pub fn load_manifest(path: &Path) -> Result<Vec<Test>> {
                 }
                 None => (None, Vec::new(), Vec::new()),
             };
+            let (query, data) = if is_update {
+                (request, files(action, "data"))
+            } else {
+                (query, data)
+            };
             tests.push(Test {
                 id: match &e {
                     OxTerm::NamedNode(n) => n.as_str().to_string(),
                     other => other.to_string(),
                 },
-                kind,
                 query,
                 data,
                 graph_data,
-                result: g.object(&k, &format!("{MF}result")).and_then(iri_path),
+                result: result_node.and_then(iri_path),
+                update_graphs: if is_update { graphs(action) } else { Vec::new() },
+                result_data: if is_update { files(result_node, "data") } else { Vec::new() },
+                result_graphs: if is_update { graphs(result_node) } else { Vec::new() },
+                kind,
             });
         }
     }
@@ -250,6 +312,16 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
             Err(_) => Ok(()),
         },
         Kind::Other(t) => bail!("not a query test: {t}"),
+        Kind::PositiveUpdateSyntax => {
+            nearflow_sparql::update::Update::parse(&text, None)
+                .map_err(|e| anyhow!("refused: {e}"))?;
+            Ok(())
+        }
+        Kind::NegativeUpdateSyntax => match nearflow_sparql::update::Update::parse(&text, None) {
+            Ok(_) => bail!("accepted an update the test says is invalid"),
+            Err(_) => Ok(()),
+        },
+        Kind::UpdateEvaluation => update::run(test, rt, &text),
         Kind::QueryEvaluation => {
             let store = Arc::new(load(&test.data, &test.graph_data, rt.machine())?);
             let result = test.result.as_ref().context("no mf:result")?;
@@ -271,12 +343,25 @@ fn load(
     graph_data: &[PathBuf],
     machine: &nearflow_topo::Machine,
 ) -> Result<nearflow_rdf::Store> {
+    let named: Vec<(PathBuf, String)> = graph_data
+        .iter()
+        .map(|f| Ok((f.clone(), file_iri(f)?)))
+        .collect::<Result<_>>()?;
+    load_named(data, &named, machine)
+}
+
+/// [`load`], each named graph's file with the graph's IRI given.
+fn load_named(
+    data: &[PathBuf],
+    graph_data: &[(PathBuf, String)],
+    machine: &nearflow_topo::Machine,
+) -> Result<nearflow_rdf::Store> {
     use nearflow_rdf::load;
     let mut loaded = load::Loaded::default();
     let files = data
         .iter()
-        .map(|f| (f, false))
-        .chain(graph_data.iter().map(|f| (f, true)));
+        .map(|f| (f, None))
+        .chain(graph_data.iter().map(|(f, g)| (f, Some(g))));
     for (i, (f, named)) in files.enumerate() {
         let format = load::Format::from_path(f)
             .with_context(|| format!("data format of {} not supported", f.display()))?;
@@ -284,7 +369,7 @@ fn load(
         // Relative IRIs in the data resolve against the file's own IRI.
         let iri = file_iri(f)?;
         let prefix = format!("f{i}_");
-        if named {
+        if let Some(graph) = named {
             load::load_reader_into_graph(
                 &mut loaded,
                 f,
@@ -292,7 +377,7 @@ fn load(
                 bytes.as_slice(),
                 &prefix,
                 &iri,
-                &iri,
+                graph,
             )
         } else {
             load::load_reader_with_base(&mut loaded, f, format, bytes.as_slice(), &prefix, &iri)
@@ -711,6 +796,9 @@ pub struct Tally {
     pub evaluation_passed: usize,
     pub syntax: usize,
     pub syntax_passed: usize,
+    /// Update evaluation tests, and passed.
+    pub update: usize,
+    pub update_passed: usize,
     /// (test IRI, reason), every failed evaluation or syntax test.
     pub failures: Vec<(String, String)>,
 }
@@ -721,19 +809,27 @@ pub fn run_all(tests: &[Test], rt: &nearflow_rt::Runtime) -> Tally {
     for test in tests {
         let evaluation = match test.kind {
             Kind::QueryEvaluation => true,
-            Kind::PositiveSyntax | Kind::NegativeSyntax => false,
+            Kind::UpdateEvaluation => false,
+            Kind::PositiveSyntax
+            | Kind::NegativeSyntax
+            | Kind::PositiveUpdateSyntax
+            | Kind::NegativeUpdateSyntax => false,
             Kind::Other(_) => continue,
         };
+        let update = test.kind == Kind::UpdateEvaluation;
         // A panic in the engine is a failure of that test, not of the run.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(test, rt)))
             .unwrap_or_else(|_| Outcome::Fail("panicked".into()));
         if evaluation {
             t.evaluation += 1;
+        } else if update {
+            t.update += 1;
         } else {
             t.syntax += 1;
         }
         match outcome {
             Outcome::Pass if evaluation => t.evaluation_passed += 1,
+            Outcome::Pass if update => t.update_passed += 1,
             Outcome::Pass => t.syntax_passed += 1,
             Outcome::Fail(why) => t.failures.push((test.id.clone(), why)),
         }

@@ -38,6 +38,10 @@ struct Lookup<const N: usize> {
     part: usize,
     /// The rest of the current partition's range; `None` before the partition is searched.
     range: Option<std::ops::Range<usize>>,
+    /// The store's delta rows of this graph and prefix: the added ones still to push (after
+    /// the partitions), and the removed ones the partitions' rows are checked against.
+    /// `None` before the graph's delta is searched.
+    delta: Option<(std::ops::Range<usize>, std::ops::Range<usize>)>,
 }
 
 impl<const N: usize> Lookup<N> {
@@ -77,6 +81,7 @@ impl<const N: usize> Lookup<N> {
             graph: 0,
             part: 0,
             range: None,
+            delta: None,
         }
     }
 
@@ -100,17 +105,38 @@ impl<const N: usize> Lookup<N> {
         n: &mut u64,
     ) -> bool {
         let parts = store.perm(self.order).partitions();
+        let delta = store.delta();
+        let (added, removed) = (
+            delta.added_rows(self.order),
+            delta.removed_rows(self.order),
+        );
         while let Some(g) = self.graph_at(named) {
             let rows = store.graph_rows(g);
+            let prefix = &self.prefix[..self.k];
+            let (_, gone) = self.delta.get_or_insert_with(|| {
+                if delta.is_empty() {
+                    (0..0, 0..0)
+                } else {
+                    (
+                        delta.added_range(self.order, g, prefix),
+                        delta.removed_range(self.order, g, prefix),
+                    )
+                }
+            });
+            let gone = &removed[gone.clone()];
             while self.part < parts.len() {
                 let cols = &parts[self.part].data;
-                let prefix = &self.prefix[..self.k];
                 let range = self
                     .range
                     .get_or_insert_with(|| cols.range_in(cols.local(&rows), prefix));
                 for i in range.by_ref() {
+                    let key = cols.row(i);
+                    if !gone.is_empty() && gone.binary_search(&[g, key[0], key[1], key[2]]).is_ok()
+                    {
+                        continue;
+                    }
                     let mut r = self.row;
-                    if bind(pat, self.order.triple(cols.row(i)), g, &mut r) {
+                    if bind(pat, self.order.triple(key), g, &mut r) {
                         out.push(io, r);
                         *n += 1;
                         if io.blocked() {
@@ -121,8 +147,20 @@ impl<const N: usize> Lookup<N> {
                 self.part += 1;
                 self.range = None;
             }
+            let (more, _) = self.delta.as_mut().expect("searched above");
+            for i in more.by_ref() {
+                let mut r = self.row;
+                if bind(pat, self.order.triple(nearflow_rdf::delta::key_of(&added[i])), g, &mut r) {
+                    out.push(io, r);
+                    *n += 1;
+                    if io.blocked() {
+                        return false;
+                    }
+                }
+            }
             self.graph += 1;
             self.part = 0;
+            self.delta = None;
         }
         true
     }

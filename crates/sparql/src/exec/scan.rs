@@ -9,16 +9,17 @@ use std::sync::Arc;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
 use super::{bind, row_ports, ExecCx, Row, Timer};
-use crate::physical::{scan_pieces, OpStat, Pat, Phys};
+use crate::physical::{scan_pieces, OpStat, Pat, Phys, ScanRange};
+use nearflow_rdf::delta::key_of;
 use nearflow_rdf::store::{Permutation, Store};
-use nearflow_rdf::term::{Id, UNBOUND};
+use nearflow_rdf::term::UNBOUND;
 
 struct ScanOp<const N: usize> {
     store: Arc<Store>,
     order: Permutation,
     part: usize,
-    /// The graphs' row ranges still to read, in order (the first is the current one).
-    pieces: Vec<(Id, std::ops::Range<usize>)>,
+    /// The graphs' ranges still to read, in order (the first is the current one).
+    pieces: Vec<ScanRange>,
     next: usize,
     pat: Pat,
     out: Emitter<Row<N>>,
@@ -39,19 +40,46 @@ impl<const N: usize> Operator for ScanOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         let cols = &self.store.perm(self.order).partitions()[self.part].data;
+        let delta = self.store.delta();
+        let (added, removed) = (
+            delta.added_rows(self.order),
+            delta.removed_rows(self.order),
+        );
         // About two packets of rows per task, then the worker may take another.
         let budget = io.capacity_of::<Row<N>>() * 2;
         let mut n = 0;
         while self.next < self.pieces.len() && n < budget && !io.blocked() {
-            let (g, range) = &mut self.pieces[self.next];
-            if range.start >= range.end {
-                self.next += 1;
-                continue;
-            }
-            let key = cols.row(range.start);
-            range.start += 1;
+            let r = &mut self.pieces[self.next];
+            // The next key: the indexes' next row or the delta's next added row, whichever
+            // sorts first; an indexes' row the delta removed is passed over.
+            let base = (r.rows.start < r.rows.end).then(|| cols.row(r.rows.start));
+            let add = (r.added.start < r.added.end).then(|| key_of(&added[r.added.start]));
+            let key = match (base, add) {
+                (None, None) => {
+                    self.next += 1;
+                    continue;
+                }
+                (Some(b), a) if a.is_none_or(|a| b < a) => {
+                    r.rows.start += 1;
+                    while r.removed.start < r.removed.end
+                        && key_of(&removed[r.removed.start]) < b
+                    {
+                        r.removed.start += 1;
+                    }
+                    if r.removed.start < r.removed.end && key_of(&removed[r.removed.start]) == b {
+                        r.removed.start += 1;
+                        continue;
+                    }
+                    b
+                }
+                (_, Some(a)) => {
+                    r.added.start += 1;
+                    a
+                }
+                (Some(_), None) => unreachable!("matched above"),
+            };
             let mut row = [UNBOUND; N];
-            if bind(&self.pat, self.order.triple(key), *g, &mut row) {
+            if bind(&self.pat, self.order.triple(key), r.graph, &mut row) {
                 self.out.push(io, row);
                 n += 1;
             }

@@ -1,0 +1,923 @@
+//! The durable store: a snapshot, a log of the updates made since it was written, and the
+//! versions queries read.
+//!
+//! - **Reads** take the current version ([`Db::current`], an `Arc<Store>`) and keep it to their
+//!   end: an update never blocks them, and they never see half of one.
+//! - **Updates** run one at a time ([`Db::update`]): the change is computed against the
+//!   current version, its record (every quad it adds or removes, as terms) is appended to the
+//!   log and synced (`fdatasync`), and only then is the new version published and the update
+//!   acknowledged. A failed write publishes nothing and cuts the log back.
+//! - **Recovery** ([`Db::open`]) reads the snapshot, then replays the log's records in order.
+//!   A record says, for each quad, whether the store holds it after the update (not "add" or
+//!   "remove" relative to anything), so replaying records a snapshot already includes changes
+//!   nothing: replay is idempotent, and a checkpoint that died between writing the snapshot and
+//!   cutting the log loses nothing. A record cut short at the end of the log (a write the kill
+//!   interrupted, never acknowledged) is dropped; damage anywhere else is an error naming the
+//!   byte, never a silent loss of later updates.
+//! - **Merging** ([`Db::merge`], run by the background thread of [`Db::start_merger`]) folds the
+//!   delta into new sorted indexes outside the writer's lock, then rebases the versions
+//!   committed meanwhile onto them (`delta.rs`). When the log has grown past
+//!   [`Tuning::checkpoint_bytes`] the merged version is also written as the new snapshot and the
+//!   log cut to the records after it.
+//!
+//! One process writes a store at a time: a writable open takes an exclusive `flock` on
+//! `STORE.lock` beside it. Log layout (little-endian): a 20-byte header (`NFLOG\0`, format
+//! u16, the last sequence number the snapshot is known to hold u64, CRC-32 of those), then
+//! records `[payload length u32][CRC-32 of payload u32][payload]`, a payload being
+//! `seq u64, changes u32`, and per change `holds u8` and four terms (subject, predicate,
+//! object, graph; the default graph as an empty key) each `length u32, key bytes`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use nearflow_topo::Machine;
+
+use crate::snapshot::{self, SnapshotError};
+use crate::store::{Store, DEFAULT_GRAPH};
+use crate::term::{Id, TermRef, TAG_TYPED};
+
+const LOG_MAGIC: &[u8; 6] = b"NFLOG\0";
+const LOG_VERSION: u16 = 1;
+const HEADER: usize = 20;
+/// The most a record may hold (a longer one is damage, not an update).
+const MAX_RECORD: usize = 1 << 30;
+
+/// A store could not be opened, written or recovered.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The snapshot.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// Reading or writing a file failed.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The log is damaged (not merely cut short at its end).
+    #[error("{path}: the update log is damaged {why}; the updates after that point cannot be recovered, so the store is not opened (move the log away to open the snapshot without them)")]
+    Damaged {
+        /// The log.
+        path: PathBuf,
+        /// Where and how.
+        why: String,
+    },
+    /// Another process holds the store for writing.
+    #[error("{path}: another process is writing this store (a `nearflow serve` or `nearflow update`?); stop it first")]
+    Busy {
+        /// The store.
+        path: PathBuf,
+    },
+    /// The store was opened for reading only.
+    #[error("the store is open for reading only")]
+    ReadOnly,
+    /// The dictionary's ids are exhausted.
+    #[error(transparent)]
+    Full(#[from] crate::dict::DictFull),
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> DbError + '_ {
+    move |error| DbError::Io {
+        path: path.to_owned(),
+        error,
+    }
+}
+
+/// When the background merge and checkpoint run.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Merge once the delta holds this many quads, however busy the writers are. A scan reads
+    /// the delta beside the indexes and a merge join is not planned while there is one, so a
+    /// large delta slows queries; a merge copies every index, so merging after every small
+    /// update would spend more than it saves.
+    pub merge_quads: usize,
+    /// Merge a non-empty delta once no update has come for this long.
+    pub merge_idle: Duration,
+    /// Write a new snapshot (and cut the log) once the log is this long.
+    pub checkpoint_bytes: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            merge_quads: 1 << 16,
+            merge_idle: Duration::from_secs(2),
+            checkpoint_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What [`Db::update`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The update's sequence number (the last one's when it changed nothing).
+    pub seq: u64,
+    /// Quads it changed (added or removed).
+    pub changed: usize,
+}
+
+/// An update's failure: its own error, or the store's.
+#[derive(Debug, thiserror::Error)]
+pub enum UpdateError<E> {
+    /// The update itself failed: nothing was changed.
+    #[error(transparent)]
+    Update(E),
+    /// Logging it failed: nothing was changed.
+    #[error(transparent)]
+    Store(#[from] DbError),
+}
+
+/// Counts for `/status` and the tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DbStats {
+    /// Updates logged since the store was opened.
+    pub commits: u64,
+    /// Background merges done.
+    pub merges: u64,
+    /// Snapshots written by checkpoints.
+    pub checkpoints: u64,
+    /// Records replayed from the log at open.
+    pub replayed: u64,
+    /// Bytes of a record cut short at the log's end, dropped at open.
+    pub dropped_bytes: u64,
+    /// The last merge's time.
+    pub last_merge: Duration,
+}
+
+/// The log file, open for appending.
+struct Log {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+struct Writer {
+    log: Option<Log>,
+    seq: u64,
+    last_update: Instant,
+}
+
+/// A store with its versions, its writer and (when durable) its files.
+pub struct Db {
+    snapshot: Option<PathBuf>,
+    current: RwLock<Arc<Store>>,
+    writer: Mutex<Writer>,
+    /// Signalled on every commit and at shutdown.
+    wake: Condvar,
+    stop: Mutex<bool>,
+    stats: Mutex<DbStats>,
+    tuning: Tuning,
+    writable: bool,
+    _lock: Option<File>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("snapshot", &self.snapshot)
+            .field("current", &*self.current())
+            .finish()
+    }
+}
+
+/// The log beside snapshot `path`.
+pub fn log_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".log");
+    PathBuf::from(p)
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// Takes the exclusive write lock of store `path`.
+fn lock(path: &Path) -> Result<File, DbError> {
+    let lp = lock_path(path);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lp)
+        .map_err(io(&lp))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            DbError::Busy {
+                path: path.to_owned(),
+            }
+        } else {
+            io(&lp)(e)
+        });
+    }
+    Ok(f)
+}
+
+fn sync_dir(path: &Path) -> Result<(), DbError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(&dir))
+}
+
+fn header(base_seq: u64) -> [u8; HEADER] {
+    let mut h = [0u8; HEADER];
+    h[..6].copy_from_slice(LOG_MAGIC);
+    h[6..8].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    h[8..16].copy_from_slice(&base_seq.to_le_bytes());
+    let crc = crc32fast::hash(&h[..16]);
+    h[16..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Writes a log of `header(base_seq)` and `records` to `path` atomically (a temporary file
+/// synced and renamed over it, the directory synced).
+fn write_log(path: &Path, base_seq: u64, records: &[u8]) -> Result<(), DbError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let r = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&header(base_seq))?;
+        f.write_all(records)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path)(e));
+    }
+    sync_dir(path)
+}
+
+/// One record's changes: each quad as four term keys (the graph's empty for the default
+/// graph) and whether the store holds it after the update.
+type Changes = Vec<([String; 4], bool)>;
+
+/// The log's records, read: the last sequence number, the changes of every record in order,
+/// the length of the good prefix and the bytes of a torn last record.
+struct Read_ {
+    base_seq: u64,
+    last_seq: u64,
+    records: Vec<Changes>,
+    good: u64,
+    torn: u64,
+}
+
+fn read_log(path: &Path, bytes: &[u8]) -> Result<Read_, DbError> {
+    let damaged = |why: String| DbError::Damaged {
+        path: path.to_owned(),
+        why,
+    };
+    if bytes.len() < HEADER
+        || &bytes[..6] != LOG_MAGIC
+        || crc32fast::hash(&bytes[..16]).to_le_bytes() != bytes[16..20]
+    {
+        return Err(damaged("in its header (not a nearflow update log?)".into()));
+    }
+    let version = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if version != LOG_VERSION {
+        return Err(damaged(format!(
+            "in its header: format {version}, this build reads {LOG_VERSION}"
+        )));
+    }
+    let base_seq = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let mut out = Read_ {
+        base_seq,
+        last_seq: base_seq,
+        records: Vec::new(),
+        good: HEADER as u64,
+        torn: 0,
+    };
+    let mut at = HEADER;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let torn = |out: &mut Read_| out.torn = rest.len() as u64;
+        if rest.len() < 8 {
+            torn(&mut out);
+            break;
+        }
+        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+        if len > MAX_RECORD || 8 + len > rest.len() {
+            // Reaches past the end: a record whose write was cut short.
+            torn(&mut out);
+            break;
+        }
+        let payload = &rest[8..8 + len];
+        if crc32fast::hash(payload) != crc {
+            if 8 + len == rest.len() {
+                // The last record, whole in length but not in content: cut short too.
+                torn(&mut out);
+                break;
+            }
+            return Err(damaged(format!(
+                "at byte {at} (record {}): its checksum does not match",
+                out.records.len() + 1
+            )));
+        }
+        let (seq, changes) = decode(payload).map_err(|why| {
+            damaged(format!(
+                "at byte {at} (record {}): {why}",
+                out.records.len() + 1
+            ))
+        })?;
+        if seq <= out.last_seq {
+            return Err(damaged(format!(
+                "at byte {at}: record {seq} follows record {}",
+                out.last_seq
+            )));
+        }
+        out.last_seq = seq;
+        out.records.push(changes);
+        at += 8 + len;
+        out.good = at as u64;
+    }
+    Ok(out)
+}
+
+fn encode(seq: u64, store: &Store, changes: &[([Id; 4], bool)]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(16 + changes.len() * 64);
+    p.extend_from_slice(&seq.to_le_bytes());
+    p.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+    let mut key = String::new();
+    for (q, holds) in changes {
+        p.push(u8::from(*holds));
+        for (i, &id) in q.iter().enumerate() {
+            key.clear();
+            if !(i == 3 && id == DEFAULT_GRAPH) {
+                store.dict().term(id).encode(&mut key);
+            }
+            p.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            p.extend_from_slice(key.as_bytes());
+        }
+    }
+    let mut rec = Vec::with_capacity(8 + p.len());
+    rec.extend_from_slice(&(p.len() as u32).to_le_bytes());
+    rec.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
+    rec.extend_from_slice(&p);
+    rec
+}
+
+fn decode(p: &[u8]) -> Result<(u64, Changes), String> {
+    let mut at = 0;
+    let mut take = |n: usize| -> Result<&[u8], String> {
+        let s = p.get(at..at + n).ok_or("it ends inside a change")?;
+        at += n;
+        Ok(s)
+    };
+    let seq = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
+    let n = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+    let mut out = Vec::with_capacity(n.min(1 << 20));
+    for _ in 0..n {
+        let holds = match take(1)?[0] {
+            0 => false,
+            1 => true,
+            b => return Err(format!("a change flag of {b}")),
+        };
+        let mut terms: [String; 4] = Default::default();
+        for (i, t) in terms.iter_mut().enumerate() {
+            let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+            let s = std::str::from_utf8(take(len)?).map_err(|_| "a term is not UTF-8")?;
+            let valid = match s.as_bytes().first() {
+                None => i == 3,
+                Some(&tag) => tag <= TAG_TYPED,
+            };
+            if !valid {
+                return Err("a term key is not valid".into());
+            }
+            *t = s.to_owned();
+        }
+        out.push((terms, holds));
+    }
+    if at != p.len() {
+        return Err("bytes after its last change".into());
+    }
+    Ok((seq, out))
+}
+
+/// `store` with `records` applied in order (later ones win for a quad).
+fn replay(store: &Store, records: &[Changes]) -> Result<Store, DbError> {
+    if records.is_empty() {
+        return Ok(store.clone());
+    }
+    let mut e = store.edit();
+    for changes in records {
+        for (keys, holds) in changes {
+            let mut q = [DEFAULT_GRAPH; 4];
+            for (i, k) in keys.iter().enumerate() {
+                if !k.is_empty() {
+                    q[i] = e.intern(TermRef::decode(k))?;
+                }
+            }
+            if *holds {
+                e.insert(q);
+            } else {
+                e.remove(q);
+            }
+        }
+    }
+    Ok(e.finish())
+}
+
+/// The snapshot's identity, to notice a checkpoint replacing it while it is read.
+fn identity(path: &Path) -> Option<(u64, u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.modified().ok()?))
+}
+
+impl Db {
+    /// A store kept in memory only: updates change it, nothing is written (tests, and a server
+    /// over RDF files, which says so).
+    pub fn in_memory(store: Store) -> Db {
+        Db::new(None, store, None, 0, None, true, Tuning::default(), DbStats::default())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        snapshot: Option<PathBuf>,
+        store: Store,
+        log: Option<Log>,
+        seq: u64,
+        lock: Option<File>,
+        writable: bool,
+        tuning: Tuning,
+        stats: DbStats,
+    ) -> Db {
+        Db {
+            snapshot,
+            current: RwLock::new(Arc::new(store)),
+            writer: Mutex::new(Writer {
+                log,
+                seq,
+                last_update: Instant::now(),
+            }),
+            wake: Condvar::new(),
+            stop: Mutex::new(false),
+            stats: Mutex::new(stats),
+            tuning,
+            writable,
+            _lock: lock,
+        }
+    }
+
+    /// Opens the store whose snapshot is `path` for `machine`, with every acknowledged update
+    /// of its log. `writable`: take the store's write lock, cut a torn record off the log's
+    /// end, and accept updates; else read only (the log is read, never changed).
+    pub fn open(path: &Path, machine: &Machine, writable: bool) -> Result<Db, DbError> {
+        Db::open_tuned(path, machine, writable, Tuning::default())
+    }
+
+    /// [`open`](Self::open) with the merge and checkpoint set by `tuning`.
+    pub fn open_tuned(
+        path: &Path,
+        machine: &Machine,
+        writable: bool,
+        tuning: Tuning,
+    ) -> Result<Db, DbError> {
+        let lock = if writable { Some(lock(path)?) } else { None };
+        let lp = log_path(path);
+        // A checkpoint may replace the snapshot and the log while a reader opens them: read
+        // both again when the snapshot changed meanwhile.
+        let mut tries = 0;
+        let (store, read, bytes) = loop {
+            let before = identity(path);
+            let store = snapshot::open(path, machine)?;
+            let bytes = match std::fs::read(&lp) {
+                Ok(b) => Some(b),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(io(&lp)(e)),
+            };
+            let read = bytes.as_deref().map(|b| read_log(&lp, b)).transpose()?;
+            tries += 1;
+            if writable || identity(path) == before || tries >= 5 {
+                break (store, read, bytes);
+            }
+        };
+        let mut stats = DbStats::default();
+        let (store, seq, log) = match read {
+            None => {
+                let log = if writable {
+                    write_log(&lp, 0, &[])?;
+                    Some(open_append(&lp)?)
+                } else {
+                    None
+                };
+                (store, 0, log)
+            }
+            Some(r) => {
+                stats.replayed = r.records.len() as u64;
+                stats.dropped_bytes = r.torn;
+                let store = replay(&store, &r.records)?;
+                let log = if writable {
+                    if r.torn > 0 {
+                        let keep = &bytes.as_deref().expect("read")[HEADER..r.good as usize];
+                        write_log(&lp, r.base_seq, keep)?;
+                    }
+                    Some(open_append(&lp)?)
+                } else {
+                    None
+                };
+                (store, r.last_seq, log)
+            }
+        };
+        Ok(Db::new(
+            Some(path.to_owned()),
+            store,
+            log,
+            seq,
+            lock,
+            writable,
+            tuning,
+            stats,
+        ))
+    }
+
+    /// Writes `store` as the snapshot at `path` and starts its log afresh (the updates of the
+    /// old log are in `store`, or deliberately replaced by it), under the store's write lock:
+    /// `nearflow load --save` and `load --add`.
+    pub fn replace(path: &Path, store: &Store) -> Result<(), DbError> {
+        let _lock = lock(path)?;
+        let lp = log_path(path);
+        let base_seq = match std::fs::read(&lp) {
+            Ok(b) => read_log(&lp, &b).map(|r| r.last_seq).unwrap_or(0),
+            Err(_) => 0,
+        };
+        snapshot::save(store, path)?;
+        write_log(&lp, base_seq, &[])
+    }
+
+    /// The current version: keep it for as long as it is read.
+    pub fn current(&self) -> Arc<Store> {
+        self.current.read().expect("not poisoned").clone()
+    }
+
+    /// Whether updates are accepted.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Whether an acknowledged update is on disk (a store opened from a snapshot, writable).
+    pub fn is_durable(&self) -> bool {
+        self.writer.lock().expect("not poisoned").log.is_some()
+    }
+
+    /// The snapshot's path, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.snapshot.as_deref()
+    }
+
+    /// The last committed update's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.writer.lock().expect("not poisoned").seq
+    }
+
+    /// Counts.
+    pub fn stats(&self) -> DbStats {
+        *self.stats.lock().expect("not poisoned")
+    }
+
+    /// Runs an update: `change` computes, from the current version, the new one and the quads
+    /// that differ (each with whether the new version holds it: [`Edit::changes`] and
+    /// [`Edit::finish`](crate::delta::Edit::finish)). Updates run one at a time; queries go on
+    /// reading their versions meanwhile. Returns once the update's record is on disk and the
+    /// new version is the current one.
+    ///
+    /// [`Edit::changes`]: crate::delta::Edit::changes
+    pub fn update<E>(
+        &self,
+        change: impl FnOnce(&Arc<Store>) -> Result<(Store, Vec<([Id; 4], bool)>), E>,
+    ) -> Result<Committed, UpdateError<E>> {
+        if !self.writable {
+            return Err(UpdateError::Store(DbError::ReadOnly));
+        }
+        let mut w = self.writer.lock().expect("not poisoned");
+        let cur = self.current();
+        let (new, changes) = change(&cur).map_err(UpdateError::Update)?;
+        if changes.is_empty() {
+            return Ok(Committed {
+                seq: w.seq,
+                changed: 0,
+            });
+        }
+        let seq = w.seq + 1;
+        if let Some(log) = &mut w.log {
+            let rec = encode(seq, &new, &changes);
+            log.append(&rec)?;
+        }
+        w.seq = seq;
+        w.last_update = Instant::now();
+        *self.current.write().expect("not poisoned") = Arc::new(new);
+        self.stats.lock().expect("not poisoned").commits += 1;
+        self.wake.notify_all();
+        Ok(Committed {
+            seq,
+            changed: changes.len(),
+        })
+    }
+
+    /// Folds the current delta into new sorted indexes, and writes a snapshot when the log
+    /// has grown past [`Tuning::checkpoint_bytes`] (or when `checkpoint`). Returns whether it
+    /// merged. Queries and updates go on meanwhile.
+    pub fn merge(&self, checkpoint: bool) -> Result<bool, DbError> {
+        let (from, seq, cut) = {
+            let w = self.writer.lock().expect("not poisoned");
+            (
+                self.current(),
+                w.seq,
+                w.log.as_ref().map(|l| l.len),
+            )
+        };
+        let started = Instant::now();
+        let merged_any = !from.is_flat();
+        let merged = Arc::new(from.merged().map_err(SnapshotError::from)?);
+        {
+            let _w = self.writer.lock().expect("not poisoned");
+            let latest = self.current();
+            let next = if Arc::ptr_eq(&latest, &from) {
+                merged.clone()
+            } else {
+                Arc::new(latest.rebased_onto(&from, &merged)?)
+            };
+            *self.current.write().expect("not poisoned") = next;
+        }
+        if merged_any {
+            let mut st = self.stats.lock().expect("not poisoned");
+            st.merges += 1;
+            st.last_merge = started.elapsed();
+        }
+        let (Some(path), Some(cut)) = (&self.snapshot, cut) else {
+            return Ok(merged_any);
+        };
+        if checkpoint || cut >= self.tuning.checkpoint_bytes {
+            // The snapshot holds every record up to `seq` (the log's first `cut` bytes).
+            snapshot::save(&merged, path)?;
+            let mut w = self.writer.lock().expect("not poisoned");
+            let log = w.log.as_mut().expect("a durable store has its log");
+            let rest = log.read_from(cut)?;
+            write_log(&log.path, seq, &rest)?;
+            *log = open_append(&log.path)?;
+            self.stats.lock().expect("not poisoned").checkpoints += 1;
+        }
+        Ok(merged_any)
+    }
+
+    /// Starts the background merge: a thread that merges once the delta holds
+    /// [`Tuning::merge_quads`] quads, or a delta has waited [`Tuning::merge_idle`] without an
+    /// update. It ends when the `Db` is dropped… or at [`stop_merger`](Self::stop_merger).
+    pub fn start_merger(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let db = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("nearflow-merge".into())
+            .spawn(move || loop {
+                let Some(db) = db.upgrade() else { return };
+                if *db.stop.lock().expect("not poisoned") {
+                    return;
+                }
+                let due = {
+                    let w = db.writer.lock().expect("not poisoned");
+                    let (a, r) = db.current().delta().counts();
+                    let size = a + r;
+                    let idle = w.last_update.elapsed();
+                    if size >= db.tuning.merge_quads
+                        || (size > 0 && idle >= db.tuning.merge_idle)
+                    {
+                        None
+                    } else {
+                        let wait = if size > 0 {
+                            db.tuning.merge_idle - idle
+                        } else {
+                            Duration::from_secs(1)
+                        };
+                        let (_w, _) = db.wake.wait_timeout(w, wait).expect("not poisoned");
+                        Some(())
+                    }
+                };
+                if due.is_none() {
+                    if let Err(e) = db.merge(false) {
+                        eprintln!("nearflow: the background merge failed: {e}");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            })
+            .expect("a thread can be started")
+    }
+
+    /// Stops the background merge thread (it ends at its next wake).
+    pub fn stop_merger(&self) {
+        *self.stop.lock().expect("not poisoned") = true;
+        self.wake.notify_all();
+    }
+}
+
+fn open_append(path: &Path) -> Result<Log, DbError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(io(path))?;
+    let len = file.metadata().map_err(io(path))?.len();
+    Ok(Log {
+        path: path.to_owned(),
+        file,
+        len,
+    })
+}
+
+impl Log {
+    /// Appends a record and syncs it; on failure cuts the log back to where it was.
+    fn append(&mut self, rec: &[u8]) -> Result<(), DbError> {
+        let r = self
+            .file
+            .write_all(rec)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = r {
+            let _ = self.file.set_len(self.len);
+            let _ = self.file.sync_data();
+            return Err(io(&self.path)(e));
+        }
+        self.len += rec.len() as u64;
+        Ok(())
+    }
+
+    /// The bytes from offset `at` to the end.
+    fn read_from(&mut self, at: u64) -> Result<Vec<u8>, DbError> {
+        let mut f = File::open(&self.path).map_err(io(&self.path))?;
+        f.seek(SeekFrom::Start(at)).map_err(io(&self.path))?;
+        let mut out = Vec::new();
+        f.read_to_end(&mut out).map_err(io(&self.path))?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dict::Dict;
+    use crate::term::TermRef;
+
+    fn machine() -> Machine {
+        nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap()
+    }
+
+    fn store_with(n: usize) -> Store {
+        let mut d = Dict::new();
+        let p = d.intern(TermRef::Iri("http://p")).unwrap();
+        let quads = (0..n)
+            .map(|i| {
+                let s = d.intern(TermRef::Iri(&format!("http://s{i}"))).unwrap();
+                [s, p, s, DEFAULT_GRAPH]
+            })
+            .collect();
+        Store::build(&machine(), d, quads).unwrap()
+    }
+
+    /// Inserts `<http://new{i}> <http://p> "i"` in graph `g` (or the default graph).
+    fn insert(db: &Db, i: usize, g: Option<&str>) -> Committed {
+        db.update(|s| {
+            let mut e = s.edit();
+            let q = [
+                e.intern(TermRef::Iri(&format!("http://new{i}")))?,
+                e.intern(TermRef::Iri("http://p"))?,
+                e.intern(TermRef::string(&i.to_string()))?,
+                match g {
+                    Some(g) => e.intern(TermRef::Iri(g))?,
+                    None => DEFAULT_GRAPH,
+                },
+            ];
+            e.insert(q);
+            let changes = e.changes();
+            Ok::<_, crate::dict::DictFull>((e.finish(), changes))
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn acknowledged_updates_survive_a_reopen_and_a_checkpoint() {
+        let dir = tempdir();
+        let path = dir.join("s.nfs");
+        snapshot::save(&store_with(10), &path).unwrap();
+        {
+            let db = Db::open(&path, &machine(), true).unwrap();
+            assert!(matches!(
+                Db::open(&path, &machine(), true),
+                Err(DbError::Busy { .. })
+            ));
+            for i in 0..5 {
+                assert_eq!(insert(&db, i, None).seq, i as u64 + 1);
+            }
+            insert(&db, 5, Some("http://g"));
+            // Nothing changed: no record.
+            assert_eq!(insert(&db, 5, Some("http://g")).changed, 0);
+            assert_eq!(db.current().len(), 16);
+        }
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.stats().replayed, 6);
+        assert_eq!(db.current().len(), 16);
+        assert_eq!(db.seq(), 6);
+        assert!(db.merge(true).unwrap());
+        assert!(db.current().is_flat());
+        assert_eq!(db.stats().checkpoints, 1);
+        insert(&db, 6, None);
+        drop(db);
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().replayed, 1, "the checkpoint cut the log");
+        assert_eq!(read.current().len(), 17);
+        assert_eq!(read.seq(), 7);
+        assert!(matches!(
+            read.update(|_| Ok::<_, DbError>((store_with(1), vec![]))),
+            Err(UpdateError::Store(DbError::ReadOnly))
+        ));
+    }
+
+    #[test]
+    fn a_torn_last_record_is_dropped_and_damage_elsewhere_refused() {
+        let dir = tempdir();
+        let path = dir.join("s.nfs");
+        snapshot::save(&store_with(3), &path).unwrap();
+        {
+            let db = Db::open(&path, &machine(), true).unwrap();
+            for i in 0..3 {
+                insert(&db, i, None);
+            }
+        }
+        let lp = log_path(&path);
+        let whole = std::fs::read(&lp).unwrap();
+        // Cut at every byte of the last record: the first two updates always come back.
+        let rec = (whole.len() - HEADER) / 3;
+        for cut in [whole.len() - 1, whole.len() - rec + 3, whole.len() - rec + 9] {
+            std::fs::write(&lp, &whole[..cut]).unwrap();
+            let db = Db::open(&path, &machine(), true).unwrap();
+            assert_eq!(db.current().len(), 5, "cut at {cut}");
+            assert!(db.stats().dropped_bytes > 0);
+            drop(db);
+            assert_eq!(
+                std::fs::metadata(&lp).unwrap().len() as usize,
+                whole.len() - rec,
+                "the torn record is cut off"
+            );
+        }
+        // A flipped byte in the first record, with records after it: refused, naming where.
+        let mut bad = whole.clone();
+        bad[HEADER + 12] ^= 1;
+        std::fs::write(&lp, &bad).unwrap();
+        let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
+        assert!(e.contains("damaged at byte 20 (record 1)"), "{e}");
+        // A bad header.
+        std::fs::write(&lp, b"hello").unwrap();
+        let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
+        assert!(e.contains("header"), "{e}");
+    }
+
+    #[test]
+    fn the_background_merge_keeps_every_update_made_while_it_runs() {
+        let db = Arc::new(Db::in_memory(store_with(200)));
+        let t = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20 {
+                    db.merge(false).unwrap();
+                }
+            })
+        };
+        for i in 0..200 {
+            insert(&db, i, if i % 2 == 0 { None } else { Some("http://g") });
+        }
+        t.join().unwrap();
+        let s = db.current();
+        assert_eq!(s.len(), 400);
+        db.merge(false).unwrap();
+        let s2 = db.current();
+        assert!(s2.is_flat());
+        let mut a = s.quads();
+        let mut b = s2.quads();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+    }
+
+    fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "nearflow-db-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}
