@@ -28,7 +28,7 @@
 //! - `args.rs` — flags several commands share (machine, store source), number parsers,
 //!   printing a lab report.
 //! - `topo_cmd.rs` — `topo`; `stress_cmd.rs` — `stress`; `run_cmd.rs` — `run vwap`, `run plan`;
-//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` — `serve`; `gen_cmd.rs` —
+//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` — `serve`; `update_cmd.rs` — `update`; `gen_cmd.rs` —
 //!   `gen sp2bench`.
 //! - `bench_cmd.rs` — every `bench` subcommand; `sim_cmd.rs` — `sim`; `map_cmd.rs` — `map`.
 
@@ -43,6 +43,7 @@ mod gen_cmd;
 mod map_cmd;
 mod run_cmd;
 mod serve_cmd;
+mod update_cmd;
 mod sim_cmd;
 mod sparql_cmd;
 mod stress_cmd;
@@ -91,6 +92,8 @@ enum Command {
     Load(sparql_cmd::LoadCmd),
     /// Serve SPARQL over HTTP (the SPARQL 1.1 Protocol) from RDF files or a store snapshot.
     Serve(serve_cmd::ServeCmd),
+    /// Run a SPARQL 1.1 Update request against a store snapshot (durable when it returns).
+    Update(update_cmd::UpdateCmd),
     /// Generate benchmark data.
     #[command(subcommand)]
     Gen(gen_cmd::GenCmd),
@@ -128,6 +131,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sparql(c) => sparql_cmd::run(&c),
         Command::Load(c) => sparql_cmd::load(&c),
         Command::Serve(c) => serve_cmd::run(&c),
+        Command::Update(c) => update_cmd::run(&c),
         Command::Gen(c) => gen_cmd::run(&c),
         Command::Sim(c) => sim_cmd::run(&c),
         Command::Map(c) => map_cmd::run(&c),

@@ -42,6 +42,14 @@ pub struct ServeCmd {
     /// before its connection is closed (e.g. 10s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::args::duration)]
     pub header_timeout: std::time::Duration,
+    /// Refuse updates (`/update` and Graph Store writes answer 403) even over a store
+    /// snapshot. A server over RDF files (`--data`) is always read-only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Let an update's LOAD read files under this directory (by default LOAD reads nothing:
+    /// a client must not make the server read its host's files).
+    #[arg(long, value_name = "DIR")]
+    pub load_dir: Option<std::path::PathBuf>,
     /// Threads doing HTTP I/O (queries run on the nearflow runtime, never on these).
     #[arg(long, default_value = "1", value_parser = crate::args::int_in(1usize, 64))]
     pub io_threads: usize,
@@ -60,7 +68,17 @@ pub struct ServeCmd {
 
 pub fn run(cmd: &ServeCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
-    let store = Arc::new(cmd.source.source(&cmd.read).open(&machine, cmd.quiet)?);
+    if let Some(d) = &cmd.load_dir {
+        if !d.is_dir() {
+            anyhow::bail!("--load-dir {}: not a directory", d.display());
+        }
+    }
+    let db = Arc::new(
+        cmd.source
+            .source(&cmd.read)
+            .open_db(&machine, !cmd.read_only, cmd.quiet)?,
+    );
+    let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(
         machine,
@@ -80,19 +98,39 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         max_request_bytes: cmd.max_request,
         io_threads: cmd.io_threads,
         header_timeout: cmd.header_timeout,
+        load: match &cmd.load_dir {
+            Some(d) => nearflow_sparql::update::LoadFrom::Under(d.clone()),
+            None => nearflow_sparql::update::LoadFrom::Nowhere,
+        },
     };
     let limit = config.memory_limit;
-    let endpoint = Endpoint::new(store.clone(), Arc::new(rt), config);
+    let endpoint = Endpoint::new(db.clone(), Arc::new(rt), config);
     let policy = cmd.policy;
     let quiet = cmd.quiet;
-    nearflow_serve::run(endpoint, cmd.bind, |addr| {
+    let writes = match (db.is_writable(), db.is_durable()) {
+        (true, true) => "updates at /update, each on disk before it is acknowledged",
+        _ => "read-only",
+    };
+    let served = nearflow_serve::run(endpoint, cmd.bind, |addr| {
         eprintln!(
-            "serving {} triples at http://{addr}/query (policy {policy}); Ctrl-C stops",
-            store.len()
+            "serving {} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops",
+            db.current().len()
         );
         if let Some(l) = limit.filter(|_| !quiet) {
             eprintln!("a query may hold {} MiB", l >> 20);
         }
     })
-    .context("the server stopped")
+    .context("the server stopped");
+    if let Some(m) = merger {
+        db.stop_merger();
+        let _ = m.join();
+        if db.stats().commits + db.stats().replayed > 0 {
+            // A clean stop folds the log into the snapshot: the next start replays nothing.
+            db.merge(true).context("writing the store's snapshot at stop")?;
+            if !quiet {
+                eprintln!("the store's updates are in its snapshot now");
+            }
+        }
+    }
+    served
 }

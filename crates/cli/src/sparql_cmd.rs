@@ -110,13 +110,21 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
                 cmd.save.display()
             );
         }
-        let old = store::open_store(&machine, &cmd.save, cmd.quiet)?;
-        store::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?
+        // Held for writing from the read to the write: no update is lost between them.
+        let db = store::open_db(&machine, &cmd.save, true, cmd.quiet)?;
+        let old = (*db.current()).clone();
+        let store = store::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+        let t = Instant::now();
+        db.rewrite(store)?;
+        (db, t)
     } else {
-        store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?
+        let store = store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+        let t = Instant::now();
+        // A new store: the log of any store saved there before is started afresh.
+        nearflow_rdf::db::Db::replace(&cmd.save, &store)?;
+        (nearflow_rdf::db::Db::read_only(store), t)
     };
-    let t = Instant::now();
-    snapshot::save(&store, &cmd.save)?;
+    let (_db, t) = store;
     if !cmd.quiet {
         let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
         eprintln!(

@@ -374,7 +374,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         engines.push((
             p.to_string(),
             Some(nearflow_serve::Endpoint::new(
-                store.clone(),
+                Arc::new(nearflow_rdf::db::Db::in_memory((*store).clone())),
                 Arc::new(rt),
                 c,
             )),

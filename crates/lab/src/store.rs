@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use nearflow_rdf::{load, snapshot, Store};
+use nearflow_rdf::db::Db;
+use nearflow_rdf::{load, Store};
 
 /// Loads files (`-` is standard input) with a progress bar on stderr; prints triples/s at the
 /// end.
@@ -115,19 +116,39 @@ fn load_onto(
     Ok(store)
 }
 
-/// Opens a snapshot, reporting the time.
+/// Opens a snapshot with the updates of its log, reporting the time.
 pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) -> Result<Store> {
+    Ok((*open_db(machine, path, false, quiet)?.current()).clone())
+}
+
+/// Opens a store (its snapshot and its log of updates: `nearflow_rdf::db`), for writing when
+/// `writable`, reporting the time and what the log held.
+pub fn open_db(
+    machine: &nearflow_topo::Machine,
+    path: &Path,
+    writable: bool,
+    quiet: bool,
+) -> Result<Db> {
     let t = Instant::now();
-    let store = snapshot::open(path, machine)?;
+    let db = Db::open(path, machine, writable)?;
     if !quiet {
+        let st = db.stats();
+        let log = match (st.replayed, st.dropped_bytes) {
+            (0, 0) => String::new(),
+            (n, 0) => format!(", {n} logged update{} replayed", if n == 1 { "" } else { "s" }),
+            (n, d) => format!(
+                ", {n} logged update{} replayed, a last record cut short by a crash ({d} bytes, never acknowledged) dropped",
+                if n == 1 { "" } else { "s" }
+            ),
+        };
         eprintln!(
-            "opened {} ({} triples) in {:.2} s",
+            "opened {} ({} triples{log}) in {:.2} s",
             path.display(),
-            store.len(),
+            db.current().len(),
             t.elapsed().as_secs_f64()
         );
     }
-    Ok(store)
+    Ok(db)
 }
 
 /// Where a store comes from: RDF files to load, or a snapshot.
@@ -141,6 +162,22 @@ pub enum Source {
 }
 
 impl Source {
+    /// The store this source names as a [`Db`]: a snapshot opened with its log (for writing
+    /// when `writable`), or RDF files loaded into memory, read-only.
+    pub fn open_db(
+        &self,
+        machine: &nearflow_topo::Machine,
+        writable: bool,
+        quiet: bool,
+    ) -> Result<Db> {
+        match self {
+            Source::Snapshot(p) => open_db(machine, p, writable, quiet),
+            Source::Files(files, options) => Ok(Db::read_only(load_files(
+                machine, files, options, quiet,
+            )?)),
+        }
+    }
+
     /// The store this source names, on `machine`, reporting progress and time on stderr
     /// unless `quiet`.
     pub fn open(&self, machine: &nearflow_topo::Machine, quiet: bool) -> Result<Store> {

@@ -447,6 +447,11 @@ impl Db {
         Db::new(None, store, None, 0, None, true, Tuning::default(), DbStats::default())
     }
 
+    /// A store kept in memory that takes no update (a server over RDF files).
+    pub fn read_only(store: Store) -> Db {
+        Db::new(None, store, None, 0, None, false, Tuning::default(), DbStats::default())
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         snapshot: Option<PathBuf>,
@@ -561,6 +566,22 @@ impl Db {
         write_log(&lp, base_seq, &[])
     }
 
+    /// Replaces the store's contents with `store` (`nearflow load --add` over a store opened
+    /// writable): the snapshot rewritten, the log started afresh, `store` the current version.
+    pub fn rewrite(&self, store: Store) -> Result<(), DbError> {
+        let mut w = self.writer.lock().expect("not poisoned");
+        let seq = w.seq;
+        if let (Some(path), Some(log)) = (&self.snapshot, &mut w.log) {
+            snapshot::save(&store, path)?;
+            write_log(&log.path, seq, &[])?;
+            *log = open_append(&log.path)?;
+        } else if !self.writable {
+            return Err(DbError::ReadOnly);
+        }
+        *self.current.write().expect("not poisoned") = Arc::new(store);
+        Ok(())
+    }
+
     /// The current version: keep it for as long as it is read.
     pub fn current(&self) -> Arc<Store> {
         self.current.read().expect("not poisoned").clone()
@@ -584,6 +605,15 @@ impl Db {
     /// The last committed update's sequence number.
     pub fn seq(&self) -> u64 {
         self.writer.lock().expect("not poisoned").seq
+    }
+
+    /// Whether the log has grown past [`Tuning::checkpoint_bytes`] (a [`merge`](Self::merge)
+    /// would write a new snapshot).
+    pub fn checkpoint_due(&self) -> bool {
+        let w = self.writer.lock().expect("not poisoned");
+        w.log
+            .as_ref()
+            .is_some_and(|l| l.len >= self.tuning.checkpoint_bytes)
     }
 
     /// Counts.

@@ -136,7 +136,7 @@ fn run(
     };
     let chosen = negotiate::choose(kind, accept, req.format.as_deref())?;
     out.chosen = Some(chosen);
-    let prepared = Arc::new(q).plan(&ep.store, &options);
+    let prepared = Arc::new(q).plan(&ep.db.current(), &options);
     let mut running = prepared.start(&ep.rt)?;
     running.cancel_on(stop);
     let minted = running.minted();
@@ -272,7 +272,8 @@ pub(crate) fn description(
             iri("http://rdfs.org/ns/void#triples".into()),
             Term::from(TermRef::Literal {
                 value: &ep
-                    .store
+                    .db
+                    .current()
                     .graph_len(nearflow_rdf::store::DEFAULT_GRAPH)
                     .to_string(),
                 datatype: "http://www.w3.org/2001/XMLSchema#integer",
@@ -336,8 +337,9 @@ pub(crate) async fn graph(
                     format!("{g:?} is not an absolute IRI: {e}"),
                 )
             })?;
-            let id = ep.store.id_of(TermRef::Iri(g));
-            if !id.is_some_and(|id| ep.store.named_graphs().any(|n| n == id)) {
+            let store = ep.db.current();
+            let id = store.id_of(TermRef::Iri(g));
+            if !id.is_some_and(|id| store.named_graphs().any(|n| n == id)) {
                 return Err(ApiError::new(
                     StatusCode::NOT_FOUND,
                     format!("the store has no graph named <{g}>"),

@@ -37,6 +37,7 @@
 //! query and writes its answer, this file holds the configuration, the routes and the errors.
 
 mod answer;
+pub mod write;
 pub mod negotiate;
 pub mod prefixes;
 pub mod protocol;
@@ -52,7 +53,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
-use nearflow_rdf::store::Store;
+use nearflow_rdf::db::Db;
 use nearflow_rt::Runtime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -74,6 +75,9 @@ pub struct Config {
     /// How long a connection may take to send a request's headers (and may stay idle between
     /// requests); past it the connection is closed, so that stalled clients do not pile up.
     pub header_timeout: Duration,
+    /// Where an update's LOAD may read files (by default nowhere: a client must not make the
+    /// server read its host's files).
+    pub load: nearflow_sparql::update::LoadFrom,
 }
 
 impl Config {
@@ -93,6 +97,7 @@ impl Config {
             max_request_bytes: 1 << 20,
             io_threads: 1,
             header_timeout: Duration::from_secs(10),
+            load: nearflow_sparql::update::LoadFrom::Nowhere,
         }
     }
 }
@@ -187,9 +192,11 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// The endpoint: a store, the runtime its queries run on, and its limits.
+/// The endpoint: a store (its versions: `nearflow_rdf::db`), the runtime its queries run on,
+/// and its limits.
 pub struct Endpoint {
-    store: Arc<Store>,
+    db: Arc<Db>,
+    load: nearflow_sparql::update::LoadFrom,
     rt: Arc<Runtime>,
     config: Config,
     turns: Arc<Semaphore>,
@@ -201,12 +208,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint over `store`, running queries on `rt`.
-    pub fn new(store: Arc<Store>, rt: Arc<Runtime>, config: Config) -> Arc<Self> {
+    /// An endpoint over `db`, running queries on `rt`.
+    pub fn new(db: Arc<Db>, rt: Arc<Runtime>, config: Config) -> Arc<Self> {
         Arc::new(Endpoint {
             turns: Arc::new(Semaphore::new(config.max_running.max(1))),
-            prefixes: prefixes::of(&store),
-            store,
+            prefixes: prefixes::of(&db.current()),
+            load: config.load.clone(),
+            db,
             rt,
             config,
             counters: Counters::default(),
@@ -217,6 +225,11 @@ impl Endpoint {
     /// Its configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Its store.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
     }
 
     /// A turn to run a query: at once, after waiting, or 503 when too many wait.
@@ -386,7 +399,7 @@ async fn cors(method: Method, mut r: Response) -> Response {
         h.remove(header::CONTENT_TYPE);
         h.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, HEAD, POST, OPTIONS"),
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, OPTIONS"),
         );
         h.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
@@ -446,6 +459,11 @@ async fn query(
     if method == Method::OPTIONS {
         return StatusCode::NO_CONTENT.into_response();
     }
+    // An update sent to the query URL (the Protocol lets one URL take both, and the W3C tests
+    // send them so): a POSTed application/sparql-update, or a form with an `update`.
+    if write::is_update(&method, header_str(&headers, header::CONTENT_TYPE), &body) {
+        return update(State(ep), method, uri, RawQuery(url), headers, body).await;
+    }
     let accept = header_str(&headers, header::ACCEPT).map(str::to_owned);
     let req = protocol::read(
         &method,
@@ -471,8 +489,10 @@ async fn query(
 async fn graph_store(
     State(ep): State<Arc<Endpoint>>,
     method: Method,
+    uri: axum::http::Uri,
     RawQuery(url): RawQuery,
     headers: HeaderMap,
+    body: Bytes,
 ) -> Response {
     let accept = header_str(&headers, header::ACCEPT).map(str::to_owned);
     let r = match method {
@@ -480,33 +500,69 @@ async fn graph_store(
         Method::GET | Method::HEAD => {
             answer::graph(&ep, url.as_deref(), accept, method == Method::HEAD).await
         }
-        Method::PUT | Method::POST | Method::DELETE | Method::PATCH => Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "the store is read-only: writes through the Graph Store Protocol are not supported yet",
-        )),
+        Method::PUT | Method::POST | Method::DELETE => {
+            write::graph_write(
+                &ep,
+                method,
+                url.as_deref(),
+                header_str(&headers, header::CONTENT_TYPE),
+                body,
+                base_of(&headers, &uri),
+            )
+            .await
+        }
         m => Err(ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("the graph store takes GET and HEAD, not {m}"),
+            format!("the graph store takes GET, HEAD, PUT, POST and DELETE, not {m}"),
         )),
     };
     finish(r)
 }
 
-async fn update(method: Method) -> Response {
+/// The endpoint's own URL, the base of a request's relative IRIs (when the request names a
+/// host that makes one).
+fn base_of(headers: &HeaderMap, uri: &axum::http::Uri) -> Option<String> {
+    header_str(headers, header::HOST)
+        .map(|h| format!("http://{h}{}", uri.path()))
+        .filter(|b| oxrdf::NamedNode::new(b.as_str()).is_ok())
+}
+
+async fn update(
+    State(ep): State<Arc<Endpoint>>,
+    method: Method,
+    uri: axum::http::Uri,
+    RawQuery(url): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if method == Method::OPTIONS {
         return StatusCode::NO_CONTENT.into_response();
     }
-    finish(Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "SPARQL Update is not supported yet: this store is read-only",
-    )))
+    let r = match write::read_update(
+        &method,
+        url.as_deref(),
+        header_str(&headers, header::CONTENT_TYPE),
+        &body,
+    ) {
+        Ok(req) => write::update(&ep, req, base_of(&headers, &uri)).await,
+        Err(e) => Err(e),
+    };
+    finish(r)
 }
 
 async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
     let c = &ep.counters;
     let body = serde_json::json!({
         "uptime_s": ep.started.elapsed().as_secs_f64(),
-        "triples": ep.store.len(),
+        "triples": ep.db.current().len(),
+        "store": {
+            "writable": ep.db.is_writable(),
+            "durable": ep.db.is_durable(),
+            "updates": ep.db.seq(),
+            "delta": ep.db.current().delta().counts(),
+            "merges": ep.db.stats().merges,
+            "checkpoints": ep.db.stats().checkpoints,
+        },
         "running": c.running.load(Ordering::SeqCst),
         "waiting": c.waiting.load(Ordering::SeqCst),
         "answered": c.answered.load(Ordering::SeqCst),

@@ -98,7 +98,11 @@ fn the_page_runs_a_query_and_pages_its_table_in_a_real_browser() {
             .collect()
     };
     assert_eq!(expected.len(), 50);
-    let ep = Endpoint::new(store, rt, Config::for_pus(machine.pu_count()));
+    let ep = Endpoint::new(
+        Arc::new(nearflow_rdf::db::Db::read_only((*store).clone())),
+        rt,
+        Config::for_pus(machine.pu_count()),
+    );
     let (addr, io) = common::start(ep.clone());
     let url = format!("http://{addr}/?run=1&page=2&query={}", enc(query));
     let headless = |extra: &[&str]| {

@@ -78,7 +78,7 @@ pub(crate) fn with_parsed_update<R>(
     with_room(nesting, || {
         let update = parser
             .parse_update(text)
-            .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
+            .map_err(|e| QueryError::Syntax(update_syntax_message(text, &e.to_string())))?;
         let out = f(&update);
         drop(update);
         Ok(out)
@@ -245,10 +245,45 @@ fn prev(chars: &[char], i: usize) -> char {
     i.checked_sub(1).map_or(' ', |k| chars[k])
 }
 
+/// [`syntax_message`] for an update request: a query given as an update, or a first word
+/// that begins no update operation, said in words.
+fn update_syntax_message(text: &str, message: &str) -> String {
+    let is_query = check_nesting(text).is_ok_and(|nesting| {
+        with_room(nesting, || spargebra::SparqlParser::new().parse_query(text).is_ok())
+    });
+    if is_query {
+        return "this is a query (SELECT, CONSTRUCT, ASK, DESCRIBE), not an update request: run \
+                it with `nearflow sparql`, or send it to a server's /query"
+            .to_owned();
+    }
+    if let Some((at, word)) = query_form_word(text) {
+        const OPS: [&str; 10] = [
+            "INSERT", "DELETE", "LOAD", "CLEAR", "CREATE", "DROP", "ADD", "MOVE", "COPY", "WITH",
+        ];
+        if !OPS.contains(&word.to_ascii_uppercase().as_str()) {
+            let (l, c) = line_col(text, at);
+            let line: String = text.lines().nth(l - 1).unwrap_or("").chars().take(160).collect();
+            return format!(
+                "at {l}:{c}: expected an update operation (INSERT, DELETE, LOAD, CLEAR, CREATE, \
+                 DROP, ADD, MOVE, COPY or WITH, after any PREFIX and BASE declarations), found \
+                 '{word}'\n  {line}\n  {}^",
+                " ".repeat(c.saturating_sub(1))
+            );
+        }
+    }
+    // The rest as for a query, without the query-form hints.
+    describe(text, message, true)
+}
+
 /// A syntax error as a user reads it: where (line and column), what was expected in plain
 /// words where `spargebra` lists grammar tokens (the query form, an undeclared prefix, a SPARQL
 /// Update request given as a query), and the line with a caret under the position.
 pub fn syntax_message(text: &str, message: &str) -> String {
+    describe(text, message, false)
+}
+
+/// [`syntax_message`]; for an update request (`update`), without the hints about queries.
+fn describe(text: &str, message: &str, update: bool) -> String {
     let flat = message.split_whitespace().collect::<Vec<_>>().join(" ");
     // "error at L:C: …"
     let mut pos = flat.strip_prefix("error at ").and_then(|r| {
@@ -270,7 +305,7 @@ pub fn syntax_message(text: &str, message: &str) -> String {
     };
     let mut what = None;
     // Text nested too deep for a query is too deep for an update as well.
-    let is_update = check_nesting(text).is_ok_and(|nesting| {
+    let is_update = !update && check_nesting(text).is_ok_and(|nesting| {
         with_room(nesting, || {
             spargebra::SparqlParser::new().parse_update(text).is_ok()
         })
@@ -281,7 +316,8 @@ pub fn syntax_message(text: &str, message: &str) -> String {
         }
         what = Some(
             "this is a SPARQL Update request (INSERT, DELETE, LOAD, CLEAR, …); `nearflow sparql` \
-             evaluates queries (SELECT, CONSTRUCT, ASK, DESCRIBE), and updates are not supported yet"
+             evaluates queries (SELECT, CONSTRUCT, ASK, DESCRIBE): run updates with `nearflow \
+             update`, or POST them to a server's /update"
                 .to_owned(),
         );
     } else if flat.contains("Prefix not found") {
@@ -301,7 +337,7 @@ pub fn syntax_message(text: &str, message: &str) -> String {
             }
         }
         what.get_or_insert_with(|| "undeclared prefix".to_owned());
-    } else if let Some((at, word)) = query_form_word(text) {
+    } else if let Some((at, word)) = query_form_word(text).filter(|_| !update) {
         // The first word after the prologue is not a query form: say so there (`spargebra`
         // reports the furthest point its grammar reached, e.g. "expected CONSTRUCT" inside
         // the pattern for `SELEC * WHERE …`).

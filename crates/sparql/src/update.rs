@@ -344,6 +344,33 @@ impl Update {
         })
     }
 
+    /// Sets the dataset of every DELETE/INSERT's WHERE clause (the Protocol's
+    /// `using-graph-uri` and `using-named-graph-uri`, §2.2.3); an error when an operation
+    /// names its own (`USING`, `USING NAMED` or `WITH`), as the Protocol says.
+    pub fn with_dataset(&mut self, default: &[String], named: &[String]) -> Result<(), QueryError> {
+        if default.is_empty() && named.is_empty() {
+            return Ok(());
+        }
+        for op in &mut self.ops {
+            if let Operation::Modify { query, .. } = op {
+                if query.dataset.is_some() {
+                    return Err(QueryError::Invalid(
+                        "the request gives using-graph-uri or using-named-graph-uri, and the \
+                         update names its own dataset (USING or WITH)"
+                            .into(),
+                    ));
+                }
+                let q = Arc::get_mut(query).expect("a request's queries are its own until run");
+                q.dataset = Some(crate::algebra::Dataset {
+                    default: default.to_vec(),
+                    named: named.to_vec(),
+                    all_named: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// How many operations the request has.
     pub fn len(&self) -> usize {
         self.ops.len()
@@ -645,9 +672,15 @@ fn load(source: &str, into: Option<&str>, e: &mut Edit<'_>, allowed: &LoadFrom) 
         }
     };
     r.map_err(|err| format!("LOAD <{source}>: {err}"))?;
-    // Blank nodes of the file: fresh labels, one per label of the file.
+    add_loaded(e, &loaded)?;
+    Ok(())
+}
+
+/// Inserts the quads of `loaded` (a parsed file) into the edit, each of its blank nodes as a
+/// fresh one (Update §3.1.1: new data never shares the store's blank nodes). Returns how many
+/// quads it read.
+pub fn add_loaded(e: &mut Edit<'_>, loaded: &nearflow_rdf::load::Loaded) -> Result<usize, String> {
     let mut blanks = Blanks::default();
-    let mut fresh: HashMap<Id, Id> = HashMap::new();
     let mut ids: HashMap<Id, Id> = HashMap::new();
     for q in &loaded.quads {
         let mut out = [DEFAULT_GRAPH; 4];
@@ -655,33 +688,25 @@ fn load(source: &str, into: Option<&str>, e: &mut Edit<'_>, allowed: &LoadFrom) 
             if i == 3 && id == DEFAULT_GRAPH {
                 continue;
             }
-            let term = loaded.dict.term(id);
-            out[i] = if let TermRef::Blank(_) = term {
-                match fresh.get(&id) {
-                    Some(&x) => x,
-                    None => {
-                        let label = blanks.fresh(e);
-                        let x = e
-                            .intern(TermRef::Blank(&label))
-                            .map_err(|err| err.to_string())?;
-                        fresh.insert(id, x);
-                        x
+            out[i] = match ids.get(&id) {
+                Some(&x) => x,
+                None => {
+                    let x = match loaded.dict.term(id) {
+                        TermRef::Blank(_) => {
+                            let label = blanks.fresh(e);
+                            e.intern(TermRef::Blank(&label))
+                        }
+                        term => e.intern(term),
                     }
-                }
-            } else {
-                match ids.get(&id) {
-                    Some(&x) => x,
-                    None => {
-                        let x = e.intern(term).map_err(|err| err.to_string())?;
-                        ids.insert(id, x);
-                        x
-                    }
+                    .map_err(|err| err.to_string())?;
+                    ids.insert(id, x);
+                    x
                 }
             };
         }
         e.insert(out);
     }
-    Ok(())
+    Ok(loaded.quads.len())
 }
 
 /// `%XX` escapes of a file IRI's path decoded (a space is `%20` in an IRI).

@@ -1,0 +1,346 @@
+//! Writes: SPARQL 1.1 Update over the Protocol (§2.2: a POSTed form with `update`, or the
+//! request itself as `application/sparql-update`; `using-graph-uri` and
+//! `using-named-graph-uri`), and the Graph Store Protocol's PUT, POST and DELETE (§5.3–5.5).
+//!
+//! A write takes a turn like a query (its WHERE clauses run on the runtime), is parsed and run
+//! on a blocking thread, and is answered only once the store has logged it
+//! (`nearflow_rdf::db`): `204 No Content` (`201 Created` for a graph a Graph Store write
+//! created). Writes run one at a time; queries keep reading the version they started on.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, StatusCode};
+use axum::response::Response;
+use nearflow_rdf::db::UpdateError;
+use nearflow_rdf::load::{self, Format, Loaded};
+use nearflow_rdf::store::DEFAULT_GRAPH;
+use nearflow_rdf::term::TermRef;
+use nearflow_sparql::update::{add_loaded, Update, UpdateOptions};
+use nearflow_sparql::{Options, QueryError};
+
+use crate::protocol::pairs;
+use crate::{ApiError, Endpoint};
+
+/// An update request as the Protocol sends it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct UpdateRequest {
+    /// The update text.
+    pub text: String,
+    /// `using-graph-uri`.
+    pub using: Vec<String>,
+    /// `using-named-graph-uri`.
+    pub using_named: Vec<String>,
+}
+
+fn bad(m: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, m)
+}
+
+fn utf8(b: &[u8]) -> Result<String, ApiError> {
+    String::from_utf8(b.to_vec())
+        .map_err(|e| bad(format!("the update is not UTF-8 (at byte {})", e.utf8_error().valid_up_to())))
+}
+
+fn iri(v: String) -> Result<String, ApiError> {
+    oxrdf::NamedNode::new(v.as_str())
+        .map_err(|e| bad(format!("{v:?} is not an absolute IRI: {e}")))?;
+    Ok(v)
+}
+
+/// Whether a request to the query URL is an update: a POSTed application/sparql-update, or a
+/// POSTed form with an `update` parameter.
+pub fn is_update(method: &Method, content_type: Option<&str>, body: &[u8]) -> bool {
+    if *method != Method::POST {
+        return false;
+    }
+    let media = content_type
+        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match media.as_str() {
+        "application/sparql-update" => true,
+        "application/x-www-form-urlencoded" => body
+            .split(|&b| b == b'&')
+            .any(|p| p.starts_with(b"update=") || p == b"update"),
+        _ => false,
+    }
+}
+
+/// Reads an update request (§2.2.1–2.2.2).
+pub fn read_update(
+    method: &Method,
+    url_query: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<UpdateRequest, ApiError> {
+    if *method != Method::POST {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("an update is POSTed (SPARQL 1.1 Protocol §2.2), not sent by {method}"),
+        ));
+    }
+    let media = content_type
+        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let mut req = UpdateRequest::default();
+    let mut text = None;
+    let mut take = |k: &str, v: String, form: bool| -> Result<(), ApiError> {
+        match k {
+            "update" if form => {
+                if text.replace(v).is_some() {
+                    return Err(bad("the request gives the update parameter more than once"));
+                }
+            }
+            "update" => {
+                return Err(bad(
+                    "an update POSTed as application/sparql-update is the body; the URL may not \
+                     name another",
+                ))
+            }
+            "using-graph-uri" => req.using.push(iri(v)?),
+            "using-named-graph-uri" => req.using_named.push(iri(v)?),
+            "query" => return Err(bad("this is the update endpoint; queries go to /query")),
+            _ => {}
+        }
+        Ok(())
+    };
+    let url = pairs(url_query.unwrap_or("").as_bytes())?;
+    match media.as_deref() {
+        Some("application/x-www-form-urlencoded") => {
+            for (k, v) in url {
+                take(&k, v, false)?;
+            }
+            for (k, v) in pairs(body)? {
+                take(&k, v, true)?;
+            }
+        }
+        Some("application/sparql-update") => {
+            for (k, v) in url {
+                take(&k, v, false)?;
+            }
+            text = Some(utf8(body)?);
+        }
+        other => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "an update is POSTed as application/sparql-update or as an \
+                     application/x-www-form-urlencoded form with an update parameter{}",
+                    other.map(|o| format!(", not as {o}")).unwrap_or_default()
+                ),
+            ))
+        }
+    }
+    req.text = text.ok_or_else(|| bad("the request has no update parameter"))?;
+    if req.text.trim().is_empty() {
+        return Err(bad("the update is empty"));
+    }
+    Ok(req)
+}
+
+/// The status of a failed update.
+fn refused(e: QueryError) -> ApiError {
+    let status = match &e {
+        QueryError::Syntax(_) | QueryError::Invalid(_) | QueryError::Unsupported(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        QueryError::Timeout(_) | QueryError::MemoryLimit { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, e.to_string())
+}
+
+fn stored(e: UpdateError<ApiError>) -> ApiError {
+    match e {
+        UpdateError::Update(e) => e,
+        UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this endpoint is read-only (it serves RDF files, or was started with --read-only); \
+             serve a store saved with `nearflow load --save` to update it",
+        ),
+        UpdateError::Store(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the update was not made: {e}"),
+        ),
+    }
+}
+
+fn done(status: StatusCode) -> Result<Response, ApiError> {
+    Response::builder()
+        .status(status)
+        .body(Body::empty())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Runs an update request: 204 once it is logged.
+pub(crate) async fn update(
+    ep: &Arc<Endpoint>,
+    req: UpdateRequest,
+    base: Option<String>,
+) -> Result<Response, ApiError> {
+    if !ep.db.is_writable() {
+        return Err(stored(UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly)));
+    }
+    let _turn = ep.turn().await?;
+    let ep2 = ep.clone();
+    let run = move || -> Result<(), ApiError> {
+        let mut update = Update::parse(&req.text, base.as_deref()).map_err(refused)?;
+        update
+            .with_dataset(&req.using, &req.using_named)
+            .map_err(refused)?;
+        let options = UpdateOptions {
+            query: Options {
+                timeout: Some(ep2.config.timeout),
+                memory_limit: ep2.config.memory_limit,
+                ..Options::default()
+            },
+            load: ep2.load.clone(),
+        };
+        ep2.db
+            .update(|s| {
+                let a = update.apply(s, &ep2.rt, &options).map_err(refused)?;
+                Ok((a.store, a.changes))
+            })
+            .map_err(stored)?;
+        Ok(())
+    };
+    tokio::task::spawn_blocking(run)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    done(StatusCode::NO_CONTENT)
+}
+
+/// The graph a Graph Store request names: `None` for `?default`, or `?graph=IRI`.
+fn target(url: Option<&str>) -> Result<Option<String>, ApiError> {
+    let params = pairs(url.unwrap_or("").as_bytes())?;
+    let default = params.iter().any(|(k, _)| k == "default");
+    let named: Vec<&String> = params
+        .iter()
+        .filter(|(k, _)| k == "graph")
+        .map(|(_, v)| v)
+        .collect();
+    match (default, named.as_slice()) {
+        (true, []) => Ok(None),
+        (false, [g]) => Ok(Some(iri((*g).clone())?)),
+        _ => Err(bad("name one graph: ?default, or ?graph=IRI")),
+    }
+}
+
+/// The RDF syntax of a Graph Store write's body, from its Content-Type.
+fn syntax(content_type: Option<&str>) -> Result<Format, ApiError> {
+    let media = content_type
+        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    Ok(match media.as_str() {
+        "text/turtle" | "application/x-turtle" => Format::Turtle,
+        "application/n-triples" | "text/plain" => Format::NTriples,
+        "application/rdf+xml" | "application/xml" => Format::RdfXml,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "a graph is sent as text/turtle, application/n-triples or \
+                     application/rdf+xml{}",
+                    if media.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", not as {media}")
+                    }
+                ),
+            ))
+        }
+    })
+}
+
+/// The Graph Store Protocol's writes: PUT replaces a graph with the body, POST adds the body
+/// to it, DELETE removes it (404 when the store has no such graph).
+pub(crate) async fn graph_write(
+    ep: &Arc<Endpoint>,
+    method: Method,
+    url: Option<&str>,
+    content_type: Option<&str>,
+    body: axum::body::Bytes,
+    base: Option<String>,
+) -> Result<Response, ApiError> {
+    if !ep.db.is_writable() {
+        return Err(stored(UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly)));
+    }
+    let graph = target(url)?;
+    let replace = method == Method::PUT;
+    let delete = method == Method::DELETE;
+    let parsed = if delete {
+        None
+    } else {
+        let format = syntax(content_type)?;
+        let mut loaded = Loaded::default();
+        let base = base.unwrap_or_else(|| "http://localhost/store".into());
+        let r = match &graph {
+            None => load::load_reader_with_base(
+                &mut loaded,
+                "body".as_ref(),
+                format,
+                &body[..],
+                "b",
+                &base,
+            ),
+            Some(g) => load::load_reader_into_graph(
+                &mut loaded,
+                "body".as_ref(),
+                format,
+                &body[..],
+                "b",
+                &base,
+                g,
+            ),
+        };
+        r.map_err(|e| bad(format!("the graph in the request cannot be read: {e}")))?;
+        Some(loaded)
+    };
+    let _turn = ep.turn().await?;
+    let ep2 = ep.clone();
+    let run = move || -> Result<StatusCode, ApiError> {
+        let mut created = false;
+        ep2.db
+            .update(|s| {
+                let mut e = s.edit();
+                let g = match &graph {
+                    None => Some(DEFAULT_GRAPH),
+                    Some(g) => s.id_of(TermRef::Iri(g)),
+                };
+                let existed = g.is_some_and(|g| g == DEFAULT_GRAPH || s.graph_len(g) > 0);
+                if delete && !existed {
+                    return Err(ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        format!("the store has no graph named <{}>", graph.clone().unwrap_or_default()),
+                    ));
+                }
+                if replace || delete {
+                    if let Some(g) = g {
+                        s.for_each_match(g, [None; 3], |t| e.remove([t[0], t[1], t[2], g]));
+                    }
+                }
+                if let Some(loaded) = &parsed {
+                    add_loaded(&mut e, loaded).map_err(|m| {
+                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m)
+                    })?;
+                }
+                created = !existed && parsed.as_ref().is_some_and(|l| !l.quads.is_empty());
+                let changes = e.changes();
+                Ok((e.finish(), changes))
+            })
+            .map_err(stored)?;
+        Ok(if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::NO_CONTENT
+        })
+    };
+    let status = tokio::task::spawn_blocking(run)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let mut r = done(status)?;
+    if status == StatusCode::CREATED {
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, axum::http::HeaderValue::from_static("0"));
+    }
+    Ok(r)
+}
