@@ -50,6 +50,14 @@ pub struct ServeCmd {
     /// a client must not make the server read its host's files).
     #[arg(long, value_name = "DIR")]
     pub load_dir: Option<std::path::PathBuf>,
+    /// Fold the updates' delta into the sorted indexes once no update has come for this long
+    /// (e.g. 2s, 100ms); it is folded at once past 65,536 changed quads.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::args::duration)]
+    pub merge_idle: std::time::Duration,
+    /// Write a new snapshot (and start the log afresh) once the log of updates is this long
+    /// (e.g. 64MiB); a clean stop writes one too.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::args::bytes)]
+    pub checkpoint_size: usize,
     /// Threads doing HTTP I/O (queries run on the nearflow runtime, never on these).
     #[arg(long, default_value = "1", value_parser = crate::args::int_in(1usize, 64))]
     pub io_threads: usize,
@@ -76,7 +84,16 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     let db = Arc::new(
         cmd.source
             .source(&cmd.read)
-            .open_db(&machine, !cmd.read_only, cmd.quiet)?,
+            .open_db(
+                &machine,
+                !cmd.read_only,
+                cmd.quiet,
+                nearflow_rdf::db::Tuning {
+                    merge_idle: cmd.merge_idle,
+                    checkpoint_bytes: cmd.checkpoint_size as u64,
+                    ..Default::default()
+                },
+            )?,
     );
     let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();

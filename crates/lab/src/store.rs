@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use nearflow_rdf::db::Db;
+use nearflow_rdf::db::{Db, Tuning};
 use nearflow_rdf::{load, Store};
 
 /// Loads files (`-` is standard input) with a progress bar on stderr; prints triples/s at the
@@ -129,8 +129,19 @@ pub fn open_db(
     writable: bool,
     quiet: bool,
 ) -> Result<Db> {
+    open_db_tuned(machine, path, writable, quiet, Tuning::default())
+}
+
+/// [`open_db`] with the background merge and checkpoints set by `tuning`.
+pub fn open_db_tuned(
+    machine: &nearflow_topo::Machine,
+    path: &Path,
+    writable: bool,
+    quiet: bool,
+    tuning: Tuning,
+) -> Result<Db> {
     let t = Instant::now();
-    let db = Db::open(path, machine, writable)?;
+    let db = Db::open_tuned(path, machine, writable, tuning)?;
     if !quiet {
         let st = db.stats();
         let log = match (st.replayed, st.dropped_bytes) {
@@ -169,9 +180,10 @@ impl Source {
         machine: &nearflow_topo::Machine,
         writable: bool,
         quiet: bool,
+        tuning: Tuning,
     ) -> Result<Db> {
         match self {
-            Source::Snapshot(p) => open_db(machine, p, writable, quiet),
+            Source::Snapshot(p) => open_db_tuned(machine, p, writable, quiet, tuning),
             Source::Files(files, options) => Ok(Db::read_only(load_files(
                 machine, files, options, quiet,
             )?)),

@@ -495,6 +495,9 @@ impl Db {
         tuning: Tuning,
     ) -> Result<Db, DbError> {
         let lock = if writable { Some(lock(path)?) } else { None };
+        if writable {
+            remove_stale_temporaries(path);
+        }
         let lp = log_path(path);
         // A checkpoint may replace the snapshot and the log while a reader opens them: read
         // both again when the snapshot changed meanwhile.
@@ -751,6 +754,31 @@ impl Db {
     pub fn stop_merger(&self) {
         *self.stop.lock().expect("not poisoned") = true;
         self.wake.notify_all();
+    }
+}
+
+/// Removes the temporary files a killed writer of this store left (a snapshot or a log being
+/// written: `.NAME.PID.tmp`, `NAME.log.PID.tmp`). Called under the write lock, so no writer
+/// is making one now.
+fn remove_stale_temporaries(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let (snap, log) = (format!(".{name}."), format!("{name}.log."));
+    for e in entries.flatten() {
+        let f = e.file_name();
+        let Some(f) = f.to_str() else { continue };
+        if f.ends_with(".tmp") && (f.starts_with(&snap) || f.starts_with(&log)) {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
