@@ -43,11 +43,11 @@ mod gen_cmd;
 mod map_cmd;
 mod run_cmd;
 mod serve_cmd;
-mod update_cmd;
 mod sim_cmd;
 mod sparql_cmd;
 mod stress_cmd;
 mod topo_cmd;
+mod update_cmd;
 
 use std::process::ExitCode;
 

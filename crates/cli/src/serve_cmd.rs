@@ -81,20 +81,16 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             anyhow::bail!("--load-dir {}: not a directory", d.display());
         }
     }
-    let db = Arc::new(
-        cmd.source
-            .source(&cmd.read)
-            .open_db(
-                &machine,
-                !cmd.read_only,
-                cmd.quiet,
-                nearflow_rdf::db::Tuning {
-                    merge_idle: cmd.merge_idle,
-                    checkpoint_bytes: cmd.checkpoint_size as u64,
-                    ..Default::default()
-                },
-            )?,
-    );
+    let db = Arc::new(cmd.source.source(&cmd.read).open_db(
+        &machine,
+        !cmd.read_only,
+        cmd.quiet,
+        nearflow_rdf::db::Tuning {
+            merge_idle: cmd.merge_idle,
+            checkpoint_bytes: cmd.checkpoint_size as u64,
+            ..Default::default()
+        },
+    )?);
     let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(
@@ -143,7 +139,8 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         let _ = m.join();
         if db.stats().commits + db.stats().replayed > 0 {
             // A clean stop folds the log into the snapshot: the next start replays nothing.
-            db.merge(true).context("writing the store's snapshot at stop")?;
+            db.merge(true)
+                .context("writing the store's snapshot at stop")?;
             if !quiet {
                 eprintln!("the store's updates are in its snapshot now");
             }

@@ -96,11 +96,15 @@ const P: &str = "http://kill/p";
 const Q: &str = "http://kill/q";
 
 fn insert(k: u64) -> String {
-    format!("INSERT DATA {{ <http://kill/s{k}> <{P}> \"a{k}\" . <http://kill/s{k}> <{Q}> \"b{k}\" }}")
+    format!(
+        "INSERT DATA {{ <http://kill/s{k}> <{P}> \"a{k}\" . <http://kill/s{k}> <{Q}> \"b{k}\" }}"
+    )
 }
 
 fn delete(k: u64) -> String {
-    format!("DELETE DATA {{ <http://kill/s{k}> <{P}> \"a{k}\" . <http://kill/s{k}> <{Q}> \"b{k}\" }}")
+    format!(
+        "DELETE DATA {{ <http://kill/s{k}> <{P}> \"a{k}\" . <http://kill/s{k}> <{Q}> \"b{k}\" }}"
+    )
 }
 
 /// The update subjects the server holds, with how many of their two triples.
@@ -168,7 +172,11 @@ fn acknowledged_updates_survive_sigkill_at_random_moments() {
         .arg(&data)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let first_size = std::fs::metadata(&store).unwrap().len();
     let known = Arc::new(Mutex::new(BTreeMap::<u64, Known>::new()));
     let mut next = 0u64;
@@ -242,7 +250,10 @@ fn acknowledged_updates_survive_sigkill_at_random_moments() {
         "{rounds} kills in {:.1} s: {acked} acknowledged updates, all there; {in_flight} in flight at a kill, each whole or absent",
         started.elapsed().as_secs_f64()
     );
-    assert!(acked >= rounds, "the stream made too few updates to test: {acked}");
+    assert!(
+        acked >= rounds,
+        "the stream made too few updates to test: {acked}"
+    );
     assert!(
         std::fs::metadata(&store).unwrap().len() > first_size,
         "checkpoints wrote the snapshot again"

@@ -184,9 +184,9 @@ impl Source {
     ) -> Result<Db> {
         match self {
             Source::Snapshot(p) => open_db_tuned(machine, p, writable, quiet, tuning),
-            Source::Files(files, options) => Ok(Db::read_only(load_files(
-                machine, files, options, quiet,
-            )?)),
+            Source::Files(files, options) => {
+                Ok(Db::read_only(load_files(machine, files, options, quiet)?))
+            }
         }
     }
 

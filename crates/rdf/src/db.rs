@@ -444,12 +444,30 @@ impl Db {
     /// A store kept in memory only: updates change it, nothing is written (tests, and a server
     /// over RDF files, which says so).
     pub fn in_memory(store: Store) -> Db {
-        Db::new(None, store, None, 0, None, true, Tuning::default(), DbStats::default())
+        Db::new(
+            None,
+            store,
+            None,
+            0,
+            None,
+            true,
+            Tuning::default(),
+            DbStats::default(),
+        )
     }
 
     /// A store kept in memory that takes no update (a server over RDF files).
     pub fn read_only(store: Store) -> Db {
-        Db::new(None, store, None, 0, None, false, Tuning::default(), DbStats::default())
+        Db::new(
+            None,
+            store,
+            None,
+            0,
+            None,
+            false,
+            Tuning::default(),
+            DbStats::default(),
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -669,11 +687,7 @@ impl Db {
     pub fn merge(&self, checkpoint: bool) -> Result<bool, DbError> {
         let (from, seq, cut) = {
             let w = self.writer.lock().expect("not poisoned");
-            (
-                self.current(),
-                w.seq,
-                w.log.as_ref().map(|l| l.len),
-            )
+            (self.current(), w.seq, w.log.as_ref().map(|l| l.len))
         };
         let started = Instant::now();
         let merged_any = !from.is_flat();
@@ -726,9 +740,7 @@ impl Db {
                     let (a, r) = db.current().delta().counts();
                     let size = a + r;
                     let idle = w.last_update.elapsed();
-                    if size >= db.tuning.merge_quads
-                        || (size > 0 && idle >= db.tuning.merge_idle)
-                    {
+                    if size >= db.tuning.merge_quads || (size > 0 && idle >= db.tuning.merge_idle) {
                         None
                     } else {
                         let wait = if size > 0 {
@@ -917,7 +929,11 @@ mod tests {
         let whole = std::fs::read(&lp).unwrap();
         // Cut at every byte of the last record: the first two updates always come back.
         let rec = (whole.len() - HEADER) / 3;
-        for cut in [whole.len() - 1, whole.len() - rec + 3, whole.len() - rec + 9] {
+        for cut in [
+            whole.len() - 1,
+            whole.len() - rec + 3,
+            whole.len() - rec + 9,
+        ] {
             std::fs::write(&lp, &whole[..cut]).unwrap();
             let db = Db::open(&path, &machine(), true).unwrap();
             assert_eq!(db.current().len(), 5, "cut at {cut}");
@@ -966,6 +982,68 @@ mod tests {
         a.sort();
         b.sort();
         assert_eq!(a, b);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: std::env::var("NEARFLOW_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// The log reader on damaged logs: a log cut anywhere opens with a prefix of its
+        /// updates; bytes flipped or inserted open or give an error, never a panic.
+        #[test]
+        fn a_damaged_log_opens_a_prefix_or_is_refused(
+            cut in 0usize..2000,
+            flips in proptest::collection::vec((0usize..2000, proptest::prelude::any::<u8>()), 0..3),
+            insert in proptest::option::of((0usize..2000, proptest::prelude::any::<u8>())),
+        ) {
+            let (dir, whole) = logged();
+            let path = dir.join("s.nfs");
+            let lp = log_path(&path);
+            let cut = cut.min(whole.len());
+            std::fs::write(&lp, &whole[..cut.max(HEADER)]).unwrap();
+            let db = Db::open(&path, &machine(), false).unwrap();
+            let n = db.stats().replayed;
+            proptest::prop_assert!(n <= 8);
+            proptest::prop_assert_eq!(db.current().len(), 3 + n);
+            let mut bad = whole.clone();
+            for (i, b) in flips {
+                let n = bad.len();
+                bad[i % n] = b;
+            }
+            if let Some((i, b)) = insert {
+                let n = bad.len();
+                bad.insert(i % n, b);
+            }
+            std::fs::write(&lp, &bad).unwrap();
+            if let Ok(db) = Db::open(&path, &machine(), false) {
+                proptest::prop_assert!(db.current().len() >= 3);
+            }
+        }
+    }
+
+    /// A store of 3 triples and a log of 8 inserts, made once; the log's bytes.
+    fn logged() -> (PathBuf, Vec<u8>) {
+        static MADE: std::sync::OnceLock<(PathBuf, Vec<u8>)> = std::sync::OnceLock::new();
+        let (dir, bytes) = MADE.get_or_init(|| {
+            let dir = tempdir();
+            let path = dir.join("s.nfs");
+            snapshot::save(&store_with(3), &path).unwrap();
+            let db = Db::open(&path, &machine(), true).unwrap();
+            for i in 0..8 {
+                insert(&db, i, None);
+            }
+            drop(db);
+            let bytes = std::fs::read(log_path(&path)).unwrap();
+            (dir, bytes)
+        });
+        // Each case writes its own copy of the snapshot and log.
+        let own = dir.join(format!("case-{:?}", std::thread::current().id()));
+        let _ = std::fs::create_dir_all(&own);
+        std::fs::copy(dir.join("s.nfs"), own.join("s.nfs")).unwrap();
+        (own, bytes.clone())
     }
 
     fn tempdir() -> PathBuf {

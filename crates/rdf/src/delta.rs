@@ -37,19 +37,15 @@ pub struct Delta {
 
 impl std::fmt::Debug for Delta {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "+{} −{}",
-            self.added[0].len(),
-            self.removed[0].len()
-        )
+        write!(f, "+{} −{}", self.added[0].len(), self.removed[0].len())
     }
 }
 
 /// The range of `rows` (sorted) whose graph is `g` and whose key starts with `prefix`.
 fn prefix_range(rows: &[Row], g: Id, prefix: &[Id]) -> Range<usize> {
     let head = |r: &Row| -> std::cmp::Ordering {
-        r[0].cmp(&g).then_with(|| r[1..1 + prefix.len()].cmp(prefix))
+        r[0].cmp(&g)
+            .then_with(|| r[1..1 + prefix.len()].cmp(prefix))
     };
     let lo = rows.partition_point(|r| head(r) == std::cmp::Ordering::Less);
     let hi = lo + rows[lo..].partition_point(|r| head(r) != std::cmp::Ordering::Greater);
@@ -126,7 +122,10 @@ impl Delta {
         let sorted = |quads: &[[Id; 4]]| {
             Permutation::ALL.map(|order| {
                 let p = order.positions();
-                let mut v: Vec<Row> = quads.iter().map(|q| [q[3], q[p[0]], q[p[1]], q[p[2]]]).collect();
+                let mut v: Vec<Row> = quads
+                    .iter()
+                    .map(|q| [q[3], q[p[0]], q[p[1]], q[p[2]]])
+                    .collect();
                 v.sort_unstable();
                 v
             })
@@ -204,7 +203,9 @@ impl Store {
 
     /// Whether the sorted indexes hold quad `q`.
     fn base_holds(&self, q: &[Id; 4]) -> bool {
-        self.ranges(Permutation::Spo, q[3], &q[..3]).next().is_some()
+        self.ranges(Permutation::Spo, q[3], &q[..3])
+            .next()
+            .is_some()
     }
 
     /// Whether this version holds quad `q` (`[s, p, o, g]`).
@@ -250,7 +251,9 @@ impl Store {
                 e.triples -= 1;
             }
         }
-        stats.per_predicate.retain(|_, e: &mut PredStats| e.triples > 0);
+        stats
+            .per_predicate
+            .retain(|_, e: &mut PredStats| e.triples > 0);
         stats.predicates = stats.per_predicate.len() as u64;
         let mut counts: BTreeMap<Id, i64> = base
             .graphs
@@ -291,9 +294,7 @@ impl Store {
             let (added, removed) = (self.delta.added_rows(order), self.delta.removed_rows(order));
             let (mut a, mut r) = (0, 0);
             let mut push = |row: &Row, cols: &mut [Vec<Id>; 3]| {
-                if order == Permutation::Spo
-                    && graphs.last().is_none_or(|&(g, _)| g != row[0])
-                {
+                if order == Permutation::Spo && graphs.last().is_none_or(|&(g, _)| g != row[0]) {
                     graphs.push((row[0], cols[0].len()));
                 }
                 for c in 0..3 {
@@ -476,7 +477,14 @@ mod tests {
         };
         let graphs = [DEFAULT_GRAPH, ids[0], ids[1]];
         (0..n)
-            .map(|_| [ids[next(ids.len())], ids[next(4)], ids[next(ids.len())], graphs[next(3)]])
+            .map(|_| {
+                [
+                    ids[next(ids.len())],
+                    ids[next(4)],
+                    ids[next(ids.len())],
+                    graphs[next(3)],
+                ]
+            })
             .collect()
     }
 
@@ -562,7 +570,8 @@ mod tests {
                     // In the chosen permutation's order: sorted by its key.
                     let (order, _) = Permutation::for_bound(pat.map(|x| x.is_some()));
                     let p = order.positions();
-                    let keys: Vec<[Id; 3]> = got.iter().map(|t| [t[p[0]], t[p[1]], t[p[2]]]).collect();
+                    let keys: Vec<[Id; 3]> =
+                        got.iter().map(|t| [t[p[0]], t[p[1]], t[p[2]]]).collect();
                     assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted and distinct");
                     let mut got = got;
                     got.sort();

@@ -297,7 +297,11 @@ mod tests {
         let base = Arc::new(base);
         let mut top = Dict::over(base.clone());
         assert_eq!(top.len(), 2);
-        assert_eq!(top.intern(TermRef::Iri("http://a")).unwrap(), a, "a shared term keeps its id");
+        assert_eq!(
+            top.intern(TermRef::Iri("http://a")).unwrap(),
+            a,
+            "a shared term keeps its id"
+        );
         let c = top.intern(TermRef::Blank("c")).unwrap();
         let d = top.intern(TermRef::Iri("http://d")).unwrap();
         assert_eq!((c, d), (3, 4));
@@ -320,7 +324,12 @@ mod tests {
             assert_eq!(flat.lookup(next.term(id)), Some(id));
         }
         let (bytes, ends) = flat.parts();
-        assert_eq!(Dict::from_parts(bytes.to_vec(), ends.to_vec()).unwrap().len(), 5);
+        assert_eq!(
+            Dict::from_parts(bytes.to_vec(), ends.to_vec())
+                .unwrap()
+                .len(),
+            5
+        );
     }
 
     #[test]

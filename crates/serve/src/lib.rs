@@ -37,10 +37,10 @@
 //! query and writes its answer, this file holds the configuration, the routes and the errors.
 
 mod answer;
-pub mod write;
 pub mod negotiate;
 pub mod prefixes;
 pub mod protocol;
+pub mod write;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -38,8 +38,12 @@ fn bad(m: impl Into<String>) -> ApiError {
 }
 
 fn utf8(b: &[u8]) -> Result<String, ApiError> {
-    String::from_utf8(b.to_vec())
-        .map_err(|e| bad(format!("the update is not UTF-8 (at byte {})", e.utf8_error().valid_up_to())))
+    String::from_utf8(b.to_vec()).map_err(|e| {
+        bad(format!(
+            "the update is not UTF-8 (at byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 fn iri(v: String) -> Result<String, ApiError> {
@@ -55,7 +59,13 @@ pub fn is_update(method: &Method, content_type: Option<&str>, body: &[u8]) -> bo
         return false;
     }
     let media = content_type
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     match media.as_str() {
         "application/sparql-update" => true,
@@ -79,30 +89,33 @@ pub fn read_update(
             format!("an update is POSTed (SPARQL 1.1 Protocol §2.2), not sent by {method}"),
         ));
     }
-    let media = content_type
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    let media = content_type.map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
     let mut req = UpdateRequest::default();
     let mut text = None;
-    let mut take = |k: &str, v: String, form: bool| -> Result<(), ApiError> {
-        match k {
-            "update" if form => {
-                if text.replace(v).is_some() {
-                    return Err(bad("the request gives the update parameter more than once"));
+    let mut take =
+        |k: &str, v: String, form: bool| -> Result<(), ApiError> {
+            match k {
+                "update" if form && text.is_some() => {
+                    return Err(bad("the request gives the update parameter more than once"))
                 }
-            }
-            "update" => {
-                return Err(bad(
+                "update" if form => text = Some(v),
+                "update" => return Err(bad(
                     "an update POSTed as application/sparql-update is the body; the URL may not \
                      name another",
-                ))
+                )),
+                "using-graph-uri" => req.using.push(iri(v)?),
+                "using-named-graph-uri" => req.using_named.push(iri(v)?),
+                "query" => return Err(bad("this is the update endpoint; queries go to /query")),
+                _ => {}
             }
-            "using-graph-uri" => req.using.push(iri(v)?),
-            "using-named-graph-uri" => req.using_named.push(iri(v)?),
-            "query" => return Err(bad("this is the update endpoint; queries go to /query")),
-            _ => {}
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     let url = pairs(url_query.unwrap_or("").as_bytes())?;
     match media.as_deref() {
         Some("application/x-www-form-urlencoded") => {
@@ -178,7 +191,9 @@ pub(crate) async fn update(
     base: Option<String>,
 ) -> Result<Response, ApiError> {
     if !ep.db.is_writable() {
-        return Err(stored(UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly)));
+        return Err(stored(UpdateError::Store(
+            nearflow_rdf::db::DbError::ReadOnly,
+        )));
     }
     let _turn = ep.turn().await?;
     let ep2 = ep.clone();
@@ -228,7 +243,13 @@ fn target(url: Option<&str>) -> Result<Option<String>, ApiError> {
 /// The RDF syntax of a Graph Store write's body, from its Content-Type.
 fn syntax(content_type: Option<&str>) -> Result<Format, ApiError> {
     let media = content_type
-        .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default();
     Ok(match media.as_str() {
         "text/turtle" | "application/x-turtle" => Format::Turtle,
@@ -262,7 +283,9 @@ pub(crate) async fn graph_write(
     base: Option<String>,
 ) -> Result<Response, ApiError> {
     if !ep.db.is_writable() {
-        return Err(stored(UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly)));
+        return Err(stored(UpdateError::Store(
+            nearflow_rdf::db::DbError::ReadOnly,
+        )));
     }
     let graph = target(url)?;
     let replace = method == Method::PUT;
@@ -310,7 +333,10 @@ pub(crate) async fn graph_write(
                 if delete && !existed {
                     return Err(ApiError::new(
                         StatusCode::NOT_FOUND,
-                        format!("the store has no graph named <{}>", graph.clone().unwrap_or_default()),
+                        format!(
+                            "the store has no graph named <{}>",
+                            graph.clone().unwrap_or_default()
+                        ),
                     ));
                 }
                 if replace || delete {
@@ -319,9 +345,8 @@ pub(crate) async fn graph_write(
                     }
                 }
                 if let Some(loaded) = &parsed {
-                    add_loaded(&mut e, loaded).map_err(|m| {
-                        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m)
-                    })?;
+                    add_loaded(&mut e, loaded)
+                        .map_err(|m| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m))?;
                 }
                 created = !existed && parsed.as_ref().is_some_and(|l| !l.quads.is_empty());
                 let changes = e.changes();
@@ -339,8 +364,10 @@ pub(crate) async fn graph_write(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     let mut r = done(status)?;
     if status == StatusCode::CREATED {
-        r.headers_mut()
-            .insert(header::CONTENT_LENGTH, axum::http::HeaderValue::from_static("0"));
+        r.headers_mut().insert(
+            header::CONTENT_LENGTH,
+            axum::http::HeaderValue::from_static("0"),
+        );
     }
     Ok(r)
 }

@@ -287,7 +287,10 @@ async fn bad_requests_get_4xx_with_a_message() {
     let update = Request::get("/update?update=CLEAR%20ALL")
         .body(Body::empty())
         .unwrap();
-    assert_eq!(send(&ep, update).await.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        send(&ep, update).await.status,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
     let deep = format!(
         "SELECT * {{ ?s ?p ?o {} }}",
         "OPTIONAL { ?s ?p ?o } ".repeat(600)

@@ -23,7 +23,14 @@ fn machine() -> nearflow_topo::Machine {
 
 fn store() -> nearflow_rdf::Store {
     let mut l = load::Loaded::default();
-    load::load_reader(&mut l, "t.trig".as_ref(), load::Format::TriG, DATA.as_bytes(), "").unwrap();
+    load::load_reader(
+        &mut l,
+        "t.trig".as_ref(),
+        load::Format::TriG,
+        DATA.as_bytes(),
+        "",
+    )
+    .unwrap();
     l.into_store(&machine()).unwrap()
 }
 
@@ -77,7 +84,10 @@ async fn updates_by_the_protocol_change_what_queries_see() {
     assert_eq!(count(&ep, all).await, 2);
     let (s, b) = send(
         &ep,
-        update_form("PREFIX ex: <http://ex/> INSERT DATA { ex:d ex:name \"Dan\" }", ""),
+        update_form(
+            "PREFIX ex: <http://ex/> INSERT DATA { ex:d ex:name \"Dan\" }",
+            "",
+        ),
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{b}");
@@ -92,7 +102,11 @@ async fn updates_by_the_protocol_change_what_queries_see() {
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{b}");
     assert_eq!(
-        count(&ep, "PREFIX ex: <http://ex/> SELECT ?x WHERE { ?x ex:label ?n }").await,
+        count(
+            &ep,
+            "PREFIX ex: <http://ex/> SELECT ?x WHERE { ?x ex:label ?n }"
+        )
+        .await,
         2
     );
     // An update to the query URL is an update too.
@@ -143,8 +157,16 @@ async fn updates_by_the_protocol_change_what_queries_see() {
 async fn bad_and_forbidden_updates_are_refused_with_a_message() {
     let ep = endpoint_over(Db::in_memory(store()), |_| {});
     for (req, want, says) in [
-        (update_direct("INSERT DATA { <a> <b> }"), StatusCode::BAD_REQUEST, "syntax"),
-        (update_direct("SELECT * { ?s ?p ?o }"), StatusCode::BAD_REQUEST, "not an update"),
+        (
+            update_direct("INSERT DATA { <a> <b> }"),
+            StatusCode::BAD_REQUEST,
+            "syntax",
+        ),
+        (
+            update_direct("SELECT * { ?s ?p ?o }"),
+            StatusCode::BAD_REQUEST,
+            "not an update",
+        ),
         (
             update_direct("DROP GRAPH <http://nowhere>"),
             StatusCode::BAD_REQUEST,
@@ -199,7 +221,11 @@ async fn load_reads_only_under_the_directory_it_is_given() {
     let dir = std::env::temp_dir().join(format!("nearflow-serve-load-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("ok")).unwrap();
     let inside = dir.join("ok/d.ttl");
-    std::fs::write(&inside, "<http://x> <http://y> _:b . _:b <http://y> \"z\" .").unwrap();
+    std::fs::write(
+        &inside,
+        "<http://x> <http://y> _:b . _:b <http://y> \"z\" .",
+    )
+    .unwrap();
     let outside = dir.join("d.ttl");
     std::fs::write(&outside, "<http://x> <http://y> <http://w> .").unwrap();
     let ok = dir.join("ok");
@@ -208,7 +234,10 @@ async fn load_reads_only_under_the_directory_it_is_given() {
     });
     let (s, body) = send(
         &ep,
-        update_direct(&format!("LOAD <file://{}> INTO GRAPH <http://ex/l>", inside.display())),
+        update_direct(&format!(
+            "LOAD <file://{}> INTO GRAPH <http://ex/l>",
+            inside.display()
+        )),
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{body}");
@@ -248,7 +277,12 @@ async fn the_graph_store_puts_posts_and_deletes_graphs() {
     assert_eq!(count(&ep, in_new).await, 2);
     let (s, _) = send(
         &ep,
-        body("POST", &g, "application/n-triples", "<http://a> <http://p> \"3\" .\n"),
+        body(
+            "POST",
+            &g,
+            "application/n-triples",
+            "<http://a> <http://p> \"3\" .\n",
+        ),
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
@@ -256,20 +290,33 @@ async fn the_graph_store_puts_posts_and_deletes_graphs() {
     // PUT replaces.
     let (s, _) = send(
         &ep,
-        body("PUT", &g, "text/turtle", "<http://a> <http://q> <http://b> ."),
+        body(
+            "PUT",
+            &g,
+            "text/turtle",
+            "<http://a> <http://q> <http://b> .",
+        ),
     )
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(count(&ep, in_new).await, 1);
     // The default graph, in RDF/XML.
     let xml = r#"<?xml version="1.0"?><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://ex/"><rdf:Description rdf:about="http://ex/z"><ex:name>Zed</ex:name></rdf:Description></rdf:RDF>"#;
-    let (s, b) = send(&ep, body("POST", "/store?default", "application/rdf+xml", xml)).await;
+    let (s, b) = send(
+        &ep,
+        body("POST", "/store?default", "application/rdf+xml", xml),
+    )
+    .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "{b}");
     assert_eq!(count(&ep, "SELECT * WHERE { ?s ?p ?o }").await, 3);
     // Refusals: an unknown syntax, a broken body, a graph that is not an IRI.
     let (s, _) = send(&ep, body("PUT", &g, "application/json", "{}")).await;
     assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    let (s, b) = send(&ep, body("PUT", &g, "text/turtle", "<http://a> <http://p> .")).await;
+    let (s, b) = send(
+        &ep,
+        body("PUT", &g, "text/turtle", "<http://a> <http://p> ."),
+    )
+    .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert_eq!(count(&ep, in_new).await, 1, "a refused PUT changes nothing");
     let (s, _) = send(&ep, body("PUT", "/store?graph=nope", "text/turtle", "")).await;
@@ -302,8 +349,6 @@ async fn an_acknowledged_update_is_there_after_the_store_reopens() {
     let db = Db::open(&path, &machine(), false).unwrap();
     let s = db.current();
     assert_eq!(s.len(), 4);
-    assert!(s
-        .id_of(nearflow_rdf::TermRef::string("kept"))
-        .is_some());
+    assert!(s.id_of(nearflow_rdf::TermRef::string("kept")).is_some());
     let _ = std::fs::remove_dir_all(&dir);
 }

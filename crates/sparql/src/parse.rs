@@ -249,7 +249,9 @@ fn prev(chars: &[char], i: usize) -> char {
 /// that begins no update operation, said in words.
 fn update_syntax_message(text: &str, message: &str) -> String {
     let is_query = check_nesting(text).is_ok_and(|nesting| {
-        with_room(nesting, || spargebra::SparqlParser::new().parse_query(text).is_ok())
+        with_room(nesting, || {
+            spargebra::SparqlParser::new().parse_query(text).is_ok()
+        })
     });
     if is_query {
         return "this is a query (SELECT, CONSTRUCT, ASK, DESCRIBE), not an update request: run \
@@ -262,7 +264,13 @@ fn update_syntax_message(text: &str, message: &str) -> String {
         ];
         if !OPS.contains(&word.to_ascii_uppercase().as_str()) {
             let (l, c) = line_col(text, at);
-            let line: String = text.lines().nth(l - 1).unwrap_or("").chars().take(160).collect();
+            let line: String = text
+                .lines()
+                .nth(l - 1)
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect();
             return format!(
                 "at {l}:{c}: expected an update operation (INSERT, DELETE, LOAD, CLEAR, CREATE, \
                  DROP, ADD, MOVE, COPY or WITH, after any PREFIX and BASE declarations), found \
@@ -305,11 +313,12 @@ fn describe(text: &str, message: &str, update: bool) -> String {
     };
     let mut what = None;
     // Text nested too deep for a query is too deep for an update as well.
-    let is_update = !update && check_nesting(text).is_ok_and(|nesting| {
-        with_room(nesting, || {
-            spargebra::SparqlParser::new().parse_update(text).is_ok()
-        })
-    });
+    let is_update = !update
+        && check_nesting(text).is_ok_and(|nesting| {
+            with_room(nesting, || {
+                spargebra::SparqlParser::new().parse_update(text).is_ok()
+            })
+        });
     if is_update {
         if let Some((at, _)) = query_form_word(text) {
             pos = Some(line_col(text, at));

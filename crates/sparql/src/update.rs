@@ -25,10 +25,10 @@ use nearflow_rdf::store::{Store, DEFAULT_GRAPH};
 use nearflow_rdf::term::{Id, Term, TermRef};
 use nearflow_rt::Runtime;
 use spargebra::algebra::GraphPattern;
+use spargebra::algebra::GraphTarget;
 use spargebra::term::{
     GraphName, GraphNamePattern, GroundTerm, GroundTermPattern, NamedNodePattern, TermPattern,
 };
-use spargebra::algebra::GraphTarget;
 use spargebra::GraphUpdateOperation;
 
 use crate::{Form, Options, Query, QueryError};
@@ -230,7 +230,9 @@ impl Update {
                     out.push(Template {
                         s: match &q.subject {
                             oxrdf::NamedOrBlankNode::NamedNode(n) => Slot::Term(iri(n)),
-                            oxrdf::NamedOrBlankNode::BlankNode(b) => Slot::Blank(b.as_str().to_owned()),
+                            oxrdf::NamedOrBlankNode::BlankNode(b) => {
+                                Slot::Blank(b.as_str().to_owned())
+                            }
                             #[allow(unreachable_patterns)]
                             _ => {
                                 return Err(QueryError::Unsupported(
@@ -504,10 +506,9 @@ fn apply_templates(
         let mut scope = HashMap::new();
         for t in templates {
             let terms = [&t.s, &t.p, &t.o].map(|s| instantiate(s, row, &mut scope, blanks, e));
-            let g = t
-                .g
-                .as_ref()
-                .map(|s| instantiate(s, row, &mut scope, blanks, e));
+            let g =
+                t.g.as_ref()
+                    .map(|s| instantiate(s, row, &mut scope, blanks, e));
             let (Some(s), Some(p), Some(o)) = (&terms[0], &terms[1], &terms[2]) else {
                 continue;
             };
@@ -626,7 +627,10 @@ fn run(
                 .id_of(TermRef::Iri(graph))
                 .is_some_and(|id| store.graph_len(id) > 0);
             if held {
-                missing(*silent, format!("CREATE: the graph <{graph}> already exists"))
+                missing(
+                    *silent,
+                    format!("CREATE: the graph <{graph}> already exists"),
+                )
             } else {
                 Ok(())
             }
@@ -635,7 +639,12 @@ fn run(
 }
 
 /// LOAD of a `file://` IRI into the edit (its blank nodes fresh), where `allowed` lets it.
-fn load(source: &str, into: Option<&str>, e: &mut Edit<'_>, allowed: &LoadFrom) -> Result<(), String> {
+fn load(
+    source: &str,
+    into: Option<&str>,
+    e: &mut Edit<'_>,
+    allowed: &LoadFrom,
+) -> Result<(), String> {
     use nearflow_rdf::load;
     let path = source.strip_prefix("file://").map(PathBuf::from).ok_or_else(|| {
         format!("LOAD <{source}>: nearflow loads local files only (a file:// IRI); it fetches nothing from the network")
@@ -667,9 +676,7 @@ fn load(source: &str, into: Option<&str>, e: &mut Edit<'_>, allowed: &LoadFrom) 
     let mut loaded = load::Loaded::default();
     let r = match into {
         None => load::load_reader_with_base(&mut loaded, &path, format, reader, "l", source),
-        Some(g) => {
-            load::load_reader_into_graph(&mut loaded, &path, format, reader, "l", source, g)
-        }
+        Some(g) => load::load_reader_into_graph(&mut loaded, &path, format, reader, "l", source, g),
     };
     r.map_err(|err| format!("LOAD <{source}>: {err}"))?;
     add_loaded(e, &loaded)?;

@@ -219,6 +219,116 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random update requests (every operation, over the same random group patterns, damaged
+    /// now and then): applied to a version of the store or refused with an error; never a
+    /// panic. The version applied reads back whole: its count equals its quads.
+    #[test]
+    fn sparql_update_front_end(u in update(), e in proptest::collection::vec(any::<(usize, u8)>(), 0..2)) {
+        let mut bytes = u.into_bytes();
+        for (i, b) in e {
+            if !bytes.is_empty() {
+                let n = bytes.len();
+                bytes[i % n] = b;
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let (store, rt) = env();
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn_scoped(s, || {
+                    let options = sparql::update::UpdateOptions {
+                        query: Options {
+                            timeout: Some(Duration::from_secs(10)),
+                            memory_limit: Some(64 << 20),
+                            ..Options::default()
+                        },
+                        ..Default::default()
+                    };
+                    if let Ok(u) = sparql::update::Update::parse(&text, None) {
+                        if let Ok(a) = u.apply(store, rt, &options) {
+                            assert_eq!(a.store.len(), a.store.quads().len() as u64);
+                        }
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+    }
+}
+
+/// An update request: one to three operations of every kind.
+fn update() -> impl Strategy<Value = String> {
+    // Templates: a subject and predicate that may be one, an object of any kind (no blank node
+    // where a deletion cannot have one).
+    let node = || {
+        prop_oneof![
+            var(),
+            Just("<http://ex/a>".to_string()),
+            Just("<http://ex/b>".to_string())
+        ]
+    };
+    let pred = || {
+        prop_oneof![
+            var(),
+            Just("<http://ex/knows>".to_string()),
+            Just("<http://ex/name>".to_string())
+        ]
+    };
+    let object = || {
+        prop_oneof![
+            node(),
+            Just("\"Alice\"@en".to_string()),
+            Just("30".to_string())
+        ]
+    };
+    let ground = || {
+        (0usize..2, 0usize..2, 0usize..3).prop_map(|(s, p, o)| {
+            format!(
+                "{} {} {} .",
+                ["<http://ex/a>", "<http://ex/c>"][s],
+                ["<http://ex/knows>", "<http://ex/p>"][p],
+                ["<http://ex/b>", "\"x\"", "1.5"][o]
+            )
+        })
+    };
+    let template =
+        move || (node(), pred(), object()).prop_map(|(s, p, o)| format!("{s} {p} {o} ."));
+    let op = prop_oneof![
+        (proptest::collection::vec(ground(), 1..3), any::<bool>()).prop_map(|(t, named)| {
+            let t = t.join(" ");
+            if named {
+                format!("INSERT DATA {{ GRAPH <http://ex/g> {{ {t} }} _:n <http://ex/p> 1 }}")
+            } else {
+                format!("INSERT DATA {{ {t} }}")
+            }
+        }),
+        proptest::collection::vec(ground(), 1..3)
+            .prop_map(|t| format!("DELETE DATA {{ {} }}", t.join(" "))),
+        (template(), template(), group())
+            .prop_map(|(d, i, g)| format!("DELETE {{ {d} }} INSERT {{ {i} }} WHERE {g}")),
+        (template(), group()).prop_map(|(i, g)| format!(
+            "WITH <http://ex/g> INSERT {{ {i} }} USING NAMED <http://ex/g> WHERE {g}"
+        )),
+        (template(), group()).prop_map(|(i, g)| format!(
+            "INSERT {{ GRAPH ?w {{ {i} }} }} WHERE {{ {g} BIND(<http://ex/h> AS ?w) }}"
+        )),
+        template().prop_map(|t| format!("DELETE WHERE {{ {t} }}")),
+        Just("CLEAR SILENT GRAPH <http://ex/g>".to_string()),
+        Just("DROP ALL".to_string()),
+        Just("CREATE GRAPH <http://ex/new>".to_string()),
+        Just("COPY DEFAULT TO <http://ex/g>".to_string()),
+        Just("MOVE SILENT <http://ex/g> TO DEFAULT".to_string()),
+        Just("ADD <http://ex/g> TO <http://ex/h>".to_string()),
+        Just("LOAD SILENT <file:///nonexistent.ttl>".to_string()),
+    ];
+    proptest::collection::vec(op, 1..4).prop_map(|ops| ops.join(" ;\n"))
+}
+
 fn env() -> &'static (Arc<Store>, nearflow_rt::Runtime) {
     static ENV: OnceLock<(Arc<Store>, nearflow_rt::Runtime)> = OnceLock::new();
     ENV.get_or_init(|| {

@@ -75,7 +75,10 @@ fn a_version_with_a_delta_answers_as_its_merged_store_and_oxigraph() {
         version = Arc::new(applied.store);
     }
     let (added, removed) = version.delta().counts();
-    assert!(added > 1000 && removed > 1000, "a delta of +{added} −{removed}");
+    assert!(
+        added > 1000 && removed > 1000,
+        "a delta of +{added} −{removed}"
+    );
     assert_eq!(store.len(), before, "the first version is untouched");
     assert!(store.delta().is_empty());
     let merged = Arc::new(version.merged().unwrap());
@@ -93,7 +96,8 @@ fn a_version_with_a_delta_answers_as_its_merged_store_and_oxigraph() {
     }
     // The paths differ: no merge join while there is a delta.
     let plan = |s: &Arc<nearflow_rdf::Store>| {
-        let q = nearflow_sparql::prepare(s, QUERIES[QUERIES.len() - 1], &Default::default()).unwrap();
+        let q =
+            nearflow_sparql::prepare(s, QUERIES[QUERIES.len() - 1], &Default::default()).unwrap();
         nearflow_sparql::explain::physical(&q).to_lowercase()
     };
     assert!(plan(&merged).contains("merge"), "{}", plan(&merged));

@@ -266,9 +266,21 @@ pub fn load_manifest(path: &Path) -> Result<Vec<Test>> {
                 data,
                 graph_data,
                 result: result_node.and_then(iri_path),
-                update_graphs: if is_update { graphs(action) } else { Vec::new() },
-                result_data: if is_update { files(result_node, "data") } else { Vec::new() },
-                result_graphs: if is_update { graphs(result_node) } else { Vec::new() },
+                update_graphs: if is_update {
+                    graphs(action)
+                } else {
+                    Vec::new()
+                },
+                result_data: if is_update {
+                    files(result_node, "data")
+                } else {
+                    Vec::new()
+                },
+                result_graphs: if is_update {
+                    graphs(result_node)
+                } else {
+                    Vec::new()
+                },
                 kind,
             });
         }

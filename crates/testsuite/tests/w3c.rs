@@ -89,7 +89,11 @@ fn w3c_sparql11_update_tests_do_not_regress() {
             .collect();
         std::fs::write(file, text).unwrap();
     }
-    assert!(t.update >= 90, "the manifests list {} update tests", t.update);
+    assert!(
+        t.update >= 90,
+        "the manifests list {} update tests",
+        t.update
+    );
     assert!(
         t.update_passed >= UPDATE_RECORDED.0 && t.syntax_passed >= UPDATE_RECORDED.1,
         "fewer passed than recorded: evaluation {} < {} or syntax {} < {}",

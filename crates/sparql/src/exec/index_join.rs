@@ -106,10 +106,7 @@ impl<const N: usize> Lookup<N> {
     ) -> bool {
         let parts = store.perm(self.order).partitions();
         let delta = store.delta();
-        let (added, removed) = (
-            delta.added_rows(self.order),
-            delta.removed_rows(self.order),
-        );
+        let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         while let Some(g) = self.graph_at(named) {
             let rows = store.graph_rows(g);
             let prefix = &self.prefix[..self.k];
@@ -150,7 +147,12 @@ impl<const N: usize> Lookup<N> {
             let (more, _) = self.delta.as_mut().expect("searched above");
             for i in more.by_ref() {
                 let mut r = self.row;
-                if bind(pat, self.order.triple(nearflow_rdf::delta::key_of(&added[i])), g, &mut r) {
+                if bind(
+                    pat,
+                    self.order.triple(nearflow_rdf::delta::key_of(&added[i])),
+                    g,
+                    &mut r,
+                ) {
                     out.push(io, r);
                     *n += 1;
                     if io.blocked() {

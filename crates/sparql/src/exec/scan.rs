@@ -41,10 +41,7 @@ impl<const N: usize> Operator for ScanOp<N> {
         let _t = Timer::new(self.timing, &stat);
         let cols = &self.store.perm(self.order).partitions()[self.part].data;
         let delta = self.store.delta();
-        let (added, removed) = (
-            delta.added_rows(self.order),
-            delta.removed_rows(self.order),
-        );
+        let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         // About two packets of rows per task, then the worker may take another.
         let budget = io.capacity_of::<Row<N>>() * 2;
         let mut n = 0;
@@ -61,9 +58,7 @@ impl<const N: usize> Operator for ScanOp<N> {
                 }
                 (Some(b), a) if a.is_none_or(|a| b < a) => {
                     r.rows.start += 1;
-                    while r.removed.start < r.removed.end
-                        && key_of(&removed[r.removed.start]) < b
-                    {
+                    while r.removed.start < r.removed.end && key_of(&removed[r.removed.start]) < b {
                         r.removed.start += 1;
                     }
                     if r.removed.start < r.removed.end && key_of(&removed[r.removed.start]) == b {
