@@ -535,6 +535,11 @@ pub struct ServeLoadCmd {
     /// Range: 1..=4096.
     #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
     pub max_running: Option<usize>,
+    /// Updates per second beside the mix (e.g. 10): each policy gets a second engine,
+    /// POLICY+updates, over a durable copy of the store that takes them (the throughput with
+    /// and without, side by side). 0: none.
+    #[arg(long, default_value = "0")]
+    pub updates: f64,
     #[command(flatten)]
     pub topo: TopoArgs,
     /// Thread binding (only applied on the host).
@@ -564,6 +569,7 @@ impl ServeLoadCmd {
             peer: self.peer.clone(),
             request_timeout: self.request_timeout,
             max_running: self.max_running,
+            updates_per_s: self.updates,
             topology: self.topo.spec()?,
             pinning: self.pinning,
             csv: self.csv.clone(),

@@ -72,6 +72,12 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Queries each of our endpoints runs at once (default: `nearflow serve`'s).
     pub max_running: Option<usize>,
+    /// Updates per second sent beside the mix (0: none). Each policy then has a second engine,
+    /// `POLICY+updates`, over a durable copy of the store (a snapshot and log in a temporary
+    /// directory, merged in the background as `nearflow serve` does), driven in the same
+    /// rounds: the same mix, and an update stream of INSERT DATA and DELETE DATA in a named
+    /// graph of its own (so that every query's expected answer stays right).
+    pub updates_per_s: f64,
     /// The machine (default: this host).
     pub topology: TopologySpec,
     /// Thread binding (only applied on the host).
@@ -101,6 +107,9 @@ pub struct Engine {
     pub queries: Vec<(String, u64, f64, f64)>,
     /// The first failures, in words.
     pub failures: Vec<String>,
+    /// With an update stream: updates acknowledged, failed, and their median and 99th
+    /// percentile latency in seconds.
+    pub updates: Option<(u64, u64, f64, f64)>,
 }
 
 /// What a query gives: rows, or a boolean.
@@ -258,6 +267,76 @@ fn summarize(
         p99: percentile(&all, 0.99),
         queries,
         failures,
+        updates: None,
+    }
+}
+
+/// The graph and predicate the update stream writes: the mix reads the default graph only
+/// (and a1 counts the default graph's predicates), so every expected answer stays right.
+const UPDATE_G: &str = "http://nearflow.invalid/bench";
+const UPDATE_P: &str = "http://nearflow.invalid/bench#touched";
+
+/// Sends `rate` updates a second to `url` (its `/update`) until `stop`: each inserts ten
+/// triples on a subject of its own (in a graph of the stream's own), and every other one
+/// deletes those of an earlier one.
+/// Returns each update's latency and whether it was acknowledged (204).
+fn update_stream(
+    url: &str,
+    rate: f64,
+    timeout: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+    first: u64,
+) -> Vec<(f64, bool)> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into();
+    let url = url.replace("/query", "/update");
+    let period = Duration::from_secs_f64(1.0 / rate);
+    let mut out = Vec::new();
+    let mut next = Instant::now();
+    let mut k = first;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(50)));
+            continue;
+        }
+        next += period;
+        let triples = |k: u64| -> String {
+            let t: String = (0..10)
+                .map(|i| format!("<http://nearflow.invalid/u{k}> <{UPDATE_P}> {i} . "))
+                .collect();
+            format!("GRAPH <{UPDATE_G}> {{ {t} }}")
+        };
+        let text = if k % 2 == 1 && k > first + 2 {
+            format!(
+                "DELETE DATA {{ {} }} ; INSERT DATA {{ {} }}",
+                triples(k - 3),
+                triples(k)
+            )
+        } else {
+            format!("INSERT DATA {{ {} }}", triples(k))
+        };
+        k += 1;
+        let t = Instant::now();
+        let ok = agent
+            .post(&url)
+            .content_type("application/sparql-update")
+            .send(&text)
+            .is_ok_and(|r| r.status() == 204);
+        out.push((t.elapsed().as_secs_f64(), ok));
+    }
+    out
+}
+
+/// A directory removed when dropped (the durable copies of the store the update stream writes).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -354,8 +433,21 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         cfg.rounds,
         names.join(",")
     )?;
-    // Each engine: a policy's endpoint, or the peer; the rounds go round them in turn.
-    let mut engines: Vec<(String, Option<Arc<nearflow_serve::Endpoint>>)> = Vec::new();
+    // Each engine: a policy's endpoint, or the peer; the rounds go round them in turn. With an
+    // update stream, each policy also serves a durable copy of the store that takes it.
+    let with_updates = cfg.updates_per_s > 0.0;
+    if !(0.0..=10_000.0).contains(&cfg.updates_per_s) {
+        bail!("--updates must be 0..=10000 a second");
+    }
+    let copy = if with_updates {
+        let dir = std::env::temp_dir().join(format!("nearflow-bench-serve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Some(TempDir(dir))
+    } else {
+        None
+    };
+    let mut engines: Vec<(String, Option<Arc<nearflow_serve::Endpoint>>, bool)> = Vec::new();
+    let mut mergers = Vec::new();
     for &p in &policies {
         let rt = build_runtime(
             machine.clone(),
@@ -371,34 +463,72 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
             c.memory_limit = nearflow_serve::Config::memory_limit_for(m);
         }
         c.max_waiting = cfg.clients.max(64);
+        let rt = Arc::new(rt);
         engines.push((
             p.to_string(),
             Some(nearflow_serve::Endpoint::new(
-                Arc::new(nearflow_rdf::db::Db::in_memory((*store).clone())),
-                Arc::new(rt),
-                c,
+                Arc::new(nearflow_rdf::db::Db::read_only((*store).clone())),
+                rt.clone(),
+                c.clone(),
             )),
+            false,
         ));
+        if let Some(TempDir(dir)) = &copy {
+            let path = dir.join(format!("{p}.nfs"));
+            nearflow_rdf::snapshot::save(&store, &path)?;
+            let db = Arc::new(nearflow_rdf::db::Db::open(&path, &machine, true)?);
+            mergers.push((db.clone(), db.start_merger()));
+            engines.push((
+                format!("{p}+updates"),
+                Some(nearflow_serve::Endpoint::new(db, rt, c)),
+                true,
+            ));
+        }
     }
     if cfg.peer.is_some() {
-        engines.push(("peer".to_owned(), None));
+        engines.push(("peer".to_owned(), None, false));
     }
+    let mut update_samples: Vec<Vec<(f64, bool)>> = engines.iter().map(|_| Vec::new()).collect();
+    let mut next_update = 0u64;
     let mut samples: Vec<(Vec<Sample>, f64)> = engines.iter().map(|_| (Vec::new(), 0.0)).collect();
     for round in 0..cfg.rounds {
-        for (e, (name, endpoint)) in engines.iter().enumerate() {
+        for (e, (name, endpoint, updates)) in engines.iter().enumerate() {
             if !cfg.quiet {
                 eprintln!("round {}/{}: {name}", round + 1, cfg.rounds);
             }
             let (s, t) = match endpoint {
                 Some(ep) => {
                     let server = Server::start(ep.clone())?;
-                    let r = drive(
-                        &server.url,
-                        &mix,
-                        cfg.clients,
-                        cfg.seconds,
-                        cfg.request_timeout,
-                    );
+                    let stop = std::sync::atomic::AtomicBool::new(false);
+                    let r = std::thread::scope(|s| {
+                        let stream = updates.then(|| {
+                            let (url, stop) = (&server.url, &stop);
+                            let first = next_update;
+                            s.spawn(move || {
+                                update_stream(
+                                    url,
+                                    cfg.updates_per_s,
+                                    cfg.request_timeout,
+                                    stop,
+                                    first,
+                                )
+                            })
+                        });
+                        let r = drive(
+                            &server.url,
+                            &mix,
+                            cfg.clients,
+                            cfg.seconds,
+                            cfg.request_timeout,
+                        );
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        if let Some(h) = stream {
+                            let u = h.join().unwrap_or_default();
+                            next_update += u.len() as u64 + 4;
+                            update_samples[e].extend(u);
+                        }
+                        r
+                    });
                     drop(server);
                     r
                 }
@@ -414,20 +544,57 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
             samples[e].1 += t;
         }
     }
+    for (db, merger) in mergers {
+        db.stop_merger();
+        let _ = merger.join();
+    }
     let results: Vec<Engine> = engines
         .iter()
         .zip(&samples)
-        .map(|((name, _), (s, t))| summarize(name, &mix, s, *t))
+        .zip(&update_samples)
+        .map(|(((name, _, updates), (s, t)), u)| {
+            let mut e = summarize(name, &mix, s, *t);
+            if *updates {
+                let mut lat: Vec<f64> = u.iter().map(|(l, _)| *l).collect();
+                lat.sort_by(f64::total_cmp);
+                let ok = u.iter().filter(|(_, ok)| *ok).count() as u64;
+                e.updates = Some((
+                    ok,
+                    u.len() as u64 - ok,
+                    percentile(&lat, 0.5),
+                    percentile(&lat, 0.99),
+                ));
+            }
+            e
+        })
         .collect();
     writeln!(
         out,
-        "\n| engine | answered | failed | answers/s | p50 | p99 |"
+        "\n| engine | answered | failed | answers/s | p50 | p99 |{}",
+        if with_updates {
+            " updates acked / failed | update p50 / p99 |"
+        } else {
+            ""
+        }
     )?;
-    writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|{}",
+        if with_updates { "---:|---:|" } else { "" }
+    )?;
     for r in &results {
+        let upd = match (with_updates, r.updates) {
+            (false, _) => String::new(),
+            (true, None) => " — | — |".to_owned(),
+            (true, Some((ok, failed, p50, p99))) => format!(
+                " {ok} / {failed} | {:.2} / {:.2} ms |",
+                p50 * 1e3,
+                p99 * 1e3
+            ),
+        };
         writeln!(
             out,
-            "| {} | {} | {} | {:.1} | {:.2} ms | {:.2} ms |",
+            "| {} | {} | {} | {:.1} | {:.2} ms | {:.2} ms |{upd}",
             r.engine,
             r.answered,
             r.failed,
@@ -435,6 +602,20 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
             r.p50 * 1e3,
             r.p99 * 1e3
         )?;
+    }
+    if with_updates {
+        for p in &policies {
+            let of = |n: &str| results.iter().find(|r| r.engine == n).map(|r| r.throughput);
+            if let (Some(a), Some(b)) = (of(&p.to_string()), of(&format!("{p}+updates"))) {
+                writeln!(
+                    out,
+                    "{p}: with {} updates/s the throughput is {:.0} % of without ({:+.1} %)",
+                    cfg.updates_per_s,
+                    100.0 * b / a,
+                    100.0 * (b - a) / a
+                )?;
+            }
+        }
     }
     writeln!(out, "\nper query, p50 / p99 (ms):\n")?;
     let header: Vec<String> = std::iter::once("query".to_owned())
