@@ -31,10 +31,10 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/data is absent here (CI fails on this): 6 tests did not run"
 fi
-echo "== the W3C SPARQL 1.1 query tests (../shared/w3c; crates/testsuite: the passed counts may only rise) and protocol tests (crates/serve)"
+echo "== the W3C SPARQL 1.1 query and update tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
 if [ -d ../shared/w3c ]; then
   cargo test --release -q -p nearflow-testsuite --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
-  cargo test --release -q -p nearflow-serve --test w3c_protocol -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
+  cargo test --release -q -p nearflow-serve --test w3c_protocol --test w3c_gsp -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
 elif [ -n "${NEARFLOW_CI:-}" ]; then
   echo "FAILED: ../shared/w3c is missing; CI runs the W3C tests" >&2
   exit 1

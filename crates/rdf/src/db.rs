@@ -169,6 +169,8 @@ pub struct Db {
     writer: Mutex<Writer>,
     /// Signalled on every commit and at shutdown.
     wake: Condvar,
+    /// Held by a merge from start to end: one merge at a time.
+    merging: Mutex<()>,
     stop: Mutex<bool>,
     stats: Mutex<DbStats>,
     tuning: Tuning,
@@ -490,6 +492,7 @@ impl Db {
                 last_update: Instant::now(),
             }),
             wake: Condvar::new(),
+            merging: Mutex::new(()),
             stop: Mutex::new(false),
             stats: Mutex::new(stats),
             tuning,
@@ -685,6 +688,7 @@ impl Db {
     /// has grown past [`Tuning::checkpoint_bytes`] (or when `checkpoint`). Returns whether it
     /// merged. Queries and updates go on meanwhile.
     pub fn merge(&self, checkpoint: bool) -> Result<bool, DbError> {
+        let _one = self.merging.lock().expect("not poisoned");
         let (from, seq, cut) = {
             let w = self.writer.lock().expect("not poisoned");
             (self.current(), w.seq, w.log.as_ref().map(|l| l.len))

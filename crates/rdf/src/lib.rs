@@ -13,6 +13,11 @@
 //!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
 //!   per-predicate statistics for the planner;
 //! - [`snapshot`]: a binary image of the store that opens by reading it;
+//! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
+//!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
+//!   the read path), merged into new indexes in the background;
+//! - [`db`]: the durable store — a snapshot and a synced log of updates, recovery, checkpoints,
+//!   one writer at a time;
 //!
 //! The SPARQL engine over it is the crate `nearflow-sparql`, which reads the store through
 //! [`Store`]'s scans and statistics and the dictionary.
@@ -24,6 +29,8 @@
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
 //! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
 //! - `snapshot.rs` — the binary snapshot: save, open, validation.
+//! - `delta.rs` — versions: the delta, edits, the merge and the rebase.
+//! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
 
 pub mod db;
 pub mod delta;

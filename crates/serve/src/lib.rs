@@ -13,8 +13,10 @@
 //!   (`application/sparql-query`); `default-graph-uri` and `named-graph-uri` override the
 //!   query's dataset; `timeout` lowers the time limit; `format` names a result format where a
 //!   client cannot set `Accept`. A `GET` without parameters answers the service description.
-//! - `/store`: the Graph Store HTTP Protocol's `GET` and `HEAD` (`?default` or `?graph=IRI`).
-//! - `/update`: SPARQL Update, refused with 501 until the store takes writes.
+//! - `/store`: the Graph Store HTTP Protocol (`?default` or `?graph=IRI`): `GET` and `HEAD`,
+//!   `PUT`, `POST` and `DELETE` (`write.rs`).
+//! - `/update`: SPARQL 1.1 Update (a form with `update`, or `application/sparql-update`; also
+//!   accepted at `/query`), answered once it is on disk (`write.rs`, `nearflow_rdf::db`).
 //! - `/status`: what the endpoint is doing, as JSON (with the runtime's counters per core
 //!   group); `/prefixes`: the store's namespaces with their usual prefixes.
 //! - `/`: a page — a query editor that knows the store's prefixes, a results table that
@@ -34,7 +36,8 @@
 //! a truncated document that parses).
 //!
 //! Files: `protocol.rs` reads a request, `negotiate.rs` picks a format, `answer.rs` runs a
-//! query and writes its answer, this file holds the configuration, the routes and the errors.
+//! query and writes its answer, `write.rs` runs updates and Graph Store writes, this file holds
+//! the configuration, the routes and the errors.
 
 mod answer;
 pub mod negotiate;
@@ -200,6 +203,9 @@ pub struct Endpoint {
     rt: Arc<Runtime>,
     config: Config,
     turns: Arc<Semaphore>,
+    /// Writes run one at a time (the store's writer is one), beside the queries' turns: an
+    /// update does not wait behind queries, and cannot crowd them out.
+    writes: Arc<Semaphore>,
     /// The store's namespaces and their prefixes ([`prefixes::of`]).
     prefixes: Vec<(String, String)>,
     /// What it did.
@@ -212,6 +218,7 @@ impl Endpoint {
     pub fn new(db: Arc<Db>, rt: Arc<Runtime>, config: Config) -> Arc<Self> {
         Arc::new(Endpoint {
             turns: Arc::new(Semaphore::new(config.max_running.max(1))),
+            writes: Arc::new(Semaphore::new(1)),
             prefixes: prefixes::of(&db.current()),
             load: config.load.clone(),
             db,
@@ -234,7 +241,17 @@ impl Endpoint {
 
     /// A turn to run a query: at once, after waiting, or 503 when too many wait.
     async fn turn(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        if let Ok(p) = self.turns.clone().try_acquire_owned() {
+        self.wait_for(&self.turns).await
+    }
+
+    /// A turn to write (an update, a Graph Store write): one at a time, apart from the
+    /// queries' turns; 503 when too many requests wait.
+    async fn write_turn(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.wait_for(&self.writes).await
+    }
+
+    async fn wait_for(&self, turns: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, ApiError> {
+        if let Ok(p) = turns.clone().try_acquire_owned() {
             return Ok(p);
         }
         let c = &self.counters;
@@ -250,7 +267,7 @@ impl Endpoint {
                 ),
             ));
         }
-        self.turns
+        turns
             .clone()
             .acquire_owned()
             .await
@@ -268,6 +285,7 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
         .route("/sparql/", any(query))
         .route("/query/", any(query))
         .route("/store", any(graph_store))
+        .route("/store/{*graph}", any(graph_store_direct))
         .route("/update", any(update))
         .route("/status", any(status))
         .route("/prefixes", any(prefixes_json))
@@ -484,6 +502,41 @@ async fn query(
         Err(e) => Err(e),
     };
     finish(r)
+}
+
+/// Direct graph identification (Graph Store Protocol §4.1): `/store/PATH` names the graph
+/// whose IRI is that URL, as `/store?graph=URL` does.
+async fn graph_store_direct(
+    State(ep): State<Arc<Endpoint>>,
+    method: Method,
+    uri: axum::http::Uri,
+    RawQuery(url): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if url.is_some_and(|q| !q.is_empty()) {
+        return finish(Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a graph named by its URL (/store/…) takes no ?graph or ?default",
+        )));
+    }
+    let Some(graph) = base_of(&headers, &uri) else {
+        return finish(Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a graph named by its URL needs the request's Host",
+        )));
+    };
+    let query = format!("graph={}", protocol::encode(&graph));
+    let store = "/store".parse().expect("a path");
+    graph_store(
+        State(ep),
+        method,
+        store,
+        RawQuery(Some(query)),
+        headers,
+        body,
+    )
+    .await
 }
 
 async fn graph_store(

@@ -159,6 +159,18 @@ fn take(
     Ok(())
 }
 
+/// `s` percent-encoded for a URL's query (every byte but the unreserved ones).
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// The pairs of a URL-encoded string; an error when a name or value is not UTF-8.
 pub(crate) fn pairs(bytes: &[u8]) -> Result<Vec<(String, String)>, ApiError> {
     let mut out = Vec::new();

@@ -2,8 +2,9 @@
 //! request itself as `application/sparql-update`; `using-graph-uri` and
 //! `using-named-graph-uri`), and the Graph Store Protocol's PUT, POST and DELETE (§5.3–5.5).
 //!
-//! A write takes a turn like a query (its WHERE clauses run on the runtime), is parsed and run
-//! on a blocking thread, and is answered only once the store has logged it
+//! Writes take turns of their own, one at a time (the store has one writer; an update does not
+//! queue behind queries, and its WHERE clauses add at most one query to the runtime's load);
+//! each is parsed and run on a blocking thread, and is answered only once the store has logged it
 //! (`nearflow_rdf::db`): `204 No Content` (`201 Created` for a graph a Graph Store write
 //! created). Writes run one at a time; queries keep reading the version they started on.
 
@@ -195,7 +196,7 @@ pub(crate) async fn update(
             nearflow_rdf::db::DbError::ReadOnly,
         )));
     }
-    let _turn = ep.turn().await?;
+    let _turn = ep.write_turn().await?;
     let ep2 = ep.clone();
     let run = move || -> Result<(), ApiError> {
         let mut update = Update::parse(&req.text, base.as_deref()).map_err(refused)?;
@@ -225,7 +226,8 @@ pub(crate) async fn update(
 }
 
 /// The graph a Graph Store request names: `None` for `?default`, or `?graph=IRI`.
-fn target(url: Option<&str>) -> Result<Option<String>, ApiError> {
+/// `Ok(None)`: the request names no graph (a POST to the store then creates one, §5.5).
+fn target(url: Option<&str>) -> Result<Option<Option<String>>, ApiError> {
     let params = pairs(url.unwrap_or("").as_bytes())?;
     let default = params.iter().any(|(k, _)| k == "default");
     let named: Vec<&String> = params
@@ -234,9 +236,34 @@ fn target(url: Option<&str>) -> Result<Option<String>, ApiError> {
         .map(|(_, v)| v)
         .collect();
     match (default, named.as_slice()) {
-        (true, []) => Ok(None),
-        (false, [g]) => Ok(Some(iri((*g).clone())?)),
+        (true, []) => Ok(Some(None)),
+        (false, [g]) => Ok(Some(Some(iri((*g).clone())?))),
+        (false, []) => Ok(None),
         _ => Err(bad("name one graph: ?default, or ?graph=IRI")),
+    }
+}
+
+/// A new graph's IRI under the store's URL (`base`, e.g. `http://host/store`), one the store
+/// does not hold.
+fn new_graph(ep: &Endpoint, base: Option<&str>) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = base
+        .unwrap_or("http://localhost/store")
+        .trim_end_matches('/');
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let g = format!("{base}/g{stamp:x}-{n}");
+        let held = ep
+            .db
+            .current()
+            .id_of(TermRef::Iri(&g))
+            .is_some_and(|id| ep.db.current().graph_len(id) > 0);
+        if !held {
+            return g;
+        }
     }
 }
 
@@ -272,8 +299,44 @@ fn syntax(content_type: Option<&str>) -> Result<Format, ApiError> {
     })
 }
 
+/// The boundary of a multipart/form-data body, when it is one.
+fn multipart_boundary(content_type: Option<&str>) -> Option<String> {
+    let ct = content_type?;
+    let media = ct.split(';').next()?.trim();
+    media
+        .eq_ignore_ascii_case("multipart/form-data")
+        .then(|| multer::parse_boundary(ct).ok())
+        .flatten()
+}
+
+/// The parts of a multipart/form-data body, each with the RDF syntax its Content-Type names.
+async fn parts(
+    body: axum::body::Bytes,
+    boundary: String,
+) -> Result<Vec<(Format, axum::body::Bytes)>, ApiError> {
+    let stream = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(body) });
+    let mut m = multer::Multipart::new(stream, boundary);
+    let mut out = Vec::new();
+    while let Some(field) = m
+        .next_field()
+        .await
+        .map_err(|e| bad(format!("the multipart body cannot be read: {e}")))?
+    {
+        let ct = field.content_type().map(|m| m.essence_str().to_owned());
+        let format = syntax(ct.as_deref())?;
+        let bytes = field
+            .bytes()
+            .await
+            .map_err(|e| bad(format!("the multipart body cannot be read: {e}")))?;
+        out.push((format, bytes));
+    }
+    Ok(out)
+}
+
 /// The Graph Store Protocol's writes: PUT replaces a graph with the body, POST adds the body
-/// to it, DELETE removes it (404 when the store has no such graph).
+/// (or each part of a multipart/form-data body) to it, DELETE removes it (404 when the store
+/// has no such graph). A POST that names no graph creates one under the store's URL and
+/// answers 201 with its IRI in `Location` (§5.5).
 pub(crate) async fn graph_write(
     ep: &Arc<Endpoint>,
     method: Method,
@@ -287,38 +350,53 @@ pub(crate) async fn graph_write(
             nearflow_rdf::db::DbError::ReadOnly,
         )));
     }
-    let graph = target(url)?;
+    let (graph, created_iri) = match target(url)? {
+        Some(g) => (g, None),
+        None if method == Method::POST => {
+            let g = new_graph(ep, base.as_deref());
+            (Some(g.clone()), Some(g))
+        }
+        None => return Err(bad("name one graph: ?default, or ?graph=IRI")),
+    };
     let replace = method == Method::PUT;
     let delete = method == Method::DELETE;
     let parsed = if delete {
         None
     } else {
-        let format = syntax(content_type)?;
-        let mut loaded = Loaded::default();
         let base = base.unwrap_or_else(|| "http://localhost/store".into());
-        let r = match &graph {
-            None => load::load_reader_with_base(
-                &mut loaded,
-                "body".as_ref(),
-                format,
-                &body[..],
-                "b",
-                &base,
-            ),
-            Some(g) => load::load_reader_into_graph(
-                &mut loaded,
-                "body".as_ref(),
-                format,
-                &body[..],
-                "b",
-                &base,
-                g,
-            ),
+        let mut loaded = Loaded::default();
+        // A POST may carry several documents as multipart/form-data (§5.5), each part in
+        // the syntax its own Content-Type names.
+        let parts = match multipart_boundary(content_type) {
+            Some(b) if method == Method::POST => parts(body, b).await?,
+            _ => vec![(syntax(content_type)?, body)],
         };
-        r.map_err(|e| bad(format!("the graph in the request cannot be read: {e}")))?;
+        for (i, (format, bytes)) in parts.iter().enumerate() {
+            let prefix = format!("b{i}_");
+            let r = match &graph {
+                None => load::load_reader_with_base(
+                    &mut loaded,
+                    "body".as_ref(),
+                    *format,
+                    &bytes[..],
+                    &prefix,
+                    &base,
+                ),
+                Some(g) => load::load_reader_into_graph(
+                    &mut loaded,
+                    "body".as_ref(),
+                    *format,
+                    &bytes[..],
+                    &prefix,
+                    &base,
+                    g,
+                ),
+            };
+            r.map_err(|e| bad(format!("the graph in the request cannot be read: {e}")))?;
+        }
         Some(loaded)
     };
-    let _turn = ep.turn().await?;
+    let _turn = ep.write_turn().await?;
     let ep2 = ep.clone();
     let run = move || -> Result<StatusCode, ApiError> {
         let mut created = false;
@@ -363,11 +441,10 @@ pub(crate) async fn graph_write(
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     let mut r = done(status)?;
-    if status == StatusCode::CREATED {
-        r.headers_mut().insert(
-            header::CONTENT_LENGTH,
-            axum::http::HeaderValue::from_static("0"),
-        );
+    if let Some(g) = created_iri.filter(|_| status == StatusCode::CREATED) {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&g) {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
     }
     Ok(r)
 }

@@ -11,73 +11,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::Request;
 use http_body_util::BodyExt;
 use nearflow_rdf::load;
 use nearflow_serve::{Config, Endpoint};
-use oxrdf::{Graph, NamedNodeRef, NamedOrBlankNodeRef, TermRef};
+use oxrdf::{NamedNodeRef, NamedOrBlankNodeRef, TermRef};
 use tower::ServiceExt;
 
-const MF: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#";
-const HT: &str = "http://www.w3.org/2011/http#";
-const CNT: &str = "http://www.w3.org/2011/content#";
-const UT: &str = "http://www.w3.org/2009/sparql/tests/test-update#";
-const RDF: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#";
-const RDFS: &str = "http://www.w3.org/2000/01/rdf-schema#";
+mod w3c;
+use w3c::{node, Manifest, HT, MF, RDF, RDFS, UT};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/w3c/sparql/sparql11/protocol")
-}
-
-struct Manifest {
-    g: Graph,
-}
-
-impl Manifest {
-    fn objects<'a>(&'a self, s: NamedOrBlankNodeRef<'a>, p: &str) -> Vec<TermRef<'a>> {
-        let p = NamedNodeRef::new(p).unwrap();
-        self.g.objects_for_subject_predicate(s, p).collect()
-    }
-
-    fn object<'a>(&'a self, s: NamedOrBlankNodeRef<'a>, p: &str) -> Option<TermRef<'a>> {
-        self.objects(s, p).into_iter().next()
-    }
-
-    fn text(&self, s: NamedOrBlankNodeRef<'_>, p: &str) -> Option<String> {
-        match self.object(s, p)? {
-            TermRef::Literal(l) => Some(l.value().to_owned()),
-            TermRef::NamedNode(n) => Some(n.as_str().to_owned()),
-            _ => None,
-        }
-    }
-
-    fn list<'a>(&'a self, mut head: TermRef<'a>) -> Vec<TermRef<'a>> {
-        let mut out = Vec::new();
-        loop {
-            let node = match head {
-                TermRef::NamedNode(n) if n.as_str() == format!("{RDF}nil") => return out,
-                TermRef::NamedNode(n) => NamedOrBlankNodeRef::from(n),
-                TermRef::BlankNode(b) => NamedOrBlankNodeRef::from(b),
-                _ => return out,
-            };
-            if let Some(first) = self.object(node, &format!("{RDF}first")) {
-                out.push(first);
-            }
-            match self.object(node, &format!("{RDF}rest")) {
-                Some(rest) => head = rest,
-                None => return out,
-            }
-        }
-    }
-}
-
-fn node(t: TermRef<'_>) -> NamedOrBlankNodeRef<'_> {
-    match t {
-        TermRef::NamedNode(n) => n.into(),
-        TermRef::BlankNode(b) => b.into(),
-        other => panic!("not a node: {other}"),
-    }
 }
 
 fn endpoint(m: &Manifest, test: NamedOrBlankNodeRef<'_>) -> Arc<Endpoint> {
@@ -117,40 +61,8 @@ async fn request(
     ep: &Arc<Endpoint>,
     req: NamedOrBlankNodeRef<'_>,
 ) -> Result<(), String> {
-    let path = m.text(req, &format!("{HT}absolutePath")).unwrap();
-    let method = m.text(req, &format!("{HT}methodName")).unwrap();
-    // The manifest's connection is to www.example: the Host header says so.
-    let mut b = Request::builder()
-        .method(method.as_str())
-        .uri(&path)
-        .header("host", "www.example");
-    if let Some(h) = m.object(req, &format!("{HT}headers")) {
-        for field in m.list(h) {
-            let field = node(field);
-            b = b.header(
-                m.text(field, &format!("{HT}fieldName")).unwrap(),
-                m.text(field, &format!("{HT}fieldValue")).unwrap(),
-            );
-        }
-    }
-    let body = match m.object(req, &format!("{HT}body")) {
-        Some(body) => {
-            let body = node(body);
-            let chars = m.text(body, &format!("{CNT}chars")).unwrap_or_default();
-            match m.text(body, &format!("{CNT}characterEncoding")).as_deref() {
-                Some("UTF-16") => chars
-                    .encode_utf16()
-                    .flat_map(|u| u.to_be_bytes())
-                    .collect::<Vec<u8>>(),
-                _ => chars.into_bytes(),
-            }
-        }
-        None => Vec::new(),
-    };
-    let r = nearflow_serve::router(ep.clone())
-        .oneshot(b.body(Body::from(body)).unwrap())
-        .await
-        .unwrap();
+    let b = w3c::build(m, req, |p| p.to_owned());
+    let r = nearflow_serve::router(ep.clone()).oneshot(b).await.unwrap();
     let status = r.status().as_u16();
     let content_type = r
         .headers()
@@ -228,18 +140,10 @@ async fn request(
 #[ignore = "needs ../shared/w3c; ./test.sh runs it"]
 async fn w3c_protocol_tests() {
     let manifest = dir().join("manifest.ttl");
-    let text = std::fs::read(&manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
-    let mut g = Graph::new();
-    for t in oxttl::TurtleParser::new()
-        .with_base_iri(
-            "http://www.w3.org/2009/sparql/docs/tests/data-sparql11/protocol/manifest.ttl",
-        )
-        .unwrap()
-        .for_slice(&text)
-    {
-        g.insert(&t.unwrap());
-    }
-    let m = Manifest { g };
+    let m = w3c::read(
+        &manifest,
+        "http://www.w3.org/2009/sparql/docs/tests/data-sparql11/protocol/manifest.ttl",
+    );
     let manifest_node =
         m.g.subjects_for_predicate_object(
             NamedNodeRef::new(&format!("{RDF}type")).unwrap(),

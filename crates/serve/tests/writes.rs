@@ -331,6 +331,54 @@ async fn the_graph_store_puts_posts_and_deletes_graphs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_named_by_its_url_and_one_the_store_names() {
+    let ep = endpoint_over(Db::in_memory(store()), |_| {});
+    let put = Request::put("/store/people/1")
+        .header(header::HOST, "example.org")
+        .header(header::CONTENT_TYPE, "text/turtle")
+        .body(Body::from("<http://a> <http://p> 1 ."))
+        .unwrap();
+    assert_eq!(send(&ep, put).await.0, StatusCode::CREATED);
+    assert_eq!(
+        count(
+            &ep,
+            "SELECT * WHERE { GRAPH <http://example.org/store/people/1> { ?s ?p ?o } }"
+        )
+        .await,
+        1
+    );
+    let get = Request::get("/store/people/1")
+        .header(header::HOST, "example.org")
+        .header(header::ACCEPT, "application/n-triples")
+        .body(Body::empty())
+        .unwrap();
+    let (s, body) = send(&ep, get).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(body.contains("<http://a> <http://p>"), "{body}");
+    // A POST naming no graph: the store names a new one.
+    let post = Request::post("/store")
+        .header(header::HOST, "example.org")
+        .header(header::CONTENT_TYPE, "text/turtle")
+        .body(Body::from("<http://b> <http://p> 2 ."))
+        .unwrap();
+    let r = nearflow_serve::router(ep.clone())
+        .oneshot(post)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let loc = r.headers()[header::LOCATION].to_str().unwrap().to_owned();
+    assert!(loc.starts_with("http://example.org/store/"), "{loc}");
+    assert_eq!(
+        count(
+            &ep,
+            &format!("SELECT * WHERE {{ GRAPH <{loc}> {{ ?s ?p ?o }} }}")
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acknowledged_update_is_there_after_the_store_reopens() {
     let dir = std::env::temp_dir().join(format!("nearflow-serve-durable-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

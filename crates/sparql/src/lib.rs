@@ -46,6 +46,8 @@
 //! - `minted.rs` — ids for the terms a query computes.
 //! - `explain.rs` — the three levels of `--explain`.
 //! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
+//! - `update.rs` — SPARQL 1.1 Update: every operation, each DELETE/INSERT's WHERE clause run
+//!   through the same four stages, the request's result a new version of the store.
 
 pub mod algebra;
 pub mod exec;

@@ -1,0 +1,162 @@
+//! `nearflow update` as a user runs it: updates a saved store, durably; `nearflow sparql`
+//! and `load --add` see every update; bad requests and a store another process writes are
+//! refused with a message.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fails_with, nearflow, ok};
+
+fn store(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let data = dir.join("d.ttl");
+    std::fs::write(
+        &data,
+        "@prefix ex: <http://ex/> .\nex:a ex:name \"Alice\" .\nex:b ex:name \"Bob\" .\n",
+    )
+    .unwrap();
+    let s = dir.join("s.nfs");
+    ok(&[
+        "load".as_ref(),
+        data.as_os_str(),
+        "--quiet".as_ref(),
+        "--save".as_ref(),
+        s.as_os_str(),
+    ]);
+    s
+}
+
+fn names(s: &Path) -> String {
+    ok(&[
+        "sparql".as_ref(),
+        "--quiet".as_ref(),
+        "--store".as_ref(),
+        s.as_os_str(),
+        "--format".as_ref(),
+        "csv".as_ref(),
+        "-e".as_ref(),
+        "SELECT ?n WHERE { ?s <http://ex/name> ?n } ORDER BY ?n".as_ref(),
+    ])
+}
+
+#[test]
+fn update_changes_a_saved_store_and_every_reader_sees_it() {
+    let dir = std::env::temp_dir().join(format!("nearflow-update-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = store(&dir);
+    let st = s.to_str().unwrap();
+    let out = nearflow(&[
+        "update",
+        "--store",
+        st,
+        "-e",
+        "PREFIX ex: <http://ex/> INSERT DATA { ex:c ex:name \"Carol\" }",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("update 1 changed 1 quad"), "{err}");
+    assert!(err.contains("synced to"), "{err}");
+    assert_eq!(names(&s), "n\r\nAlice\r\nBob\r\nCarol\r\n");
+    // A request in a file, with its own IRI as the base.
+    let ru = dir.join("rename.ru");
+    std::fs::write(
+        &ru,
+        "PREFIX ex: <http://ex/> DELETE { ?s ex:name \"Bob\" } INSERT { ?s ex:name \"Robert\" } WHERE { ?s ex:name \"Bob\" }",
+    )
+    .unwrap();
+    ok(&[
+        "update",
+        "--quiet",
+        "--store",
+        st,
+        "--update",
+        ru.to_str().unwrap(),
+    ]);
+    assert_eq!(names(&s), "n\r\nAlice\r\nCarol\r\nRobert\r\n");
+    // Nothing to change: said so, nothing logged.
+    let out = nearflow(&[
+        "update",
+        "--store",
+        st,
+        "-e",
+        "DELETE DATA { <http://x> <http://y> <http://z> }",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("changed nothing"));
+    // load --add keeps the updates (and starts the log afresh).
+    let more = dir.join("more.ttl");
+    std::fs::write(&more, "<http://ex/d> <http://ex/name> \"Dan\" .\n").unwrap();
+    ok(&[
+        "load",
+        "--quiet",
+        "--add",
+        "--save",
+        st,
+        more.to_str().unwrap(),
+    ]);
+    assert_eq!(names(&s), "n\r\nAlice\r\nCarol\r\nDan\r\nRobert\r\n");
+    assert_eq!(
+        std::fs::metadata(nearflow_log(&s)).unwrap().len(),
+        20,
+        "the log holds its header only"
+    );
+    // A new store over the old name starts without the old one's log.
+    ok(&["update", "--quiet", "--store", st, "-e", "CLEAR DEFAULT"]);
+    let fresh = dir.join("d.ttl");
+    ok(&["load", "--quiet", "--save", st, fresh.to_str().unwrap()]);
+    assert_eq!(names(&s), "n\r\nAlice\r\nBob\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn nearflow_log(s: &Path) -> PathBuf {
+    let mut p = s.as_os_str().to_owned();
+    p.push(".log");
+    PathBuf::from(p)
+}
+
+#[test]
+fn update_refuses_bad_requests_and_a_store_in_use() {
+    let dir = std::env::temp_dir().join(format!("nearflow-update-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = store(&dir);
+    let st = s.to_str().unwrap();
+    fails_with(
+        &["update", "--store", st, "-e", "INSERT DATA { <a> <b> }"],
+        "syntax error",
+    );
+    fails_with(
+        &["update", "--store", st, "-e", "SELECT * { ?s ?p ?o }"],
+        "not an update request",
+    );
+    fails_with(
+        &["update", "--store", st, "-e", "DROP GRAPH <http://none>"],
+        "holds no graph",
+    );
+    fails_with(
+        &["update", "--store", "/nonexistent/s.nfs", "-e", "CLEAR ALL"],
+        "no such store",
+    );
+    fails_with(&["update", "--store", st], "--update");
+    // A server holds the store for writing: a second writer is refused, not queued.
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", st])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0);
+    }
+    fails_with(
+        &["update", "--store", st, "-e", "CLEAR ALL"],
+        "another process is writing this store",
+    );
+    // Readers are not refused.
+    assert_eq!(names(&s), "n\r\nAlice\r\nBob\r\n");
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
