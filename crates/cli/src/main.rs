@@ -28,7 +28,7 @@
 //! - `args.rs` — flags several commands share (machine, store source), number parsers,
 //!   printing a lab report.
 //! - `topo_cmd.rs` — `topo`; `stress_cmd.rs` — `stress`; `run_cmd.rs` — `run vwap`, `run plan`;
-//!   `check_cmd.rs` — `check placement`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` — `serve`; `update_cmd.rs` — `update`; `gen_cmd.rs` —
+//!   `check_cmd.rs` — `check placement`, `check store`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` — `serve`; `update_cmd.rs` — `update`; `gen_cmd.rs` —
 //!   `gen sp2bench`.
 //! - `bench_cmd.rs` — every `bench` subcommand; `sim_cmd.rs` — `sim`; `map_cmd.rs` — `map`.
 
@@ -118,6 +118,8 @@ enum Command {
 enum CheckCmd {
     /// Pages of the allocator and the runtime's threads are on the right NUMA nodes.
     Placement(check_cmd::PlacementCmd),
+    /// A store snapshot and its log are whole: every section's checksum, every logged update.
+    Store(check_cmd::StoreCheckCmd),
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -126,6 +128,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Stress(c) => stress_cmd::run(&c),
         Command::Bench(c) => bench_cmd::run(&c),
         Command::Check(CheckCmd::Placement(c)) => check_cmd::placement(&c),
+        Command::Check(CheckCmd::Store(c)) => check_cmd::store(&c),
         Command::Run(run_cmd::RunCmd::Vwap(c)) => run_cmd::vwap(&c),
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Sparql(c) => sparql_cmd::run(&c),

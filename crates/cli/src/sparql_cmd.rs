@@ -239,5 +239,11 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             cmd.policy
         );
     }
+    // A mapped snapshot's sections are checked in the background while the query runs; the
+    // answer is printed first, and the exit waits for the check, so that a damaged store
+    // never gives a success (a query the check has already failed is refused outright).
+    if let Some(d) = store.health().and_then(|h| h.wait()) {
+        bail!("the store's snapshot file is damaged: {d}; the answer above may be wrong");
+    }
     Ok(())
 }

@@ -198,10 +198,20 @@ fn a_snapshot_answers_as_the_files_do() {
         &sparql("--store", cut.to_str().unwrap(), q, &[]),
         "truncated",
     );
+    // A byte of a column changed (format 3: the header's section table says where the SPO
+    // column 1 section lies): the background check names it, and the command fails.
     let mut bad = bytes.clone();
-    let mid = bytes.len() / 2;
-    bad[mid] ^= 0x55;
+    let spo = u64::from_le_bytes(bytes[48 + 24 * 5..56 + 24 * 5].try_into().unwrap()) as usize;
+    bad[spo + 1] ^= 0x55;
     let bad_f = scratch("bad.store");
+    std::fs::write(&bad_f, &bad).unwrap();
+    fails_with(
+        &sparql("--store", bad_f.to_str().unwrap(), q, &[]),
+        "the section 'SPO column 1'",
+    );
+    // The header damaged: refused at open.
+    let mut bad = bytes.clone();
+    bad[20] ^= 0x55;
     std::fs::write(&bad_f, &bad).unwrap();
     fails_with(
         &sparql("--store", bad_f.to_str().unwrap(), q, &[]),

@@ -67,6 +67,14 @@ pub enum DbError {
         /// Where and how.
         why: String,
     },
+    /// The background check of a mapped snapshot found a section damaged.
+    #[error("{path}: the store's snapshot is damaged: {why}; updates are refused (rebuild it with `nearflow load … --save`, or restore a copy)")]
+    SnapshotDamaged {
+        /// The snapshot.
+        path: PathBuf,
+        /// Which section.
+        why: String,
+    },
     /// Another process holds the store for writing.
     #[error("{path}: another process is writing this store (a `nearflow serve` or `nearflow update`?); stop it first")]
     Busy {
@@ -661,6 +669,12 @@ impl Db {
         }
         let mut w = self.writer.lock().expect("not poisoned");
         let cur = self.current();
+        if let Some(d) = cur.damage() {
+            return Err(UpdateError::Store(DbError::SnapshotDamaged {
+                path: self.snapshot.clone().unwrap_or_default(),
+                why: d.to_owned(),
+            }));
+        }
         let (new, changes) = change(&cur).map_err(UpdateError::Update)?;
         if changes.is_empty() {
             return Ok(Committed {
@@ -717,12 +731,21 @@ impl Db {
         if checkpoint || cut >= self.tuning.checkpoint_bytes {
             // The snapshot holds every record up to `seq` (the log's first `cut` bytes).
             snapshot::save(&merged, path)?;
-            let mut w = self.writer.lock().expect("not poisoned");
-            let log = w.log.as_mut().expect("a durable store has its log");
-            let rest = log.read_from(cut)?;
-            write_log(&log.path, seq, &rest)?;
-            *log = open_append(&log.path)?;
+            {
+                let mut w = self.writer.lock().expect("not poisoned");
+                let log = w.log.as_mut().expect("a durable store has its log");
+                let rest = log.read_from(cut)?;
+                write_log(&log.path, seq, &rest)?;
+                *log = open_append(&log.path)?;
+            }
             self.stats.lock().expect("not poisoned").checkpoints += 1;
+            // The snapshot just written, mapped: the versions go on over its indexes, read in
+            // place, and the copies in memory are freed once no query holds them.
+            let mapped = snapshot::open(path, merged.machine())?;
+            let _w = self.writer.lock().expect("not poisoned");
+            let latest = self.current();
+            let next = latest.rebased_onto(&merged, &mapped)?;
+            *self.current.write().expect("not poisoned") = Arc::new(next);
         }
         Ok(merged_any)
     }

@@ -196,9 +196,9 @@ impl Store {
         &self.delta
     }
 
-    /// Whether this version is its sorted indexes and one flat dictionary (nothing to merge).
+    /// Whether this version is its sorted indexes (no delta: nothing to merge).
     pub fn is_flat(&self) -> bool {
-        self.delta.is_empty() && self.dict.under().is_none()
+        self.delta.is_empty()
     }
 
     /// Whether the sorted indexes hold quad `q`.
@@ -279,13 +279,13 @@ impl Store {
         }
     }
 
-    /// This version's quads in new sorted indexes, with one flat dictionary (ids unchanged):
+    /// This version's quads in new sorted indexes, with the same dictionary (ids unchanged):
     /// the background merge. A linear merge per permutation; the statistics are recounted.
     pub fn merged(&self) -> Result<Store, StoreError> {
         if self.is_flat() {
             return Ok(self.clone());
         }
-        let dict = self.dict.flattened();
+        let dict = (*self.dict).clone();
         let graph_at = crate::store::graph_of_rows(&self.base.graphs, self.base.len());
         let n = self.len() as usize;
         let mut graphs: Vec<(Id, usize)> = Vec::new();
@@ -339,11 +339,30 @@ impl Store {
             Arc::ptr_eq(&self.base, &merged_from.base),
             "a version is rebased from the indexes it shares"
         );
-        let mut dict = Dict::over(merged.dict.clone());
-        for id in merged.dict.len() + 1..=self.dict.len() {
-            let got = dict.intern(self.dict.term(id as Id))?;
-            debug_assert_eq!(got as usize, id, "ids are kept");
-        }
+        // The dictionary: this version's, when it extends `merged`'s in place (the merge keeps
+        // the dictionary it merged from); else `merged`'s with this version's later terms over
+        // it (a merged store that was written and mapped again), ids kept either way.
+        let extends = Arc::ptr_eq(&self.dict, &merged.dict)
+            || match (self.dict.under(), merged.dict.under()) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (Some(a), None) => Arc::ptr_eq(a, &merged.dict),
+                _ => false,
+            };
+        let dict = if extends {
+            self.dict.clone()
+        } else {
+            let under = if merged.dict.under().is_none() {
+                merged.dict.clone()
+            } else {
+                Arc::new(merged.dict.flattened())
+            };
+            let mut d = Dict::over(under);
+            for id in merged.dict.len() + 1..=self.dict.len() {
+                let got = d.intern(self.dict.term(id as Id))?;
+                debug_assert_eq!(got as usize, id, "ids are kept");
+            }
+            Arc::new(d)
+        };
         // The merged indexes differ from these by `merged_from`'s delta, and this version
         // from these by its own: only the quads the two list can differ.
         let mut touched: Vec<[Id; 4]> = Vec::new();
@@ -362,7 +381,7 @@ impl Store {
                 _ => {}
             }
         }
-        Ok(merged.with_delta(Arc::new(dict), Delta::of(added, removed)))
+        Ok(merged.with_delta(dict, Delta::of(added, removed)))
     }
 }
 

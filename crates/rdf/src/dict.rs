@@ -16,7 +16,102 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
+use crate::shared::Shared;
 use crate::term::{Id, TermRef};
+
+/// The terms of a mapped snapshot (`mapped.rs`): the arena and end offsets as written, and the
+/// ids sorted by key, so that a lookup is a binary search and no hash table is built at open.
+/// A damaged section never panics here: a key out of its arena or not UTF-8 reads as
+/// [`DAMAGED`] (and the section's checksum, checked in the background, says where).
+pub struct MappedTerms {
+    pub(crate) bytes: Shared<u8>,
+    pub(crate) ends: Shared<u64>,
+    pub(crate) sorted: Shared<u32>,
+    /// Set once the background check has found the terms whole: every key in its arena, on
+    /// character boundaries, valid UTF-8, with a valid tag. Until then each read checks its
+    /// key; after, a read is a slice (the checks cost 10 % of a query that compares many
+    /// terms).
+    pub(crate) whole: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The key a damaged term of a mapped snapshot reads as (an IRI that says so).
+pub const DAMAGED: &str = "\u{1}urn:nearflow:damaged-term";
+
+impl MappedTerms {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The key of term `id` (1-based).
+    #[inline]
+    fn key(&self, id: Id) -> &str {
+        let i = id as usize - 1;
+        if self.whole.load(std::sync::atomic::Ordering::Acquire) && i < self.ends.len() {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+            let end = self.ends[i] as usize;
+            // SAFETY: `whole` is set only after `check_terms` found every key's extent inside
+            // the arena, increasing, on character boundaries, and the arena valid UTF-8.
+            return unsafe { std::str::from_utf8_unchecked(self.bytes.get_unchecked(start..end)) };
+        }
+        self.checked_key(i)
+    }
+
+    /// [`key`](Self::key) before the terms are known whole (`i`: 0-based).
+    fn checked_key(&self, i: usize) -> &str {
+        let start = if i == 0 {
+            Some(0)
+        } else {
+            self.ends.get(i - 1).map(|&e| e as usize)
+        };
+        let end = self.ends.get(i).map(|&e| e as usize);
+        match (start, end) {
+            (Some(s), Some(e)) if s < e && e <= self.bytes.len() => {
+                match std::str::from_utf8(&self.bytes[s..e]) {
+                    Ok(k) if k.as_bytes()[0] <= crate::term::TAG_TYPED => k,
+                    _ => DAMAGED,
+                }
+            }
+            _ => DAMAGED,
+        }
+    }
+
+    /// Whether the terms are whole (see `whole`): run by the background check, after the
+    /// sections' checksums.
+    pub(crate) fn check_terms(&self) -> Result<(), String> {
+        let arena = std::str::from_utf8(&self.bytes)
+            .map_err(|e| format!("the term keys are not UTF-8 (at byte {})", e.valid_up_to()))?;
+        let mut prev = 0u64;
+        for (i, &e) in self.ends.iter().enumerate() {
+            if e <= prev || e as usize > arena.len() || !arena.is_char_boundary(e as usize) {
+                return Err(format!("term {} has a bad extent", i + 1));
+            }
+            if arena.as_bytes()[prev as usize] > crate::term::TAG_TYPED {
+                return Err(format!("term {} is not a valid term key", i + 1));
+            }
+            prev = e;
+        }
+        self.whole.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    fn lookup(&self, key: &str) -> Option<Id> {
+        let n = self.sorted.len();
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let id = self.sorted[mid];
+            if id == 0 || id as usize > self.len() {
+                return None;
+            }
+            match self.key(id).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(id),
+            }
+        }
+        None
+    }
+}
 
 /// Terms ↔ ids.
 #[derive(Clone)]
@@ -24,6 +119,8 @@ pub struct Dict {
     /// The dictionary this one lies over (ids `1..=under_len` are its terms), if any.
     under: Option<Arc<Dict>>,
     under_len: usize,
+    /// Its own terms, from a mapped snapshot (then `bytes`, `ends` and `table` are empty).
+    mapped: Option<Arc<MappedTerms>>,
     bytes: String,
     /// `ends[i]`: end of term `i + 1`'s key in `bytes` (its start is the previous end).
     ends: Vec<u64>,
@@ -58,6 +155,7 @@ impl Dict {
         Dict {
             under: None,
             under_len: 0,
+            mapped: None,
             bytes: String::new(),
             ends: Vec::new(),
             table: HashTable::new(),
@@ -83,33 +181,80 @@ impl Dict {
         self.under.as_ref()
     }
 
+    /// A dictionary of a mapped snapshot's terms.
+    pub(crate) fn of_mapped(terms: Arc<MappedTerms>) -> Self {
+        Dict {
+            mapped: Some(terms),
+            ..Dict::new()
+        }
+    }
+
+    /// Whether its own terms are a mapped snapshot's.
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
     /// Terms of its own (not of the dictionary it lies over).
     pub fn own_len(&self) -> usize {
-        self.ends.len()
+        match &self.mapped {
+            Some(m) => m.len(),
+            None => self.ends.len(),
+        }
     }
 
     /// The terms of its own, in id order.
     pub fn own_terms(&self) -> impl Iterator<Item = TermRef<'_>> + '_ {
-        (1..=self.ends.len() as Id).map(|i| TermRef::decode(self.own_key(i)))
+        (1..=self.own_len() as Id).map(|i| TermRef::decode(self.own_key(i)))
     }
 
-    /// One dictionary holding the terms of both levels, with the same ids.
+    /// One dictionary holding the terms of both levels in memory (none mapped), with the same
+    /// ids: what may be interned into directly.
     pub fn flattened(&self) -> Dict {
-        let Some(under) = &self.under else {
-            return self.clone();
+        let mut d = match (&self.under, &self.mapped) {
+            (None, None) => return self.clone(),
+            (Some(under), _) => under.flattened(),
+            (None, Some(_)) => Dict::new(),
         };
-        let mut d = (**under).clone();
         d.scratch = String::new();
-        for id in 1..=self.ends.len() as Id {
+        for id in 1..=self.own_len() as Id {
             let k = self.own_key(id);
-            d.intern_key(k).expect("no more terms than the two held");
+            d.push_new(k).expect("no more terms than the two held");
         }
         d
     }
 
+    /// Appends a key known to be new (no lookup first), for [`flattened`](Self::flattened).
+    fn push_new(&mut self, key: &str) -> Result<Id, DictFull> {
+        debug_assert!(self.under.is_none() && self.mapped.is_none());
+        if self.ends.len() >= (Id::MAX - 1) as usize {
+            return Err(DictFull);
+        }
+        let h = self.hasher.hash_one(key);
+        self.bytes.push_str(key);
+        self.ends.push(self.bytes.len() as u64);
+        let id = self.ends.len() as Id;
+        let (b, e, hasher) = (&self.bytes, &self.ends, &self.hasher);
+        self.table.insert_unique(h, id, |&id| {
+            let i = id as usize - 1;
+            let start = if i == 0 { 0 } else { e[i - 1] as usize };
+            hasher.hash_one(&b[start..e[i] as usize])
+        });
+        Ok(id)
+    }
+
+    /// Every key, in id order (both levels): the snapshot writer's.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+        (1..=self.len() as Id).map(|id| self.key(id))
+    }
+
+    /// The key of `id` (any level), for the snapshot writer's sort.
+    pub(crate) fn key_of(&self, id: Id) -> &str {
+        self.key(id)
+    }
+
     /// Number of terms.
     pub fn len(&self) -> usize {
-        self.under_len + self.ends.len()
+        self.under_len + self.own_len()
     }
 
     /// Whether it holds no term.
@@ -126,6 +271,13 @@ impl Dict {
             + self.under.as_ref().map_or(0, |u| u.heap_bytes())
     }
 
+    /// Bytes of a mapped snapshot it reads.
+    pub fn mapped_bytes(&self) -> usize {
+        self.mapped.as_ref().map_or(0, |m| {
+            m.bytes.mapped_bytes() + m.ends.mapped_bytes() + m.sorted.mapped_bytes()
+        }) + self.under.as_ref().map_or(0, |u| u.mapped_bytes())
+    }
+
     fn key(&self, id: Id) -> &str {
         match &self.under {
             Some(u) if (id as usize) <= self.under_len => u.key(id),
@@ -135,6 +287,9 @@ impl Dict {
 
     /// The key of own id `id` (1-based among its own terms).
     fn own_key(&self, id: Id) -> &str {
+        if let Some(m) = &self.mapped {
+            return m.key(id);
+        }
         let i = id as usize - 1;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.bytes[start..self.ends[i] as usize]
@@ -159,6 +314,9 @@ impl Dict {
         if let Some(id) = self.under.as_ref().and_then(|u| u.lookup_key(key)) {
             return Some(id);
         }
+        if let Some(m) = &self.mapped {
+            return m.lookup(key).map(|id| id + self.under_len as Id);
+        }
         let h = self.hasher.hash_one(key);
         self.table
             .find(h, |&id| self.own_key(id) == key)
@@ -178,6 +336,22 @@ impl Dict {
     fn intern_key(&mut self, key: &str) -> Result<Id, DictFull> {
         if let Some(id) = self.under.as_ref().and_then(|u| u.lookup_key(key)) {
             return Ok(id);
+        }
+        if self.mapped.is_some() {
+            // A mapped dictionary takes no term: in memory first (the store's updates never
+            // come here: they intern into a dictionary over this one).
+            if let Some(id) = self.lookup_key(key) {
+                return Ok(id);
+            }
+            let under = self.under.take();
+            let mut own = Dict {
+                mapped: self.mapped.take(),
+                ..Dict::new()
+            }
+            .flattened();
+            own.under_len = self.under_len;
+            own.under = under;
+            *self = own;
         }
         let base = self.under_len as Id;
         let h = self.hasher.hash_one(key);
@@ -214,7 +388,10 @@ impl Dict {
     /// The raw parts, for the snapshot (of a dictionary over none: see
     /// [`flattened`](Self::flattened)).
     pub(crate) fn parts(&self) -> (&[u8], &[u64]) {
-        assert!(self.under.is_none(), "a snapshot of a flattened dictionary");
+        assert!(
+            self.under.is_none() && self.mapped.is_none(),
+            "a snapshot of a flattened dictionary"
+        );
         (self.bytes.as_bytes(), &self.ends)
     }
 

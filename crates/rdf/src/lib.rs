@@ -12,7 +12,8 @@
 //!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
 //!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
 //!   per-predicate statistics for the planner;
-//! - [`snapshot`]: a binary image of the store that opens by reading it;
+//! - [`snapshot`], [`mapped`]: a binary image of the store that opens by mapping it (its
+//!   columns and terms read in place, each section's checksum checked in the background);
 //! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
 //!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
 //!   the read path), merged into new indexes in the background;
@@ -28,7 +29,9 @@
 //! - `dict.rs` — the dictionary: terms to dense ids and back.
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
 //! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
-//! - `snapshot.rs` — the binary snapshot: save, open, validation.
+//! - `snapshot.rs` — the binary snapshot: save, open, validation (formats 1 and 2, read whole).
+//! - `mapped.rs` — format 3: written with a checksum per section, opened by mapping.
+//! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — versions: the delta, edits, the merge and the rebase.
 //! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
 
@@ -36,6 +39,8 @@ pub mod db;
 pub mod delta;
 pub mod dict;
 pub mod load;
+pub mod mapped;
+pub mod shared;
 pub mod snapshot;
 pub mod store;
 pub mod term;

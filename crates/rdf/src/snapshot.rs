@@ -1,6 +1,10 @@
 //! The binary snapshot: the dictionary, the graphs' runs and the three sorted permutations as
 //! they are in memory, so opening a store is reading it (no parsing, no sorting).
 //!
+//! [`save`] writes format 3 (`mapped.rs`): sections at page boundaries with a checksum each,
+//! opened by mapping the file and read in place. [`open`] reads formats 1 and 2 too (the
+//! snapshots of earlier builds), as this module's text describes: read whole and checked.
+//!
 //! Layout (format 2), all integers little-endian:
 //!
 //! | bytes | what |
@@ -29,8 +33,8 @@
 //! order), so an SPO that disagrees with POS is refused instead of answering differently by
 //! access path.
 //!
-//! [`save`] writes a temporary file beside the target, syncs it, and renames it over the
-//! target, then syncs the directory: a kill or a full disk during the write leaves the previous
+//! [`save`] (either format) writes a temporary file beside the target, syncs it, and renames it
+//! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
 //! snapshot whole, and the temporary file is removed on error.
 
 use std::fs::File;
@@ -43,7 +47,7 @@ use crate::dict::Dict;
 use crate::store::{Permutation, Store, StoreError, DEFAULT_GRAPH};
 use crate::term::Id;
 
-const MAGIC: &[u8; 6] = b"NFRDF\0";
+pub(crate) const MAGIC: &[u8; 6] = b"NFRDF\0";
 const VERSION: u16 = 2;
 
 /// A snapshot could not be written or opened.
@@ -157,6 +161,12 @@ struct Capped {
     room: u64,
 }
 
+impl std::io::Seek for Capped {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.file.seek(pos)
+    }
+}
+
 impl Write for Capped {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.room == 0 && !buf.is_empty() {
@@ -250,12 +260,21 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
     if !store.is_flat() {
         // A version with a delta is written as its merged indexes.
-        return save_capped(&store.merged()?, path, u64::MAX);
+        return save_capped(&store.merged()?, path, u64::MAX, Format::Mapped);
     }
-    save_capped(store, path, u64::MAX)
+    save_capped(store, path, u64::MAX, Format::Mapped)
 }
 
-fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotError> {
+/// Which format [`save`] writes: 3 (mapped, the default), or 2 (read whole; kept for the tests
+/// of its reader, which opens the snapshots of earlier builds).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Mapped,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Read,
+}
+
+fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
         error: source,
@@ -279,7 +298,17 @@ fn save_capped(store: &Store, path: &Path, room: u64) -> Result<(), SnapshotErro
             path: tmp.clone(),
             error: source,
         })?;
-    let written = write_to(store, Capped { file, room }, &tmp).and_then(|()| {
+    let mut capped = Capped { file, room };
+    let body = match format {
+        Format::Read => write_to(store, capped, &tmp),
+        Format::Mapped => crate::mapped::write(store, &mut capped)
+            .and_then(|()| capped.file.sync_all())
+            .map_err(|error| SnapshotError::Io {
+                path: tmp.clone(),
+                error,
+            }),
+    };
+    let written = body.and_then(|()| {
         std::fs::rename(&tmp, path).map_err(io)?;
         // The rename is durable once the directory is: a failure to sync it (some filesystems
         // do not support it) leaves the file whole either way, so it is not an error.
@@ -416,9 +445,14 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         return Err(r.invalid("wrong magic number".into()));
     }
     let version = u16::from_le_bytes([head[6], head[7]]);
+    if version == crate::mapped::VERSION {
+        drop(r);
+        return crate::mapped::open(path, machine);
+    }
     if version != VERSION && version != 1 {
         return Err(r.invalid(format!(
-            "format version {version}, this build reads 1 and {VERSION}"
+            "format version {version}, this build reads 1, {VERSION} and {}",
+            crate::mapped::VERSION
         )));
     }
     let counts = if version == 1 { 3 } else { 4 };
@@ -563,6 +597,11 @@ mod tests {
         Store::build(machine, d, quads.collect()).unwrap()
     }
 
+    /// Writes format 2 (the format of earlier builds, still read).
+    fn save2(s: &Store, f: &Path) {
+        save_capped(s, f, u64::MAX, Format::Read).unwrap();
+    }
+
     fn all(s: &Store) -> Vec<crate::store::Quad> {
         let mut v = s.quads();
         v.sort();
@@ -583,10 +622,14 @@ mod tests {
             for (i, m) in machines.iter().enumerate() {
                 let s = store(m, n);
                 let f = d.join(format!("s{n}-{i}.nfs"));
-                save(&s, &f).unwrap();
-                for other in &machines {
-                    let o = open(&f, other).unwrap_or_else(|e| panic!("{n} triples: {e}"));
-                    assert_eq!(all(&o), all(&s), "{n} triples, written on machine {i}");
+                for format in [Format::Mapped, Format::Read] {
+                    save_capped(&s, &f, u64::MAX, format).unwrap();
+                    for other in &machines {
+                        let o = open(&f, other).unwrap_or_else(|e| panic!("{n} triples: {e}"));
+                        assert_eq!(all(&o), all(&s), "{n} triples, written on machine {i}");
+                        assert_eq!(o.stats().triples, s.stats().triples);
+                        assert_eq!(o.stats().per_predicate, s.stats().per_predicate);
+                    }
                 }
             }
         }
@@ -618,7 +661,7 @@ mod tests {
         let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
         let s = store(&m, 30);
         let f = d.join("s.nfs");
-        save(&s, &f).unwrap();
+        save2(&s, &f);
         let mut bytes = std::fs::read(&f).unwrap();
         let mut copy = bytes.clone();
         reseal(&mut copy);
@@ -651,9 +694,11 @@ mod tests {
         let before = std::fs::read(&f).unwrap();
         let big = store(&m, 100);
         for room in [0, 10, 100, 1000] {
-            let e = save_capped(&big, &f, room).unwrap_err().to_string();
-            assert!(e.contains("no space left"), "{e}");
-            assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
+            for format in [Format::Mapped, Format::Read] {
+                let e = save_capped(&big, &f, room, format).unwrap_err().to_string();
+                assert!(e.contains("no space left"), "{e}");
+                assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
+            }
             let names: Vec<_> = std::fs::read_dir(&d)
                 .unwrap()
                 .map(|e| e.unwrap().file_name())
@@ -678,7 +723,7 @@ mod tests {
         let s = store(&m, 100);
         assert_eq!(s.graphs(), [(DEFAULT_GRAPH, 0)]);
         let f = d.join("s.nfs");
-        save(&s, &f).unwrap();
+        save2(&s, &f);
         let v2 = std::fs::read(&f).unwrap();
         // Format 1: version 1, three counts, no graph table; the rest as it is.
         let n = |i: usize| u64::from_le_bytes(v2[8 + 8 * i..16 + 8 * i].try_into().unwrap());
@@ -704,7 +749,7 @@ mod tests {
         // Two named graphs, their table's entries swapped.
         let s = store(&m, 441);
         assert_eq!(s.graphs().len(), 3);
-        save(&s, &f).unwrap();
+        save2(&s, &f);
         assert_eq!(all(&open(&f, &m).unwrap()), all(&s));
         let mut bytes = std::fs::read(&f).unwrap();
         let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
@@ -718,6 +763,101 @@ mod tests {
         std::fs::write(&f, &bytes).unwrap();
         let e = open(&f, &m).unwrap_err().to_string();
         assert!(e.contains("the graph table is bad at entry 2"), "{e}");
+    }
+
+    /// Format 3 opens by mapping: the same quads, statistics and terms; lookups by binary
+    /// search; nothing of the columns or terms copied into memory; the background check finds
+    /// nothing wrong.
+    #[test]
+    fn a_mapped_snapshot_reads_as_the_store_it_was() {
+        let d = dir("mapped");
+        let m = nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
+        let s = store(&m, 441);
+        let f = d.join("s.nfs");
+        save(&s, &f).unwrap();
+        let o = open(&f, &m).unwrap();
+        assert_eq!(all(&o), all(&s));
+        assert_eq!(o.graphs(), s.graphs());
+        assert!(o.dict().is_mapped());
+        assert_eq!(o.dict().len(), s.dict().len());
+        for id in 1..=s.dict().len() as Id {
+            assert_eq!(o.dict().term(id), s.dict().term(id));
+            assert_eq!(o.dict().lookup(s.dict().term(id)), Some(id));
+        }
+        assert_eq!(o.dict().lookup(TermRef::Iri("http://t/none")), None);
+        assert!(o.mapped_bytes() >= 441 * 36, "{}", o.mapped_bytes());
+        let columns: usize = Permutation::ALL
+            .iter()
+            .flat_map(|&p| o.perm(p).partitions().iter())
+            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
+            .sum();
+        assert_eq!(columns, 0, "the columns are read in place");
+        assert_eq!(o.health().unwrap().wait(), None);
+        // An update over it, merged, written (a dictionary of two levels) and mapped again.
+        let mut e = o.edit();
+        let q = [
+            e.intern(TermRef::Iri("http://t/new")).unwrap(),
+            1,
+            2,
+            DEFAULT_GRAPH,
+        ];
+        e.insert(q);
+        let v = e.finish();
+        let merged = v.merged().unwrap();
+        save(&merged, &f).unwrap();
+        let again = open(&f, &m).unwrap();
+        assert_eq!(all(&again), all(&v));
+        assert_eq!(
+            again.dict().lookup(TermRef::Iri("http://t/new")),
+            Some(q[0])
+        );
+    }
+
+    /// Damage to a mapped snapshot: in the header or a small section, refused at open naming
+    /// it; in a column or the terms, found by the background check, naming the section, and
+    /// reading it meanwhile does not panic.
+    #[test]
+    fn damage_to_a_mapped_snapshot_names_its_section() {
+        let d = dir("mapped-damage");
+        let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+        let s = store(&m, 300);
+        let f = d.join("s.nfs");
+        save(&s, &f).unwrap();
+        let good = std::fs::read(&f).unwrap();
+        let section = |i: usize| {
+            let at = 48 + 24 * i;
+            let w = |k: usize| u64::from_le_bytes(good[k..k + 8].try_into().unwrap()) as usize;
+            (w(at), w(at + 8))
+        };
+        let damaged = |at: usize| {
+            let mut b = good.clone();
+            b[at] ^= 0x5a;
+            std::fs::write(&f, &b).unwrap();
+            open(&f, &m)
+        };
+        let e = damaged(20).unwrap_err().to_string();
+        assert!(e.contains("header is damaged"), "{e}");
+        let (graphs, _) = section(3);
+        let e = damaged(graphs + 3).unwrap_err().to_string();
+        assert!(e.contains("'graph table' is damaged"), "{e}");
+        for (i, name) in [(6, "SPO column 2"), (0, "term keys"), (12, "OSP column 2")] {
+            let (off, len) = section(i);
+            let o = damaged(off + len / 2).unwrap();
+            let said = o.health().unwrap().wait().map(str::to_owned);
+            assert!(
+                said.as_deref().is_some_and(|x| x.contains(name)),
+                "{name}: {said:?}"
+            );
+            assert_eq!(o.damage(), said.as_deref());
+            // Reading the damaged store does not panic.
+            let _ = o.quads();
+            for id in 1..=o.dict().len() as Id {
+                let _ = o.dict().term(id);
+            }
+        }
+        std::fs::write(&f, &good[..good.len() - 5000]).unwrap();
+        let e = open(&f, &m).unwrap_err().to_string();
+        assert!(e.contains("outside the file"), "{e}");
     }
 
     proptest! {

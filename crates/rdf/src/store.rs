@@ -25,6 +25,7 @@ use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
 use crate::dict::Dict;
+use crate::shared::Shared;
 use crate::term::{Id, TermRef};
 
 /// The graph id of the default graph (no term has id 0).
@@ -97,11 +98,12 @@ impl Permutation {
     }
 }
 
-/// One partition of one permutation: three key columns, sorted within each graph's run.
+/// One partition of one permutation: three key columns, sorted within each graph's run (owned,
+/// or slices of a mapped snapshot: [`Shared`]).
 #[derive(Debug, Default)]
 pub struct Columns {
     /// Key columns, in the permutation's order.
-    pub cols: [Vec<Id>; 3],
+    pub cols: [Shared<Id>; 3],
     /// The row of the whole permutation this partition's first row is.
     pub first: usize,
 }
@@ -220,6 +222,9 @@ pub(crate) struct Base {
     pub(crate) graphs: Vec<(Id, usize)>,
     pub(crate) stats: Stats,
     pub(crate) machine: Machine,
+    /// For indexes read in place from a mapped snapshot: the background check of its
+    /// sections (`mapped.rs`).
+    pub(crate) health: Option<Arc<crate::mapped::Health>>,
 }
 
 impl Base {
@@ -296,6 +301,7 @@ impl Store {
                 graphs,
                 stats: stats.finish(),
                 machine: machine.clone(),
+                health: None,
             },
         ))
     }
@@ -325,9 +331,9 @@ impl Store {
                 Columns {
                     first: r.start,
                     cols: [
-                        cols[0][r.clone()].to_vec(),
-                        cols[1][r.clone()].to_vec(),
-                        cols[2][r].to_vec(),
+                        cols[0][r.clone()].to_vec().into(),
+                        cols[1][r.clone()].to_vec().into(),
+                        cols[2][r].to_vec().into(),
                     ],
                 }
             })
@@ -339,8 +345,37 @@ impl Store {
                 graphs,
                 stats,
                 machine: machine.clone(),
+                health: None,
             },
         ))
+    }
+
+    /// A store of indexes read in place from a mapped snapshot, and their dictionary.
+    pub(crate) fn of_mapped_base(dict: Dict, base: Base) -> Store {
+        Store::of_base(dict, base)
+    }
+
+    /// What the check of a mapped snapshot's sections found damaged, naming the section
+    /// (`None` for a store built in memory, or one whose check found nothing so far).
+    pub fn damage(&self) -> Option<&str> {
+        self.base.health.as_ref().and_then(|h| h.damage())
+    }
+
+    /// The check of a mapped snapshot's sections, when the store was opened from one.
+    pub fn health(&self) -> Option<&Arc<crate::mapped::Health>> {
+        self.base.health.as_ref()
+    }
+
+    /// Bytes of a mapped snapshot the store reads in place (its columns and terms).
+    pub fn mapped_bytes(&self) -> usize {
+        let idx: usize = self
+            .base
+            .perms
+            .iter()
+            .flat_map(|p| p.partitions().iter())
+            .map(|p| p.data.cols.iter().map(|c| c.mapped_bytes()).sum::<usize>())
+            .sum();
+        idx + self.dict.mapped_bytes()
     }
 
     /// A store of one base and no delta.
@@ -529,7 +564,7 @@ impl Store {
             .perms
             .iter()
             .flat_map(|p| p.partitions().iter())
-            .map(|p| p.data.cols.iter().map(|c| c.capacity() * 4).sum::<usize>())
+            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
             .sum();
         idx + self.dict.heap_bytes() + self.base.graphs.capacity() * 16 + self.delta.heap_bytes()
     }
@@ -594,7 +629,10 @@ fn split(
                     cols[c].push(q[pos[c]]);
                 }
             }
-            Columns { cols, first }
+            Columns {
+                cols: cols.map(Shared::from),
+                first,
+            }
         },
     )?)
 }

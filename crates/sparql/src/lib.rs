@@ -538,6 +538,11 @@ impl Prepared {
     /// Starts the query as one request of `rt` — or, when its plan yields nothing (a constant
     /// the store does not hold), answers it at once without a request.
     pub fn start(&self, rt: &Runtime) -> Result<Running, QueryError> {
+        if let Some(d) = self.store.damage() {
+            return Err(QueryError::Exec(format!(
+                "the store's snapshot file is damaged: {d}; rebuild it (`nearflow load … --save`) or restore a copy"
+            )));
+        }
         reset(&self.phys);
         let minted = Arc::new(Minted::new(&self.store));
         if physical::yields_nothing(&self.phys) {

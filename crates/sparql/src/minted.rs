@@ -89,12 +89,13 @@ impl Minted {
         id > self.base
     }
 
-    /// The term of a minted id.
-    ///
-    /// # Panics
-    /// If `id` was not minted here.
+    /// The term of a minted id (an id neither minted here nor the store's — a damaged column
+    /// of a mapped snapshot — reads as a term that says so).
     pub fn term(&self, id: Id) -> TermRef<'_> {
-        self.terms[(id - self.base - 1) as usize].as_ref()
+        match self.terms.get((id - self.base - 1) as usize) {
+            Some(t) => t.as_ref(),
+            None => TermRef::Iri(&nearflow_rdf::dict::DAMAGED[1..]),
+        }
     }
 
     /// The id of a term not in the store, minted when new; `None` when the 32-bit ids are
