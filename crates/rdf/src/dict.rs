@@ -49,8 +49,9 @@ impl MappedTerms {
         if self.whole.load(std::sync::atomic::Ordering::Acquire) && i < self.ends.len() {
             let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
             let end = self.ends[i] as usize;
-            // SAFETY: `whole` is set only after `check_terms` found every key's extent inside
-            // the arena, increasing, on character boundaries, and the arena valid UTF-8.
+            // SAFETY: `whole` is set only after the background check (`mapped::terms_whole`)
+            // found every key's extent inside the arena and increasing, and each key valid
+            // UTF-8; the mapping's bytes do not change (see `mapped::open`).
             return unsafe { std::str::from_utf8_unchecked(self.bytes.get_unchecked(start..end)) };
         }
         self.checked_key(i)
@@ -75,23 +76,10 @@ impl MappedTerms {
         }
     }
 
-    /// Whether the terms are whole (see `whole`): run by the background check, after the
-    /// sections' checksums.
-    pub(crate) fn check_terms(&self) -> Result<(), String> {
-        let arena = std::str::from_utf8(&self.bytes)
-            .map_err(|e| format!("the term keys are not UTF-8 (at byte {})", e.valid_up_to()))?;
-        let mut prev = 0u64;
-        for (i, &e) in self.ends.iter().enumerate() {
-            if e <= prev || e as usize > arena.len() || !arena.is_char_boundary(e as usize) {
-                return Err(format!("term {} has a bad extent", i + 1));
-            }
-            if arena.as_bytes()[prev as usize] > crate::term::TAG_TYPED {
-                return Err(format!("term {} is not a valid term key", i + 1));
-            }
-            prev = e;
-        }
+    /// Marks the terms whole (see `whole`): by the background check, once it has found every
+    /// key's extent, boundaries, UTF-8 and tag right (`mapped.rs`).
+    pub(crate) fn set_whole(&self) {
         self.whole.store(true, std::sync::atomic::Ordering::Release);
-        Ok(())
     }
 
     fn lookup(&self, key: &str) -> Option<Id> {
