@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on embedded defaults: this machine's topology, SP²Bench at 250k triples beside
 # Oxigraph (the original document from ../shared, or one of ours generated first), the SPARQL
-# endpoint (`nearflow serve`'s) under 16 HTTP clients with LAS and NLS, a VWAP run on
+# endpoint (`nearflow serve`'s) under 16 HTTP clients with LAS and NLS (each also beside an
+# update stream of 10 updates/s on a durable copy of the store), a VWAP run on
 # generated data, the concurrent-plans comparison with the nearflow and the system allocator,
 # the placement checks, a short ferret search, plain against SplittableData, the allocator
 # benchmark (latency, pipeline), then the queue study (load-balancing-queues.txt) at sizes

@@ -14,7 +14,7 @@
 //!   simulator (SIMULATED figures);
 //! - `nearflow demo` — the main job on embedded defaults: this machine's topology, SP²Bench at
 //!   250k triples beside Oxigraph (the original document, or a generated one), the SPARQL
-//!   endpoint under 16 HTTP clients (LAS and NLS), a small VWAP run, VWAP's threads mapped by
+//!   endpoint under 16 HTTP clients (LAS and NLS, each also beside 10 updates a second), a small VWAP run, VWAP's threads mapped by
 //!   StreamMap's mappers, the concurrent-plans comparison with both allocators, the placement checks, a short
 //!   ferret search (plain against split), the allocator benchmark (latency and pipeline) and
 //!   the queue study, in about five minutes.
@@ -104,7 +104,7 @@ enum Command {
     Map(map_cmd::MapCmd),
     /// The main job: this machine's topology, SP²Bench on the 250k document beside Oxigraph
     /// (generated when ../shared does not have it), the SPARQL endpoint under 16 HTTP clients
-    /// (LAS and NLS), a small VWAP run, VWAP's threads mapped by
+    /// (LAS and NLS, each also beside 10 updates a second), a small VWAP run, VWAP's threads mapped by
     /// StreamMap's mappers, the concurrent-plans comparison (both allocators), the placement checks, the allocator latency table and the
     /// queue study, on embedded defaults.
     Demo {
@@ -214,7 +214,7 @@ fn demo_steps(csv: &std::path::Path, sp2b: &Sp2bData) -> Vec<Vec<String>> {
     }
     steps.push(b);
     // The endpoint under 16 clients for a few seconds per policy (started, driven, stopped).
-    let mut serve = line("bench serve --seconds 3 --rounds 1 --data");
+    let mut serve = line("bench serve --seconds 3 --rounds 1 --updates 10 --data");
     serve.push(data.to_string_lossy().into_owned());
     steps.push(serve);
     steps.extend([
