@@ -346,23 +346,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             )));
         }
     }
-    let mut graphs: Vec<(Id, usize)> = Vec::with_capacity(n_graphs as usize);
-    for (i, c) in bytes_of(3).chunks_exact(16).enumerate() {
-        let g = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
-        let start = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
-        let prev = graphs.last().copied();
-        let bad = g > terms
-            || start >= quads
-            || (i == 0 && start != 0)
-            || prev.is_some_and(|(pg, ps): (Id, usize)| u64::from(pg) >= g || ps as u64 >= start);
-        if bad {
-            return Err(invalid(format!("the graph table is bad at entry {i}")));
-        }
-        graphs.push((g as Id, start as usize));
-    }
-    if quads > 0 && graphs.is_empty() {
-        return Err(invalid("quads without a graph table".into()));
-    }
+    let graphs = crate::snapshot::graph_table(bytes_of(3), terms, quads).map_err(invalid)?;
     let stats = decode_stats(bytes_of(4), terms)
         .map_err(|why| invalid(format!("the section 'statistics' is bad: {why}")))?;
     if stats.triples != quads {

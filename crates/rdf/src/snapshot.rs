@@ -426,6 +426,34 @@ impl R<'_> {
     }
 }
 
+/// The graph table of a snapshot (id u64, first row u64 per graph), checked: ids in range and
+/// increasing, runs starting at row 0 and increasing within the quads, a table when there are
+/// quads.
+pub(crate) fn graph_table(
+    bytes: &[u8],
+    terms: u64,
+    quads: u64,
+) -> Result<Vec<(Id, usize)>, String> {
+    let mut graphs: Vec<(Id, usize)> = Vec::with_capacity(bytes.len() / 16);
+    for (i, c) in bytes.chunks_exact(16).enumerate() {
+        let g = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
+        let start = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
+        let prev = graphs.last().copied();
+        let bad = g > terms
+            || start >= quads
+            || (i == 0 && start != 0)
+            || prev.is_some_and(|(pg, ps)| u64::from(pg) >= g || ps as u64 >= start);
+        if bad {
+            return Err(format!("the graph table is bad at entry {i}"));
+        }
+        graphs.push((g as Id, start as usize));
+    }
+    if quads > 0 && graphs.is_empty() {
+        return Err("quads without a graph table".into());
+    }
+    Ok(graphs)
+}
+
 /// Opens the snapshot at `path`, for `machine`.
 pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let file = File::open(path).map_err(|source| SnapshotError::Io {
@@ -494,25 +522,7 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         }
     } else {
         let table = r.take(graph_runs as usize * 16)?;
-        let mut graphs = Vec::with_capacity(graph_runs as usize);
-        for (i, c) in table.chunks_exact(16).enumerate() {
-            let g = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
-            let start = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
-            let prev = graphs.last().copied();
-            let bad = g > terms
-                || start >= quads
-                || (i == 0 && start != 0)
-                || prev
-                    .is_some_and(|(pg, ps): (Id, usize)| u64::from(pg) >= g || ps as u64 >= start);
-            if bad {
-                return Err(r.invalid(format!("the graph table is bad at entry {i}")));
-            }
-            graphs.push((g as Id, start as usize));
-        }
-        if t > 0 && graphs.is_empty() {
-            return Err(r.invalid("quads without a graph table".into()));
-        }
-        graphs
+        graph_table(&table, terms, quads).map_err(|why| r.invalid(why))?
     };
     // Each row's graph, walked along the runs.
     let graph_at = |i: usize, run: &mut usize| -> Id {

@@ -322,23 +322,11 @@ pub(crate) async fn graph(
     head_only: bool,
 ) -> Result<Response, ApiError> {
     let params = crate::protocol::pairs(url.unwrap_or("").as_bytes())?;
-    let default = params.iter().any(|(k, _)| k == "default");
-    let named: Vec<&String> = params
-        .iter()
-        .filter(|(k, _)| k == "graph")
-        .map(|(_, v)| v)
-        .collect();
-    let text = match (default, named.as_slice()) {
-        (true, []) => "CONSTRUCT WHERE { ?s ?p ?o }".to_owned(),
-        (false, [g]) => {
-            oxrdf::NamedNode::new(g.as_str()).map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("{g:?} is not an absolute IRI: {e}"),
-                )
-            })?;
+    let text = match crate::protocol::graph_param(url)? {
+        Some(None) => "CONSTRUCT WHERE { ?s ?p ?o }".to_owned(),
+        Some(Some(g)) => {
             let store = ep.db.current();
-            let id = store.id_of(TermRef::Iri(g));
+            let id = store.id_of(TermRef::Iri(&g));
             if !id.is_some_and(|id| store.named_graphs().any(|n| n == id)) {
                 return Err(ApiError::new(
                     StatusCode::NOT_FOUND,

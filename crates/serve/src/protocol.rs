@@ -45,13 +45,7 @@ pub fn read(
     body: &[u8],
 ) -> Result<Request, ApiError> {
     let url = pairs(url_query.unwrap_or("").as_bytes())?;
-    let media = content_type.map(|c| {
-        c.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase()
-    });
+    let media = content_type.map(|c| media(Some(c)));
     if let Some(charset) = content_type.and_then(charset) {
         if !charset.eq_ignore_ascii_case("utf-8") && !charset.eq_ignore_ascii_case("utf8") {
             return Err(bad(&format!(
@@ -157,6 +151,43 @@ fn take(
         _ => {}
     }
     Ok(())
+}
+
+/// The media type of a Content-Type: lower case, without its parameters; empty when there is
+/// none.
+pub fn media(content_type: Option<&str>) -> String {
+    content_type
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+/// The graph a Graph Store request's URL names (§4.2): `Some(None)` for `?default`,
+/// `Some(Some(IRI))` for `?graph=IRI`, `None` when it names none; an error for both, for two
+/// graphs, or for a graph that is not an absolute IRI.
+pub fn graph_param(url: Option<&str>) -> Result<Option<Option<String>>, ApiError> {
+    let params = pairs(url.unwrap_or("").as_bytes())?;
+    let default = params.iter().any(|(k, _)| k == "default");
+    let named: Vec<&String> = params
+        .iter()
+        .filter(|(k, _)| k == "graph")
+        .map(|(_, v)| v)
+        .collect();
+    match (default, named.as_slice()) {
+        (true, []) => Ok(Some(None)),
+        (false, [g]) => {
+            oxrdf::NamedNode::new(g.as_str())
+                .map_err(|e| bad(&format!("{g:?} is not an absolute IRI: {e}")))?;
+            Ok(Some(Some((*g).clone())))
+        }
+        (false, []) => Ok(None),
+        _ => Err(bad("name one graph: ?default, or ?graph=IRI")),
+    }
 }
 
 /// `s` percent-encoded for a URL's query (every byte but the unreserved ones).

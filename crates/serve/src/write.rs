@@ -20,7 +20,7 @@ use nearflow_rdf::term::TermRef;
 use nearflow_sparql::update::{add_loaded, Update, UpdateOptions};
 use nearflow_sparql::{Options, QueryError};
 
-use crate::protocol::pairs;
+use crate::protocol::{graph_param, media, pairs};
 use crate::{ApiError, Endpoint};
 
 /// An update request as the Protocol sends it.
@@ -59,16 +59,7 @@ pub fn is_update(method: &Method, content_type: Option<&str>, body: &[u8]) -> bo
     if *method != Method::POST {
         return false;
     }
-    let media = content_type
-        .map(|c| {
-            c.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    match media.as_str() {
+    match media(content_type).as_str() {
         "application/sparql-update" => true,
         "application/x-www-form-urlencoded" => body
             .split(|&b| b == b'&')
@@ -90,13 +81,7 @@ pub fn read_update(
             format!("an update is POSTed (SPARQL 1.1 Protocol §2.2), not sent by {method}"),
         ));
     }
-    let media = content_type.map(|c| {
-        c.split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase()
-    });
+    let media = content_type.map(|c| media(Some(c)));
     let mut req = UpdateRequest::default();
     let mut text = None;
     let mut take =
@@ -225,24 +210,6 @@ pub(crate) async fn update(
     done(StatusCode::NO_CONTENT)
 }
 
-/// The graph a Graph Store request names: `None` for `?default`, or `?graph=IRI`.
-/// `Ok(None)`: the request names no graph (a POST to the store then creates one, §5.5).
-fn target(url: Option<&str>) -> Result<Option<Option<String>>, ApiError> {
-    let params = pairs(url.unwrap_or("").as_bytes())?;
-    let default = params.iter().any(|(k, _)| k == "default");
-    let named: Vec<&String> = params
-        .iter()
-        .filter(|(k, _)| k == "graph")
-        .map(|(_, v)| v)
-        .collect();
-    match (default, named.as_slice()) {
-        (true, []) => Ok(Some(None)),
-        (false, [g]) => Ok(Some(Some(iri((*g).clone())?))),
-        (false, []) => Ok(None),
-        _ => Err(bad("name one graph: ?default, or ?graph=IRI")),
-    }
-}
-
 /// A new graph's IRI under the store's URL (`base`, e.g. `http://host/store`), one the store
 /// does not hold.
 fn new_graph(ep: &Endpoint, base: Option<&str>) -> String {
@@ -269,15 +236,7 @@ fn new_graph(ep: &Endpoint, base: Option<&str>) -> String {
 
 /// The RDF syntax of a Graph Store write's body, from its Content-Type.
 fn syntax(content_type: Option<&str>) -> Result<Format, ApiError> {
-    let media = content_type
-        .map(|c| {
-            c.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
+    let media = media(content_type);
     Ok(match media.as_str() {
         "text/turtle" | "application/x-turtle" => Format::Turtle,
         "application/n-triples" | "text/plain" => Format::NTriples,
@@ -302,9 +261,7 @@ fn syntax(content_type: Option<&str>) -> Result<Format, ApiError> {
 /// The boundary of a multipart/form-data body, when it is one.
 fn multipart_boundary(content_type: Option<&str>) -> Option<String> {
     let ct = content_type?;
-    let media = ct.split(';').next()?.trim();
-    media
-        .eq_ignore_ascii_case("multipart/form-data")
+    (media(Some(ct)) == "multipart/form-data")
         .then(|| multer::parse_boundary(ct).ok())
         .flatten()
 }
@@ -350,7 +307,7 @@ pub(crate) async fn graph_write(
             nearflow_rdf::db::DbError::ReadOnly,
         )));
     }
-    let (graph, created_iri) = match target(url)? {
+    let (graph, created_iri) = match graph_param(url)? {
         Some(g) => (g, None),
         None if method == Method::POST => {
             let g = new_graph(ep, base.as_deref());

@@ -45,21 +45,7 @@ pub(crate) fn with_parsed<R>(
     base: Option<&str>,
     f: impl FnOnce(&spargebra::Query) -> R,
 ) -> Result<R, QueryError> {
-    let nesting = check_nesting(text)?;
-    let mut parser = spargebra::SparqlParser::new();
-    if let Some(b) = base {
-        parser = parser.with_base_iri(b).map_err(|e| {
-            QueryError::Invalid(format!("the base IRI {b:?} is not an absolute IRI: {e}"))
-        })?;
-    }
-    with_room(nesting, || {
-        let query = parser
-            .parse_query(text)
-            .map_err(|e| QueryError::Syntax(syntax_message(text, &e.to_string())))?;
-        let out = f(&query);
-        drop(query);
-        Ok(out)
-    })
+    in_room(text, base, |p| p.parse_query(text), syntax_message, f)
 }
 
 /// [`with_parsed`] for an update request.
@@ -67,6 +53,25 @@ pub(crate) fn with_parsed_update<R>(
     text: &str,
     base: Option<&str>,
     f: impl FnOnce(&spargebra::Update) -> R,
+) -> Result<R, QueryError> {
+    in_room(
+        text,
+        base,
+        |p| p.parse_update(text),
+        update_syntax_message,
+        f,
+    )
+}
+
+/// Checks `text`'s nesting, then runs `parse` with the parser (`base` set) inside the stack
+/// room the nesting needs, hands the tree to `f` and drops it there; a syntax error is said
+/// by `message`.
+fn in_room<T, R>(
+    text: &str,
+    base: Option<&str>,
+    parse: impl FnOnce(spargebra::SparqlParser) -> Result<T, spargebra::SparqlSyntaxError>,
+    message: fn(&str, &str) -> String,
+    f: impl FnOnce(&T) -> R,
 ) -> Result<R, QueryError> {
     let nesting = check_nesting(text)?;
     let mut parser = spargebra::SparqlParser::new();
@@ -76,11 +81,9 @@ pub(crate) fn with_parsed_update<R>(
         })?;
     }
     with_room(nesting, || {
-        let update = parser
-            .parse_update(text)
-            .map_err(|e| QueryError::Syntax(update_syntax_message(text, &e.to_string())))?;
-        let out = f(&update);
-        drop(update);
+        let tree = parse(parser).map_err(|e| QueryError::Syntax(message(text, &e.to_string())))?;
+        let out = f(&tree);
+        drop(tree);
         Ok(out)
     })
 }

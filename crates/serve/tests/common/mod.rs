@@ -5,16 +5,9 @@ use std::sync::Arc;
 
 use nearflow_serve::Endpoint;
 
-/// `s` percent-encoded for a URL's query (every byte but the unreserved ones).
+/// `s` percent-encoded for a URL's query (the endpoint's own encoder).
 pub fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    nearflow_serve::protocol::encode(s)
 }
 
 /// `ep` served on a loopback port by its own one-thread I/O runtime (dropping the runtime
