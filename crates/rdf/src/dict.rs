@@ -218,6 +218,11 @@ impl Dict {
             return Err(DictFull);
         }
         let h = self.hasher.hash_one(key);
+        Ok(self.append(h, key))
+    }
+
+    /// Appends `key` (hash `h`, known absent) to its own terms; its own id.
+    fn append(&mut self, h: u64, key: &str) -> Id {
         self.bytes.push_str(key);
         self.ends.push(self.bytes.len() as u64);
         let id = self.ends.len() as Id;
@@ -227,7 +232,7 @@ impl Dict {
             let start = if i == 0 { 0 } else { e[i - 1] as usize };
             hasher.hash_one(&b[start..e[i] as usize])
         });
-        Ok(id)
+        id
     }
 
     /// Every key, in id order (both levels): the snapshot writer's.
@@ -343,34 +348,14 @@ impl Dict {
         }
         let base = self.under_len as Id;
         let h = self.hasher.hash_one(key);
-        let Dict {
-            bytes,
-            ends,
-            table,
-            hasher,
-            ..
-        } = self;
-        let key_of = |id: Id| -> &str {
-            let i = id as usize - 1;
-            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-            &bytes[start..ends[i] as usize]
-        };
-        if let Some(&id) = table.find(h, |&id| key_of(id) == key) {
+        let found = self.table.find(h, |&id| self.own_key(id) == key).copied();
+        if let Some(id) = found {
             return Ok(id + base);
         }
-        if ends.len() + base as usize >= (Id::MAX - 1) as usize {
+        if self.ends.len() + base as usize >= (Id::MAX - 1) as usize {
             return Err(DictFull);
         }
-        bytes.push_str(key);
-        ends.push(bytes.len() as u64);
-        let id = ends.len() as Id;
-        let (b, e) = (&*bytes, &*ends);
-        table.insert_unique(h, id, |&id| {
-            let i = id as usize - 1;
-            let start = if i == 0 { 0 } else { e[i - 1] as usize };
-            hasher.hash_one(&b[start..e[i] as usize])
-        });
-        Ok(id + base)
+        Ok(self.append(h, key) + base)
     }
 
     /// The raw parts, for the snapshot (of a dictionary over none: see

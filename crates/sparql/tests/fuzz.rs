@@ -234,34 +234,47 @@ proptest! {
     /// and memory limit), or refused with an error; never a panic or a stack overflow.
     #[test]
     fn sparql_front_end(q in query(), e in proptest::collection::vec(any::<(usize, u8)>(), 0..3)) {
-        let mut bytes = q.into_bytes();
-        for (i, b) in e {
-            if !bytes.is_empty() {
-                let n = bytes.len();
-                bytes[i % n] = b;
-            }
-        }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = damaged(q, &e);
         let (store, rt) = env();
-        // On a 2 MiB stack, as the runtime's workers and the harness's threads have.
-        std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .stack_size(2 << 20)
-                .spawn_scoped(s, || {
-                    let options = Options {
-                        timeout: Some(Duration::from_secs(10)),
-                        memory_limit: Some(64 << 20),
-                        ..Options::default()
-                    };
-                    if let Ok(p) = sparql::prepare(store, &text, &options) {
-                        let _ = p.explain();
-                        let _ = p.run_collect(rt);
-                    }
-                })
-                .unwrap()
-                .join()
-                .unwrap()
+        on_a_worker_stack(|| {
+            if let Ok(p) = sparql::prepare(store, &text, &limited()) {
+                let _ = p.explain();
+                let _ = p.run_collect(rt);
+            }
         });
+    }
+}
+
+/// `text` with the bytes `edits` name replaced, read back as UTF-8 (lossily).
+fn damaged(text: String, edits: &[(usize, u8)]) -> String {
+    let mut bytes = text.into_bytes();
+    for &(i, b) in edits {
+        if !bytes.is_empty() {
+            let n = bytes.len();
+            bytes[i % n] = b;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Runs `f` on a 2 MiB stack, as the runtime's workers and the harness's threads have.
+fn on_a_worker_stack(f: impl FnOnce() + Send) {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn_scoped(s, f)
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+}
+
+/// A time and a memory limit for the fuzzed queries.
+fn limited() -> Options {
+    Options {
+        timeout: Some(Duration::from_secs(10)),
+        memory_limit: Some(64 << 20),
+        ..Options::default()
     }
 }
 
@@ -273,36 +286,18 @@ proptest! {
     /// panic. The version applied reads back whole: its count equals its quads.
     #[test]
     fn sparql_update_front_end(u in update(), e in proptest::collection::vec(any::<(usize, u8)>(), 0..2)) {
-        let mut bytes = u.into_bytes();
-        for (i, b) in e {
-            if !bytes.is_empty() {
-                let n = bytes.len();
-                bytes[i % n] = b;
-            }
-        }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = damaged(u, &e);
         let (store, rt) = env();
-        std::thread::scope(|s| {
-            std::thread::Builder::new()
-                .stack_size(2 << 20)
-                .spawn_scoped(s, || {
-                    let options = sparql::update::UpdateOptions {
-                        query: Options {
-                            timeout: Some(Duration::from_secs(10)),
-                            memory_limit: Some(64 << 20),
-                            ..Options::default()
-                        },
-                        ..Default::default()
-                    };
-                    if let Ok(u) = sparql::update::Update::parse(&text, None) {
-                        if let Ok(a) = u.apply(store, rt, &options) {
-                            assert_eq!(a.store.len(), a.store.quads().len() as u64);
-                        }
-                    }
-                })
-                .unwrap()
-                .join()
-                .unwrap()
+        on_a_worker_stack(|| {
+            let options = sparql::update::UpdateOptions {
+                query: limited(),
+                ..Default::default()
+            };
+            if let Ok(u) = sparql::update::Update::parse(&text, None) {
+                if let Ok(a) = u.apply(store, rt, &options) {
+                    assert_eq!(a.store.len(), a.store.quads().len() as u64);
+                }
+            }
         });
     }
 }
