@@ -15,7 +15,7 @@
 //! Invariants: `added` and the indexes are disjoint; `removed` is a subset of the indexes;
 //! the three orders of each hold the same quads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -50,6 +50,11 @@ fn prefix_range(rows: &[Row], g: Id, prefix: &[Id]) -> Range<usize> {
     let lo = rows.partition_point(|r| head(r) == std::cmp::Ordering::Less);
     let hi = lo + rows[lo..].partition_point(|r| head(r) != std::cmp::Ordering::Greater);
     lo..hi
+}
+
+/// A row as a quad (`[s, p, o, g]`), for a row of the SPO order.
+fn quad_of(r: &Row) -> [Id; 4] {
+    [r[1], r[2], r[3], r[0]]
 }
 
 /// A row's key (without its graph).
@@ -368,7 +373,7 @@ impl Store {
         let mut touched: Vec<[Id; 4]> = Vec::new();
         for d in [&self.delta, &merged_from.delta] {
             for rows in [&d.added[0], &d.removed[0]] {
-                touched.extend(rows.iter().map(|r| [r[1], r[2], r[3], r[0]]));
+                touched.extend(rows.iter().map(quad_of));
             }
         }
         touched.sort_unstable();
@@ -437,21 +442,11 @@ impl<'s> Edit<'s> {
     pub fn finish(self) -> Store {
         let s = self.store;
         let changes = self.changes();
-        let mut added: Vec<[Id; 4]> = s.delta.added[0]
-            .iter()
-            .map(|r| [r[1], r[2], r[3], r[0]])
-            .collect();
-        let mut removed: Vec<[Id; 4]> = s.delta.removed[0]
-            .iter()
-            .map(|r| [r[1], r[2], r[3], r[0]])
-            .collect();
         if changes.is_empty() && self.dict.own_len() == s.dict.own_len() {
             return s.clone();
         }
-        let (mut add_set, mut rem_set): (
-            std::collections::HashSet<[Id; 4]>,
-            std::collections::HashSet<[Id; 4]>,
-        ) = (added.drain(..).collect(), removed.drain(..).collect());
+        let set = |rows: &[Row]| -> HashSet<[Id; 4]> { rows.iter().map(quad_of).collect() };
+        let (mut add_set, mut rem_set) = (set(&s.delta.added[0]), set(&s.delta.removed[0]));
         for (q, present) in changes {
             let in_base = s.base_holds(&q);
             match (present, in_base) {
@@ -469,9 +464,10 @@ impl<'s> Edit<'s> {
                 }
             }
         }
-        added.extend(add_set);
-        removed.extend(rem_set);
-        s.with_delta(Arc::new(self.dict), Delta::of(added, removed))
+        s.with_delta(
+            Arc::new(self.dict),
+            Delta::of(add_set.into_iter().collect(), rem_set.into_iter().collect()),
+        )
     }
 }
 
