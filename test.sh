@@ -62,7 +62,7 @@ scripts/preload-test.sh
 echo "== allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"
 target/release/nearflow check placement
 scripts/numa-vm-test.sh target/release/nearflow
-echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md), the task blocks' return stacks (crates/rt/src/task.rs), the operator states (crates/flow/src/state.rs), backpressure (crates/flow/src/channel.rs) and the recollection bins (crates/alloc/src/bin.rs)"
+echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md), the join latch (crates/rt/src/join.rs), the task blocks' return stacks (crates/rt/src/task.rs), the operator states (crates/flow/src/state.rs), backpressure (crates/flow/src/channel.rs) and the recollection bins (crates/alloc/src/bin.rs)"
 # Preemption bound 2, as tokio's CI does: the unbounded search of the two-worker models takes
 # hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

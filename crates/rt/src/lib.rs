@@ -48,6 +48,8 @@
 //! - `runtime.rs` — [`Builder`] and [`Runtime`]: starting, submitting, counters, shutdown.
 //! - `registry.rs` — the pool's shared state: lock-free `Registry`, and `Synced` behind one mutex.
 //! - `worker.rs` — a worker's loop, task finding by the policy's search order, [`TaskCx`].
+//! - `join.rs` — [`join`], [`scope`], [`Runtime::install`] and the wait that helps, for rayon
+//!   users: closures that borrow from the caller's stack.
 //! - `request.rs` — requests: completion counts (held credits), failure, [`RequestHandle`].
 //! - `queue.rs` — the locked shared deque and the LAS/Bobox deferred queue.
 //! - `sleep/` — sleeping and waking without lost wake-ups (its `README.md` has the argument).
@@ -61,6 +63,7 @@
 mod balancer;
 mod config;
 mod counters;
+mod join;
 #[cfg(all(not(loom), not(miri)))]
 pub mod placement;
 mod queue;
@@ -77,11 +80,12 @@ mod trace;
 mod worker;
 
 pub use config::{Pinning, SleepBarriers};
+pub use join::{current_num_threads, current_thread_index, global, join, scope, Scope};
 pub use counters::{remote_share, RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
 pub use nearflow_alloc::AllocatorKind;
 pub use nearflow_policy::{Home, HomeError};
 pub use request::{live_requests, RequestError, RequestHandle};
-pub use runtime::{Builder, RtError, Runtime};
+pub use runtime::{Builder, RtError, Runtime, DEFAULT_STACK_SIZE};
 pub use trace::{TraceEvent, NO_LABEL};
 pub use worker::TaskCx;
 

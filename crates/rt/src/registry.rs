@@ -51,6 +51,8 @@ pub(crate) struct Registry {
     /// Task timeline, when enabled (its own lock).
     pub(crate) trace: Option<trace::Trace>,
     pub(crate) allocator: AllocatorKind,
+    /// Each worker thread's stack, in bytes (`Builder::stack_size`).
+    pub(crate) stack_size: usize,
     /// What is behind the lock.
     pub(crate) synced: Mutex<Synced>,
     /// Signalled when `Synced::active` drops to zero.
@@ -75,6 +77,7 @@ impl Registry {
         trace: bool,
         allocator: AllocatorKind,
         barriers: crate::sleep::Barriers,
+        stack_size: usize,
     ) -> Registry {
         let workers = policy.workers();
         let mut members = vec![0; policy.deferred_queues];
@@ -109,6 +112,7 @@ impl Registry {
             pinning,
             trace: trace.then(|| trace::Trace::new(workers)),
             allocator,
+            stack_size,
             synced: Mutex::new(Synced {
                 active: 0,
                 in_flight: BTreeMap::new(),
@@ -127,6 +131,36 @@ impl Registry {
     /// The queue for a deferred task whose data lives at `home` (see `nearflow_policy::home`).
     pub(crate) fn place_at(&self, home: nearflow_policy::Home) -> Option<QueueRef> {
         self.policy.place_at(home, self.next_ticket())
+    }
+
+    /// Queues a task of a running request from a thread that is not one of its workers (a
+    /// `scope`'s spawn from another thread, `join.rs`), where the policy puts work for `home`
+    /// or else a request's root, and wakes a worker for it. The caller has counted it in the
+    /// request's pending count.
+    pub(crate) fn inject(
+        &self,
+        req: crate::request::RequestRef,
+        home: Option<nearflow_policy::Home>,
+        task: Task,
+    ) {
+        use nearflow_policy::RootPlace;
+        let q = match home.and_then(|h| self.place_at(h)) {
+            Some(q @ (QueueRef::Shared(_) | QueueRef::Deferred(_))) => q,
+            _ => match self.policy.place_root() {
+                RootPlace::Queue(q) => q,
+                RootPlace::DeferredByRequest { groups } => {
+                    QueueRef::Deferred((req.get().id % groups as u64) as usize)
+                }
+                RootPlace::RoundRobinShared { count } => {
+                    QueueRef::Shared(self.next_ticket() % count)
+                }
+                RootPlace::LeastLoadedNode => {
+                    QueueRef::Deferred(crate::sync::lock(&req.get().nodes).next_node())
+                }
+            },
+        };
+        self.push_shared(q, task);
+        self.notify(q);
     }
 
     /// Pushes to a queue any thread may push to (a deferred queue through its inbox).

@@ -331,9 +331,15 @@ impl<T> RequestHandle<T> {
     /// message of the first panic. Before it blocks, the calling thread watches for completion
     /// for up to 50 µs, yielding its CPU between looks, so that a small request costs no sleep
     /// and wake-up through the kernel.
+    ///
+    /// Called from inside a task (a task waiting for another request), the worker runs other
+    /// tasks while it waits, as a `join` does, instead of blocking: nested waits never leave
+    /// the runtime without a worker.
     pub fn wait(self) -> Result<T, RequestError> {
         #[cfg(not(loom))]
-        self.inner.watch();
+        if !crate::join::help_until(|| self.inner.is_finished()) {
+            self.inner.watch();
+        }
         let mut d = lock(&self.inner.done);
         while !self.inner.is_finished() {
             d = wait(&self.inner.done_cv, d);

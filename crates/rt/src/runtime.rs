@@ -44,7 +44,13 @@ pub struct Builder {
     trace: bool,
     allocator: AllocatorKind,
     barriers: Option<SleepBarriers>,
+    stack_size: usize,
 }
+
+/// The default stack of a worker thread: 8 MiB, as a Linux main thread's (address space only
+/// until touched). `join` and `scope` run their closures inline past half of it
+/// (`join.rs`, "Stack room").
+pub const DEFAULT_STACK_SIZE: usize = 8 << 20;
 
 impl Builder {
     /// The scheduling policy (default: `las`).
@@ -80,6 +86,14 @@ impl Builder {
         self
     }
 
+    /// The stack of each worker thread, in bytes (default [`DEFAULT_STACK_SIZE`]; at least
+    /// 64 KiB). Deep recursion in tasks needs more; a `join` or `scope` past half of it runs its
+    /// closures inline instead of spawning (see [`crate::join`]).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes.max(64 << 10);
+        self
+    }
+
     /// Starts the worker threads.
     pub fn build(self) -> Result<Runtime, RtError> {
         let policy = Policy::new(self.policy, &self.machine);
@@ -106,6 +120,7 @@ impl Builder {
             self.trace,
             self.allocator,
             sleep::Barriers::resolve(self.barriers.unwrap_or_else(SleepBarriers::from_env)),
+            self.stack_size,
         ));
         let mut threads = Vec::with_capacity(workers);
         let thread_ids: std::sync::Arc<[std::sync::OnceLock<i32>]> =
@@ -116,6 +131,7 @@ impl Builder {
             let group = s.machine.group_of(w);
             let h = std::thread::Builder::new()
                 .name(format!("nearflow-g{group}-w{w}"))
+                .stack_size(s.stack_size)
                 .spawn(move || {
                     // SAFETY: gettid has no preconditions.
                     let _ = ids[w].set(unsafe { libc::gettid() });
@@ -218,6 +234,7 @@ impl Runtime {
             trace: false,
             allocator: AllocatorKind::Nearflow,
             barriers: None,
+            stack_size: DEFAULT_STACK_SIZE,
         }
     }
 
@@ -258,6 +275,34 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce(&TaskCx<'_>) -> T + Send + 'static,
     {
+        // SAFETY: `root` is `'static`.
+        unsafe { self.submit_raw(home, root) }
+    }
+
+    /// Submits a root that may borrow from the caller (`install`, `join.rs`).
+    ///
+    /// # Safety
+    /// The caller waits for the request before anything `root` borrows ends.
+    pub(crate) unsafe fn submit_unchecked<F>(&self, root: F) -> RequestHandle<()>
+    where
+        F: FnOnce(&TaskCx<'_>) + Send,
+    {
+        // SAFETY: the caller's promise.
+        unsafe { self.submit_raw(None, root) }
+    }
+
+    /// The registry, for `join.rs`.
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.shared
+    }
+
+    /// # Safety
+    /// Whatever `root` borrows outlives the request (see [`Task::new_unchecked`]).
+    unsafe fn submit_raw<T, F>(&self, home: Option<Home>, root: F) -> RequestHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&TaskCx<'_>) -> T + Send,
+    {
         let s = &*self.shared;
         // Relaxed: ids need only be unique and increasing per submitting thread.
         let id = s.next_request.fetch_add(1, Ordering::Relaxed);
@@ -287,15 +332,18 @@ impl Runtime {
             }
         };
         let out = slot.clone();
-        let task = Task::new(
-            RequestRef::leak(&inner),
-            home.map_or(NO_HOME, |h| h.node_index() as u32),
-            move |cx: &TaskCx<'_>| {
-                let v = root(cx);
-                *lock(&out) = Some(v);
-            },
-            None,
-        );
+        // SAFETY: the caller's promise.
+        let task = unsafe {
+            Task::new_unchecked(
+                RequestRef::leak(&inner),
+                home.map_or(NO_HOME, |h| h.node_index() as u32),
+                move |cx: &TaskCx<'_>| {
+                    let v = root(cx);
+                    *lock(&out) = Some(v);
+                },
+                None,
+            )
+        };
         s.push_shared(q, task);
         s.notify(q);
         RequestHandle { inner, slot }

@@ -16,6 +16,26 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// Parking a waiter (`join.rs`'s latches): loom's under loom, which has no timed park (a model
+/// parks until unparked, which is what it checks: no lost wake-up); std's otherwise, where a
+/// waiter parks for a bounded time and then looks for work again.
+#[cfg(loom)]
+pub(crate) use loom::thread::{current as current_thread, Thread};
+#[cfg(not(loom))]
+pub(crate) use std::thread::{current as current_thread, Thread};
+
+/// Parks the calling thread until unparked, or (outside loom) at most `max`.
+#[cfg(loom)]
+pub(crate) fn park_for(_max: std::time::Duration) {
+    loom::thread::park();
+}
+
+/// Parks the calling thread until unparked, or (outside loom) at most `max`.
+#[cfg(not(loom))]
+pub(crate) fn park_for(max: std::time::Duration) {
+    std::thread::park_timeout(max);
+}
+
 /// `loom::cell::UnsafeCell` under loom (which checks every access for races); otherwise a thin
 /// wrapper of std's with loom's closure-based API, so that one code path serves both.
 #[cfg(loom)]

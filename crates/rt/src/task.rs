@@ -108,7 +108,7 @@ struct Block<F> {
     f: F,
 }
 
-impl<F: FnOnce(&TaskCx<'_>) + Send + 'static> Block<F> {
+impl<F: FnOnce(&TaskCx<'_>) + Send> Block<F> {
     const VTABLE: VTable = VTable {
         run: run::<F>,
         drop: drop_block::<F>,
@@ -124,7 +124,7 @@ impl<F: FnOnce(&TaskCx<'_>) + Send + 'static> Block<F> {
 
 /// # Safety
 /// `p` is a live `Block<F>`, given up by its `Task`.
-unsafe fn run<F: FnOnce(&TaskCx<'_>) + Send + 'static>(
+unsafe fn run<F: FnOnce(&TaskCx<'_>) + Send>(
     p: NonNull<Header>,
     cx: &TaskCx<'_>,
     cache: &TaskCache<'_>,
@@ -144,7 +144,7 @@ unsafe fn run<F: FnOnce(&TaskCx<'_>) + Send + 'static>(
 
 /// # Safety
 /// `p` is a live `Block<F>`, given up by its `Task`.
-unsafe fn drop_block<F: FnOnce(&TaskCx<'_>) + Send + 'static>(p: NonNull<Header>) {
+unsafe fn drop_block<F: FnOnce(&TaskCx<'_>) + Send>(p: NonNull<Header>) {
     let b = p.cast::<Block<F>>().as_ptr();
     // SAFETY: `b` is live; the closure is dropped once, then the block freed with the layout
     // it was allocated with (a `BLOCK` comes from the global allocator too).
@@ -156,10 +156,30 @@ unsafe fn drop_block<F: FnOnce(&TaskCx<'_>) + Send + 'static>(p: NonNull<Header>
 
 impl Task {
     /// A task of `req` running `f`, in a block of `cache` if there is one and `f` fits.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn new<F>(req: RequestRef, home: u32, f: F, cache: Option<&TaskCache<'_>>) -> Task
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
+    {
+        // SAFETY: `f` is `'static`: it borrows nothing that could end before it runs.
+        unsafe { Task::new_unchecked(req, home, f, cache) }
+    }
+
+    /// As [`new`](Self::new), for a closure that may borrow from a caller's stack (a `scope`'s
+    /// spawn, `join.rs`).
+    ///
+    /// # Safety
+    /// Whatever `f` borrows outlives the task: the caller waits until the task has run or been
+    /// dropped before anything `f` borrows ends.
+    #[inline]
+    pub(crate) unsafe fn new_unchecked<F>(
+        req: RequestRef,
+        home: u32,
+        f: F,
+        cache: Option<&TaskCache<'_>>,
+    ) -> Task
+    where
+        F: FnOnce(&TaskCx<'_>) + Send,
     {
         let (p, owner) = match cache {
             Some(c) if Block::<F>::FITS => (c.alloc(), c.owner),

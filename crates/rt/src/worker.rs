@@ -43,6 +43,7 @@ use crate::registry::Registry;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
 use crate::sync::{lock, Ordering};
+use crate::sync::{current_thread, Thread};
 use crate::task::{Head, Task, TaskCache, NO_HOME};
 
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
@@ -90,6 +91,42 @@ pub(crate) struct WorkerLocal<'a> {
     /// The sleep domains to wake after a push to its own local queue, when workers sleep by
     /// domain (`Policy::wake_order`); likewise cached.
     wake_local: Option<&'a [usize]>,
+    /// This worker's thread, which a latch it waits on unparks (`join.rs`).
+    pub(crate) thread: Thread,
+    /// The address of a local of `main_loop`: where its stack starts (`join.rs`'s room check).
+    stack_base: Cell<usize>,
+}
+
+std::thread_local! {
+    /// The worker this thread is, while it runs its loop (`join.rs` finds it here).
+    static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Calls `f` with the worker the calling thread is and the request of the task it is running,
+/// or with `None` on a thread that is no worker.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<(&WorkerLocal<'_>, RequestRef)>) -> R) -> R {
+    let p = CURRENT.with(Cell::get).cast::<WorkerLocal<'_>>();
+    if p.is_null() {
+        return f(None);
+    }
+    // SAFETY: `CURRENT` is set only while the worker's `main_loop` runs on this thread, so the
+    // worker outlives this call; only shared references to it are ever made.
+    let me = unsafe { &*p };
+    // A worker runs user code only inside a task, and holds that task's request's credits
+    // while it runs (`run`, and `run_nested`, which restores them).
+    match me.credited.get() {
+        Some(req) => f(Some((me, req))),
+        None => f(None),
+    }
+}
+
+/// Clears `CURRENT` when a worker's loop ends, however it ends.
+struct CurrentGuard;
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(std::ptr::null()));
+    }
 }
 
 /// What a running task sees: spawn more tasks of its request.
@@ -154,33 +191,8 @@ impl TaskCx<'_> {
     where
         F: FnOnce(&TaskCx<'_>) + Send + 'static,
     {
-        // This task has not finished, so its request is alive and not complete, and its worker
-        // holds the request's credits (`run` made sure).
-        let me = self.me;
-        debug_assert!(me.credited.get().is_some_and(|h| h.same(self.req)));
-        if me.credits.get() == 0 {
-            let n = me.batch.get();
-            self.req.get().take_credits(n);
-            me.credits.set(n);
-            me.batch.set((2 * n).min(MAX_CREDITS));
-        }
-        me.credits.set(me.credits.get() - 1);
-        let mut st = me.stats.get();
-        st.spawned += 1;
-        st.deferred += u64::from(kind == TaskKind::Deferred);
-        me.stats.set(st);
-        bump_owned(&me.cells.spawned);
-        let q = match home.and_then(|h| me.shared.place_at(h)) {
-            Some(q) => q,
-            None => me.queue_for(kind, self.req),
-        };
-        let task = Task::new(
-            self.req,
-            home.map_or(NO_HOME, |h| h.node_index() as u32),
-            f,
-            Some(&me.cache),
-        );
-        me.push_and_wake(q, self.req, task);
+        // SAFETY: `f` is `'static`.
+        unsafe { self.me.spawn_raw(self.req, kind, home, f) }
     }
 
     /// NUMA node `node` of the runtime's machine as a [`Home`], for
@@ -299,6 +311,8 @@ impl<'a> WorkerLocal<'a> {
             places,
             wake_local: (has_local && shared.policy.sleep().scheme == SleepScheme::Domains)
                 .then(|| shared.policy.wake_order(QueueRef::Local(w))),
+            thread: current_thread(),
+            stack_base: Cell::new(0),
         }
     }
 
@@ -317,6 +331,98 @@ impl<'a> WorkerLocal<'a> {
             self.shared.finish_request(req);
             handle.release();
         }
+    }
+
+    /// Spawns a task of `req`, the request of the task this worker is running: credits, the
+    /// policy's queue, and a wake-up (see "Held credits").
+    ///
+    /// # Safety
+    /// Whatever `f` borrows outlives the task (see [`Task::new_unchecked`]).
+    #[inline]
+    pub(crate) unsafe fn spawn_raw<F>(
+        &self,
+        req: RequestRef,
+        kind: TaskKind,
+        home: Option<Home>,
+        f: F,
+    ) where
+        F: FnOnce(&TaskCx<'_>) + Send,
+    {
+        // The running task has not finished, so its request is alive and not complete, and
+        // this worker holds the request's credits (`run` made sure).
+        debug_assert!(self.credited.get().is_some_and(|h| h.same(req)));
+        if self.credits.get() == 0 {
+            let n = self.batch.get();
+            req.get().take_credits(n);
+            self.credits.set(n);
+            self.batch.set((2 * n).min(MAX_CREDITS));
+        }
+        self.credits.set(self.credits.get() - 1);
+        let mut st = self.stats.get();
+        st.spawned += 1;
+        st.deferred += u64::from(kind == TaskKind::Deferred);
+        self.stats.set(st);
+        bump_owned(&self.cells.spawned);
+        let q = match home.and_then(|h| self.shared.place_at(h)) {
+            Some(q) => q,
+            None => self.queue_for(kind, req),
+        };
+        // SAFETY: the caller's promise.
+        let task = unsafe {
+            Task::new_unchecked(
+                req,
+                home.map_or(NO_HOME, |h| h.node_index() as u32),
+                f,
+                Some(&self.cache),
+            )
+        };
+        self.push_and_wake(q, req, task);
+    }
+
+    /// Whether this worker's stack is used past half of its size (`join.rs`, "Stack room").
+    #[inline]
+    pub(crate) fn deep(&self) -> bool {
+        let probe = 0u8;
+        let here = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
+        self.stack_base.get().saturating_sub(here) > self.shared.stack_size / 2
+    }
+
+    /// Runs one task this worker may take, as its policy's search finds it, while a task of
+    /// `req` waits (`join.rs`: a wait that helps); whether there was one. Under the counting
+    /// semaphore a task is taken only with a claim on the semaphore, as the loop takes it.
+    pub(crate) fn help(&self, req: RequestRef) -> bool {
+        let task = match self.shared.policy.sleep().scheme {
+            SleepScheme::Domains => self.find(),
+            SleepScheme::CountingSemaphore => {
+                if !self.shared.sleep.try_claim_task() {
+                    return false;
+                }
+                // The claimed task is queued where this worker reaches (`claim_task`).
+                loop {
+                    if let Some(t) = self.find() {
+                        break Some(t);
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        };
+        let Some(task) = task else {
+            return false;
+        };
+        let label = self.label.get();
+        self.run(task);
+        // `run` may have moved this worker's credits to the task's request: the waiting task
+        // runs on, so its request's credits are held again (none yet; a spawn takes some).
+        if !self.credited.get().is_some_and(|h| h.same(req)) {
+            self.give_back();
+            self.credited.set(Some(req));
+        }
+        self.last_request.set(Some(req.get().id));
+        self.label.set(label);
+        self.cells
+            .running
+            .store(req.get().id.wrapping_add(1), Ordering::Relaxed);
+        true
     }
 
     /// The queue of a task spawned by this worker, as the policy says. Decided before the task
@@ -525,6 +631,11 @@ impl<'a> WorkerLocal<'a> {
     /// The worker's main loop.
     pub(crate) fn main_loop(&self) {
         let shared = self.shared;
+        CURRENT.with(|c| c.set(std::ptr::from_ref(self).cast()));
+        let _current = CurrentGuard;
+        let base = 0u8;
+        self.stack_base
+            .set(std::hint::black_box(std::ptr::addr_of!(base)) as usize);
         match shared.policy.sleep().scheme {
             SleepScheme::Domains => {
                 let domain = shared.policy.sleep().domain_of[self.w];

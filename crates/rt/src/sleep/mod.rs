@@ -410,6 +410,17 @@ impl Sleep {
         Some(blocked)
     }
 
+    /// FIFO+RR: claims one queued task if there is one, without blocking (a waiting task that
+    /// helps, `WorkerLocal::help`); whether it claimed.
+    pub(crate) fn try_claim_task(&self) -> bool {
+        let mut c = lock(&self.counting.count);
+        if *c == 0 {
+            return false;
+        }
+        *c -= 1;
+        true
+    }
+
     /// Wakes every worker for good.
     pub(crate) fn shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
