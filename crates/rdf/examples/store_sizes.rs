@@ -70,24 +70,55 @@ fn main() {
     }
     let u64_at = |i: usize| u64::from_le_bytes(map[i..i + 8].try_into().unwrap());
     let (terms, _arena, quads) = (u64_at(8), u64_at(16), u64_at(24));
-    let sec: Vec<(u64, u64)> = (0..15).map(|i| (u64_at(48 + 24 * i), u64_at(56 + 24 * i))).collect();
+    let sec: Vec<(u64, u64)> = (0..15)
+        .map(|i| (u64_at(48 + 24 * i), u64_at(56 + 24 * i)))
+        .collect();
     let bytes = |i: usize| &map[sec[i].0 as usize..(sec[i].0 + sec[i].1) as usize];
     let u32s = |i: usize| -> Vec<u32> {
-        bytes(i).chunks_exact(4).map(|w| u32::from_le_bytes(w.try_into().unwrap())).collect()
+        bytes(i)
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+            .collect()
     };
     let per = |b: u64| b as f64 / quads as f64;
     let file_len = map.len() as u64;
-    println!("{path}: {quads} quads, {terms} terms, {file_len} bytes = {:.1} bytes/triple", per(file_len));
+    println!(
+        "{path}: {quads} quads, {terms} terms, {file_len} bytes = {:.1} bytes/triple",
+        per(file_len)
+    );
     let names = [
-        "term keys", "term ends", "term index", "graph table", "statistics", "SPO", "", "", "POS",
-        "", "", "OSP", "", "", "",
+        "term keys",
+        "term ends",
+        "term index",
+        "graph table",
+        "statistics",
+        "SPO",
+        "",
+        "",
+        "POS",
+        "",
+        "",
+        "OSP",
+        "",
+        "",
+        "",
     ];
     println!("\nnow (sections, without page padding):");
     for i in 0..5 {
-        println!("  {:<12} {:>14} B  {:>6.2} B/triple", names[i], sec[i].1, per(sec[i].1));
+        println!(
+            "  {:<12} {:>14} B  {:>6.2} B/triple",
+            names[i],
+            sec[i].1,
+            per(sec[i].1)
+        );
     }
     let cols = 3 * 3 * 4 * quads;
-    println!("  {:<12} {:>14} B  {:>6.2} B/triple", "9 columns", cols, per(cols));
+    println!(
+        "  {:<12} {:>14} B  {:>6.2} B/triple",
+        "9 columns",
+        cols,
+        per(cols)
+    );
 
     // Columns.
     println!("\ncolumns, per permutation (now 12 B/triple each):");
@@ -112,7 +143,11 @@ fn main() {
             let d0 = u64::from(c[0][i].wrapping_sub(c[0][i - 1]));
             // Rows are sorted within a graph's run; at a graph boundary the difference may be
             // negative: charge the full value then.
-            let (same0, b0) = if c[0][i] >= c[0][i - 1] { (d0 == 0, varint(d0)) } else { (false, 5) };
+            let (same0, b0) = if c[0][i] >= c[0][i - 1] {
+                (d0 == 0, varint(d0))
+            } else {
+                (false, 5)
+            };
             block += b0;
             let b1 = if same0 && c[1][i] >= c[1][i - 1] {
                 varint(u64::from(c[1][i] - c[1][i - 1]))
@@ -139,11 +174,18 @@ fn main() {
             per(block)
         );
     }
-    println!("  all three: RLE leading {:.2}, block delta {:.2} B/triple (now 36)", per(rle_total), per(block_total));
+    println!(
+        "  all three: RLE leading {:.2}, block delta {:.2} B/triple (now 36)",
+        per(rle_total),
+        per(block_total)
+    );
 
     // Terms.
     let arena = bytes(0);
-    let ends: Vec<u64> = bytes(1).chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().unwrap())).collect();
+    let ends: Vec<u64> = bytes(1)
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .collect();
     let key = |id: u32| -> &[u8] {
         let i = id as usize - 1;
         let s = if i == 0 { 0 } else { ends[i - 1] as usize };
@@ -170,7 +212,11 @@ fn main() {
     let u32_ends = 4 * terms + 8 * terms.div_ceil(65536);
     let fc_id = front_coded((1..=terms as u32).map(key));
     let fc_sorted = front_coded(sorted.iter().map(|&id| key(id)));
-    println!("  u32 ends: {:.2} B/triple (now {:.2})", per(u32_ends), per(sec[1].1));
+    println!(
+        "  u32 ends: {:.2} B/triple (now {:.2})",
+        per(u32_ends),
+        per(sec[1].1)
+    );
     println!(
         "  front-coded keys+ends, id order: {:.2} B/triple; key order: {:.2} B/triple (now keys+ends {:.2})",
         per(fc_id),
@@ -180,10 +226,22 @@ fn main() {
     let small = sec[3].1 + sec[4].1;
     let pad = |b: u64| b.div_ceil(PAGE) * PAGE;
     let combos = [
-        ("RLE leading + u32 ends (ids and index as now)", rle_total + sec[0].1 + u32_ends + sec[2].1),
-        ("RLE leading + front coding in id order + index", rle_total + fc_id + sec[2].1),
-        ("RLE leading + front coding in key order (ids renumbered, no index)", rle_total + fc_sorted),
-        ("block delta + front coding in key order (ids renumbered, no index)", block_total + fc_sorted),
+        (
+            "RLE leading + u32 ends (ids and index as now)",
+            rle_total + sec[0].1 + u32_ends + sec[2].1,
+        ),
+        (
+            "RLE leading + front coding in id order + index",
+            rle_total + fc_id + sec[2].1,
+        ),
+        (
+            "RLE leading + front coding in key order (ids renumbered, no index)",
+            rle_total + fc_sorted,
+        ),
+        (
+            "block delta + front coding in key order (ids renumbered, no index)",
+            block_total + fc_sorted,
+        ),
     ];
     println!("\nwhole file under each combination (plus the small sections):");
     for (what, b) in combos {

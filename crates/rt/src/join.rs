@@ -295,7 +295,11 @@ where
     let t = job.task_fn();
     // SAFETY: this function returns only after the job's latch is set, that is after its task
     // ran or was dropped, so whatever `b` borrows outlives the task.
-    unsafe { me.spawn_raw(req, TaskKind::Immediate, None, move |_: &TaskCx<'_>| t.run()) };
+    unsafe {
+        me.spawn_raw(req, TaskKind::Immediate, None, move |_: &TaskCx<'_>| {
+            t.run()
+        })
+    };
     let ra = catch_unwind(AssertUnwindSafe(a));
     // The other side is most often still on this worker's own queue, where the first probe of
     // a LAS worker's search finds it; else this worker helps until it is done elsewhere.
@@ -565,9 +569,8 @@ where
     R: Send,
 {
     let mut op = Some(op);
-    let here = with_current(|cur| {
-        cur.map(|(me, req)| scope_on(me, req, op.take().expect("taken once")))
-    });
+    let here =
+        with_current(|cur| cur.map(|(me, req)| scope_on(me, req, op.take().expect("taken once"))));
     match here {
         Some(r) => r,
         None => {

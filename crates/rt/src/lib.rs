@@ -80,8 +80,8 @@ mod trace;
 mod worker;
 
 pub use config::{Pinning, SleepBarriers};
-pub use join::{current_num_threads, current_thread_index, global, join, scope, Scope};
 pub use counters::{remote_share, RequestCounters, RuntimeCounters, WorkerCounters, MAX_RULES};
+pub use join::{current_num_threads, current_thread_index, global, join, scope, Scope};
 pub use nearflow_alloc::AllocatorKind;
 pub use nearflow_policy::{Home, HomeError};
 pub use request::{live_requests, RequestError, RequestHandle};

@@ -68,17 +68,29 @@ pub(crate) struct Synced {
     pub(crate) in_flight: BTreeMap<RequestId, Arc<RequestInner>>,
 }
 
+/// The settings of a runtime's threads that the registry keeps (from the `Builder`).
+pub(crate) struct ThreadSettings {
+    pub(crate) pinning: Pinning,
+    pub(crate) trace: bool,
+    pub(crate) allocator: AllocatorKind,
+    pub(crate) barriers: crate::sleep::Barriers,
+    pub(crate) stack_size: usize,
+}
+
 impl Registry {
     pub(crate) fn new(
         machine: Machine,
         policy: Policy,
         stealers: Vec<Stealer<Task>>,
-        pinning: Pinning,
-        trace: bool,
-        allocator: AllocatorKind,
-        barriers: crate::sleep::Barriers,
-        stack_size: usize,
+        settings: ThreadSettings,
     ) -> Registry {
+        let ThreadSettings {
+            pinning,
+            trace,
+            allocator,
+            barriers,
+            stack_size,
+        } = settings;
         let workers = policy.workers();
         let mut members = vec![0; policy.deferred_queues];
         let deferred_member = (0..workers)

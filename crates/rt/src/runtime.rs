@@ -15,7 +15,7 @@ use crate::balancer;
 use crate::config::{Pinning, SleepBarriers};
 use crate::counters::RuntimeCounters;
 use crate::queue::{DeferredQueue, SharedQueue};
-use crate::registry::{bind, Registry};
+use crate::registry::{bind, Registry, ThreadSettings};
 use crate::request::{RequestHandle, RequestInner, RequestRef};
 use crate::sleep;
 use crate::sync::{lock, wait, Arc, Mutex, Ordering};
@@ -116,11 +116,15 @@ impl Builder {
             self.machine,
             policy,
             deques.iter().map(Deque::stealer).collect(),
-            pinning,
-            self.trace,
-            self.allocator,
-            sleep::Barriers::resolve(self.barriers.unwrap_or_else(SleepBarriers::from_env)),
-            self.stack_size,
+            ThreadSettings {
+                pinning,
+                trace: self.trace,
+                allocator: self.allocator,
+                barriers: sleep::Barriers::resolve(
+                    self.barriers.unwrap_or_else(SleepBarriers::from_env),
+                ),
+                stack_size: self.stack_size,
+            },
         ));
         let mut threads = Vec::with_capacity(workers);
         let thread_ids: std::sync::Arc<[std::sync::OnceLock<i32>]> =

@@ -42,8 +42,8 @@ use crate::queue::Pusher;
 use crate::registry::Registry;
 use crate::request::{RequestRef, TaskStats, MAX_CREDITS};
 use crate::sleep::Slept;
-use crate::sync::{lock, Ordering};
 use crate::sync::{current_thread, Thread};
+use crate::sync::{lock, Ordering};
 use crate::task::{Head, Task, TaskCache, NO_HOME};
 
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep

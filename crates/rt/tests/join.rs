@@ -52,7 +52,10 @@ fn join_computes_and_borrows_from_the_stack_under_every_policy() {
         // Mutable borrows on both sides.
         let mut v = vec![1u64; 1000];
         let (x, y) = v.split_at_mut(500);
-        rt.join(|| x.iter_mut().for_each(|e| *e += 1), || y.iter_mut().for_each(|e| *e *= 3));
+        rt.join(
+            || x.iter_mut().for_each(|e| *e += 1),
+            || y.iter_mut().for_each(|e| *e *= 3),
+        );
         assert_eq!(v[..500], [2; 500][..], "{policy}");
         assert_eq!(v[500..], [3; 500][..], "{policy}");
     }
@@ -133,7 +136,10 @@ fn scope_waits_for_every_spawn_and_counts_each_once() {
             }
         });
         assert_eq!(count.load(Ordering::Relaxed), 22 * 4, "{policy}");
-        assert!(slots.iter().enumerate().all(|(i, &v)| v == i as u32), "{policy}");
+        assert!(
+            slots.iter().enumerate().all(|(i, &v)| v == i as u32),
+            "{policy}"
+        );
     }
 }
 
@@ -207,7 +213,10 @@ fn every_closure_runs_even_when_the_request_is_cancelled() {
                 }
             });
         });
-        assert!(matches!(h.wait(), Err(RequestError::Cancelled { .. })), "{policy}");
+        assert!(
+            matches!(h.wait(), Err(RequestError::Cancelled { .. })),
+            "{policy}"
+        );
         assert_eq!(ran.load(Ordering::SeqCst), 16 * 3, "{policy}");
     }
 }
@@ -229,7 +238,10 @@ fn nested_waits_eight_deep_never_deadlock_on_two_workers() {
         let rt: &'static Runtime = Box::leak(Box::new(two(policy)));
         let sums = within(120, &format!("{policy}: nested waits"), move || {
             let outer: Vec<_> = (0..4).map(|_| rt.submit(move |_| nested(rt, 8))).collect();
-            outer.into_iter().map(|h| h.wait().unwrap()).collect::<Vec<_>>()
+            outer
+                .into_iter()
+                .map(|h| h.wait().unwrap())
+                .collect::<Vec<_>>()
         });
         assert_eq!(sums, [144; 4], "{policy}");
     }
@@ -243,7 +255,9 @@ fn install_from_a_worker_of_another_runtime_helps_there() {
         let hs: Vec<_> = (0..4)
             .map(|i| a.submit(move |_| b.install(move || fib(10 + i))))
             .collect();
-        hs.into_iter().map(|h| h.wait().unwrap()).collect::<Vec<_>>()
+        hs.into_iter()
+            .map(|h| h.wait().unwrap())
+            .collect::<Vec<_>>()
     });
     assert_eq!(v, [55, 89, 144, 233]);
 }
@@ -279,7 +293,11 @@ fn deep_fork_join_trees_count_every_leaf() {
         for seed in 1..4u64 {
             let leaves = AtomicU64::new(0);
             rt.install(|| tree(5_000, mix(seed), &leaves));
-            assert_eq!(leaves.load(Ordering::Relaxed), 5_000, "{policy} seed {seed}");
+            assert_eq!(
+                leaves.load(Ordering::Relaxed),
+                5_000,
+                "{policy} seed {seed}"
+            );
         }
     }
 }
