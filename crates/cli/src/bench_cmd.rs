@@ -43,6 +43,10 @@ pub enum BenchCmd {
     /// The host's phase: the round trip of a cache line between two of its CPUs, which the
     /// timing benches also sample once per round (a shared host's speed changes with it).
     Phase(PhaseCmd),
+    /// Rayon's demo workloads and the classic task-parallel set (fib, quicksort, mergesort,
+    /// n-body, n-queens, UTS, a sum of 10⁸, blocked matrix multiply), one source compiled
+    /// against nearflow and against rayon, timed side by side on this machine.
+    Rayon(RayonCmd),
 }
 
 /// Runs one benchmark and prints its report.
@@ -59,6 +63,46 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Streammap(c) => print_report(&lab::streammap::run(&c.config()?)?, false),
         BenchCmd::NumaFactor(c) => print_report(&lab::numa_factor::run(&c.config()?)?, c.json),
         BenchCmd::Phase(c) => print_report(&lab::phase::run(&c.config()?)?, false),
+        BenchCmd::Rayon(c) => print_report(&lab::taskpar::run(&c.config())?, c.json),
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RayonCmd {
+    /// Workloads (comma-separated): fib, quicksort, mergesort, nbody, nqueens, uts, sum, matmul.
+    #[arg(
+        long,
+        default_value = "fib,quicksort,mergesort,nbody,nqueens,uts,sum,matmul"
+    )]
+    pub workloads: String,
+    /// nearflow's policies (comma-separated), each beside rayon.
+    #[arg(long, default_value = "las")]
+    pub policies: String,
+    /// Interleaved rounds (medians over rounds are reported).
+    /// Range: 1..=1000.
+    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 7)]
+    pub rounds: usize,
+    /// The correctness sizes (milliseconds a run) instead of the full ones.
+    #[arg(long)]
+    pub tiny: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RayonCmd {
+    fn config(&self) -> lab::taskpar::Config {
+        lab::taskpar::Config {
+            workloads: self.workloads.clone(),
+            policies: self.policies.clone(),
+            rounds: self.rounds,
+            sizes: if self.tiny {
+                lab::taskpar::Sizes::TINY
+            } else {
+                lab::taskpar::Sizes::FULL
+            },
+            quiet: self.json,
+        }
     }
 }
 

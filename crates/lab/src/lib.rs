@@ -13,7 +13,7 @@
 //!   rounds; [`chart`] — SVG bar charts.
 //! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`plans`],
 //!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`streammap`],
-//!   [`numa_factor`].
+//!   [`numa_factor`], [`taskpar`] (`bench rayon`: the task-parallel set against rayon).
 //! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
 //!   plan models from traced runs ([`sim::calibrate`]) and the validation of simulated graphs
 //!   against real runs ([`sim::validate`]).
@@ -39,6 +39,7 @@ pub mod sp2bench;
 pub mod split;
 pub mod store;
 pub mod streammap;
+pub mod taskpar;
 
 pub use harness::Report;
 

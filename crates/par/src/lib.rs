@@ -26,7 +26,8 @@
 //!   (`par_chunks`, `par_chunks_mut`), and a [`SplittableData`]'s partitions
 //!   ([`ParallelPartitions::par_partitions`]; `par_iter` over a `SplittableData<Vec<T>>`).
 //! - **Adaptors**: `map`, `filter`, `filter_map`, `flat_map` (inner parallel), `flat_map_iter`
-//!   (inner sequential), `fold`, `copied`, `cloned`, `with_min_len` on sources.
+//!   (inner sequential), `fold`, `copied`, `cloned`; on sources (whose positions are known:
+//!   rayon's indexed iterators) also `enumerate`, `zip` and `with_min_len`.
 //! - **Terminal operations**: `for_each`, `reduce`, `reduce_with`, `fold` then `reduce`/`sum`,
 //!   `sum`, `product`, `count`, `min`/`max` (and `_by`, `_by_key`), `any`, `all`,
 //!   `find_any`, `collect` into a `Vec` (in order).
@@ -63,8 +64,8 @@ mod terminal;
 pub use adaptors::{Filter, FilterMap, FlatMap, FlatMapIter, Fold, Map};
 pub use nearflow_split::SplittableData;
 pub use sources::{
-    Chunks, ChunksMut, Iter, IterMut, Par, ParallelPartitions, ParallelSlice, ParallelSliceMut,
-    Partitions, VecIntoIter,
+    Chunks, ChunksMut, EnumerateProducer, Iter, IterMut, Par, ParallelPartitions, ParallelSlice,
+    ParallelSliceMut, Partitions, VecIntoIter, ZipProducer,
 };
 
 /// Everything a user of the parallel iterators imports (rayon's `prelude`).

@@ -30,6 +30,30 @@ impl<P: Producer> Par<P> {
         self
     }
 
+    /// Each item with its position (rayon's `enumerate`, on a source whose positions are
+    /// known).
+    pub fn enumerate(self) -> Par<EnumerateProducer<P>> {
+        Par {
+            producer: EnumerateProducer {
+                base: self.producer,
+                offset: 0,
+            },
+            min_len: self.min_len,
+        }
+    }
+
+    /// Pairs of this source's items and `other`'s, as long as the shorter (rayon's `zip`, on
+    /// sources whose positions are known).
+    pub fn zip<Q: Producer>(self, other: Par<Q>) -> Par<ZipProducer<P, Q>> {
+        let len = self.producer.len().min(other.producer.len());
+        let (a, _) = self.producer.split_at(len);
+        let (b, _) = other.producer.split_at(len);
+        Par {
+            producer: ZipProducer { a, b },
+            min_len: self.min_len.max(other.min_len),
+        }
+    }
+
     /// The number of items.
     pub fn len(&self) -> usize {
         self.producer.len()
@@ -50,6 +74,60 @@ where
 
     fn drive<C: Consumer<Self::Item>>(self, consumer: C) -> C::Result {
         bridge(self.producer, consumer, self.min_len)
+    }
+}
+
+/// [`Par::enumerate`]'s source.
+#[derive(Debug)]
+pub struct EnumerateProducer<P> {
+    base: P,
+    offset: usize,
+}
+
+impl<P: Producer> Producer for EnumerateProducer<P> {
+    type Item = (usize, P::Item);
+    type IntoIter = std::iter::Zip<std::ops::RangeFrom<usize>, P::IntoIter>;
+    fn len(&self) -> usize {
+        self.base.len()
+    }
+    fn split_at(self, index: usize) -> (Self, Self) {
+        let (l, r) = self.base.split_at(index);
+        (
+            EnumerateProducer {
+                base: l,
+                offset: self.offset,
+            },
+            EnumerateProducer {
+                base: r,
+                offset: self.offset + index,
+            },
+        )
+    }
+    fn into_iter(self) -> Self::IntoIter {
+        (self.offset..).zip(self.base.into_iter())
+    }
+}
+
+/// [`Par::zip`]'s source (both sides cut to the same length).
+#[derive(Debug)]
+pub struct ZipProducer<A, B> {
+    a: A,
+    b: B,
+}
+
+impl<A: Producer, B: Producer> Producer for ZipProducer<A, B> {
+    type Item = (A::Item, B::Item);
+    type IntoIter = std::iter::Zip<A::IntoIter, B::IntoIter>;
+    fn len(&self) -> usize {
+        self.a.len().min(self.b.len())
+    }
+    fn split_at(self, index: usize) -> (Self, Self) {
+        let (al, ar) = self.a.split_at(index);
+        let (bl, br) = self.b.split_at(index);
+        (ZipProducer { a: al, b: bl }, ZipProducer { a: ar, b: br })
+    }
+    fn into_iter(self) -> Self::IntoIter {
+        self.a.into_iter().zip(self.b.into_iter())
     }
 }
 

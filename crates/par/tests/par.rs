@@ -122,6 +122,22 @@ fn every_operation_matches_the_sequential_one_under_every_policy() {
                 o.sort_unstable();
                 assert_eq!(c, &o[..], "{policy}");
             }
+            // enumerate and zip keep positions.
+            let idx: Vec<(usize, i64)> = v.par_iter().enumerate().map(|(i, x)| (i, *x)).collect();
+            assert_eq!(
+                idx,
+                v.iter().copied().enumerate().collect::<Vec<_>>(),
+                "{policy}"
+            );
+            let mut out = vec![0i64; v.len() + 5];
+            out.par_iter_mut()
+                .zip(v.par_iter())
+                .for_each(|(o, x)| *o = x + 1);
+            assert!(
+                out[..v.len()].iter().zip(&v).all(|(o, x)| *o == x + 1),
+                "{policy}"
+            );
+            assert_eq!(out[v.len()..], [0; 5], "{policy}: zip stops at the shorter");
             let sums: Vec<i64> = v.par_chunks(1000).map(|c| c.iter().sum()).collect();
             assert_eq!(
                 sums,

@@ -55,7 +55,7 @@ use crate::registry::Registry;
 use crate::request::RequestRef;
 use crate::runtime::Runtime;
 use crate::sync::{lock, park_for, AtomicUsize, Mutex, Ordering, Thread, UnsafeCell};
-use crate::task::{Task, NO_HOME};
+use crate::task::{StackRun, StackTask, Task, NO_HOME};
 use crate::worker::{with_current, TaskCx, WorkerLocal};
 
 const PENDING: usize = 0;
@@ -283,6 +283,17 @@ fn unwrap<R>(r: std::thread::Result<R>) -> R {
     }
 }
 
+impl<F: FnOnce() -> R + Send, R: Send> StackRun for StackJob<F, R> {
+    unsafe fn run(job: *const Self) {
+        // SAFETY: the caller's promise (`StackTask`).
+        unsafe { Self::execute(job.cast()) }
+    }
+    unsafe fn abandon(job: *const Self) {
+        // SAFETY: as above.
+        unsafe { Self::abandon(job.cast()) }
+    }
+}
+
 /// `join` on the worker `me`, inside a task of `req`.
 fn join_on<A, B, RA, RB>(me: &WorkerLocal<'_>, req: RequestRef, a: A, b: B) -> (RA, RB)
 where
@@ -291,20 +302,32 @@ where
     RA: Send,
     RB: Send,
 {
-    let job = StackJob::new(b, &me.thread);
-    let t = job.task_fn();
-    // SAFETY: this function returns only after the job's latch is set, that is after its task
-    // ran or was dropped, so whatever `b` borrows outlives the task.
-    unsafe {
-        me.spawn_raw(req, TaskKind::Immediate, None, move |_: &TaskCx<'_>| {
-            t.run()
-        })
-    };
+    // `b`'s task lives in this frame (no allocation); this function returns only after the
+    // task ran, was dropped, or was popped back here, so it outlives its every use.
+    let st = StackTask::new(req, StackJob::new(b, &me.thread));
+    // SAFETY: `st` stays in this frame until then, and its task is made once.
+    me.spawn_built(req, TaskKind::Immediate, unsafe { st.task() });
     let ra = catch_unwind(AssertUnwindSafe(a));
-    // The other side is most often still on this worker's own queue, where the first probe of
-    // a LAS worker's search finds it; else this worker helps until it is done elsewhere.
-    wait_helping(me, req, &job.latch, || false);
-    let rb = job.into_result();
+    // The fast path: nobody took `b`'s task, which is the youngest on this worker's own
+    // queue (what `a` spawned there it waited for): `b` runs here, inline, with no latch.
+    // Under policies whose immediate tasks go elsewhere, or when it was stolen, this worker
+    // helps until it is done.
+    let rb = match me.pop_local() {
+        Some(t) if st.is(&t) => {
+            me.ran_inline(t);
+            // SAFETY: the task is gone unrun, so the closure is this thread's alone.
+            let f = st.job.func.with_mut(|f| unsafe { (*f).take() });
+            catch_unwind(AssertUnwindSafe(f.expect("an unrun job keeps its closure")))
+        }
+        other => {
+            if let Some(t) = other {
+                me.run_helping(t, req);
+            }
+            wait_helping(me, req, &st.job.latch, || false);
+            let StackTask { job, .. } = st;
+            job.into_result()
+        }
+    };
     let ra = unwrap(ra);
     (ra, unwrap(rb))
 }

@@ -236,6 +236,78 @@ impl Drop for Task {
     }
 }
 
+/// A task whose block lives on its spawner's stack (`join.rs`): the second side of a `join`.
+/// The spawner does not return before the task has run or been dropped, and recognises it by
+/// its address when it pops it back from its own queue, which lets it run the job inline
+/// (rayon's fast path) with no allocation and no latch.
+#[repr(C)]
+pub(crate) struct StackTask<J> {
+    header: Header,
+    /// The job the task runs.
+    pub(crate) job: J,
+}
+
+/// What a [`StackTask`] runs.
+pub(crate) trait StackRun {
+    /// Runs the job (the task runs).
+    ///
+    /// # Safety
+    /// `job` is live and its task has not run or been dropped before.
+    unsafe fn run(job: *const Self);
+    /// The task is dropped unrun.
+    ///
+    /// # Safety
+    /// As [`run`](Self::run).
+    unsafe fn abandon(job: *const Self);
+}
+
+impl<J: StackRun> StackTask<J> {
+    const VTABLE: VTable = VTable {
+        run: stack_run::<J>,
+        drop: stack_drop::<J>,
+    };
+
+    pub(crate) fn new(req: RequestRef, job: J) -> Self {
+        StackTask {
+            header: Header {
+                req,
+                home: NO_HOME,
+                owner: NO_OWNER,
+                vtable: &Self::VTABLE,
+            },
+            job,
+        }
+    }
+
+    /// The task, to queue.
+    ///
+    /// # Safety
+    /// `self` stays where it is, alive, until the task has run or been dropped, and the task
+    /// is made once.
+    pub(crate) unsafe fn task(&self) -> Task {
+        Task(NonNull::from(&self.header))
+    }
+
+    /// Whether `t` is this one's task.
+    pub(crate) fn is(&self, t: &Task) -> bool {
+        t.0 == NonNull::from(&self.header)
+    }
+}
+
+/// # Safety
+/// `p` is the header of a live `StackTask<J>` whose task has not run.
+unsafe fn stack_run<J: StackRun>(p: NonNull<Header>, _: &TaskCx<'_>, _: &TaskCache<'_>) {
+    // SAFETY: the header is the first field of the `repr(C)` `StackTask<J>`.
+    unsafe { J::run(std::ptr::addr_of!((*p.cast::<StackTask<J>>().as_ptr()).job)) }
+}
+
+/// # Safety
+/// As [`stack_run`].
+unsafe fn stack_drop<J: StackRun>(p: NonNull<Header>) {
+    // SAFETY: as in `stack_run`.
+    unsafe { J::abandon(std::ptr::addr_of!((*p.cast::<StackTask<J>>().as_ptr()).job)) }
+}
+
 /// A worker's stack of blocks given back by other workers (see the module docs). Blocks are
 /// linked through their first word.
 pub(crate) struct Returns {

@@ -348,6 +348,29 @@ impl<'a> WorkerLocal<'a> {
     ) where
         F: FnOnce(&TaskCx<'_>) + Send,
     {
+        let q = self.count_spawn(req, kind, home);
+        // SAFETY: the caller's promise.
+        let task = unsafe {
+            Task::new_unchecked(
+                req,
+                home.map_or(NO_HOME, |h| h.node_index() as u32),
+                f,
+                Some(&self.cache),
+            )
+        };
+        self.push_and_wake(q, req, task);
+    }
+
+    /// Queues a task of `req` the caller built (a `join`'s `StackTask`), as `spawn_raw` does.
+    #[inline]
+    pub(crate) fn spawn_built(&self, req: RequestRef, kind: TaskKind, task: Task) {
+        let q = self.count_spawn(req, kind, None);
+        self.push_and_wake(q, req, task);
+    }
+
+    /// A spawn's accounting (a credit spent, the statistics) and its queue.
+    #[inline]
+    fn count_spawn(&self, req: RequestRef, kind: TaskKind, home: Option<Home>) -> QueueRef {
         // The running task has not finished, so its request is alive and not complete, and
         // this worker holds the request's credits (`run` made sure).
         debug_assert!(self.credited.get().is_some_and(|h| h.same(req)));
@@ -363,28 +386,29 @@ impl<'a> WorkerLocal<'a> {
         st.deferred += u64::from(kind == TaskKind::Deferred);
         self.stats.set(st);
         bump_owned(&self.cells.spawned);
-        let q = match home.and_then(|h| self.shared.place_at(h)) {
+        match home.and_then(|h| self.shared.place_at(h)) {
             Some(q) => q,
             None => self.queue_for(kind, req),
-        };
-        // SAFETY: the caller's promise.
-        let task = unsafe {
-            Task::new_unchecked(
-                req,
-                home.map_or(NO_HOME, |h| h.node_index() as u32),
-                f,
-                Some(&self.cache),
-            )
-        };
-        self.push_and_wake(q, req, task);
+        }
     }
 
-    /// Whether this worker's stack is used past half of its size (`join.rs`, "Stack room").
+    /// The youngest task of this worker's own queue, if any.
     #[inline]
-    pub(crate) fn deep(&self) -> bool {
-        let probe = 0u8;
-        let here = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
-        self.stack_base.get().saturating_sub(here) > self.shared.stack_size / 2
+    pub(crate) fn pop_local(&self) -> Option<Task> {
+        if self.local.is_empty() {
+            None
+        } else {
+            self.local.pop()
+        }
+    }
+
+    /// A task this worker spawned and popped back, whose work it then did inline without
+    /// running the task (`join`'s fast path): its count becomes a credit, as a run's does.
+    #[inline]
+    pub(crate) fn ran_inline(&self, task: Task) {
+        std::mem::forget(task);
+        bump_owned(&self.cells.executed);
+        self.credits.set(self.credits.get() + 1);
     }
 
     /// Runs one task this worker may take, as its policy's search finds it, while a task of
@@ -406,9 +430,17 @@ impl<'a> WorkerLocal<'a> {
                 }
             }
         };
-        let Some(task) = task else {
-            return false;
-        };
+        match task {
+            Some(task) => {
+                self.run_helping(task, req);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs `task` on top of a waiting task of `req`, then holds `req`'s credits again.
+    pub(crate) fn run_helping(&self, task: Task, req: RequestRef) {
         let label = self.label.get();
         self.run(task);
         // `run` may have moved this worker's credits to the task's request: the waiting task
@@ -422,7 +454,14 @@ impl<'a> WorkerLocal<'a> {
         self.cells
             .running
             .store(req.get().id.wrapping_add(1), Ordering::Relaxed);
-        true
+    }
+
+    /// Whether this worker's stack is used past half of its size (`join.rs`, "Stack room").
+    #[inline]
+    pub(crate) fn deep(&self) -> bool {
+        let probe = 0u8;
+        let here = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
+        self.stack_base.get().saturating_sub(here) > self.shared.stack_size / 2
     }
 
     /// The queue of a task spawned by this worker, as the policy says. Decided before the task

@@ -3,6 +3,8 @@
 //!
 //! Length: a third is the loom models and the threaded tests of the protocol, kept next to it.
 
+use crossbeam_utils::CachePadded;
+
 use crate::sync::{fence, lock, wait, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// The two barriers of the protocol (`README.md`, "Why no wake-up is lost"): a *light* one on
@@ -127,11 +129,12 @@ impl BinarySemaphore {
 /// Bobox-2011, everyone for the baselines, one worker for per-thread queues).
 struct Domain {
     /// Workers of the domain that are awake, idle and probing (between a failed find and
-    /// registering to sleep). While one searches, a spawn need not wake anybody here.
-    searching: AtomicUsize,
+    /// registering to sleep). While one searches, a spawn need not wake anybody here. On a
+    /// cache line of its own: searchers write it often, and spawns read `sleepers` first.
+    searching: CachePadded<AtomicUsize>,
     /// Number of workers in `waiting`; read without the lock by wakers (the fast path: while it is
     /// 0, a spawn does no lock and no semaphore operation).
-    sleepers: AtomicUsize,
+    sleepers: CachePadded<AtomicUsize>,
     /// Workers registered as sleeping, most recent last.
     waiting: Mutex<Vec<usize>>,
 }
@@ -178,8 +181,8 @@ impl Sleep {
             barriers,
             domains: (0..domains)
                 .map(|_| Domain {
-                    searching: AtomicUsize::new(0),
-                    sleepers: AtomicUsize::new(0),
+                    searching: CachePadded::new(AtomicUsize::new(0)),
+                    sleepers: CachePadded::new(AtomicUsize::new(0)),
                     waiting: Mutex::new(Vec::new()),
                 })
                 .collect(),
@@ -284,11 +287,28 @@ impl Sleep {
     /// finds one and sees a task left; see [`Sleep::searcher_stays`]) or with a sleeper, whom it
     /// wakes; the woken worker counts as searching until it finds a task or sleeps again.
     /// Returns whether a worker was woken.
+    #[inline]
     pub(crate) fn wake(&self, order: &[usize]) -> bool {
         // Light barrier: pairs with the heavy one in `sleep` (step 2 of the README). Either these
         // loads see the searcher's registration (its `searching` decrement and `sleepers`
         // increment), or its re-check sees our push.
         self.barriers.light();
+        // With no sleeper in the whole order, the walk below wakes nobody whatever `searching`
+        // holds (a searcher stays, or a domain without sleepers is passed over): decide that
+        // from the `sleepers` lines alone, which a busy domain's searchers do not write.
+        // Relaxed: ordered by the barrier above, as the walk's loads are.
+        if order
+            .iter()
+            .all(|&d| self.domains[d].sleepers.load(Ordering::Relaxed) == 0)
+        {
+            return false;
+        }
+        self.wake_walk(order)
+    }
+
+    /// The walk of [`wake`](Self::wake) when some domain of `order` had a sleeper.
+    #[inline(never)]
+    fn wake_walk(&self, order: &[usize]) -> bool {
         for &d in order {
             let dom = &self.domains[d];
             // Relaxed: ordered by the fence above.

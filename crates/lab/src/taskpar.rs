@@ -1,0 +1,615 @@
+//! `nearflow bench rayon`: rayon's demo workloads and the classic task-parallel set, written
+//! once and compiled twice — against `nearflow::{join, prelude}` and against
+//! `rayon::{join, prelude}` (the [`workloads!`] macro: porting is a change of `use` lines) —
+//! and timed side by side on this machine.
+//!
+//! The set: `fib` (fork-join, no work per task), `quicksort` and `mergesort` (divide and
+//! conquer over a slice), `nbody` (an O(n²) step, `par_iter().map().collect()`), `nqueens`
+//! (backtracking, a parallel top), `uts` (the unbalanced tree search's binomial tree: a
+//! node has two children with probability q < ½, so subtrees are a handful of nodes or
+//! thousands), `sum` (10⁸ numbers through `map` and `sum`), `matmul` (blocked, one task per
+//! block row, `par_chunks_mut().enumerate()`).
+//!
+//! Interleaved rounds, as every timing bench here: each round runs every workload on each
+//! contender, the contenders' order alternating from round to round, with a 5 ms pause before
+//! each run so that the other pool's workers have gone to sleep; inputs are built before the
+//! clock starts. A workload's time is the median over the rounds, and its ratio the median of
+//! the per-round ratios nearflow / rayon. Every run's answer is checked against rayon's.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nearflow_policy::PolicyKind;
+use nearflow_rt::Runtime;
+use serde::Serialize;
+
+use crate::harness::{load_machine, machine_label, parse_list, progress, start_runtime, summary};
+use crate::phase::Probe;
+use crate::Report;
+
+/// The workloads' source, once; `$join` and `$prelude` are the library's.
+macro_rules! workloads {
+    ($join:path, $prelude:path) => {
+        use $join as join;
+        #[allow(unused_imports)]
+        use $prelude::*;
+
+        pub fn fib(n: u32) -> u64 {
+            if n < 2 {
+                return u64::from(n);
+            }
+            let (a, b) = join(|| fib(n - 1), || fib(n - 2));
+            a + b
+        }
+
+        /// Hoare-style partition around the middle element; its final position.
+        fn partition(v: &mut [u32]) -> usize {
+            let last = v.len() - 1;
+            v.swap(v.len() / 2, last);
+            let pivot = v[last];
+            let mut store = 0;
+            for i in 0..last {
+                if v[i] < pivot {
+                    v.swap(i, store);
+                    store += 1;
+                }
+            }
+            v.swap(store, last);
+            store
+        }
+
+        pub fn quicksort(v: &mut [u32]) {
+            if v.len() <= 1024 {
+                v.sort_unstable();
+                return;
+            }
+            let mid = partition(v);
+            let (lo, hi) = v.split_at_mut(mid);
+            join(|| quicksort(lo), || quicksort(&mut hi[1..]));
+        }
+
+        pub fn mergesort(v: &mut [u32], buf: &mut [u32]) {
+            if v.len() <= 4096 {
+                v.sort();
+                return;
+            }
+            let mid = v.len() / 2;
+            {
+                let (vl, vr) = v.split_at_mut(mid);
+                let (bl, br) = buf.split_at_mut(mid);
+                join(|| mergesort(vl, bl), || mergesort(vr, br));
+            }
+            let (l, r) = v.split_at(mid);
+            let (mut i, mut j, mut k) = (0, 0, 0);
+            while i < l.len() && j < r.len() {
+                if r[j] < l[i] {
+                    buf[k] = r[j];
+                    j += 1;
+                } else {
+                    buf[k] = l[i];
+                    i += 1;
+                }
+                k += 1;
+            }
+            buf[k..k + l.len() - i].copy_from_slice(&l[i..]);
+            let k = k + l.len() - i;
+            buf[k..].copy_from_slice(&r[j..]);
+            v.copy_from_slice(buf);
+        }
+
+        /// One step of the O(n²) n-body simulation: new positions and velocities.
+        pub fn nbody_step(bodies: &[super::Body], dt: f64) -> Vec<super::Body> {
+            bodies
+                .par_iter()
+                .map(|b| {
+                    let mut acc = [0.0f64; 3];
+                    for o in bodies {
+                        let d = [
+                            o.pos[0] - b.pos[0],
+                            o.pos[1] - b.pos[1],
+                            o.pos[2] - b.pos[2],
+                        ];
+                        let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + 1e-3;
+                        let f = o.mass / (r2 * r2.sqrt());
+                        for k in 0..3 {
+                            acc[k] += d[k] * f;
+                        }
+                    }
+                    let mut nb = *b;
+                    for k in 0..3 {
+                        nb.vel[k] += acc[k] * dt;
+                        nb.pos[k] += nb.vel[k] * dt;
+                    }
+                    nb
+                })
+                .collect()
+        }
+
+        fn queens_from(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
+            let full = (1u32 << n) - 1;
+            if cols == full {
+                return 1;
+            }
+            let mut free = full & !(cols | d1 | d2);
+            let mut count = 0;
+            while free != 0 {
+                let bit = free & free.wrapping_neg();
+                free ^= bit;
+                count += queens_from(n, cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1);
+            }
+            count
+        }
+
+        /// Solutions of n queens; the first two rows' placements in parallel.
+        pub fn nqueens(n: u32) -> u64 {
+            let full = (1u32 << n) - 1;
+            (0..n * n)
+                .into_par_iter()
+                .map(|k| {
+                    let (a, b) = (1u32 << (k / n), 1u32 << (k % n));
+                    let (cols, d1, d2) = (a, (a << 1) & full, a >> 1);
+                    if (cols | d1 | d2) & b != 0 {
+                        return 0;
+                    }
+                    queens_from(n, cols | b, ((d1 | b) << 1) & full, (d2 | b) >> 1)
+                })
+                .sum()
+        }
+
+        /// The nodes of the unbalanced (binomial) tree below `node`.
+        fn uts_node(node: u64, q_millionths: u64) -> u64 {
+            if super::mix(node) % 1_000_000 >= q_millionths {
+                return 1;
+            }
+            let (a, b) = join(
+                || uts_node(super::mix(node ^ 0x51), q_millionths),
+                || uts_node(super::mix(node ^ 0xA3), q_millionths),
+            );
+            1 + a + b
+        }
+
+        /// The unbalanced tree search: a root with `roots` children, each a binomial tree.
+        pub fn uts(roots: u64, q_millionths: u64) -> u64 {
+            1 + (0..roots)
+                .into_par_iter()
+                .map(|i| uts_node(super::mix(i + 1), q_millionths))
+                .sum::<u64>()
+        }
+
+        pub fn sum(n: u64) -> u64 {
+            (0..n).into_par_iter().map(|x| x ^ (x >> 7)).sum()
+        }
+
+        /// C = A·B for n×n row-major matrices, in `bs`-row blocks of C, one task each.
+        pub fn matmul(a: &[f64], b: &[f64], c: &mut [f64], n: usize, bs: usize) {
+            c.par_chunks_mut(n * bs).enumerate().for_each(|(bi, rows)| {
+                for kb in (0..n).step_by(bs) {
+                    for (ri, crow) in rows.chunks_mut(n).enumerate() {
+                        let i = bi * bs + ri;
+                        for k in kb..(kb + bs).min(n) {
+                            let aik = a[i * n + k];
+                            let brow = &b[k * n..(k + 1) * n];
+                            for (cv, bv) in crow.iter_mut().zip(brow) {
+                                *cv += aik * bv;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    };
+}
+
+/// A body of the n-body workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Body {
+    pos: [f64; 3],
+    vel: [f64; 3],
+    mass: f64,
+}
+
+/// splitmix64's finaliser: the inputs' and the tree's pseudo-random numbers.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The workloads on nearflow.
+mod on_nearflow {
+    workloads!(nearflow_rt::join, nearflow_par::prelude);
+}
+
+/// The same source on rayon.
+mod on_rayon {
+    workloads!(rayon::join, rayon::prelude);
+}
+
+/// The problem sizes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Sizes {
+    pub fib: u32,
+    pub sort: usize,
+    pub bodies: usize,
+    pub steps: usize,
+    pub queens: u32,
+    pub uts_roots: u64,
+    /// The UTS branching probability, in millionths.
+    pub uts_q: u64,
+    pub sum: u64,
+    pub matmul: usize,
+    pub block: usize,
+}
+
+impl Sizes {
+    /// Tens to hundreds of milliseconds per run on two cores.
+    pub const FULL: Sizes = Sizes {
+        fib: 32,
+        sort: 4_000_000,
+        bodies: 3_000,
+        steps: 3,
+        queens: 13,
+        uts_roots: 20_000,
+        uts_q: 490_000,
+        sum: 100_000_000,
+        matmul: 512,
+        block: 64,
+    };
+
+    /// Milliseconds: the correctness checks.
+    pub const TINY: Sizes = Sizes {
+        fib: 16,
+        sort: 20_000,
+        bodies: 64,
+        steps: 2,
+        queens: 8,
+        uts_roots: 100,
+        uts_q: 450_000,
+        sum: 100_000,
+        matmul: 64,
+        block: 16,
+    };
+}
+
+/// The workloads, by name.
+pub const WORKLOADS: [&str; 8] = [
+    "fib",
+    "quicksort",
+    "mergesort",
+    "nbody",
+    "nqueens",
+    "uts",
+    "sum",
+    "matmul",
+];
+
+/// A workload's inputs, built before the clock starts.
+enum Input {
+    None,
+    Numbers(Vec<u32>),
+    Bodies(Vec<Body>),
+    Matrices(Vec<f64>, Vec<f64>),
+}
+
+fn input(workload: &str, s: &Sizes) -> Input {
+    match workload {
+        "quicksort" | "mergesort" => {
+            Input::Numbers((0..s.sort as u64).map(|i| mix(i) as u32).collect())
+        }
+        "nbody" => Input::Bodies(
+            (0..s.bodies as u64)
+                .map(|i| {
+                    let r = |k: u64| (mix(i * 8 + k) % 10_000) as f64 / 100.0;
+                    Body {
+                        pos: [r(0), r(1), r(2)],
+                        vel: [0.0; 3],
+                        mass: 1.0 + r(3) / 100.0,
+                    }
+                })
+                .collect(),
+        ),
+        "matmul" => {
+            let n = s.matmul;
+            let m = |seed: u64| {
+                (0..(n * n) as u64)
+                    .map(|i| (mix(i ^ seed) % 100) as f64 / 10.0)
+                    .collect()
+            };
+            Input::Matrices(m(1), m(2))
+        }
+        _ => Input::None,
+    }
+}
+
+/// Runs `workload` on `input` (a copy of it where the workload writes) with nearflow's or
+/// rayon's source; its answer as a number (a count, a sum, a checksum).
+fn run_once(workload: &str, s: &Sizes, input: &Input, nearflow: bool) -> (Duration, u64) {
+    macro_rules! pick {
+        ($f:ident ( $($a:expr),* )) => {
+            if nearflow { on_nearflow::$f($($a),*) } else { on_rayon::$f($($a),*) }
+        };
+    }
+    let checksum = |v: &[u32]| -> u64 {
+        assert!(v.windows(2).all(|w| w[0] <= w[1]), "{workload}: not sorted");
+        v.iter().enumerate().fold(0u64, |h, (i, &x)| {
+            h.wrapping_mul(31).wrapping_add(u64::from(x) ^ i as u64)
+        })
+    };
+    match (workload, input) {
+        ("quicksort", Input::Numbers(v)) => {
+            let mut v = v.clone();
+            let t = Instant::now();
+            pick!(quicksort(&mut v));
+            (t.elapsed(), checksum(&v))
+        }
+        ("mergesort", Input::Numbers(v)) => {
+            let mut v = v.clone();
+            let mut buf = vec![0u32; v.len()];
+            let t = Instant::now();
+            pick!(mergesort(&mut v, &mut buf));
+            (t.elapsed(), checksum(&v))
+        }
+        ("nbody", Input::Bodies(b)) => {
+            let t = Instant::now();
+            let mut bodies = b.clone();
+            for _ in 0..s.steps {
+                bodies = pick!(nbody_step(&bodies, 0.01));
+            }
+            let d = t.elapsed();
+            let e: f64 = bodies
+                .iter()
+                .map(|b| b.vel.iter().map(|v| v * v).sum::<f64>() * b.mass)
+                .sum();
+            (d, (e * 1e3) as u64)
+        }
+        ("matmul", Input::Matrices(a, b)) => {
+            let mut c = vec![0.0f64; a.len()];
+            let t = Instant::now();
+            pick!(matmul(a, b, &mut c, s.matmul, s.block));
+            (t.elapsed(), c.iter().sum::<f64>() as u64)
+        }
+        (w, _) => {
+            let t = Instant::now();
+            let v = match w {
+                "fib" => pick!(fib(s.fib)),
+                "nqueens" => pick!(nqueens(s.queens)),
+                "uts" => pick!(uts(s.uts_roots, s.uts_q)),
+                "sum" => pick!(sum(s.sum)),
+                other => unreachable!("workload {other} has its input"),
+            };
+            (t.elapsed(), v)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Workloads (comma-separated), default all.
+    pub workloads: String,
+    /// nearflow's policies to run (comma-separated; the goal is LAS's).
+    pub policies: String,
+    /// Interleaved rounds.
+    pub rounds: usize,
+    /// The problem sizes.
+    pub sizes: Sizes,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    /// `rayon`, or the nearflow policy.
+    pub contender: String,
+    /// Median ms over the rounds, and the 10th/90th percentiles.
+    pub ms: f64,
+    pub ms_spread: [f64; 2],
+    /// Median over the rounds of (this run / rayon's in the same round); 1 for rayon.
+    pub ratio_to_rayon: f64,
+    pub ratio_spread: [f64; 2],
+    /// The answer, the same for every contender (checked).
+    pub answer: u64,
+}
+
+/// Runs the suite.
+pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
+    use std::fmt::Write;
+    let machine = load_machine(&nearflow_topo::TopologySpec::Host)?;
+    let threads = machine.pu_count();
+    let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
+    let workloads: Vec<&str> = cmd
+        .workloads
+        .split(',')
+        .map(|w| {
+            WORKLOADS
+                .iter()
+                .copied()
+                .find(|k| *k == w.trim())
+                .with_context(|| format!("unknown workload `{w}`; known: {}", WORKLOADS.join(", ")))
+        })
+        .collect::<Result<_>>()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("rayon pool")?;
+    let runtimes: Vec<Runtime> = policies
+        .iter()
+        .map(|&p| {
+            start_runtime(
+                Runtime::builder(machine.clone()).policy(p),
+                nearflow_rt::AllocatorKind::Nearflow,
+            )
+        })
+        .collect::<Result<_>>()?;
+    let rounds = cmd.rounds.max(1);
+    let contenders = 1 + runtimes.len();
+    let bar = progress(
+        (rounds * workloads.len() * contenders) as u64,
+        "rayon suite",
+        cmd.quiet,
+    );
+    // times[workload][contender][round] in ms; answers[workload][contender].
+    let mut times = vec![vec![Vec::with_capacity(rounds); contenders]; workloads.len()];
+    let mut answers = vec![vec![None::<u64>; contenders]; workloads.len()];
+    let mut probe = Probe::new();
+    for round in 0..rounds {
+        probe.sample();
+        for (wi, w) in workloads.iter().enumerate() {
+            let inp = input(w, &cmd.sizes);
+            for k in 0..contenders {
+                // Alternate who goes first.
+                let c = if round % 2 == 0 {
+                    k
+                } else {
+                    contenders - 1 - k
+                };
+                std::thread::sleep(Duration::from_millis(5));
+                let (d, answer) = if c == 0 {
+                    pool.install(|| run_once(w, &cmd.sizes, &inp, false))
+                } else {
+                    runtimes[c - 1].install(|| run_once(w, &cmd.sizes, &inp, true))
+                };
+                match answers[wi][c] {
+                    Some(a) if a != answer => {
+                        anyhow::bail!("{w}: contender {c} answered {answer}, earlier {a}")
+                    }
+                    _ => answers[wi][c] = Some(answer),
+                }
+                times[wi][c].push(d.as_secs_f64() * 1e3);
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let mut rows = Vec::new();
+    for (wi, w) in workloads.iter().enumerate() {
+        let reference = answers[wi][0];
+        for c in 0..contenders {
+            if answers[wi][c] != reference {
+                anyhow::bail!(
+                    "{w}: nearflow answered {:?}, rayon {:?}",
+                    answers[wi][c],
+                    reference
+                );
+            }
+            let (ms, ms_spread) = summary(times[wi][c].clone());
+            let (ratio, ratio_spread) = summary(
+                times[wi][c]
+                    .iter()
+                    .zip(&times[wi][0])
+                    .map(|(a, b)| a / b)
+                    .collect(),
+            );
+            rows.push(Row {
+                workload: (*w).into(),
+                contender: if c == 0 {
+                    "rayon".into()
+                } else {
+                    format!("nearflow {}", policies[c - 1].name())
+                },
+                ms,
+                ms_spread,
+                ratio_to_rayon: ratio,
+                ratio_spread,
+                answer: reference.unwrap_or_default(),
+            });
+        }
+    }
+    let mut out = String::new();
+    writeln!(
+        out,
+        "bench rayon on {} ({}): {threads} threads each, {rounds} interleaved rounds; ms median \
+         [10th–90th percentile], and the median of per-round ratios to rayon [10th–90th]",
+        machine_label(&machine),
+        nearflow_topo::host::cpu_label()
+    )?;
+    writeln!(
+        out,
+        "{:<11} {:<16} {:>28} {:>26}",
+        "workload", "contender", "ms", "/ rayon"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:<11} {:<16} {:>10.1} [{:>7.1}–{:<7.1}] {:>7.2}x [{:.2}–{:.2}]",
+            r.workload,
+            r.contender,
+            r.ms,
+            r.ms_spread[0],
+            r.ms_spread[1],
+            r.ratio_to_rayon,
+            r.ratio_spread[0],
+            r.ratio_spread[1]
+        )?;
+    }
+    let s = &cmd.sizes;
+    writeln!(
+        out,
+        "sizes: fib({}), sorts of {} u32, nbody {} bodies × {} steps, {}-queens, uts {} roots q={:.6}, \
+         sum of {}, matmul {}² in {}-row blocks",
+        s.fib,
+        s.sort,
+        s.bodies,
+        s.steps,
+        s.queens,
+        s.uts_roots,
+        s.uts_q as f64 / 1e6,
+        s.sum,
+        s.matmul,
+        s.block
+    )?;
+    writeln!(out, "{}", probe.line())?;
+    Ok(Report::new(rows, out).with_notes(probe.line()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every workload gives the same answer on both libraries (and a known one where there is
+    /// one), at the tiny sizes, under every nearflow policy.
+    #[test]
+    fn both_libraries_compute_the_same_answers() {
+        let s = Sizes::TINY;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        for policy in PolicyKind::ALL {
+            let rt = Runtime::builder(nearflow_topo::presets::build("e5310-smp").unwrap())
+                .policy(policy)
+                .build()
+                .unwrap();
+            for w in WORKLOADS {
+                let inp = input(w, &s);
+                let (_, a) = rt.install(|| run_once(w, &s, &inp, true));
+                let (_, b) = pool.install(|| run_once(w, &s, &inp, false));
+                assert_eq!(a, b, "{w} under {policy}");
+            }
+        }
+        assert_eq!(on_nearflow::fib(16), 987);
+        assert_eq!(on_nearflow::nqueens(8), 92);
+        assert_eq!(on_nearflow::nqueens(6), 4);
+        assert_eq!(
+            on_nearflow::sum(1000),
+            (0..1000u64).map(|x| x ^ (x >> 7)).sum::<u64>()
+        );
+        // Matrix product against a plain triple loop.
+        let n = 32;
+        let a: Vec<f64> = (0..n * n).map(|i| (i % 7) as f64).collect();
+        let b: Vec<f64> = (0..n * n).map(|i| (i % 5) as f64).collect();
+        let mut c = vec![0.0; n * n];
+        rt_install_matmul(&a, &b, &mut c, n);
+        for i in 0..n {
+            for j in 0..n {
+                let want: f64 = (0..n).map(|k| a[i * n + k] * b[k * n + j]).sum();
+                assert_eq!(c[i * n + j], want);
+            }
+        }
+    }
+
+    fn rt_install_matmul(a: &[f64], b: &[f64], c: &mut [f64], n: usize) {
+        on_nearflow::matmul(a, b, c, n, 8);
+    }
+}
