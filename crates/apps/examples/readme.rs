@@ -35,6 +35,32 @@ struct Customer {
 }
 
 #[rustfmt::skip] // the snippets keep the README's layout
+fn rayon_style(rt: &nearflow_rt::Runtime, n: u64) {
+    // README begin: rayon
+    use nearflow::prelude::*;                                 // rayon's names: ParallelIterator, …
+
+    fn sum(v: &[u64]) -> u64 {                                // fork-join that borrows the slice
+        if v.len() <= 1024 { return v.iter().sum(); }
+        let (l, r) = v.split_at(v.len() / 2);
+        let (a, b) = nearflow::join(|| sum(l), || sum(r));
+        a + b
+    }
+    let v: Vec<u64> = (0..n).collect();
+    let squares: u64 = v.par_iter().map(|x| x * x).sum();    // a parallel iterator
+    let mut halves = [0u64; 2];
+    nearflow::scope(|s| {                                     // tasks that write to the caller's data
+        let (l, r) = v.split_at(v.len() / 2);
+        let [a, b] = &mut halves;
+        s.spawn(move |_| *a = sum(l));
+        s.spawn(move |_| *b = sum(r));
+    });
+    assert_eq!(halves[0] + halves[1], sum(&v));
+    let same: u64 = rt.install(|| v.par_iter().map(|x| x * x).sum()); // on a runtime of yours
+    assert_eq!(squares, same);
+    // README end
+}
+
+#[rustfmt::skip] // the snippets keep the README's layout
 fn main() -> R {
     let n: u64 = std::env::args().nth(1).map_or(Ok(2000), |s| s.parse())?;
     // README begin: runtime
@@ -51,6 +77,7 @@ fn main() -> R {
     });
     assert_eq!(h.wait()?, 42);                               // after every task of the request
     // README end
+    rayon_style(&rt, n);
     split(&machine, &rt, n)?;
     dataflow(&rt, n)?;
     allocator()?;
