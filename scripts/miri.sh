@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Miri over nearflow's unsafe code and data races.
 #
-# 1. The runtime (crates/rt/tests/miri.rs):
+# 1. The runtime (crates/rt/tests/miri.rs), with join, scope and a wait inside a task:
 #    - Tree Borrows: crossbeam-epoch (under crossbeam-deque) is not compatible with Stacked
 #      Borrows but is with Tree Borrows; crossbeam's own CI runs Miri this way
 #      (crossbeam-rs/crossbeam#996).
@@ -27,3 +27,6 @@ MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-ignore-leaks -Zmiri-permissive-provenance 
 MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p nearflow-rt --lib task::tests "$@"
 MIRIFLAGS="-Zmiri-ignore-leaks -Zmiri-permissive-provenance ${MIRIFLAGS:-}" \
   cargo +nightly miri test -p nearflow-alloc --lib core_tests "$@"
+# The parallel iterators' owned `Vec` drain (crates/par/src/sources.rs): items moved out or
+# dropped once however much of a piece is consumed.
+MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p nearflow-par --lib "$@"

@@ -581,3 +581,39 @@ impl<'a, T: Send + Sync + 'a> IntoParallelIterator for &'a SplittableData<Vec<T>
         self.par_partitions().flat_map(slice as PartSlice<'a, T>)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The owned `Vec` drain's unsafe code on one thread (also under Miri, `scripts/miri.sh`):
+    //! every item moved out or dropped exactly once, whatever is consumed.
+    use super::*;
+    use std::sync::Arc as Rc; // counted like `Rc`, and `Send` as the drain's items must be
+
+    fn items(n: usize, alive: &Rc<()>) -> Vec<Rc<()>> {
+        (0..n).map(|_| alive.clone()).collect()
+    }
+
+    #[test]
+    fn drained_items_are_moved_or_dropped_once() {
+        let alive = Rc::new(());
+        let mut v = items(10, &alive);
+        let len = v.len();
+        // SAFETY: as `VecIntoIter::drive` does.
+        unsafe { v.set_len(0) };
+        let slice = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr(), len) };
+        let p = DrainProducer { slice };
+        let (l, r) = p.split_at(4);
+        let (rl, rr) = r.split_at(3);
+        // Moved out whole, partly (the rest dropped with the drain), and not at all.
+        let taken: Vec<Rc<()>> = l.into_iter().collect();
+        assert_eq!(taken.len(), 4);
+        let mut it = rl.into_iter();
+        let one = it.next();
+        drop(it);
+        drop(rr);
+        assert_eq!(Rc::strong_count(&alive), 1 + 4 + 1);
+        drop((taken, one));
+        drop(v);
+        assert_eq!(Rc::strong_count(&alive), 1);
+    }
+}

@@ -62,7 +62,7 @@
 mod buffer;
 mod build;
 mod dispatch;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 pub mod placement;
 
 use std::sync::Arc;
