@@ -1,6 +1,6 @@
 //! `nearflow bench rayon`: rayon's demo workloads and the classic task-parallel set, written
 //! once and compiled twice — against `nearflow::{join, prelude}` and against
-//! `rayon::{join, prelude}` (the [`workloads!`] macro: porting is a change of `use` lines) —
+//! `rayon::{join, prelude}` (the `workloads!` macro: porting is a change of `use` lines) —
 //! and timed side by side on this machine.
 //!
 //! The set: `fib` (fork-join, no work per task), `quicksort` and `mergesort` (divide and

@@ -285,12 +285,15 @@ impl<J: StackRun> StackTask<J> {
     /// `self` stays where it is, alive, until the task has run or been dropped, and the task
     /// is made once.
     pub(crate) unsafe fn task(&self) -> Task {
-        Task(NonNull::from(&self.header))
+        // From the whole `StackTask` (not its header alone), so that the pointer may reach the
+        // job: its closure and result sit in `UnsafeCell`s, which a shared borrow lets the
+        // task write (Miri's Tree Borrows checks it).
+        Task(NonNull::from(self).cast())
     }
 
     /// Whether `t` is this one's task.
     pub(crate) fn is(&self, t: &Task) -> bool {
-        t.0 == NonNull::from(&self.header)
+        t.0 == NonNull::from(self).cast()
     }
 }
 

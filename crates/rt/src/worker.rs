@@ -322,12 +322,18 @@ impl<'a> WorkerLocal<'a> {
         let Some(handle) = self.credited.take() else {
             return;
         };
-        // Held credits keep the request alive until the decrement below.
+        // Held credits keep the request alive until the decrement below; with none held, a
+        // task of the request is running on this worker (a waiting task that helps, whose
+        // credits `run_helping` reset), which keeps it alive.
         let req = handle.get();
         req.add_stats(self.stats.replace(TaskStats::default()));
         self.batch.set(1);
+        let credits = self.credits.replace(0);
+        if credits == 0 {
+            return;
+        }
         // After a `false` the request may already be gone: no access past this point.
-        if req.give_back(self.credits.replace(0)) {
+        if req.give_back(credits) {
             self.shared.finish_request(req);
             handle.release();
         }

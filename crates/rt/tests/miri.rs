@@ -93,22 +93,22 @@ fn requests_complete_and_release_their_state() {
     }
 }
 
-/// `join`, `scope` and a wait inside a task (`src/join.rs`): the stack task popped back or
-/// stolen, the latch, scope spawns that write to borrowed slots; Miri checks the borrows of
-/// the caller's stack and the races on the jobs' results.
-#[test]
-fn join_scope_and_nested_waits() {
-    fn fib(n: u32) -> u64 {
-        if n < 2 {
-            return u64::from(n);
-        }
-        let (a, b) = nearflow_rt::join(|| fib(n - 1), || fib(n - 2));
-        a + b
+fn fib(n: u32) -> u64 {
+    if n < 2 {
+        return u64::from(n);
     }
+    let (a, b) = nearflow_rt::join(|| fib(n - 1), || fib(n - 2));
+    a + b
+}
+
+/// `join` and `scope` (`src/join.rs`): the stack task popped back or stolen, the latch, scope
+/// spawns that write to borrowed slots; Miri checks the borrows of the caller's stack and the
+/// races on the jobs' results.
+#[test]
+fn join_and_scope() {
     let n = if cfg!(miri) { 7 } else { 18 };
     for policy in [PolicyKind::Las, PolicyKind::Central] {
-        let rt: &'static Runtime =
-            Box::leak(Box::new(Runtime::builder(machine()).policy(policy).build().unwrap()));
+        let rt = Runtime::builder(machine()).policy(policy).build().unwrap();
         assert_eq!(rt.install(|| fib(n)), if cfg!(miri) { 13 } else { 2584 });
         let mut slots = vec![0u32; 6];
         rt.scope(|s| {
@@ -117,8 +117,18 @@ fn join_scope_and_nested_waits() {
             }
         });
         assert_eq!(slots, [0, 2, 4, 6, 8, 10]);
-        // A task that waits for another request (and helps meanwhile).
-        let inner = rt.submit(move |_| rt.submit(move |_| fib(5)).wait().unwrap());
-        assert_eq!(inner.wait().unwrap(), 5);
+    }
+}
+
+/// A task that waits for another request, and helps meanwhile (`RequestHandle::wait` on a
+/// worker).
+#[test]
+fn a_wait_inside_a_task_helps() {
+    for policy in [PolicyKind::Las, PolicyKind::Central] {
+        let rt: &'static Runtime = Box::leak(Box::new(
+            Runtime::builder(machine()).policy(policy).build().unwrap(),
+        ));
+        let outer = rt.submit(move |_| rt.submit(move |_| fib(5)).wait().unwrap());
+        assert_eq!(outer.wait().unwrap(), 5, "{policy}");
     }
 }
