@@ -57,6 +57,12 @@ cargo build --release -q -p nearflow-apps --examples
 for e in runtime custom_operator join allocator readme; do
   target/release/examples/"$e" 2000
 done
+echo "== the examples of the nearflow crate (crates/nearflow/examples): join, scope, parallel iterators, nested waits"
+cargo build --release -q -p nearflow --examples
+target/release/examples/quicksort 200000
+for e in scope par_iter nested; do
+  target/release/examples/"$e" >/dev/null
+done
 echo "== the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"
 scripts/preload-test.sh
 echo "== allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"

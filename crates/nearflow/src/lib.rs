@@ -39,6 +39,11 @@
 //! | requests (queries) competing for the machine | [`Runtime::submit`], [`TaskCx`]'s immediate and deferred spawns |
 //! | streaming operators with back-pressure | [`flow`] (the Bobox model: operators, envelopes, plans) |
 //!
+//! Runnable examples, one per entry point (`cargo run --release -p nearflow --example NAME`):
+//! `quicksort` ([`join`]), `scope` ([`scope`] with immediate, deferred and homed spawns),
+//! `par_iter` (the iterators, and a [`SplittableData`] homed per node), `nested` (a wait
+//! inside a task that helps).
+//!
 //! Without a runtime of your own, [`join`], [`scope`] and the iterators use [`global`]: this
 //! machine's topology under LAS. Inside [`Runtime::install`] (or any task) they use that
 //! runtime.
