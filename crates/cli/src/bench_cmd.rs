@@ -63,7 +63,10 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Streammap(c) => print_report(&lab::streammap::run(&c.config()?)?, false),
         BenchCmd::NumaFactor(c) => print_report(&lab::numa_factor::run(&c.config()?)?, c.json),
         BenchCmd::Phase(c) => print_report(&lab::phase::run(&c.config()?)?, false),
-        BenchCmd::Rayon(c) => print_report(&lab::taskpar::run(&c.config())?, c.json),
+        BenchCmd::Rayon(c) => match &c.simulate {
+            Some(preset) => print_report(&lab::taskpar::simulate(&c.sim_config(preset))?, c.json),
+            None => print_report(&lab::taskpar::run(&c.config())?, c.json),
+        },
     }
 }
 
@@ -85,12 +88,30 @@ pub struct RayonCmd {
     /// The correctness sizes (milliseconds a run) instead of the full ones.
     #[arg(long)]
     pub tiny: bool,
+    /// Instead of timing: the same graphs in the simulator on this preset (e.g. e7-4820), LAS
+    /// against NLS, with the data split per NUMA node and the work per unit timed on this host
+    /// (SIMULATED).
+    #[arg(long, value_name = "PRESET")]
+    pub simulate: Option<String>,
+    /// With --simulate: parallel loops cut into this many leaves per PU (a stand-in for rayon's
+    /// adaptive splitting). Range: 1..=64.
+    #[arg(value_parser = crate::args::int_in(1u64, 64), long, default_value_t = 4)]
+    pub pieces_per_pu: u64,
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
 }
 
 impl RayonCmd {
+    fn sim_config(&self, preset: &str) -> lab::taskpar::SimConfig {
+        lab::taskpar::SimConfig {
+            workloads: self.workloads.clone(),
+            preset: preset.to_string(),
+            sizes: self.config().sizes,
+            pieces_per_pu: self.pieces_per_pu,
+        }
+    }
+
     fn config(&self) -> lab::taskpar::Config {
         lab::taskpar::Config {
             workloads: self.workloads.clone(),

@@ -43,7 +43,7 @@ macro_rules! workloads {
         }
 
         /// Hoare-style partition around the middle element; its final position.
-        fn partition(v: &mut [u32]) -> usize {
+        pub fn partition(v: &mut [u32]) -> usize {
             let last = v.len() - 1;
             v.swap(v.len() / 2, last);
             let pivot = v[last];
@@ -80,21 +80,26 @@ macro_rules! workloads {
                 join(|| mergesort(vl, bl), || mergesort(vr, br));
             }
             let (l, r) = v.split_at(mid);
+            merge(l, r, buf);
+            v.copy_from_slice(buf);
+        }
+
+        /// Merges the sorted `l` and `r` into `out` (their lengths' sum).
+        pub fn merge(l: &[u32], r: &[u32], out: &mut [u32]) {
             let (mut i, mut j, mut k) = (0, 0, 0);
             while i < l.len() && j < r.len() {
                 if r[j] < l[i] {
-                    buf[k] = r[j];
+                    out[k] = r[j];
                     j += 1;
                 } else {
-                    buf[k] = l[i];
+                    out[k] = l[i];
                     i += 1;
                 }
                 k += 1;
             }
-            buf[k..k + l.len() - i].copy_from_slice(&l[i..]);
+            out[k..k + l.len() - i].copy_from_slice(&l[i..]);
             let k = k + l.len() - i;
-            buf[k..].copy_from_slice(&r[j..]);
-            v.copy_from_slice(buf);
+            out[k..].copy_from_slice(&r[j..]);
         }
 
         /// One step of the O(n²) n-body simulation: new positions and velocities.
@@ -125,7 +130,7 @@ macro_rules! workloads {
                 .collect()
         }
 
-        fn queens_from(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
+        pub fn queens_from(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
             let full = (1u32 << n) - 1;
             if cols == full {
                 return 1;
@@ -140,39 +145,42 @@ macro_rules! workloads {
             count
         }
 
+        /// The search below placement `k` of the first two rows (`k / n` in the first, `k % n`
+        /// in the second), with `count` the search: `None` where the two clash.
+        pub fn queens_at<R>(n: u32, k: u32, count: impl Fn(u32, u32, u32, u32) -> R) -> Option<R> {
+            let full = (1u32 << n) - 1;
+            let (a, b) = (1u32 << (k / n), 1u32 << (k % n));
+            let (cols, d1, d2) = (a, (a << 1) & full, a >> 1);
+            if (cols | d1 | d2) & b != 0 {
+                return None;
+            }
+            Some(count(n, cols | b, ((d1 | b) << 1) & full, (d2 | b) >> 1))
+        }
+
         /// Solutions of n queens; the first two rows' placements in parallel.
         pub fn nqueens(n: u32) -> u64 {
-            let full = (1u32 << n) - 1;
             (0..n * n)
                 .into_par_iter()
-                .map(|k| {
-                    let (a, b) = (1u32 << (k / n), 1u32 << (k % n));
-                    let (cols, d1, d2) = (a, (a << 1) & full, a >> 1);
-                    if (cols | d1 | d2) & b != 0 {
-                        return 0;
-                    }
-                    queens_from(n, cols | b, ((d1 | b) << 1) & full, (d2 | b) >> 1)
-                })
+                .map(|k| queens_at(n, k, queens_from).unwrap_or(0))
                 .sum()
         }
 
         /// The nodes of the unbalanced (binomial) tree below `node`.
         fn uts_node(node: u64, q_millionths: u64) -> u64 {
-            if super::mix(node) % 1_000_000 >= q_millionths {
-                return 1;
+            match super::uts_children(node, q_millionths) {
+                None => 1,
+                Some([l, r]) => {
+                    let (a, b) = join(|| uts_node(l, q_millionths), || uts_node(r, q_millionths));
+                    1 + a + b
+                }
             }
-            let (a, b) = join(
-                || uts_node(super::mix(node ^ 0x51), q_millionths),
-                || uts_node(super::mix(node ^ 0xA3), q_millionths),
-            );
-            1 + a + b
         }
 
         /// The unbalanced tree search: a root with `roots` children, each a binomial tree.
         pub fn uts(roots: u64, q_millionths: u64) -> u64 {
             1 + (0..roots)
                 .into_par_iter()
-                .map(|i| uts_node(super::mix(i + 1), q_millionths))
+                .map(|i| uts_node(super::uts_root(i), q_millionths))
                 .sum::<u64>()
         }
 
@@ -206,6 +214,32 @@ pub struct Body {
     pos: [f64; 3],
     vel: [f64; 3],
     mass: f64,
+}
+
+/// UTS: the `i`th child of the root.
+fn uts_root(i: u64) -> u64 {
+    mix(i + 1)
+}
+
+/// UTS: a node's two children, or none (with probability 1 − q).
+fn uts_children(node: u64, q_millionths: u64) -> Option<[u64; 2]> {
+    (mix(node) % 1_000_000 < q_millionths).then(|| [mix(node ^ 0x51), mix(node ^ 0xA3)])
+}
+
+/// n-queens: the nodes the backtracking visits from a placement (itself included).
+fn queen_nodes(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
+    let full = (1u32 << n) - 1;
+    if cols == full {
+        return 1;
+    }
+    let mut free = full & !(cols | d1 | d2);
+    let mut nodes = 1;
+    while free != 0 {
+        let bit = free & free.wrapping_neg();
+        free ^= bit;
+        nodes += queen_nodes(n, cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1);
+    }
+    nodes
 }
 
 /// splitmix64's finaliser: the inputs' and the tree's pseudo-random numbers.
@@ -563,6 +597,256 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
     Ok(Report::new(rows, out).with_notes(probe.line()))
 }
 
+// ---- The same graphs in the simulator (SIMULATED) ----
+
+/// Times `f` (its best of three runs), in ns.
+fn best_ns(mut f: impl FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e9
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The work per unit of each workload, timed on one worker of this host (the simulator's
+/// [`nearflow_sim::suite::Costs`]).
+pub fn calibrate() -> Result<nearflow_sim::suite::Costs> {
+    let one = Runtime::builder(nearflow_topo::from_synthetic("core:1 pu:1")?)
+        .build()
+        .context("a one-worker runtime")?;
+    fn fib_seq(n: u32) -> u64 {
+        if n < 2 {
+            u64::from(n)
+        } else {
+            fib_seq(n - 1) + fib_seq(n - 2)
+        }
+    }
+    let calls = |n: u32| -> f64 {
+        let (mut a, mut b) = (1u64, 1u64);
+        for _ in 1..n {
+            (a, b) = (b, a + b + 1);
+        }
+        b as f64
+    };
+    let n = 1 << 20;
+    let data: Vec<u32> = (0..n as u64).map(|i| mix(i) as u32).collect();
+    let fib = best_ns(|| {
+        std::hint::black_box(fib_seq(std::hint::black_box(25)));
+    }) / calls(25);
+    let partition = best_ns(|| {
+        let mut v = data.clone();
+        std::hint::black_box(on_nearflow::partition(&mut v));
+    }) / n as f64;
+    let sort = best_ns(|| {
+        let mut v = data.clone();
+        v.chunks_mut(1024).for_each(|c| c.sort_unstable());
+        std::hint::black_box(&v);
+    }) / (n as f64 * 10.0);
+    let (mut l, mut r) = (data[..n / 2].to_vec(), data[n / 2..].to_vec());
+    l.sort_unstable();
+    r.sort_unstable();
+    let mut out = vec![0u32; n];
+    let merge = best_ns(|| on_nearflow::merge(&l, &r, &mut out)) / n as f64;
+    let bodies = match input(
+        "nbody",
+        &Sizes {
+            bodies: 500,
+            ..Sizes::TINY
+        },
+    ) {
+        Input::Bodies(b) => b,
+        _ => unreachable!("nbody's input is bodies"),
+    };
+    let interaction = best_ns(|| {
+        std::hint::black_box(one.install(|| on_nearflow::nbody_step(&bodies, 0.01)));
+    }) / (500.0 * 500.0);
+    let queens = 11u32;
+    let nodes: u64 = (0..queens * queens)
+        .filter_map(|k| on_nearflow::queens_at(queens, k, queen_nodes))
+        .sum();
+    // Sequential, with no task in between: the simulator charges each task's own cost
+    // (`Model::task_ns`) on top of its work.
+    let queen = best_ns(|| {
+        let found: u64 = (0..queens * queens)
+            .filter_map(|k| on_nearflow::queens_at(queens, k, on_nearflow::queens_from))
+            .sum();
+        std::hint::black_box(found);
+    }) / nodes as f64;
+    fn uts_seq(node: u64, q: u64) -> u64 {
+        match uts_children(node, q) {
+            None => 1,
+            Some([l, r]) => 1 + uts_seq(l, q) + uts_seq(r, q),
+        }
+    }
+    let mut uts_nodes = 0;
+    let uts = best_ns(|| {
+        uts_nodes = (0..2_000)
+            .map(|i| uts_seq(uts_root(i), Sizes::FULL.uts_q))
+            .sum::<u64>();
+    }) / uts_nodes.max(1) as f64;
+    let sum = best_ns(|| {
+        std::hint::black_box(one.install(|| on_nearflow::sum(10_000_000)));
+    }) / 1e7;
+    let (m, bs) = (256usize, 64usize);
+    let (a, b) = match input(
+        "matmul",
+        &Sizes {
+            matmul: m,
+            ..Sizes::TINY
+        },
+    ) {
+        Input::Matrices(a, b) => (a, b),
+        _ => unreachable!("matmul's input is two matrices"),
+    };
+    let mut c = vec![0.0f64; m * m];
+    let madd =
+        best_ns(|| one.install(|| on_nearflow::matmul(&a, &b, &mut c, m, bs))) / (m * m * m) as f64;
+    Ok(nearflow_sim::suite::Costs {
+        fib,
+        partition,
+        sort,
+        merge,
+        interaction,
+        queen,
+        uts,
+        sum,
+        madd,
+    })
+}
+
+/// `bench rayon --simulate`: what to simulate.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub workloads: String,
+    /// The simulated machine: a preset, `host`, `synthetic:STR` or `xml:PATH`.
+    pub preset: String,
+    pub sizes: Sizes,
+    /// Parallel loops cut into this many leaves per PU of the simulated machine.
+    pub pieces_per_pu: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimRow {
+    pub workload: String,
+    pub tasks: usize,
+    pub policy: String,
+    pub makespan_ms: f64,
+    /// NLS's makespan over LAS's (LAS's row: 1).
+    pub nls_over_las: f64,
+    /// Remote bytes over all bytes read.
+    pub read_remote_share: f64,
+    pub simulated: bool,
+}
+
+/// The suite's graphs on a model of `preset` (SIMULATED), LAS against NLS, with the work per
+/// unit timed on this host.
+pub fn simulate(cmd: &SimConfig) -> Result<Report<Vec<SimRow>>> {
+    use std::fmt::Write;
+    let machine = load_machine(&cmd.preset.parse::<nearflow_topo::TopologySpec>()?)?;
+    let workloads: Vec<&str> = cmd
+        .workloads
+        .split(',')
+        .map(|w| {
+            WORKLOADS
+                .iter()
+                .copied()
+                .find(|k| *k == w.trim())
+                .with_context(|| format!("unknown workload `{w}`; known: {}", WORKLOADS.join(", ")))
+        })
+        .collect::<Result<_>>()?;
+    let costs = calibrate()?;
+    let sz = cmd.sizes;
+    // fib's graph has a task per call: at most fib(25) (242,785 tasks) in the simulator.
+    let fib = sz.fib.min(25);
+    let numbers: Vec<u32> = (0..sz.sort as u64).map(|i| mix(i) as u32).collect();
+    let q = sz.uts_q;
+    let shapes = nearflow_sim::suite::Shapes {
+        fib,
+        numbers: &numbers,
+        quicksort_pivot: &|v| on_nearflow::partition(v),
+        bodies: sz.bodies as u64,
+        steps: sz.steps as u32,
+        queens: sz.queens,
+        queen_nodes: &|k| on_nearflow::queens_at(sz.queens, k, queen_nodes).unwrap_or(0),
+        uts_roots: sz.uts_roots,
+        uts_children: &|n| uts_children(n, q),
+        uts_root: &uts_root,
+        sum: sz.sum,
+        matmul: sz.matmul as u64,
+        block: sz.block as u64,
+    };
+    let pieces = cmd.pieces_per_pu.max(1) * machine.pu_count() as u64;
+    let mut rows = Vec::new();
+    for w in &workloads {
+        let g = nearflow_sim::suite::graph(w, &shapes, &costs, machine.node_count(), pieces)
+            .map_err(|e| anyhow::anyhow!("{w}: {e}"))?;
+        let mut las_ms = 0.0;
+        for policy in [PolicyKind::Las, PolicyKind::Nls] {
+            let r = nearflow_sim::simulate(
+                &machine,
+                policy,
+                &nearflow_sim::Model::default(),
+                &g,
+                nearflow_sim::AllocatorKind::Nearflow,
+                1,
+            )
+            .map_err(|e| anyhow::anyhow!("{w} under {policy}: {e}"))?;
+            let ms = r.makespan_ns as f64 / 1e6;
+            if policy == PolicyKind::Las {
+                las_ms = ms;
+            }
+            rows.push(SimRow {
+                workload: (*w).into(),
+                tasks: g.tasks.len(),
+                policy: policy.name().into(),
+                makespan_ms: ms,
+                nls_over_las: ms / las_ms,
+                read_remote_share: r.read_remote_share,
+                simulated: true,
+            });
+        }
+    }
+    let mut out = String::new();
+    writeln!(
+        out,
+        "bench rayon --simulate {} (SIMULATED: {} PUs, {} nodes; work per unit timed on this host, {}); data split per node, parallel loops in {pieces} leaves",
+        cmd.preset,
+        machine.pu_count(),
+        machine.node_count(),
+        nearflow_topo::host::cpu_label()
+    )?;
+    writeln!(
+        out,
+        "{:<11} {:>9} {:<6} {:>12} {:>9} {:>14}",
+        "workload", "tasks", "policy", "makespan ms", "NLS/LAS", "remote/read"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:<11} {:>9} {:<6} {:>12.3} {:>9.2} {:>13.1}%",
+            r.workload,
+            r.tasks,
+            r.policy,
+            r.makespan_ms,
+            r.nls_over_las,
+            r.read_remote_share * 100.0
+        )?;
+    }
+    let c = &costs;
+    writeln!(
+        out,
+        "work per unit (ns, this host): fib call {:.2}, partition {:.2}/item, sort {:.2}/item·log2, merge {:.2}/item, interaction {:.2}, queen node {:.2}, uts node {:.2}, sum {:.3}/item, multiply-add {:.3}",
+        c.fib, c.partition, c.sort, c.merge, c.interaction, c.queen, c.uts, c.sum, c.madd
+    )?;
+    writeln!(
+        out,
+        "fib({fib}) in the simulator (a task per call); the other sizes as the timed suite's"
+    )?;
+    Ok(Report::new(rows, out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -606,6 +890,27 @@ mod tests {
                 let want: f64 = (0..n).map(|k| a[i * n + k] * b[k * n + j]).sum();
                 assert_eq!(c[i * n + j], want);
             }
+        }
+    }
+
+    /// Every graph of the suite is valid and runs whole in the simulator, under LAS and NLS,
+    /// on a 4-node preset and on a one-node synthetic machine.
+    #[test]
+    fn the_suite_runs_in_the_simulator() {
+        for preset in ["e7-4820", "synthetic:core:2 pu:1"] {
+            let r = simulate(&SimConfig {
+                workloads: WORKLOADS.join(","),
+                preset: preset.into(),
+                sizes: Sizes::TINY,
+                pieces_per_pu: 4,
+            })
+            .unwrap();
+            assert_eq!(r.data.len(), 2 * WORKLOADS.len(), "{preset}");
+            assert!(r
+                .data
+                .iter()
+                .all(|row| row.simulated && row.makespan_ms > 0.0 && row.tasks > 0));
+            assert!(r.text.contains("SIMULATED"));
         }
     }
 

@@ -46,21 +46,37 @@ pub(crate) trait Driver {
     }
 }
 
-impl Driver for &Graph {
+/// A static [`Graph`] as a driver: its tables, and for each join node how many of the tasks
+/// that spawn it have ended (it is pushed by the last).
+pub(crate) struct GraphDriver<'g> {
+    graph: &'g Graph,
+    arrived: Vec<u32>,
+}
+
+impl<'g> GraphDriver<'g> {
+    pub(crate) fn new(graph: &'g Graph) -> Self {
+        GraphDriver {
+            graph,
+            arrived: vec![0; graph.tasks.len()],
+        }
+    }
+}
+
+impl Driver for GraphDriver<'_> {
     fn name(&self) -> String {
-        self.name.clone()
+        self.graph.name.clone()
     }
     fn requests(&self) -> usize {
-        self.roots.len()
+        self.graph.roots.len()
     }
     fn root(&mut self, r: usize) -> (TaskId, Option<usize>) {
-        self.roots[r]
+        self.graph.roots[r]
     }
     fn request_of(&self, t: TaskId) -> u32 {
-        self.tasks[t as usize].request
+        self.graph.tasks[t as usize].request
     }
     fn begin(&mut self, t: TaskId) -> Begun {
-        let task = &self.tasks[t as usize];
+        let task = &self.graph.tasks[t as usize];
         Begun {
             work_ns: task.work_ns,
             reads: task.reads.clone(),
@@ -68,16 +84,27 @@ impl Driver for &Graph {
         }
     }
     fn end(&mut self, t: TaskId) -> Ended {
-        let task = &self.tasks[t as usize];
+        let task = &self.graph.tasks[t as usize];
+        let (tasks, arrived) = (&self.graph.tasks, &mut self.arrived);
+        let spawns = task
+            .spawns
+            .iter()
+            .filter(|s| {
+                let c = s.task as usize;
+                arrived[c] += 1;
+                arrived[c] == tasks[c].joins.max(1)
+            })
+            .copied()
+            .collect();
         Ended {
-            spawns: task.spawns.clone(),
+            spawns,
             frees: task.frees.clone(),
         }
     }
     fn block_bytes(&self, b: BlockId) -> u64 {
-        self.blocks[b as usize].bytes
+        self.graph.blocks[b as usize].bytes
     }
     fn input_home(&self, b: BlockId) -> Option<usize> {
-        self.blocks[b as usize].home
+        self.graph.blocks[b as usize].home
     }
 }

@@ -43,6 +43,7 @@
 //! - `model.rs` — [`Model`]: every cost constant with its source.
 //! - `cache.rs` — one cache: an LRU of blocks bounded by bytes.
 //! - `workload.rs` — [`Graph`] and the generators.
+//! - `suite.rs` — the task-parallel set of `bench rayon` as graphs, with homed data.
 //! - `driver.rs` — what the event loop asks of a workload (a graph's tables, or a plan).
 //! - `plan.rs` — [`PlanModel`]: dataflow plans as the engine runs them, calibrated costs.
 //! - `engine.rs` — the event loop: queues, sleep protocol, costs.
@@ -54,6 +55,7 @@ mod engine;
 mod model;
 mod plan;
 mod report;
+pub mod suite;
 pub mod workload;
 
 use nearflow_policy::PolicyKind;
@@ -127,9 +129,16 @@ fn run_graph(
     traced: bool,
 ) -> Result<(Report, Vec<TaskSpan>), SimError> {
     check(machine, graph)?;
-    engine::Sim::new(machine, policy, model, graph, alloc, seed)
-        .traced(traced)
-        .run()
+    engine::Sim::new(
+        machine,
+        policy,
+        model,
+        driver::GraphDriver::new(graph),
+        alloc,
+        seed,
+    )
+    .traced(traced)
+    .run()
 }
 
 /// How to run: the allocator rule, the seed, and whether to record every task.

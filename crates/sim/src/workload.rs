@@ -60,6 +60,11 @@ pub struct Task {
     /// Blocks no task reads after this one (their memory is freed: dropped from every cache).
     pub frees: Vec<BlockId>,
     pub spawns: Vec<Spawn>,
+    /// How many tasks spawn it: more than one makes it a join node (the continuation after a
+    /// `join` or a `scope`), ready when the last of them ends, in the kind and home that one
+    /// gives. 0 and 1 both mean one.
+    #[serde(default)]
+    pub joins: u32,
 }
 
 /// Requests, their tasks and their data.
@@ -89,7 +94,7 @@ impl Graph {
         }
     }
 
-    fn task(&mut self, t: Task) -> TaskId {
+    pub(crate) fn task(&mut self, t: Task) -> TaskId {
         self.tasks.push(t);
         (self.tasks.len() - 1) as TaskId
     }
@@ -103,12 +108,18 @@ impl Graph {
         })
     }
 
-    fn block(&mut self, bytes: u64, home: Option<usize>) -> BlockId {
+    pub(crate) fn block(&mut self, bytes: u64, home: Option<usize>) -> BlockId {
         self.blocks.push(Block { bytes, home });
         (self.blocks.len() - 1) as BlockId
     }
 
-    fn spawn(&mut self, parent: TaskId, child: TaskId, kind: TaskKind, home: Option<usize>) {
+    pub(crate) fn spawn(
+        &mut self,
+        parent: TaskId,
+        child: TaskId,
+        kind: TaskKind,
+        home: Option<usize>,
+    ) {
         self.tasks[parent as usize].spawns.push(Spawn {
             task: child,
             kind,
@@ -163,10 +174,15 @@ impl Graph {
                 return bad(format!("task {i} has work {} ns", t.work_ns));
             }
         }
-        if let Some(i) = parents.iter().position(|&p| p != 1) {
+        if let Some(i) = parents
+            .iter()
+            .zip(&self.tasks)
+            .position(|(&p, t)| p != t.joins.max(1))
+        {
             return bad(format!(
-                "task {i} is started {} times, not once",
-                parents[i]
+                "task {i} is spawned by {} tasks, not {}",
+                parents[i],
+                self.tasks[i].joins.max(1)
             ));
         }
         Ok(())

@@ -445,3 +445,62 @@ fn a_remote_read_pays_the_numa_factor_once() {
         "{remote} vs {link_time}"
     );
 }
+
+/// A join node (`Task::joins`) runs once, after the last of the tasks that spawn it.
+#[test]
+fn a_join_node_runs_once_after_its_predecessors() {
+    use nearflow_policy::TaskKind;
+    use nearflow_sim::workload::{Spawn, Task};
+    let t = |work_ns: f64, spawns: Vec<u32>, joins: u32| Task {
+        request: 0,
+        work_ns,
+        spawns: spawns
+            .into_iter()
+            .map(|c| Spawn {
+                task: c,
+                kind: TaskKind::Immediate,
+                home: None,
+                pu: None,
+            })
+            .collect(),
+        joins,
+        ..Task::default()
+    };
+    // 0 forks 1 (long) and 2 (short); both spawn 3, the join node, which spawns 4.
+    let g = Graph {
+        name: "join".into(),
+        tasks: vec![
+            t(100.0, vec![1, 2], 0),
+            t(50_000.0, vec![3], 0),
+            t(1_000.0, vec![3], 0),
+            t(500.0, vec![4], 2),
+            t(100.0, vec![], 0),
+        ],
+        blocks: vec![],
+        roots: vec![(0, None)],
+    };
+    let m = presets::build("e5310-smp").unwrap();
+    for p in PolicyKind::ALL {
+        let (r, spans) =
+            nearflow_sim::simulate_traced(&m, p, &Model::default(), &g, AllocatorKind::Nearflow, 1)
+                .unwrap();
+        check_complete(&r, &g);
+        let span = |task: u32| {
+            let s: Vec<_> = spans.iter().filter(|s| s.task == task).collect();
+            assert_eq!(s.len(), 1, "{p}: task {task} ran {} times", s.len());
+            (s[0].start_ns, s[0].end_ns)
+        };
+        let (_, end1) = span(1);
+        let (_, end2) = span(2);
+        let (start3, end3) = span(3);
+        assert!(
+            start3 >= end1.max(end2),
+            "{p}: the join started before its predecessors ended"
+        );
+        assert!(span(4).0 >= end3, "{p}");
+    }
+    // A join node spawned by fewer tasks than it waits for is refused.
+    let mut bad = g.clone();
+    bad.tasks[2].spawns.clear();
+    assert!(bad.validate().is_err());
+}
