@@ -130,19 +130,9 @@ macro_rules! workloads {
                 .collect()
         }
 
+        /// Solutions below a placement (the sequential search both libraries run).
         pub fn queens_from(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
-            let full = (1u32 << n) - 1;
-            if cols == full {
-                return 1;
-            }
-            let mut free = full & !(cols | d1 | d2);
-            let mut count = 0;
-            while free != 0 {
-                let bit = free & free.wrapping_neg();
-                free ^= bit;
-                count += queens_from(n, cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1);
-            }
-            count
+            super::queens(n, cols, d1, d2, 0)
         }
 
         /// The search below placement `k` of the first two rows (`k / n` in the first, `k % n`
@@ -226,20 +216,33 @@ fn uts_children(node: u64, q_millionths: u64) -> Option<[u64; 2]> {
     (mix(node) % 1_000_000 < q_millionths).then(|| [mix(node ^ 0x51), mix(node ^ 0xA3)])
 }
 
-/// n-queens: the nodes the backtracking visits from a placement (itself included).
-fn queen_nodes(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
+/// n-queens' backtracking from a placement: the complete placements below it, plus
+/// `per_node` for every node it visits on the way (0: the solutions; 1: the nodes, itself
+/// included).
+fn queens(n: u32, cols: u32, d1: u32, d2: u32, per_node: u64) -> u64 {
     let full = (1u32 << n) - 1;
     if cols == full {
         return 1;
     }
     let mut free = full & !(cols | d1 | d2);
-    let mut nodes = 1;
+    let mut count = per_node;
     while free != 0 {
         let bit = free & free.wrapping_neg();
         free ^= bit;
-        nodes += queen_nodes(n, cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1);
+        count += queens(
+            n,
+            cols | bit,
+            ((d1 | bit) << 1) & full,
+            (d2 | bit) >> 1,
+            per_node,
+        );
     }
-    nodes
+    count
+}
+
+/// n-queens: the nodes the backtracking visits from a placement (itself included).
+fn queen_nodes(n: u32, cols: u32, d1: u32, d2: u32) -> u64 {
+    queens(n, cols, d1, d2, 1)
 }
 
 /// splitmix64's finaliser: the inputs' and the tree's pseudo-random numbers.
