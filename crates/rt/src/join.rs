@@ -15,6 +15,10 @@
 //!   `join` whose other side was stolen, keeps its worker busy with queued work, and parks only
 //!   when there is none, until the work it waits for is done.
 //!
+//! A `join`'s second side counts as a task (spawned and run, in the worker's and the request's
+//! counters) only when another worker runs it; popped back by its spawner it was a call, as in
+//! rayon, and costs no more than the deque's push and pop.
+//!
 //! In LAS terms (`las-scheduler-and-numa-allocator.txt` §4) the second side of a `join` and a
 //! `scope`'s [`spawn`](Scope::spawn) are **immediate** tasks: they share the spawner's hot data
 //! and run near it. [`Scope::spawn_deferred`] is the deferred kind (the start of a large part of

@@ -68,6 +68,9 @@ pub(crate) const BATCH: usize = 32;
 /// `Header::owner` of a block no worker owns: whoever frees it may keep it.
 const NO_OWNER: u32 = u32::MAX;
 
+/// `Header::owner` of a [`StackTask`]'s header (no block to give back).
+const STACK_OWNER: u32 = u32::MAX - 1;
+
 /// A unit of work of a request: a thin pointer to its header and closure (see the module docs).
 pub(crate) struct Task(NonNull<Header>);
 
@@ -81,6 +84,8 @@ pub(crate) struct Head {
     pub(crate) req: RequestRef,
     /// The NUMA node of its data ([`Home`](nearflow_policy::Home)), or [`NO_HOME`].
     pub(crate) home: u32,
+    /// Whether it is a [`StackTask`] (a `join`'s second side).
+    pub(crate) stack: bool,
 }
 
 /// `Head::home` of a task without a data home.
@@ -216,6 +221,7 @@ impl Task {
         Head {
             req: h.req,
             home: h.home,
+            stack: h.owner == STACK_OWNER,
         }
     }
 
@@ -272,7 +278,7 @@ impl<J: StackRun> StackTask<J> {
             header: Header {
                 req,
                 home: NO_HOME,
-                owner: NO_OWNER,
+                owner: STACK_OWNER,
                 vtable: &Self::VTABLE,
             },
             job,

@@ -93,8 +93,9 @@ pub(crate) struct WorkerLocal<'a> {
     wake_local: Option<&'a [usize]>,
     /// This worker's thread, which a latch it waits on unparks (`join.rs`).
     pub(crate) thread: Thread,
-    /// The address of a local of `main_loop`: where its stack starts (`join.rs`'s room check).
-    stack_base: Cell<usize>,
+    /// Half way down this worker's stack from a local of `main_loop` (`join.rs`'s room check:
+    /// below this address, `join` and `scope` run their closures inline).
+    stack_mark: Cell<usize>,
 }
 
 std::thread_local! {
@@ -312,7 +313,7 @@ impl<'a> WorkerLocal<'a> {
             wake_local: (has_local && shared.policy.sleep().scheme == SleepScheme::Domains)
                 .then(|| shared.policy.wake_order(QueueRef::Local(w))),
             thread: current_thread(),
-            stack_base: Cell::new(0),
+            stack_mark: Cell::new(0),
         }
     }
 
@@ -367,16 +368,19 @@ impl<'a> WorkerLocal<'a> {
         self.push_and_wake(q, req, task);
     }
 
-    /// Queues a task of `req` the caller built (a `join`'s `StackTask`), as `spawn_raw` does.
+    /// Queues a `join`'s `StackTask` of `req`: a credit spent, as for any spawn, but counted
+    /// as spawned (and run) only if another worker runs it (`run`); popped back by this
+    /// worker it is a call (`ran_inline`), as in rayon.
     #[inline]
     pub(crate) fn spawn_built(&self, req: RequestRef, kind: TaskKind, task: Task) {
-        let q = self.count_spawn(req, kind, None);
+        self.spend_credit(req);
+        let q = self.queue_for(kind, req);
         self.push_and_wake(q, req, task);
     }
 
-    /// A spawn's accounting (a credit spent, the statistics) and its queue.
+    /// One credit of `req` spent on a spawn (see "Held credits").
     #[inline]
-    fn count_spawn(&self, req: RequestRef, kind: TaskKind, home: Option<Home>) -> QueueRef {
+    fn spend_credit(&self, req: RequestRef) {
         // The running task has not finished, so its request is alive and not complete, and
         // this worker holds the request's credits (`run` made sure).
         debug_assert!(self.credited.get().is_some_and(|h| h.same(req)));
@@ -387,6 +391,12 @@ impl<'a> WorkerLocal<'a> {
             self.batch.set((2 * n).min(MAX_CREDITS));
         }
         self.credits.set(self.credits.get() - 1);
+    }
+
+    /// A spawn's accounting (a credit spent, the statistics) and its queue.
+    #[inline]
+    fn count_spawn(&self, req: RequestRef, kind: TaskKind, home: Option<Home>) -> QueueRef {
+        self.spend_credit(req);
         let mut st = self.stats.get();
         st.spawned += 1;
         st.deferred += u64::from(kind == TaskKind::Deferred);
@@ -410,7 +420,6 @@ impl<'a> WorkerLocal<'a> {
     #[inline]
     pub(crate) fn ran_inline(&self, task: Task) {
         std::mem::forget(task);
-        bump_owned(&self.cells.executed);
         self.credits.set(self.credits.get() + 1);
     }
 
@@ -463,8 +472,7 @@ impl<'a> WorkerLocal<'a> {
     #[inline]
     pub(crate) fn deep(&self) -> bool {
         let probe = 0u8;
-        let here = std::hint::black_box(std::ptr::addr_of!(probe)) as usize;
-        self.stack_base.get().saturating_sub(here) > self.shared.stack_size / 2
+        (std::hint::black_box(std::ptr::addr_of!(probe)) as usize) < self.stack_mark.get()
     }
 
     /// The queue of a task spawned by this worker, as the policy says. Decided before the task
@@ -573,7 +581,11 @@ impl<'a> WorkerLocal<'a> {
 
     /// Runs a task (unless its request failed); its count then becomes a credit of this worker.
     pub(crate) fn run(&self, task: Task) {
-        let Head { req: handle, home } = task.head();
+        let Head {
+            req: handle,
+            home,
+            stack,
+        } = task.head();
         if !self.credited.get().is_some_and(|h| h.same(handle)) {
             self.give_back();
             self.credited.set(Some(handle));
@@ -587,6 +599,7 @@ impl<'a> WorkerLocal<'a> {
         if req.failed.load(Ordering::Acquire) {
             let mut st = self.stats.get();
             st.skipped += 1;
+            st.spawned += u64::from(stack);
             self.stats.set(st);
             drop(task);
         } else {
@@ -623,6 +636,14 @@ impl<'a> WorkerLocal<'a> {
                 });
             }
             bump_owned(&self.cells.executed);
+            if stack {
+                // A `join`'s second side run here, not by its spawner: counted as a spawn now
+                // (`spawn_built` did not).
+                let mut st = self.stats.get();
+                st.spawned += 1;
+                self.stats.set(st);
+                bump_owned(&self.cells.spawned);
+            }
             if home != NO_HOME {
                 let mut st = self.stats.get();
                 if home == self.node {
@@ -676,8 +697,9 @@ impl<'a> WorkerLocal<'a> {
         CURRENT.with(|c| c.set(std::ptr::from_ref(self).cast()));
         let _current = CurrentGuard;
         let base = 0u8;
-        self.stack_base
-            .set(std::hint::black_box(std::ptr::addr_of!(base)) as usize);
+        let base = std::hint::black_box(std::ptr::addr_of!(base)) as usize;
+        self.stack_mark
+            .set(base.saturating_sub(self.shared.stack_size / 2));
         match shared.policy.sleep().scheme {
             SleepScheme::Domains => {
                 let domain = shared.policy.sleep().domain_of[self.w];

@@ -582,7 +582,7 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string()
-            .contains("started 2 times"));
+            .contains("spawned by 2 tasks, not 1"));
         assert!(matmul(0, 1.0).is_err() && fib(31, 1.0, 1).is_err());
     }
 }
