@@ -114,7 +114,7 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<(&WorkerLocal<'_>, RequestRe
     // worker outlives this call; only shared references to it are ever made.
     let me = unsafe { &*p };
     // A worker runs user code only inside a task, and holds that task's request's credits
-    // while it runs (`run`, and `run_nested`, which restores them).
+    // while it runs (`run`, and `run_helping`, which restores them).
     match me.credited.get() {
         Some(req) => f(Some((me, req))),
         None => f(None),
