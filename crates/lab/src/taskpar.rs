@@ -321,6 +321,19 @@ pub const WORKLOADS: [&str; 8] = [
     "matmul",
 ];
 
+/// The workloads a comma-separated list names, in its order.
+fn workloads_of(list: &str) -> Result<Vec<&'static str>> {
+    list.split(',')
+        .map(|w| {
+            WORKLOADS
+                .iter()
+                .copied()
+                .find(|k| *k == w.trim())
+                .with_context(|| format!("unknown workload `{w}`; known: {}", WORKLOADS.join(", ")))
+        })
+        .collect()
+}
+
 /// A workload's inputs, built before the clock starts.
 enum Input {
     None,
@@ -455,17 +468,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
     let machine = load_machine(&nearflow_topo::TopologySpec::Host)?;
     let threads = machine.pu_count();
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
-    let workloads: Vec<&str> = cmd
-        .workloads
-        .split(',')
-        .map(|w| {
-            WORKLOADS
-                .iter()
-                .copied()
-                .find(|k| *k == w.trim())
-                .with_context(|| format!("unknown workload `{w}`; known: {}", WORKLOADS.join(", ")))
-        })
-        .collect::<Result<_>>()?;
+    let workloads = workloads_of(&cmd.workloads)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -748,17 +751,7 @@ pub struct SimRow {
 pub fn simulate(cmd: &SimConfig) -> Result<Report<Vec<SimRow>>> {
     use std::fmt::Write;
     let machine = load_machine(&cmd.preset.parse::<nearflow_topo::TopologySpec>()?)?;
-    let workloads: Vec<&str> = cmd
-        .workloads
-        .split(',')
-        .map(|w| {
-            WORKLOADS
-                .iter()
-                .copied()
-                .find(|k| *k == w.trim())
-                .with_context(|| format!("unknown workload `{w}`; known: {}", WORKLOADS.join(", ")))
-        })
-        .collect::<Result<_>>()?;
+    let workloads = workloads_of(&cmd.workloads)?;
     let costs = calibrate()?;
     let sz = cmd.sizes;
     // fib's graph has a task per call: at most fib(25) (242,785 tasks) in the simulator.

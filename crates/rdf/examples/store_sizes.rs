@@ -73,6 +73,28 @@ fn main() {
     let sec: Vec<(u64, u64)> = (0..15)
         .map(|i| (u64_at(48 + 24 * i), u64_at(56 + 24 * i)))
         .collect();
+    // A damaged or foreign file gets a clear error, not a slice out of range (`nearflow
+    // check store FILE` checks the sections' checksums too).
+    let fail = |why: &str| -> ! {
+        eprintln!("{path}: {why} (the file is damaged or not a whole snapshot; see `nearflow check store`)");
+        std::process::exit(1)
+    };
+    for (i, &(off, len)) in sec.iter().enumerate() {
+        let inside = off
+            .checked_add(len)
+            .is_some_and(|end| end <= map.len() as u64);
+        let sized = match i {
+            1 => len == terms * 8,
+            2 => len == terms * 4,
+            5..=13 => len == quads * 4,
+            _ => true,
+        };
+        if !inside || !sized {
+            fail(&format!(
+                "section {i} lies outside the file or has the wrong size"
+            ));
+        }
+    }
     let bytes = |i: usize| &map[sec[i].0 as usize..(sec[i].0 + sec[i].1) as usize];
     let u32s = |i: usize| -> Vec<u32> {
         bytes(i)
@@ -186,12 +208,19 @@ fn main() {
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
         .collect();
+    if ends.windows(2).any(|w| w[0] > w[1]) || ends.last().is_some_and(|&e| e > arena.len() as u64)
+    {
+        fail("the term ends are out of order or past the term keys");
+    }
     let key = |id: u32| -> &[u8] {
         let i = id as usize - 1;
         let s = if i == 0 { 0 } else { ends[i - 1] as usize };
         &arena[s..ends[i] as usize]
     };
     let sorted = u32s(2);
+    if sorted.iter().any(|&id| id == 0 || u64::from(id) > terms) {
+        fail("the term index names a term that does not exist");
+    }
     let (mut iri, mut iri_n, mut lit, mut lit_n, mut other) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for id in 1..=terms as u32 {
         let k = key(id);
