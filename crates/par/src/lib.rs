@@ -94,7 +94,9 @@ pub trait Consumer<T>: Send + Sized {
     }
 }
 
-/// Combines the results of the left and the right half of a split.
+/// Combines the results of the left and the right half of a split. The reducers one consumer
+/// type makes must all combine alike (associatively, left before right): `flat_map` joins
+/// its items' pieces with whichever of them it holds.
 pub trait Reducer<R>: Send {
     /// The combination, left before right.
     fn reduce(self, left: R, right: R) -> R;
