@@ -641,6 +641,12 @@ pub fn calibrate() -> Result<nearflow_sim::suite::Costs> {
     let fib = best_ns(|| {
         std::hint::black_box(fib_seq(std::hint::black_box(25)));
     }) / calls(25);
+    // The same calls through `join` on one worker: every second side is popped back and run
+    // inline, so the difference per call is the fast path's cost (`Model::call_ns`).
+    let fib_joined = best_ns(|| {
+        std::hint::black_box(one.install(|| on_nearflow::fib(std::hint::black_box(25))));
+    }) / calls(25);
+    let call = (fib_joined - fib).max(0.0);
     let partition = best_ns(|| {
         let mut v = data.clone();
         std::hint::black_box(on_nearflow::partition(&mut v));
@@ -719,6 +725,7 @@ pub fn calibrate() -> Result<nearflow_sim::suite::Costs> {
         uts,
         sum,
         madd,
+        call,
     })
 }
 
@@ -753,6 +760,10 @@ pub fn simulate(cmd: &SimConfig) -> Result<Report<Vec<SimRow>>> {
     let machine = load_machine(&cmd.preset.parse::<nearflow_topo::TopologySpec>()?)?;
     let workloads = workloads_of(&cmd.workloads)?;
     let costs = calibrate()?;
+    let model = nearflow_sim::Model {
+        call_ns: costs.call,
+        ..nearflow_sim::Model::default()
+    };
     let sz = cmd.sizes;
     // fib's graph has a task per call: at most fib(25) (242,785 tasks) in the simulator.
     let fib = sz.fib.min(25);
@@ -783,7 +794,7 @@ pub fn simulate(cmd: &SimConfig) -> Result<Report<Vec<SimRow>>> {
             let r = nearflow_sim::simulate(
                 &machine,
                 policy,
-                &nearflow_sim::Model::default(),
+                &model,
                 &g,
                 nearflow_sim::AllocatorKind::Nearflow,
                 1,
@@ -833,8 +844,8 @@ pub fn simulate(cmd: &SimConfig) -> Result<Report<Vec<SimRow>>> {
     let c = &costs;
     writeln!(
         out,
-        "work per unit (ns, this host): fib call {:.2}, partition {:.2}/item, sort {:.2}/item·log2, merge {:.2}/item, interaction {:.2}, queen node {:.2}, uts node {:.2}, sum {:.3}/item, multiply-add {:.3}",
-        c.fib, c.partition, c.sort, c.merge, c.interaction, c.queen, c.uts, c.sum, c.madd
+        "work per unit (ns, this host): fib call {:.2}, partition {:.2}/item, sort {:.2}/item·log2, merge {:.2}/item, interaction {:.2}, queen node {:.2}, uts node {:.2}, sum {:.3}/item, multiply-add {:.3}; a join's side taken back {:.2} (call_ns; a task {:.0})",
+        c.fib, c.partition, c.sort, c.merge, c.interaction, c.queen, c.uts, c.sum, c.madd, c.call, model.task_ns
     )?;
     writeln!(
         out,

@@ -371,11 +371,21 @@ impl<'a> WorkerLocal<'a> {
     /// Queues a `join`'s `StackTask` of `req`: a credit spent, as for any spawn, but counted
     /// as spawned (and run) only if another worker runs it (`run`); popped back by this
     /// worker it is a call (`ran_inline`), as in rayon.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn spawn_built(&self, req: RequestRef, kind: TaskKind, task: Task) {
         self.spend_credit(req);
         let q = self.queue_for(kind, req);
-        self.push_and_wake(q, req, task);
+        match (q, self.wake_local) {
+            // `join`'s case under the policies that keep immediate tasks on the spawner's
+            // queue, inlined into the join (the general push is a call).
+            (QueueRef::Local(_), Some(order)) => {
+                self.local.push(task);
+                if self.shared.sleep.wake(order) {
+                    bump_owned(&self.cells.wakes);
+                }
+            }
+            _ => self.push_and_wake(q, req, task),
+        }
     }
 
     /// One credit of `req` spent on a spawn (see "Held credits").

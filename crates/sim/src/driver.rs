@@ -29,6 +29,10 @@ pub(crate) trait Driver {
     /// Request `r`'s first task and its data home.
     fn root(&mut self, r: usize) -> (TaskId, Option<usize>);
     fn request_of(&self, t: TaskId) -> u32;
+    /// Whether `t` is a `join`'s side ([`crate::Task::call`]).
+    fn is_call(&self, _t: TaskId) -> bool {
+        false
+    }
     fn begin(&mut self, t: TaskId) -> Begun;
     fn end(&mut self, t: TaskId) -> Ended;
     fn block_bytes(&self, b: BlockId) -> u64;
@@ -74,6 +78,9 @@ impl Driver for GraphDriver<'_> {
     }
     fn request_of(&self, t: TaskId) -> u32 {
         self.graph.tasks[t as usize].request
+    }
+    fn is_call(&self, t: TaskId) -> bool {
+        self.graph.tasks[t as usize].call
     }
     fn begin(&mut self, t: TaskId) -> Begun {
         let task = &self.graph.tasks[t as usize];

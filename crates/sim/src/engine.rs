@@ -625,7 +625,14 @@ impl<'a, D: Driver> Sim<'a, D> {
         wk.stats.by_rule[rule] += 1;
         wk.stats.steals += u64::from(steal);
         let debt = std::mem::take(&mut wk.debt);
-        let overhead = self.model.task_ns
+        // A join's side taken back by the worker that spawned it (its own queue) is a call.
+        let own = matches!(probe.queue, QueueRef::Local(v) if v == w);
+        let run_ns = if own && self.driver.is_call(t) {
+            self.model.call_ns
+        } else {
+            self.model.task_ns
+        };
+        let overhead = run_ns
             + f64::from(probes.saturating_sub(1)) * self.model.probe_ns
             + debt
             + self.lock_queue(probe.queue, debt);

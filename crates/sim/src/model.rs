@@ -44,6 +44,13 @@ pub struct Model {
     /// (own queue), running it and counting it. Ours: `nearflow bench overhead`, chain workload,
     /// ≈ 45 ns per task on the development machine (docs/results.md, issue 9).
     pub task_ns: f64,
+    /// What a `join`'s side costs instead of `task_ns` when the worker that spawned it takes
+    /// it back from its own queue ([`crate::Task::call`]): the runtime's fast path pushes it,
+    /// pops it back and runs it as a call, with no task run and no counters. Ours: `bench
+    /// rayon --simulate` times fib on a one-worker runtime against a sequential fib and
+    /// divides the difference by the calls (one side per call), and uses that; this default
+    /// is what it measured on the development machine (EPYC guest, 2026-11-27: 4–6 ns).
+    pub call_ns: f64,
     /// One probe of a queue that turns out empty (the `is_empty` look). Ours: the same bench's
     /// fan-out minus chain, divided by the probes of a failed search, rounded.
     pub probe_ns: f64,
@@ -86,6 +93,7 @@ impl Default for Model {
             link_bw: 12.8,
             ht_slowdown: 1.6,
             task_ns: 45.0,
+            call_ns: 5.0,
             probe_ns: 5.0,
             locked_pop_ns: 100.0,
             wake_ns: 10_000.0,
@@ -100,7 +108,7 @@ impl Default for Model {
 /// A model key that is not a field, or a value that is not a non-negative number.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("unknown model key `{0}`; known: cache_read_bw_l1, cache_read_bw_l2, cache_read_bw_l3, cache_write_bw, node_bw, core_dram_bw, link_bw, ht_slowdown, task_ns, probe_ns, locked_pop_ns, wake_ns, wake_call_ns, notify_ns, spin_ns, poll_ns")]
+    #[error("unknown model key `{0}`; known: cache_read_bw_l1, cache_read_bw_l2, cache_read_bw_l3, cache_write_bw, node_bw, core_dram_bw, link_bw, ht_slowdown, task_ns, call_ns, probe_ns, locked_pop_ns, wake_ns, wake_call_ns, notify_ns, spin_ns, poll_ns")]
     UnknownKey(String),
     #[error("model value `{0}` for `{1}` is not a number ≥ 0 (and > 0 for a bandwidth, ≥ 1 for ht_slowdown)")]
     BadValue(String, String),
@@ -133,6 +141,7 @@ impl Model {
             "ht_slowdown" if x >= 1.0 => self.ht_slowdown = x,
             "ht_slowdown" => return Err(bad()),
             "task_ns" => self.task_ns = x,
+            "call_ns" => self.call_ns = x,
             "probe_ns" => self.probe_ns = x,
             "locked_pop_ns" => self.locked_pop_ns = x,
             "wake_ns" => self.wake_ns = x,
@@ -156,6 +165,7 @@ impl Model {
             link_bw: f64::INFINITY,
             ht_slowdown: 1.0,
             task_ns: 0.0,
+            call_ns: 0.0,
             probe_ns: 0.0,
             locked_pop_ns: 0.0,
             wake_ns: 0.0,

@@ -44,6 +44,9 @@ pub struct Costs {
     pub sum: f64,
     /// One multiply-add of the matrix product.
     pub madd: f64,
+    /// Not work: what a `join`'s side taken back by its spawner costs the runtime (the
+    /// measurement behind [`crate::Model::call_ns`] for these graphs).
+    pub call: f64,
 }
 
 /// What a graph needs of the real program: its sizes and the data-dependent shapes.
@@ -264,6 +267,7 @@ pub fn graph(
     if name == "fib" {
         let mut g = crate::workload::fib(s.fib, c.fib, 1)?;
         g.name = format!("fib({})", s.fib);
+        mark_calls(&mut g);
         return Ok(g);
     }
     let mut g = Graph {
@@ -390,5 +394,21 @@ pub fn graph(
         }
     };
     g.roots.push((root, None));
+    mark_calls(&mut g);
     Ok(g)
+}
+
+/// Every task spawned immediate is a `join`'s side or the code after a join, which the
+/// programs write as `join` ([`Task::call`]); those spawned deferred at a home are tasks.
+fn mark_calls(g: &mut Graph) {
+    let calls: Vec<TaskId> = g
+        .tasks
+        .iter()
+        .flat_map(|t| &t.spawns)
+        .filter(|s| s.kind == TaskKind::Immediate)
+        .map(|s| s.task)
+        .collect();
+    for t in calls {
+        g.tasks[t as usize].call = true;
+    }
 }

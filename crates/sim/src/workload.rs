@@ -65,6 +65,11 @@ pub struct Task {
     /// gives. 0 and 1 both mean one.
     #[serde(default)]
     pub joins: u32,
+    /// A `join`'s side (or the code after a join): when the worker that spawned it takes it
+    /// back from its own queue, the runtime runs it as a call ([`crate::Model::call_ns`]
+    /// instead of `task_ns`); taken by another worker it is a task like any other.
+    #[serde(default)]
+    pub call: bool,
 }
 
 /// Requests, their tasks and their data.

@@ -504,3 +504,49 @@ fn a_join_node_runs_once_after_its_predecessors() {
     bad.tasks[2].spawns.clear();
     assert!(bad.validate().is_err());
 }
+
+#[test]
+fn a_join_side_taken_back_by_its_spawner_costs_a_call() {
+    use nearflow_policy::TaskKind;
+    use nearflow_sim::workload::{Spawn, Task};
+    // A chain of 100 tasks, each spawning the next immediate, on one PU: every child is taken
+    // back from the spawner's own queue.
+    let chain = |call: bool| Graph {
+        name: "chain".into(),
+        tasks: (0..100u32)
+            .map(|i| Task {
+                work_ns: 1_000.0,
+                spawns: (i < 99)
+                    .then(|| Spawn {
+                        task: i + 1,
+                        kind: TaskKind::Immediate,
+                        home: None,
+                        pu: None,
+                    })
+                    .into_iter()
+                    .collect(),
+                call: call && i > 0,
+                ..Task::default()
+            })
+            .collect(),
+        blocks: vec![],
+        roots: vec![(0, None)],
+    };
+    let m = from_synthetic("core:1 pu:1").unwrap();
+    let model = Model {
+        task_ns: 45.0,
+        call_ns: 5.0,
+        ..Model::free()
+    };
+    for p in [PolicyKind::Las, PolicyKind::Nls] {
+        let ms = |g: &Graph| {
+            let r = simulate(&m, p, &model, g, AllocatorKind::Nearflow, 1).unwrap();
+            check_complete(&r, g);
+            r.makespan_ns
+        };
+        // The root is a task; the 99 join sides are calls.
+        assert_eq!(ms(&chain(true)), 100_000 + 45 + 99 * 5, "{p}");
+        // Unmarked, every one is a task.
+        assert_eq!(ms(&chain(false)), 100_000 + 100 * 45, "{p}");
+    }
+}
