@@ -20,6 +20,7 @@ use crate::sync::os::{
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
+use nearflow_policy::dataflow::consumer_kind;
 use nearflow_policy::TaskKind;
 use nearflow_rt::TaskCx;
 
@@ -454,9 +455,10 @@ impl Exec {
         }
         if state.finishing && state.held.iter().all(|&h| h == 0) {
             state.done = true;
+            let kind = consumer_kind(n.outs.len());
             for (consumer, _, chan) in &n.outs {
                 chan.close();
-                self.schedule(cx, *consumer, TaskKind::Immediate);
+                self.schedule(cx, *consumer, kind);
             }
             for (chan, producer) in &n.ins {
                 if chan.discard() {
@@ -480,7 +482,7 @@ impl Exec {
             *held = f.held;
             clear &= f.held == 0;
             if f.sent {
-                self.schedule(cx, *consumer, TaskKind::Immediate);
+                self.schedule(cx, *consumer, consumer_kind(n.outs.len()));
             }
         }
         clear

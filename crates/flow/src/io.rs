@@ -3,6 +3,7 @@
 use crate::sync::os::{Arc, Ordering};
 use std::collections::VecDeque;
 
+use nearflow_policy::dataflow::consumer_kind;
 use nearflow_policy::TaskKind;
 use nearflow_rt::TaskCx;
 
@@ -106,7 +107,8 @@ impl Io<'_> {
                 if port < 64 && chan.dropping() {
                     self.gone |= 1 << port;
                 }
-                self.exec.schedule(self.cx, *consumer, TaskKind::Immediate)
+                self.exec
+                    .schedule(self.cx, *consumer, consumer_kind(me.outs.len()))
             }
             Err(held) => {
                 self.held[port] = held;

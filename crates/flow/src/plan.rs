@@ -320,8 +320,10 @@ impl PlanBuilder {
     /// Gives an operator a data home: its **deferred** tasks (a source's start and every
     /// reschedule, a producer woken by backpressure) are queued where the runtime's policy puts
     /// work for that home ([`nearflow_rt::TaskCx::spawn_deferred_at`]), so a source that scans
-    /// data placed on one NUMA node runs there. Immediate tasks stay on the sender's core, as
-    /// 001 §3 wants. An operator without a home is queued as before.
+    /// data placed on one NUMA node runs there, and so does a consumer of a fan-out (a packet
+    /// out of an operator with several outputs schedules a deferred task, LAS §4:
+    /// [`nearflow_policy::dataflow::consumer_kind`]). Immediate tasks stay on the sender's
+    /// core, as 001 §3 wants. An operator without a home is queued as before.
     pub fn home(&mut self, node: OperatorId, home: nearflow_rt::Home) {
         self.nodes[node.0].home = Some(home);
     }

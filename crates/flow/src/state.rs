@@ -1,12 +1,7 @@
 //! The four operator states of 001 §3.1 as one atomic, so that an operator runs on at most one
-//! thread at a time and repeated scheduling collapses into one task.
-//!
-//! | state | on [`schedule`](SchedState::schedule) | at [`end`](SchedState::end) of its task |
-//! |---|---|---|
-//! | `NOTHING` | → `SCHEDULED`; the caller spawns a task | — |
-//! | `SCHEDULED` | nothing (collapses) | — |
-//! | `RUNNING` | → `RUNNING_SCHEDULED` | → `NOTHING` |
-//! | `RUNNING_SCHEDULED` | nothing | → `SCHEDULED`; the task spawns its successor |
+//! thread at a time and repeated scheduling collapses into one task. The transitions (the
+//! table) are [`OpState`]'s, in `nearflow-policy`, which the simulator applies too; this file
+//! makes them atomic.
 //!
 //! Invariants (model-checked by loom below): at most one task of an operator exists at a time;
 //! what a scheduler published before `schedule` is seen by a run that begins after it (no
@@ -20,12 +15,12 @@
 
 use crate::sync::{AtomicBool, AtomicU8, Ordering};
 
+use nearflow_policy::dataflow::{successor_kind, OpState};
 use nearflow_policy::TaskKind;
 
-const NOTHING: u8 = 0;
-const SCHEDULED: u8 = 1;
-const RUNNING: u8 = 2;
-const RUNNING_SCHEDULED: u8 = 3;
+const NOTHING: u8 = OpState::Nothing as u8;
+const SCHEDULED: u8 = OpState::Scheduled as u8;
+const RUNNING: u8 = OpState::Running as u8;
 
 pub(crate) struct SchedState {
     state: AtomicU8,
@@ -50,11 +45,10 @@ impl SchedState {
         // Acquire: pairs with the Release/AcqRel writes of `begin` and `end`.
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            let next = match s {
-                NOTHING => SCHEDULED,
-                RUNNING => RUNNING_SCHEDULED,
-                _ => return false,
+            let Some(next) = OpState::from_u8(s).on_schedule() else {
+                return false;
             };
+            let next = next as u8;
             // AcqRel: the task that sees the new state also sees what was sent before it.
             match self
                 .state
@@ -71,7 +65,11 @@ impl SchedState {
         // AcqRel: acquires the `schedule` CAS that made it SCHEDULED (and what was sent before);
         // releases to the schedulers that will see RUNNING.
         let prev = self.state.swap(RUNNING, Ordering::AcqRel);
-        debug_assert_eq!(prev, SCHEDULED, "a task runs only a scheduled operator");
+        debug_assert_eq!(
+            OpState::from_u8(prev).on_begin(),
+            Ok(OpState::Running),
+            "a task runs only a scheduled operator"
+        );
         // Relaxed: see `schedule`.
         self.want_immediate.store(false, Ordering::Relaxed);
     }
@@ -87,14 +85,18 @@ impl SchedState {
         {
             Ok(_) => None,
             Err(now) => {
-                debug_assert_eq!(now, RUNNING_SCHEDULED, "operator state {now} while running");
+                // RUNNING failed, so the state is RUNNING_SCHEDULED: → SCHEDULED, a successor.
+                let end = OpState::from_u8(now).on_end();
+                debug_assert_eq!(
+                    end,
+                    Ok((OpState::Scheduled, true)),
+                    "operator state {now} while running"
+                );
                 // Release: pairs with the successor task's `begin` swap.
                 self.state.store(SCHEDULED, Ordering::Release);
-                Some(if self.want_immediate.swap(false, Ordering::Relaxed) {
-                    TaskKind::Immediate
-                } else {
-                    TaskKind::Deferred
-                })
+                Some(successor_kind(
+                    self.want_immediate.swap(false, Ordering::Relaxed),
+                ))
             }
         }
     }

@@ -33,6 +33,8 @@
 //! - `las.rs` — LAS (§4.2's five rules, §4.3's sleep domains).
 //! - `home.rs` — data homes ([`Home`]) and where each policy puts a homed task ([`Policy::place_at`]).
 //! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
+//! - `dataflow.rs` — the dataflow engine's rules both the engine and the simulator apply: the
+//!   operator states and the kind of a consumer's task.
 //! - `simple.rs` — NLS, FIFO+RR, the three queue designs of load-balancing-queues.txt, and
 //!   the `mapped` policy StreamMap runs under.
 //!
@@ -40,6 +42,7 @@
 //! every policy implements and its shared types.
 
 mod bobox;
+pub mod dataflow;
 mod home;
 mod las;
 mod search;

@@ -3,9 +3,11 @@
 //!
 //! Each request is one instance of the plan. Per operator: the four states (a `schedule` of an
 //! idle operator spawns its task, of a running one marks it to run again, and collapses
-//! otherwise), bounded input buffers of `buffer_packets` packets (a packet that does not fit is
-//! held by its producer, which stops until the consumer makes room and schedules it again as a
-//! deferred task), a sent packet schedules its consumer as an **immediate** task, a source that
+//! otherwise: `nearflow_policy::dataflow::OpState`, the engine's own transitions), bounded
+//! input buffers of `buffer_packets` packets (a packet that does not fit is held by its
+//! producer, which stops until the consumer makes room and schedules it again as a deferred
+//! task), a sent packet schedules its consumer as the engine does (`consumer_kind`: an
+//! **immediate** task on a plain edge, a **deferred** one out of a fan-out), a source that
 //! has more to produce schedules itself as a **deferred** task, and end of stream closes the
 //! consumers' inputs and schedules them. The plan's root schedules every source (deferred).
 //!
@@ -18,15 +20,19 @@
 //! written, so the machine model charges where they are. A source that reads stored data (a
 //! SPARQL scan of a store partition) reads one input block per packet from its home node's
 //! memory; the blocks are the same for every request, as the partition is, so concurrent
-//! queries can find them in a cache. Not modelled: other operator state as data (a sort's
-//! buffer, a hash join's table, an index join's lookups into the store are compute only),
-//! consumers that finish early (`limit`), and the cost of a run that takes nothing.
+//! queries can find them in a cache. An operator's state (a sort's rows, a hash join's table,
+//! DISTINCT's set: the largest size the calibration's profiled run recorded) is data too: a
+//! run reads and writes back the pages its tuples touch, or the whole state
+//! ([`OpModel::state_bytes_per_tuple`]). Not modelled: an index join's lookups into the store
+//! (compute only), consumers that finish early (`limit`), and the cost of a run that takes
+//! nothing.
 //!
 //! Length: the model's types and the driver's state machine (begin, end, buffers) are one
 //! mechanism, read together as `flow/src/exec.rs` is.
 
 use std::collections::VecDeque;
 
+use nearflow_policy::dataflow::{consumer_kind, successor_kind, OpState as Sched};
 use nearflow_policy::TaskKind;
 use serde::{Deserialize, Serialize};
 
@@ -73,7 +79,18 @@ pub struct OpModel {
     /// it last and moves when the operator runs elsewhere.
     #[serde(default)]
     pub state_bytes: u64,
+    /// Bytes of that state one tuple taken touches (a hash table's bucket, a set's slot, a
+    /// sort buffer's row), when a run touches only part of it: the state is then pages of
+    /// [`STATE_PAGE`] bytes, and a run reads and writes back the pages its tuples touch
+    /// (spread over the state, as hashed accesses are), and a blocking operator's last run, which
+    /// emits from its state, all of them. 0: every run reads and writes the whole state (a
+    /// window that each tuple slides).
+    #[serde(default)]
+    pub state_bytes_per_tuple: f64,
 }
+
+/// The unit a state touched per tuple is read in: a page, the unit the allocator places.
+pub const STATE_PAGE: u64 = 4096;
 
 /// A plan's operators with their calibrated costs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,11 +168,6 @@ impl PlanModel {
     }
 }
 
-const NOTHING: u8 = 0;
-const SCHEDULED: u8 = 1;
-const RUNNING: u8 = 2;
-const RUNNING_SCHEDULED: u8 = 3;
-
 #[derive(Clone, Copy, Debug)]
 struct Packet {
     tuples: u64,
@@ -171,7 +183,8 @@ struct Input {
 
 #[derive(Clone, Debug, Default)]
 struct OpState {
-    sched: u8,
+    /// The engine's operator state (`nearflow_policy::dataflow::OpState`, as flow applies it).
+    sched: Sched,
     want_immediate: bool,
     inputs: Vec<Input>,
     /// Per output: packets refused by the consumer, oldest first.
@@ -200,6 +213,8 @@ struct Run {
     wake: Vec<usize>,
     more: bool,
     finish: bool,
+    /// Tuples taken from the inputs (what touches the state).
+    state_tuples: u64,
 }
 
 /// Instances of a plan, one per request.
@@ -216,8 +231,10 @@ pub(crate) struct PlanDriver<'m> {
     input_homes: Vec<Option<usize>>,
     /// Per operator: its first input block.
     input_base: Vec<usize>,
-    /// Per request and operator: its state block, if it keeps state.
-    state: Vec<Vec<Option<BlockId>>>,
+    /// Per request and operator: its state's blocks (one, or pages: `state_bytes_per_tuple`).
+    state: Vec<Vec<Vec<BlockId>>>,
+    /// Draws which pages of a state a run touches (deterministic).
+    state_rng: u64,
     /// Per request and operator: when it finished.
     done_at: Vec<Vec<u64>>,
     now: u64,
@@ -261,10 +278,19 @@ impl<'m> PlanDriver<'m> {
                     .operators
                     .iter()
                     .map(|m| {
-                        (m.state_bytes > 0).then(|| {
+                        let mut pages = Vec::new();
+                        if m.state_bytes > 0 && m.state_bytes_per_tuple > 0.0 {
+                            let mut left = m.state_bytes;
+                            while left > 0 {
+                                blocks.push(left.min(STATE_PAGE));
+                                pages.push((blocks.len() - 1) as BlockId);
+                                left -= left.min(STATE_PAGE);
+                            }
+                        } else if m.state_bytes > 0 {
                             blocks.push(m.state_bytes);
-                            (blocks.len() - 1) as BlockId
-                        })
+                            pages.push((blocks.len() - 1) as BlockId);
+                        }
+                        pages
                     })
                     .collect()
             })
@@ -274,6 +300,7 @@ impl<'m> PlanDriver<'m> {
             requests,
             ops: vec![fresh; requests],
             state,
+            state_rng: 0x9e37_79b9_7f4a_7c15,
             done_at: vec![vec![0; model.operators.len()]; requests],
             now: 0,
             tasks: Vec::new(),
@@ -319,13 +346,11 @@ impl<'m> PlanDriver<'m> {
         if kind == TaskKind::Immediate {
             st.want_immediate = true;
         }
-        match st.sched {
-            NOTHING => {
-                st.sched = SCHEDULED;
+        if let Some(next) = st.sched.on_schedule() {
+            st.sched = next;
+            if next == Sched::Scheduled {
                 self.spawn(r, o, kind, out);
             }
-            RUNNING => st.sched = RUNNING_SCHEDULED,
-            _ => {}
         }
     }
 
@@ -417,8 +442,10 @@ impl Driver for PlanDriver<'_> {
             ..Run::default()
         };
         let st = &mut self.ops[r][o];
-        debug_assert_eq!(st.sched, SCHEDULED, "a task runs only a scheduled operator");
-        st.sched = RUNNING;
+        st.sched = st
+            .sched
+            .on_begin()
+            .expect("a task runs only a scheduled operator");
         st.want_immediate = false;
         let mut begun = Begun::default();
         if st.done {
@@ -480,6 +507,7 @@ impl Driver for PlanDriver<'_> {
                         }
                     }
                     begun.work_ns += m.ns_per_tuple * taken as f64;
+                    run.state_tuples = taken;
                     let ended = self.inputs_ended(r, o);
                     let blocking = m.kind == OpKind::Blocking;
                     if blocking {
@@ -505,8 +533,34 @@ impl Driver for PlanDriver<'_> {
         begun.reads = run.taken.clone();
         begun.reads.append(&mut run.inputs);
         // The operator's state: read, then written back (which takes it out of every other
-        // PU's caches: the next run elsewhere misses it).
-        if let Some(b) = self.state[r][o] {
+        // PU's caches: the next run elsewhere misses it). All of it, or the pages its tuples
+        // touch.
+        let m = &self.model.operators[o];
+        let pages = self.state[r][o].len();
+        let touched = if m.state_bytes_per_tuple > 0.0 {
+            let emits_all = m.kind == OpKind::Blocking && run.made.iter().any(|p| !p.is_empty());
+            let bytes = m.state_bytes_per_tuple * run.state_tuples as f64;
+            if emits_all {
+                pages
+            } else {
+                ((bytes / STATE_PAGE as f64).ceil() as usize).min(pages)
+            }
+        } else {
+            pages
+        };
+        for k in 0..touched {
+            let page = if touched == pages {
+                k
+            } else {
+                // A page drawn over the whole state (xorshift), as hashed accesses fall.
+                let mut x = self.state_rng;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                self.state_rng = x;
+                (x % pages as u64) as usize
+            };
+            let b = self.state[r][o][page];
             begun.reads.push(b);
             begun.writes.push(b);
         }
@@ -529,6 +583,7 @@ impl Driver for PlanDriver<'_> {
         let o = o32 as usize;
         let run = self.runs[t as usize].take().unwrap_or_default();
         out.frees = run.taken;
+        let outs = self.model.operators[o].feeds.len();
         // Deliver what was made: a packet that fits schedules its consumer (immediate), one
         // that does not is held.
         for (port, made) in run.made.into_iter().enumerate() {
@@ -542,7 +597,7 @@ impl Driver for PlanDriver<'_> {
                 }
             }
             if sent {
-                self.schedule(r, consumer, TaskKind::Immediate, &mut out.spawns);
+                self.schedule(r, consumer, consumer_kind(outs), &mut out.spawns);
             }
         }
         for p in run.wake {
@@ -556,24 +611,19 @@ impl Driver for PlanDriver<'_> {
             self.ops[r][o].done = true;
             self.done_at[r][o] = self.now;
             self.done_ops += 1;
-            for port in 0..self.model.operators[o].feeds.len() {
+            for port in 0..outs {
                 let (c, cp) = self.model.operators[o].feeds[port];
                 self.ops[r][c].inputs[cp].closed = true;
-                self.schedule(r, c, TaskKind::Immediate, &mut out.spawns);
+                self.schedule(r, c, consumer_kind(outs), &mut out.spawns);
             }
         }
         // `end` of the state machine: run again if scheduled meanwhile.
         let st = &mut self.ops[r][o];
-        if st.sched == RUNNING_SCHEDULED {
-            st.sched = SCHEDULED;
-            let kind = if st.want_immediate {
-                TaskKind::Immediate
-            } else {
-                TaskKind::Deferred
-            };
+        let (next, successor) = st.sched.on_end().expect("an operator ends while running");
+        st.sched = next;
+        if successor {
+            let kind = successor_kind(st.want_immediate);
             self.spawn(r, o, kind, &mut out.spawns);
-        } else {
-            st.sched = NOTHING;
         }
         out
     }

@@ -222,6 +222,7 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
         home: None,
         pu: None,
         state_bytes: 0,
+        state_bytes_per_tuple: 0.0,
     };
     PlanModel {
         name: "small".into(),
@@ -549,4 +550,50 @@ fn a_join_side_taken_back_by_its_spawner_costs_a_call() {
         // Unmarked, every one is a task.
         assert_eq!(ms(&chain(false)), 100_000 + 100 * 45, "{p}");
     }
+}
+
+/// An operator's state (issue 37, item 3): read by the pages its tuples touch when a tuple
+/// touches part of it (a hash table), all of it every run otherwise (a window), and all of it
+/// when a blocking operator emits from it.
+#[test]
+fn state_is_read_by_the_pages_its_tuples_touch() {
+    let opts = RunOptions {
+        alloc: AllocatorKind::Nearflow,
+        seed: 1,
+        traced: false,
+    };
+    let read = |r: &Report| {
+        r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
+    };
+    let m = presets::build("e7-4820").unwrap();
+    let run = |plan: &PlanModel| {
+        let (r, _) = simulate_plan(&m, PolicyKind::Las, &Model::default(), plan, 1, opts).unwrap();
+        read(&r)
+    };
+    let base = run(&small_plan(4));
+    // The filter takes 409,600 tuples; 64 B of its state each.
+    let touched = 409_600 * 64;
+    let filter = |state: u64, per_tuple: f64| {
+        let mut p = small_plan(4);
+        p.operators[1].state_bytes = state;
+        p.operators[1].state_bytes_per_tuple = per_tuple;
+        run(&p) - base
+    };
+    let big = filter(1 << 30, 64.0);
+    assert!(
+        big >= touched && big <= 2 * touched,
+        "1 GiB of state, 64 B a tuple: {big} B read for {touched} B touched"
+    );
+    let per_tuple = filter(8 << 20, 64.0);
+    let whole = filter(8 << 20, 0.0);
+    assert!(per_tuple <= 2 * touched, "{per_tuple}");
+    assert!(
+        whole > 4 * per_tuple,
+        "a window read whole every run ({whole} B) against pages touched ({per_tuple} B)"
+    );
+    // The sort emits from its state: all of it is read at least once.
+    let mut sort = small_plan(4);
+    sort.operators[2].state_bytes = 64 << 20;
+    sort.operators[2].state_bytes_per_tuple = 64.0;
+    assert!(run(&sort) - base >= 64 << 20);
 }

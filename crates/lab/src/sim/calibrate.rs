@@ -129,6 +129,7 @@ pub(crate) fn flow_app<S>(
         packet_bytes,
         clock: Clock::Wall,
         source_input_bytes: 0.0,
+        state_bytes_per_tuple: 0.0,
     };
     let model = average(&runs, &events, &how, name)?;
     let (_, stats, _) = &runs[0];
@@ -168,6 +169,23 @@ pub(crate) fn sparql(
     let q = sparql::prepare(store, text, &Options::default())
         .with_context(|| format!("query {name}"))?;
     let rows = q.run_collect(&rt)?.rows.len();
+    // Operator state sizes from one profiled copy (profiling costs time per task, so the
+    // traced copies below run without it).
+    let profiled = sparql::prepare(
+        store,
+        text,
+        &Options {
+            profile: true,
+            ..Options::default()
+        },
+    )?;
+    let mut run = profiled.start(&rt)?;
+    while run.next_batch().is_some() {}
+    let state = run
+        .finish()?
+        .threads
+        .map(|t| t.state_bytes)
+        .unwrap_or_default();
     rt.take_trace();
     let started = std::time::Instant::now();
     let running = (0..CONCURRENT)
@@ -195,9 +213,26 @@ pub(crate) fn sparql(
         packet_bytes: packet_bytes.unwrap_or(host_packet_bytes as u64),
         clock: Clock::ThreadCpu,
         source_input_bytes: 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64,
+        state_bytes_per_tuple: SPARQL_STATE_BYTES_PER_TUPLE,
     };
+    let mut model = average(&runs, &events, &how, name)?;
+    if state.len() != model.operators.len() {
+        bail!(
+            "{name}: the profiled run planned {} operators, the traced ones {}",
+            state.len(),
+            model.operators.len()
+        );
+    }
+    for (op, &bytes) in model.operators.iter_mut().zip(&state) {
+        op.state_bytes = bytes as u64;
+        op.state_bytes_per_tuple = if bytes > 0 {
+            how.state_bytes_per_tuple
+        } else {
+            0.0
+        };
+    }
     Ok(Calibration {
-        model: average(&runs, &events, &how, name)?,
+        model,
         traced_ms,
         host_packet_bytes,
         rows: rows as u64,
@@ -220,7 +255,15 @@ pub(crate) struct Derive {
     pub(crate) clock: Clock,
     /// Bytes of stored data a homed source reads per tuple it produces (0: none).
     pub(crate) source_input_bytes: f64,
+    /// Bytes of an operator's state a tuple touches (`OpModel::state_bytes_per_tuple`; 0:
+    /// the whole state every run).
+    pub(crate) state_bytes_per_tuple: f64,
 }
+
+/// What a tuple touches in a SPARQL operator's state (a hash join's table, DISTINCT's set, a
+/// sort's rows): one cache line, the least a random access into a table moves (a probe or an
+/// insert finds its bucket's line; a sort's row of a few ids fits one).
+pub(crate) const SPARQL_STATE_BYTES_PER_TUPLE: f64 = 64.0;
 
 /// The model of copies of one plan run at once: the first copy's, with each operator's cost
 /// per tuple averaged over the copies.
@@ -347,6 +390,7 @@ fn derive(
                 tuple_bytes_out,
                 home: o.home_node,
                 pu: None,
+                state_bytes_per_tuple: how.state_bytes_per_tuple,
                 state_bytes: stats
                     .threads
                     .as_ref()
@@ -643,6 +687,21 @@ mod tests {
                 .filter_map(|o| o.home)
                 .collect();
             assert_eq!(homes.len(), 2, "{q}: scans on both nodes");
+            if q == "q4" {
+                // Its DISTINCT holds a set (issue 37, item 3): the model has it as state.
+                let stateful: Vec<_> = m
+                    .operators
+                    .iter()
+                    .filter(|o| o.state_bytes > 0)
+                    .map(|o| (o.name.as_str(), o.state_bytes))
+                    .collect();
+                assert!(!stateful.is_empty(), "{q}: no operator state in the model");
+                assert!(m
+                    .operators
+                    .iter()
+                    .filter(|o| o.state_bytes > 0)
+                    .all(|o| o.state_bytes_per_tuple == SPARQL_STATE_BYTES_PER_TUPLE));
+            }
             let (r, _) = nearflow_sim::simulate_plan(
                 &machine,
                 nearflow_policy::PolicyKind::Las,
