@@ -14,6 +14,16 @@ use crate::args::{print_report, TopoArgs};
 
 /// Simulates and prints.
 pub fn run(cmd: &SimCmd) -> Result<()> {
+    if cmd.las_figures {
+        let fig = sim::figures::FiguresConfig {
+            models_dir: cmd.models_dir.clone(),
+            chart: cmd.chart.clone(),
+        };
+        return print_report(&sim::figures::las(&cmd.config()?, &fig)?, cmd.json);
+    }
+    if cmd.models_dir.is_some() || cmd.chart.is_some() {
+        anyhow::bail!("--models-dir and --chart go with --las-figures");
+    }
     print_report(&sim::run(&cmd.config()?)?, cmd.json)
 }
 
@@ -162,6 +172,21 @@ pub struct SimCmd {
     /// Range: 1..=1000.
     #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
+    /// The LAS paper's §6.2–6.4 (Figs. 5–10) in one command: its eight queries ×1 and ×16, LAS
+    /// against NLS and the nearflow against the system allocator, on e5310-smp and e7-4820
+    /// (SIMULATED), each cell beside the paper's result and counted only where the same plans
+    /// validate on this host within 20 %. It sets the queries, copies, policies, allocators
+    /// and machines itself; data (--triples, --data, --store), --packet-bytes, --reps and
+    /// --model apply.
+    #[arg(long)]
+    pub las_figures: bool,
+    /// With --las-figures: read each machine's plan models from DIR/PRESET.json, or calibrate
+    /// and save them there (reruns then compare one model).
+    #[arg(long, value_name = "DIR")]
+    pub models_dir: Option<PathBuf>,
+    /// With --las-figures: draw one chart per machine, PREFIX-PRESET.svg.
+    #[arg(long, value_name = "PREFIX.svg")]
+    pub chart: Option<PathBuf>,
 }
 
 impl SimCmd {

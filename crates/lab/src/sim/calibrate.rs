@@ -60,6 +60,11 @@ pub(crate) fn genplan(rows: u64, packet_bytes: u64) -> Result<Calibration> {
     )
 }
 
+/// The seed of the ticks `--workload vwap` generates.
+pub(crate) const VWAP_SEED: u64 = 0x5eed;
+/// The VWAP window `--workload vwap` runs, in trades.
+pub(crate) const VWAP_WINDOW: usize = 5;
+
 /// Runs the VWAP plan (`ticks` generated ticks, `branches` branches, a window of 5 trades) on
 /// this host under LAS and derives its model at `packet_bytes`.
 pub(crate) fn vwap(ticks: u64, branches: usize, packet_bytes: u64) -> Result<Calibration> {
@@ -67,16 +72,15 @@ pub(crate) fn vwap(ticks: u64, branches: usize, packet_bytes: u64) -> Result<Cal
     if ticks == 0 || branches == 0 {
         bail!("--ticks and --branches must be at least 1");
     }
-    const WINDOW: usize = 5;
-    let data = vwap::generate(ticks, 0x5eed);
-    let expect = vwap::checksum(&vwap::reference(&data, WINDOW));
+    let data = vwap::generate(ticks, VWAP_SEED);
+    let expect = vwap::checksum(&vwap::reference(&data, VWAP_WINDOW));
     flow_app(
         "vwap",
         packet_bytes,
         false,
         |b| {
             let src = b.source(data.clone());
-            vwap::build(b, src, branches, WINDOW)
+            vwap::build(b, src, branches, VWAP_WINDOW)
         },
         |out, sink| vwap::checksum(&out.take(sink)) == expect,
     )
@@ -576,7 +580,7 @@ fn generated_store(machine: &nearflow_topo::Machine, triples: u64) -> Result<Sto
 }
 
 /// The store of `--workload sp2bench`, built for `machine`, and what it holds.
-fn sp2bench_store(
+pub(crate) fn sp2bench_store(
     cmd: &super::config::Config,
     machine: &nearflow_topo::Machine,
 ) -> Result<(nearflow_rdf::Store, String)> {

@@ -6,7 +6,7 @@
 //! `bench plans` runs them, every result checked. Every policy runs every grid entry in
 //! interleaved rounds after a warm-up; the median is compared with the simulated makespan.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use nearflow_policy::PolicyKind;
 use nearflow_sim::workload;
 use nearflow_sim::{Graph, Report};
@@ -288,6 +288,136 @@ pub(crate) fn validate_plans(
         &entries,
         reports,
         "the generated plan on the real engine",
+        once,
+    )
+}
+
+/// The VWAP plan (`run vwap`'s, as `--workload vwap` calibrates it), N·M copies at once, on the
+/// real engine per policy, every result checked.
+pub(crate) fn validate_vwap(
+    cmd: &Config,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    grid: &[(u32, u32)],
+    reports: &[(String, Report)],
+) -> Result<(Vec<Row>, String)> {
+    use nearflow_apps::vwap;
+    let data = vwap::generate(cmd.ticks, super::calibrate::VWAP_SEED);
+    let expect = vwap::checksum(&vwap::reference(&data, super::calibrate::VWAP_WINDOW));
+    let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {
+        let (n, m) = grid[ei];
+        let mut built = Vec::new();
+        for _ in 0..n * m {
+            let mut b = nearflow_flow::PlanBuilder::for_runtime(rt);
+            if let Some(bytes) = cmd.packet_bytes {
+                b.packet_bytes(bytes as usize);
+            }
+            let src = b.source(data.clone());
+            let sink = vwap::build(&mut b, src, cmd.branches, super::calibrate::VWAP_WINDOW);
+            built.push((b.build()?, sink));
+        }
+        let start = std::time::Instant::now();
+        let handles: Vec<_> = built
+            .into_iter()
+            .map(|(plan, sink)| (plan.submit(rt), sink))
+            .collect();
+        for (h, sink) in handles {
+            let out = h.wait()?;
+            anyhow::ensure!(
+                vwap::checksum(&out.take(&sink)) == expect,
+                "a VWAP plan's result differs from its reference"
+            );
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e3)
+    };
+    let entries: Vec<(String, String)> = grid
+        .iter()
+        .map(|&(n, m)| (format!("{n}x{m}"), format!("vwap x{}", n * m)))
+        .collect();
+    compare(
+        cmd,
+        machine,
+        policies,
+        &entries,
+        reports,
+        "the VWAP plan on the real engine",
+        once,
+    )
+}
+
+/// SP²Bench queries, `copies` at once, on the real SPARQL engine of this host per policy, over
+/// the store the calibration used (built for this host); every copy's row count checked.
+pub(crate) fn validate_sparql(
+    cmd: &Config,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    grid: &[(String, usize)],
+    reports: &[(String, Report)],
+) -> Result<(Vec<Row>, String)> {
+    use std::sync::Arc;
+    let names: Vec<String> = crate::harness::parse_list(&cmd.queries)?;
+    let texts = crate::sp2bench::query_texts(cmd.queries_dir.as_deref(), &names)?;
+    let (store, data) = super::calibrate::sp2bench_store(cmd, machine)?;
+    let store = Arc::new(store);
+    let options = nearflow_sparql::Options {
+        packet_bytes: cmd.packet_bytes.map(|b| b as usize),
+        ..nearflow_sparql::Options::default()
+    };
+    let queries = names
+        .iter()
+        .zip(&texts)
+        .map(|(n, t)| {
+            nearflow_sparql::prepare(&store, t, &options).with_context(|| format!("query {n}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let reference = crate::harness::build_runtime(
+        machine.clone(),
+        PolicyKind::Las,
+        nearflow_rt::Pinning::Group,
+        false,
+        nearflow_rt::AllocatorKind::Nearflow,
+    )?;
+    let rows = queries
+        .iter()
+        .map(|q| Ok(q.run_collect(&reference)?.rows.len()))
+        .collect::<Result<Vec<_>>>()?;
+    drop(reference);
+    let mut entries = Vec::new();
+    let mut which = Vec::new();
+    for (qi, name) in names.iter().enumerate() {
+        for (label, copies) in grid {
+            entries.push((format!("{name} {label}"), format!("{name} x{copies} on {data}")));
+            which.push((qi, *copies));
+        }
+    }
+    let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {
+        let (qi, copies) = which[ei];
+        let start = std::time::Instant::now();
+        let running = (0..copies)
+            .map(|_| queries[qi].start(rt))
+            .collect::<Result<Vec<_>, _>>()?;
+        for mut r in running {
+            let mut n = 0;
+            while let Some(b) = r.next_batch() {
+                n += b.len();
+            }
+            r.finish()?;
+            anyhow::ensure!(
+                n == rows[qi],
+                "{}: a copy returned {n} rows, the reference run {}",
+                names[qi],
+                rows[qi]
+            );
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e3)
+    };
+    compare(
+        cmd,
+        machine,
+        policies,
+        &entries,
+        reports,
+        "SP²Bench queries on the real SPARQL engine",
         once,
     )
 }
