@@ -830,7 +830,10 @@ fn sim_prints_simulated_tables_and_refuses_bad_input() {
     );
     // The LAS paper's figures in one command (a few thousand triples here).
     let out = common::ok(&["sim", "--las-figures", "--triples", "3000", "--reps", "1"]);
-    assert!(out.contains("LAS paper §6.2–6.4 (Figs. 5–10), SIMULATED"), "{out}");
+    assert!(
+        out.contains("LAS paper §6.2–6.4 (Figs. 5–10), SIMULATED"),
+        "{out}"
+    );
     assert!(out.contains("of 32 cells count"), "{out}");
     assert!(out.contains("e7-4820    q2      16"), "{out}");
     // The generated plan: calibrated from a traced run here, simulated on a preset.

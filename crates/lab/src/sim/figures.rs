@@ -110,7 +110,10 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
     )?;
     let mut cells = Vec::new();
     for preset in PAPER_MACHINES {
-        let models = fig.models_dir.as_ref().map(|d| d.join(format!("{preset}.json")));
+        let models = fig
+            .models_dir
+            .as_ref()
+            .map(|d| d.join(format!("{preset}.json")));
         let (load, save) = match &models {
             Some(p) if p.exists() => (Some(p.clone()), None),
             Some(p) => {
@@ -152,7 +155,10 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
         for q in PAPER_QUERIES.split(',') {
             for copies in [1usize, 16] {
                 let label = format!("{q} x{copies}");
-                let (las, nls) = (ms(&label, "las", "nearflow")?, ms(&label, "nls", "nearflow")?);
+                let (las, nls) = (
+                    ms(&label, "las", "nearflow")?,
+                    ms(&label, "nls", "nearflow")?,
+                );
                 let system = ms(&label, "las", "system")?;
                 let v = [
                     ratio(q, copies, "las").unwrap_or(f64::NAN),
@@ -194,7 +200,15 @@ fn table(cells: &[Cell]) -> Result<String> {
     writeln!(
         out,
         "{:<10} {:<5} {:>4} {:>10} {:>10} {:>8} {:>10} {:>13} {:>6}  paper",
-        "machine", "query", "×", "LAS ms", "NLS ms", "NLS/LAS", "sys/nf ×", "host sim/meas", "counts"
+        "machine",
+        "query",
+        "×",
+        "LAS ms",
+        "NLS ms",
+        "NLS/LAS",
+        "sys/nf ×",
+        "host sim/meas",
+        "counts"
     )?;
     for c in cells {
         writeln!(
@@ -227,9 +241,10 @@ fn table(cells: &[Cell]) -> Result<String> {
 }
 
 fn chart_path(prefix: &Path, preset: &str) -> PathBuf {
-    let stem = prefix
-        .file_stem()
-        .map_or_else(|| "las-figures".into(), |s| s.to_string_lossy().into_owned());
+    let stem = prefix.file_stem().map_or_else(
+        || "las-figures".into(),
+        |s| s.to_string_lossy().into_owned(),
+    );
     prefix.with_file_name(format!("{stem}-{preset}.svg"))
 }
 
@@ -322,7 +337,13 @@ mod tests {
         let second = las(&cmd, &fig).unwrap();
         assert!(second.text.contains("not calibrated again"));
         for (a, b) in first.data.iter().zip(&second.data) {
-            assert_eq!((a.las_ms, a.nls_ms), (b.las_ms, b.nls_ms), "{} {}", a.machine, a.query);
+            assert_eq!(
+                (a.las_ms, a.nls_ms),
+                (b.las_ms, b.nls_ms),
+                "{} {}",
+                a.machine,
+                a.query
+            );
         }
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -12,6 +12,7 @@
 
 pub mod calibrate;
 mod config;
+pub mod conformance;
 pub mod figures;
 mod report;
 pub mod validate;

@@ -386,7 +386,10 @@ pub(crate) fn validate_sparql(
     let mut which = Vec::new();
     for (qi, name) in names.iter().enumerate() {
         for (label, copies) in grid {
-            entries.push((format!("{name} {label}"), format!("{name} x{copies} on {data}")));
+            entries.push((
+                format!("{name} {label}"),
+                format!("{name} x{copies} on {data}"),
+            ));
             which.push((qi, *copies));
         }
     }
