@@ -48,6 +48,13 @@ pub(crate) trait Driver {
     fn finish_times(&self) -> Vec<Vec<u64>> {
         Vec::new()
     }
+    /// Told when task `t` starts: the work and the memory time it is charged.
+    fn charged(&mut self, _t: TaskId, _work_ns: f64, _memory_ns: f64) {}
+    /// After the run: per operator, the work and memory time its tasks were charged, summed
+    /// over requests (plans; empty otherwise).
+    fn operator_charges(&self) -> Vec<(f64, f64)> {
+        Vec::new()
+    }
 }
 
 /// A static [`Graph`] as a driver: its tables, and for each join node how many of the tasks

@@ -379,6 +379,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         self.driver.check().map_err(SimError::Model)?;
         let mut report = self.report;
         report.operator_done_ns = self.driver.finish_times();
+        report.operator_charges = self.driver.operator_charges();
         report.finish(
             self.workers.into_iter().map(|w| w.stats).collect(),
             self.done_at.into_iter().map(|d| d.unwrap_or(0)).collect(),
@@ -662,6 +663,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         for i in 0..task.writes.len() {
             mem += self.write(w, task.writes[i]);
         }
+        self.driver.charged(t, work, mem);
         let d = (overhead + work + mem).ceil() as u64;
         let wk = &mut self.workers[w];
         wk.state = State::Busy;

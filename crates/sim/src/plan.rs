@@ -237,6 +237,8 @@ pub(crate) struct PlanDriver<'m> {
     state_rng: u64,
     /// Per request and operator: when it finished.
     done_at: Vec<Vec<u64>>,
+    /// Per operator: the work and memory time its tasks were charged (all requests).
+    charges: Vec<(f64, f64)>,
     now: u64,
     done_ops: usize,
 }
@@ -302,6 +304,7 @@ impl<'m> PlanDriver<'m> {
             state,
             state_rng: 0x9e37_79b9_7f4a_7c15,
             done_at: vec![vec![0; model.operators.len()]; requests],
+            charges: vec![(0.0, 0.0); model.operators.len()],
             now: 0,
             tasks: Vec::new(),
             runs: Vec::new(),
@@ -639,6 +642,17 @@ impl Driver for PlanDriver<'_> {
     }
     fn finish_times(&self) -> Vec<Vec<u64>> {
         self.done_at.clone()
+    }
+    fn charged(&mut self, t: TaskId, work_ns: f64, memory_ns: f64) {
+        let o = self.tasks[t as usize].1;
+        if o != NO_OP {
+            let c = &mut self.charges[o as usize];
+            c.0 += work_ns;
+            c.1 += memory_ns;
+        }
+    }
+    fn operator_charges(&self) -> Vec<(f64, f64)> {
+        self.charges.clone()
     }
     fn check(&self) -> Result<(), String> {
         let all = self.requests * self.model.operators.len();

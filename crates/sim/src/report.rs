@@ -62,6 +62,9 @@ pub struct Report {
     /// For a plan: when each operator of each request finished (request by request); empty
     /// for a task graph.
     pub operator_done_ns: Vec<Vec<u64>>,
+    /// For a plan: per operator, the work and the memory time its tasks were charged, summed
+    /// over requests; empty for a task graph.
+    pub operator_charges: Vec<(f64, f64)>,
     pub per_pu: Vec<PuStats>,
     /// The policy's rule names and how many tasks each found (all PUs).
     pub rules: Vec<(String, u64)>,
@@ -109,6 +112,7 @@ impl Report {
             total_work_ns: 0.0,
             request_done_ns: Vec::new(),
             operator_done_ns: Vec::new(),
+            operator_charges: Vec::new(),
             per_pu: Vec::new(),
             rules: kind
                 .rule_names()
