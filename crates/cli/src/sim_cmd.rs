@@ -28,6 +28,12 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimStorePlacement {
+    Partitioned,
+    Replicated,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SimWorkload {
     /// Requests of packets through a chain of operators (`--grid NxM`: N·M requests).
     Pipeline,
@@ -118,6 +124,12 @@ pub struct SimCmd {
     /// SP²Bench: copies of each query at once (comma-separated); replaces `--grid`.
     #[arg(long, default_value = "1,16")]
     pub concurrent: String,
+    /// SP²Bench: where the simulated store's data lies: `partitioned` (as the engine builds
+    /// it: each permutation split by key range over the nodes, scans homed there) or
+    /// `replicated` (every node holds every permutation, each scan reads its node's replica;
+    /// a model only, the engine does not build it yet).
+    #[arg(long, value_enum, default_value = "partitioned")]
+    pub store_placement: SimStorePlacement,
     /// SP²Bench: RDF files to load (as `sparql --data`), instead of generated data.
     #[arg(
         long,
@@ -226,6 +238,10 @@ impl SimCmd {
                 (None, true) => None,
             },
             triples: self.triples,
+            store_placement: match self.store_placement {
+                SimStorePlacement::Partitioned => sim::StorePlacement::Partitioned,
+                SimStorePlacement::Replicated => sim::StorePlacement::Replicated,
+            },
             db_bytes: self.db_bytes,
             work_ns: self.work_ns,
             seed: self.seed,

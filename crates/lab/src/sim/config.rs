@@ -38,6 +38,20 @@ pub enum Workload {
     Sp2bench,
 }
 
+/// Where the simulated store's data lies (issue 37, item 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StorePlacement {
+    /// As the engine builds it today: each permutation split by key range over the nodes, each
+    /// scan homed on its partition's node (one predicate's rows on one node).
+    #[default]
+    Partitioned,
+    /// Every node holds a replica of every permutation: a scan reads the replica of the node
+    /// it runs on and has no home, so a request's work can stay on one node. Memory: the
+    /// permutations' bytes once per node. A model for choosing a placement; the engine does
+    /// not build it yet.
+    Replicated,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The machine (default: this host).
@@ -78,6 +92,8 @@ pub struct Config {
     pub source: Option<Source>,
     /// SP²Bench: triples to generate (`gen sp2bench`, seed 1) when no `--data` or `--store`.
     pub triples: u64,
+    /// SP²Bench: where the store's data lies in the simulated machine.
+    pub store_placement: StorePlacement,
     /// Ferret: the database's size in bytes (default: `bench split`'s 50,000 vectors of 64
     /// floats).
     pub db_bytes: u64,
@@ -129,6 +145,7 @@ impl Default for Config {
             concurrent: "1,16".into(),
             source: None,
             triples: 50_000,
+            store_placement: StorePlacement::Partitioned,
             db_bytes: 12_800_000,
             work_ns: 200.0,
             seed: 1,

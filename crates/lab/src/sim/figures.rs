@@ -1,7 +1,8 @@
 //! `nearflow sim --las-figures`: the LAS paper's §6.2–6.4 (Figs. 5–10) in one command, SIMULATED.
 //!
 //! The eight queries of §6.1.1 (Q2, Q4, Q5a, Q6, Q7, Q8, Q9, Q11), one copy and 16 at once, LAS
-//! against NLS with the nearflow allocator, and LAS with the system allocator (§6.4), on
+//! against NLS with the nearflow allocator, LAS with the system allocator (§6.4), and LAS
+//! against NLS with the store replicated on every node (issue 37's item 6, a model), on
 //! `e5310-smp` (§6.2, Figs. 5, 6, 10) and `e7-4820` (§6.3, Figs. 7, 8, 9). Each machine's plans
 //! are calibrated once (or read from `models_dir/PRESET.json`, saved there on first use) and
 //! every contender of that machine runs the same models. Then the same queries are validated on
@@ -48,6 +49,10 @@ pub struct Cell {
     pub nls_over_las: f64,
     /// LAS with the system allocator over LAS with nearflow's: above 1, nearflow's is faster.
     pub system_over_nearflow: f64,
+    /// The store replicated on every node (`StorePlacement::Replicated`, a model): LAS's time
+    /// and NLS over LAS.
+    pub las_replicated_ms: f64,
+    pub nls_over_las_replicated: f64,
     /// Simulated over measured on this host, LAS and NLS (the validation).
     pub host_sim_over_meas: [f64; 2],
     /// Whether the cell counts (both within `VALID_WITHIN`).
@@ -110,20 +115,26 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
     )?;
     let mut cells = Vec::new();
     for preset in PAPER_MACHINES {
-        let models = fig
-            .models_dir
-            .as_ref()
-            .map(|d| d.join(format!("{preset}.json")));
-        let (load, save) = match &models {
-            Some(p) if p.exists() => (Some(p.clone()), None),
-            Some(p) => {
-                if let Some(dir) = p.parent() {
-                    std::fs::create_dir_all(dir)
-                        .with_context(|| format!("cannot create {}", dir.display()))?;
-                }
-                (None, Some(p.clone()))
+        // Every contender of a machine runs one calibration: kept in DIR, or in a temporary
+        // file for this command.
+        let (models, temporary) = match &fig.models_dir {
+            Some(d) => (d.join(format!("{preset}.json")), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "nearflow-las-figures-{}-{preset}.json",
+                    std::process::id()
+                )),
+                true,
+            ),
+        };
+        let (load, save) = if models.exists() && !temporary {
+            (Some(models.clone()), None)
+        } else {
+            if let Some(dir) = models.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
             }
-            None => (None, None),
+            (None, Some(models.clone()))
         };
         eprintln!("simulating {preset}");
         let r = super::run(&Config {
@@ -132,7 +143,21 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
             models: load,
             save_models: save,
             ..base.clone()
-        })?;
+        });
+        let replicated = r.as_ref().ok().map(|_| {
+            super::run(&Config {
+                topology: TopologySpec::Preset(preset.into()),
+                allocators: "nearflow".into(),
+                models: Some(models.clone()),
+                store_placement: super::StorePlacement::Replicated,
+                ..base.clone()
+            })
+        });
+        if temporary {
+            std::fs::remove_file(&models).ok();
+        }
+        let r = r?;
+        let rep = replicated.expect("run after a success")?;
         // The calibration's account lines lead the run's text.
         for line in r.text.lines() {
             if line.starts_with("calibrated") {
@@ -143,7 +168,11 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
                 writeln!(out, "{preset}: {short}), not calibrated again")?;
             }
         }
-        let ms = |label: &str, policy: &str, alloc: &str| -> Result<f64> {
+        let ms_in = |r: &crate::Report<super::Simulated>,
+                     label: &str,
+                     policy: &str,
+                     alloc: &str|
+         -> Result<f64> {
             r.data
                 .entries
                 .iter()
@@ -152,6 +181,7 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
                 .map(|(_, run)| run.makespan_ns as f64 / 1e6)
                 .with_context(|| format!("{preset}: no run of {label} {policy} {alloc}"))
         };
+        let ms = |label: &str, policy: &str, alloc: &str| ms_in(&r, label, policy, alloc);
         for q in PAPER_QUERIES.split(',') {
             for copies in [1usize, 16] {
                 let label = format!("{q} x{copies}");
@@ -160,6 +190,8 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
                     ms(&label, "nls", "nearflow")?,
                 );
                 let system = ms(&label, "las", "system")?;
+                let las_rep = ms_in(&rep, &label, "las", "nearflow")?;
+                let nls_rep = ms_in(&rep, &label, "nls", "nearflow")?;
                 let v = [
                     ratio(q, copies, "las").unwrap_or(f64::NAN),
                     ratio(q, copies, "nls").unwrap_or(f64::NAN),
@@ -172,6 +204,8 @@ pub fn las(cmd: &Config, fig: &FiguresConfig) -> Result<crate::Report<Vec<Cell>>
                     nls_ms: nls,
                     nls_over_las: nls / las,
                     system_over_nearflow: system / las,
+                    las_replicated_ms: las_rep,
+                    nls_over_las_replicated: nls_rep / las_rep,
                     host_sim_over_meas: v,
                     counts: v.iter().all(|x| (x - 1.0).abs() <= VALID_WITHIN),
                     paper: paper_claim(preset, q, copies),
@@ -199,21 +233,22 @@ fn table(cells: &[Cell]) -> Result<String> {
     let mut out = String::new();
     writeln!(
         out,
-        "{:<10} {:<5} {:>4} {:>10} {:>10} {:>8} {:>10} {:>13} {:>6}  paper",
+        "{:<10} {:<5} {:>4} {:>10} {:>10} {:>8} {:>8} {:>10} {:>13} {:>6}  paper",
         "machine",
         "query",
         "×",
         "LAS ms",
         "NLS ms",
         "NLS/LAS",
-        "sys/nf ×",
+        "sys/nf",
+        "repl. N/L",
         "host sim/meas",
         "counts"
     )?;
     for c in cells {
         writeln!(
             out,
-            "{:<10} {:<5} {:>4} {:>10.3} {:>10.3} {:>8.2} {:>10.2} {:>6.2}/{:<6.2} {:>6}  {}",
+            "{:<10} {:<5} {:>4} {:>10.3} {:>10.3} {:>8.2} {:>8.2} {:>10.2} {:>6.2}/{:<6.2} {:>6}  {}",
             c.machine,
             c.query,
             c.copies,
@@ -221,6 +256,7 @@ fn table(cells: &[Cell]) -> Result<String> {
             c.nls_ms,
             c.nls_over_las,
             c.system_over_nearflow,
+            c.nls_over_las_replicated,
             c.host_sim_over_meas[0],
             c.host_sim_over_meas[1],
             if c.counts { "yes" } else { "no" },
@@ -248,8 +284,8 @@ fn chart_path(prefix: &Path, preset: &str) -> PathBuf {
     prefix.with_file_name(format!("{stem}-{preset}.svg"))
 }
 
-/// One machine's figure: a group per query and copy count, bars LAS, NLS and LAS with the
-/// system allocator (log time axis, as the paper's Figs. 7–9).
+/// One machine's figure: a group per query and copy count, bars LAS, NLS, LAS with the
+/// system allocator and LAS over a replicated store (log time axis, as the paper's Figs. 7–9).
 fn chart(path: &Path, preset: &str, cells: &[Cell]) -> Result<()> {
     let mine: Vec<&Cell> = cells.iter().filter(|c| c.machine == preset).collect();
     let groups: Vec<String> = mine
@@ -267,6 +303,7 @@ fn chart(path: &Path, preset: &str, cells: &[Cell]) -> Result<()> {
         "LAS".to_string(),
         "NLS".to_string(),
         "LAS, system allocator".to_string(),
+        "LAS, store replicated per node".to_string(),
     ];
     let bars: Vec<Vec<Bar>> = mine
         .iter()
@@ -275,6 +312,7 @@ fn chart(path: &Path, preset: &str, cells: &[Cell]) -> Result<()> {
                 Bar::Secs(c.las_ms / 1e3),
                 Bar::Secs(c.nls_ms / 1e3),
                 Bar::Secs(c.system_over_nearflow * c.las_ms / 1e3),
+                Bar::Secs(c.las_replicated_ms / 1e3),
             ]
         })
         .collect();

@@ -17,7 +17,7 @@ pub mod figures;
 mod report;
 pub mod validate;
 
-pub use config::{Config, Workload};
+pub use config::{Config, StorePlacement, Workload};
 
 use anyhow::{bail, Context, Result};
 use nearflow_policy::PolicyKind;
@@ -98,6 +98,23 @@ fn graph(cmd: &Config, machine: &nearflow_topo::Machine, requests: u32) -> Resul
     })
 }
 
+/// The store replicated on every node ([`StorePlacement::Replicated`]): each scan (a source
+/// that reads stored data) loses its home, so it runs where the policy puts it and reads the
+/// replica of that node (an input block without a home is read from the reader's node).
+/// Returns how many scans there were.
+fn replicate_store(plans: &mut calibrate::NamedPlans) -> usize {
+    let mut scans = 0;
+    for (_, plan) in plans.iter_mut() {
+        for op in &mut plan.operators {
+            if op.input_bytes_per_tuple > 0.0 {
+                op.home = None;
+                scans += 1;
+            }
+        }
+    }
+    scans
+}
+
 /// Every simulated run (what `--json` prints), and the validation's rows when asked for.
 #[derive(Clone, Debug, Serialize)]
 #[serde(transparent)]
@@ -155,9 +172,22 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Simulated>> {
     if matches!(cmd.packet_bytes, Some(0)) {
         bail!("--packet-bytes must be positive");
     }
-    let (plans, said) = calibrate::calibrated_plans(cmd, &machine)?;
+    let (mut plans, said) = calibrate::calibrated_plans(cmd, &machine)?;
     for line in said {
         writeln!(out, "{line}")?;
+    }
+    if cmd.store_placement == StorePlacement::Replicated {
+        if cmd.workload != Workload::Sp2bench {
+            bail!("--store-placement is for --workload sp2bench");
+        }
+        let scans = replicate_store(&mut plans);
+        writeln!(
+            out,
+            "store placement: replicated on each of the {} nodes ({scans} scans read the \
+             replica of the node they run on, unhomed); memory: the permutations once per node \
+             (SIMULATED; the engine does not build replicas yet)",
+            machine.node_count()
+        )?;
     }
     let bar = progress(
         (grid.len() * policies.len() * allocators.len() * plans.len().max(1)) as u64,
@@ -421,6 +451,58 @@ mod tests {
         let e = run(&again).unwrap_err().to_string();
         assert!(e.contains("not a file of saved plan models"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A replicated store (issue 37, item 6, as a model): every scan loses its home and no
+    /// other operator changes; the run says so; other workloads refuse the setting.
+    #[test]
+    fn a_replicated_store_unhomes_the_scans_only() {
+        let machine = nearflow_topo::from_synthetic("pack:2 [numa] core:2 pu:1").unwrap();
+        let cfg = Config {
+            topology: TopologySpec::Synthetic("pack:2 [numa] core:2 pu:1".into()),
+            workload: Workload::Sp2bench,
+            triples: 3000,
+            queries: "q2".into(),
+            concurrent: "2".into(),
+            policies: "las".into(),
+            ..Config::default()
+        };
+        let (plans, _) = calibrate::calibrated_plans(&cfg, &machine).unwrap();
+        let mut replicated = plans.clone();
+        let scans = replicate_store(&mut replicated);
+        let homed = |p: &calibrate::NamedPlans| {
+            p[0].1
+                .operators
+                .iter()
+                .filter(|o| o.input_bytes_per_tuple > 0.0 && o.home.is_some())
+                .count()
+        };
+        assert!(scans > 0 && homed(&plans) == scans, "every scan was homed");
+        assert_eq!(homed(&replicated), 0);
+        for (a, b) in plans[0].1.operators.iter().zip(&replicated[0].1.operators) {
+            if a.input_bytes_per_tuple == 0.0 {
+                assert_eq!(a, b, "only scans change");
+            }
+        }
+        let r = run(&Config {
+            store_placement: StorePlacement::Replicated,
+            ..cfg.clone()
+        })
+        .unwrap();
+        assert!(r
+            .text
+            .contains("store placement: replicated on each of the 2 nodes"));
+        let e = run(&Config {
+            workload: Workload::Fib,
+            store_placement: StorePlacement::Replicated,
+            ..cfg
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--store-placement is for --workload sp2bench"),
+            "{e}"
+        );
     }
 
     #[test]
