@@ -62,7 +62,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_topo::Machine;
 
 pub use model::{Model, ModelError};
-pub use plan::{OpKind, OpModel, PlanModel};
+pub use plan::{OpKind, OpModel, PlanModel, StoreModel, STATE_PAGE};
 
 pub use report::{machine_name, LevelStats, PuStats, Report};
 pub use workload::{Graph, WorkloadError};
@@ -169,6 +169,7 @@ pub fn simulate_plan(
         .operators
         .iter()
         .filter_map(|o| o.home)
+        .chain(plan.store.nodes.iter().copied())
         .find(|&n| n >= machine.node_count())
     {
         return Err(SimError::NoSuchNode {

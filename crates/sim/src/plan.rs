@@ -23,8 +23,9 @@
 //! queries can find them in a cache. An operator's state (a sort's rows, a hash join's table,
 //! DISTINCT's set: the largest size the calibration's profiled run recorded) is data too: a
 //! run reads and writes back the pages its tuples touch, or the whole state
-//! ([`OpModel::state_bytes_per_tuple`]). Not modelled: an index join's lookups into the store
-//! (compute only), consumers that finish early (`limit`), and the cost of a run that takes
+//! ([`OpModel::state_bytes_per_tuple`]). An index join's lookups read the plan's store
+//! ([`StoreModel`]): the pages its input rows touch, from the nodes the store's partitions lie
+//! on. Not modelled: consumers that finish early (`limit`), and the cost of a run that takes
 //! nothing.
 //!
 //! Length: the model's types and the driver's state machine (begin, end, buffers) are one
@@ -87,6 +88,21 @@ pub struct OpModel {
     /// window that each tuple slides).
     #[serde(default)]
     pub state_bytes_per_tuple: f64,
+    /// Bytes of the plan's stored data ([`PlanModel::store`]) one tuple taken reads: an index
+    /// join's lookup per input row (a binary search's last line and the matching rows). 0:
+    /// none.
+    #[serde(default)]
+    pub lookup_bytes_per_tuple: f64,
+}
+
+/// The stored data a plan's lookups read ([`OpModel::lookup_bytes_per_tuple`]): one region of
+/// `bytes`, shared by every request and operator (one store), in pages of [`STATE_PAGE`]
+/// homed in contiguous ranges over `nodes` (the store's partitions by key range), or, with no
+/// nodes, on every node (replicas: a page is read from the reader's node).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreModel {
+    pub bytes: u64,
+    pub nodes: Vec<usize>,
 }
 
 /// The unit a state touched per tuple is read in: a page, the unit the allocator places.
@@ -100,6 +116,9 @@ pub struct PlanModel {
     pub buffer_packets: usize,
     /// The packet size the simulated engine uses.
     pub packet_bytes: u64,
+    /// The stored data its lookups read, if any.
+    #[serde(default)]
+    pub store: StoreModel,
 }
 
 impl PlanModel {
@@ -156,6 +175,8 @@ impl PlanModel {
             let ok = |x: f64| x.is_finite() && x >= 0.0;
             if !ok(o.ns_per_tuple)
                 || !ok(o.input_bytes_per_tuple)
+                || !ok(o.lookup_bytes_per_tuple)
+                || !ok(o.state_bytes_per_tuple)
                 || o.out_per_in.iter().any(|&x| !ok(x))
             {
                 return bad(format!("{}: costs must be numbers ≥ 0", o.name));
@@ -231,6 +252,8 @@ pub(crate) struct PlanDriver<'m> {
     input_homes: Vec<Option<usize>>,
     /// Per operator: its first input block.
     input_base: Vec<usize>,
+    /// The pages of the plan's store that lookups read (input blocks too).
+    lookup_pages: Vec<BlockId>,
     /// Per request and operator: its state's blocks (one, or pages: `state_bytes_per_tuple`).
     state: Vec<Vec<Vec<BlockId>>>,
     /// Draws which pages of a state a run touches (deterministic).
@@ -274,6 +297,20 @@ impl<'m> PlanDriver<'m> {
                 }
             }
         }
+        let pages = model.store.bytes.div_ceil(STATE_PAGE) as usize;
+        let mut lookup_pages = Vec::with_capacity(pages);
+        if model
+            .operators
+            .iter()
+            .any(|o| o.lookup_bytes_per_tuple > 0.0)
+        {
+            let nodes = &model.store.nodes;
+            for i in 0..pages {
+                blocks.push(STATE_PAGE.min(model.store.bytes - i as u64 * STATE_PAGE));
+                input_homes.push((!nodes.is_empty()).then(|| nodes[i * nodes.len() / pages]));
+                lookup_pages.push((blocks.len() - 1) as BlockId);
+            }
+        }
         let state = (0..requests)
             .map(|_| {
                 model
@@ -311,8 +348,19 @@ impl<'m> PlanDriver<'m> {
             blocks,
             input_homes,
             input_base,
+            lookup_pages,
             done_ops: 0,
         }
+    }
+
+    /// The next draw of the pages a run touches (xorshift; deterministic).
+    fn next_random(&mut self) -> u64 {
+        let mut x = self.state_rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state_rng = x;
+        x
     }
 
     fn new_task(&mut self, r: usize, op: u32) -> TaskId {
@@ -535,6 +583,16 @@ impl Driver for PlanDriver<'_> {
         begun.writes = run.made.iter().flatten().map(|p| p.block).collect();
         begun.reads = run.taken.clone();
         begun.reads.append(&mut run.inputs);
+        // Lookups into the store: the pages its tuples read, drawn over the store as keys fall.
+        let m = &self.model.operators[o];
+        if m.lookup_bytes_per_tuple > 0.0 && !self.lookup_pages.is_empty() {
+            let bytes = m.lookup_bytes_per_tuple * run.state_tuples as f64;
+            let n = ((bytes / STATE_PAGE as f64).ceil() as usize).min(self.lookup_pages.len());
+            for _ in 0..n {
+                let k = (self.next_random() % self.lookup_pages.len() as u64) as usize;
+                begun.reads.push(self.lookup_pages[k]);
+            }
+        }
         // The operator's state: read, then written back (which takes it out of every other
         // PU's caches: the next run elsewhere misses it). All of it, or the pages its tuples
         // touch.
@@ -555,13 +613,8 @@ impl Driver for PlanDriver<'_> {
             let page = if touched == pages {
                 k
             } else {
-                // A page drawn over the whole state (xorshift), as hashed accesses fall.
-                let mut x = self.state_rng;
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                self.state_rng = x;
-                (x % pages as u64) as usize
+                // A page drawn over the whole state, as hashed accesses fall.
+                (self.next_random() % pages as u64) as usize
             };
             let b = self.state[r][o][page];
             begun.reads.push(b);

@@ -223,6 +223,7 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
         pu: None,
         state_bytes: 0,
         state_bytes_per_tuple: 0.0,
+        lookup_bytes_per_tuple: 0.0,
     };
     PlanModel {
         name: "small".into(),
@@ -258,6 +259,7 @@ fn small_plan(buffer_packets: usize) -> PlanModel {
         ],
         buffer_packets,
         packet_bytes: 64 << 10,
+        store: Default::default(),
     }
 }
 
@@ -596,4 +598,59 @@ fn state_is_read_by_the_pages_its_tuples_touch() {
     sort.operators[2].state_bytes = 64 << 20;
     sort.operators[2].state_bytes_per_tuple = 64.0;
     assert!(run(&sort) - base >= 64 << 20);
+}
+
+/// An index join's lookups (issue 37, item 3) read the plan's store: about the bytes its
+/// tuples look up, from the nodes the store is split over; with replicas, from the reader's
+/// own node.
+#[test]
+fn lookups_read_the_store_where_it_lies() {
+    let opts = RunOptions {
+        alloc: AllocatorKind::Nearflow,
+        seed: 1,
+        traced: false,
+    };
+    let read = |r: &Report| {
+        r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
+    };
+    let m = presets::build("e7540").unwrap();
+    let run = |plan: &PlanModel| {
+        simulate_plan(&m, PolicyKind::Las, &Model::default(), plan, 2, opts)
+            .unwrap()
+            .0
+    };
+    let base = run(&small_plan(4));
+    let lookups = |nodes: Vec<usize>| {
+        let mut p = small_plan(4);
+        p.operators[1].lookup_bytes_per_tuple = 76.0;
+        p.store = nearflow_sim::StoreModel {
+            bytes: 256 << 20,
+            nodes,
+        };
+        run(&p)
+    };
+    let split = lookups(vec![0, 1, 2, 3]);
+    // Two requests' filters take 409,600 tuples each.
+    let looked_up = 2 * 409_600 * 76;
+    let extra = read(&split) - read(&base);
+    assert!(
+        extra >= looked_up && extra <= 2 * looked_up,
+        "{extra} B read for {looked_up} B looked up"
+    );
+    assert!(split.dram_remote_bytes > base.dram_remote_bytes + looked_up / 2);
+    let replicated = lookups(Vec::new());
+    assert!(
+        replicated.dram_remote_bytes < split.dram_remote_bytes / 2,
+        "replicas are read locally: {} against {}",
+        replicated.dram_remote_bytes,
+        split.dram_remote_bytes
+    );
+    // A store on a node the machine lacks is an error, not a panic.
+    let mut beyond = small_plan(4);
+    beyond.operators[1].lookup_bytes_per_tuple = 76.0;
+    beyond.store = nearflow_sim::StoreModel {
+        bytes: 1 << 20,
+        nodes: vec![0, 9],
+    };
+    assert!(simulate_plan(&m, PolicyKind::Las, &Model::default(), &beyond, 1, opts).is_err());
 }

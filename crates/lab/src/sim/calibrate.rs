@@ -59,7 +59,9 @@ pub(crate) struct Calibration {
 /// memory made free (EPYC guest, 2026-11-27). Returns the share taken out, over all operators.
 pub(crate) fn net_of_modelled_memory(model: &mut PlanModel, copies: usize) -> Result<f64> {
     let host = nearflow_topo::detect_host()?;
+    // Here everything lies on this host's memory: no homes, the store local.
     let mut here = model.clone();
+    here.store.nodes.clear();
     for o in &mut here.operators {
         o.home = None;
         o.pu = None;
@@ -284,6 +286,20 @@ pub(crate) fn sparql(
             0.0
         };
     }
+    // An index join reads the store once per input row: the last line of its binary search
+    // and its matching rows (a row of a permutation is three ids).
+    let row = 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64;
+    for op in &mut model.operators {
+        if op.name == nearflow_sparql::exec::INDEX_JOIN_OPERATOR {
+            op.lookup_bytes_per_tuple =
+                LOOKUP_SEARCH_BYTES + row * op.out_per_in.first().copied().unwrap_or(0.0);
+        }
+    }
+    // The three permutations, each split by key range over the store's nodes.
+    model.store = nearflow_sim::StoreModel {
+        bytes: (store.len() as f64 * 3.0 * row) as u64,
+        nodes: (0..store.machine().node_count()).collect(),
+    };
     let memory_share = net_of_modelled_memory(&mut model, CONCURRENT)?;
     Ok(Calibration {
         model,
@@ -319,6 +335,11 @@ pub(crate) struct Derive {
 /// sort's rows): one cache line, the least a random access into a table moves (a probe or an
 /// insert finds its bucket's line; a sort's row of a few ids fits one).
 pub(crate) const SPARQL_STATE_BYTES_PER_TUPLE: f64 = 64.0;
+
+/// What an index join's binary search reads from memory per lookup besides the rows it
+/// finds: its last step's cache line (the upper levels of a search over the same permutation
+/// stay cached between lookups).
+pub(crate) const LOOKUP_SEARCH_BYTES: f64 = 64.0;
 
 /// The model of copies of one plan run at once: the first copy's, with each operator's cost
 /// per tuple averaged over the copies.
@@ -446,6 +467,7 @@ fn derive(
                 home: o.home_node,
                 pu: None,
                 state_bytes_per_tuple: how.state_bytes_per_tuple,
+                lookup_bytes_per_tuple: 0.0,
                 state_bytes: stats
                     .threads
                     .as_ref()
@@ -459,6 +481,7 @@ fn derive(
         operators,
         buffer_packets: shape.buffer_packets,
         packet_bytes,
+        store: nearflow_sim::StoreModel::default(),
     })
 }
 
@@ -485,10 +508,11 @@ pub(crate) fn calibrated_plans(
     if let Some(path) = &cmd.models {
         let saved = load_models(path)?;
         for (name, m) in &saved.plans {
-            let beyond = m.operators.iter().any(|o| {
-                o.home.is_some_and(|h| h >= machine.node_count())
-                    || o.pu.is_some_and(|p| p >= machine.pu_count())
-            });
+            let beyond = m.store.nodes.iter().any(|&n| n >= machine.node_count())
+                || m.operators.iter().any(|o| {
+                    o.home.is_some_and(|h| h >= machine.node_count())
+                        || o.pu.is_some_and(|p| p >= machine.pu_count())
+                });
             if beyond {
                 bail!(
                     "{}: the model of {name} places work on nodes or PUs this machine lacks \
@@ -674,6 +698,7 @@ mod tests {
             pu: None,
             state_bytes: state,
             state_bytes_per_tuple: if state > 0 { 64.0 } else { 0.0 },
+            lookup_bytes_per_tuple: 0.0,
         };
         let source = OpKind::Source {
             packets: 40,
@@ -707,6 +732,7 @@ mod tests {
             ],
             buffer_packets: 4,
             packet_bytes: 64 << 10,
+            store: nearflow_sim::StoreModel::default(),
         };
         let charges = |m: &PlanModel| {
             let host = nearflow_topo::detect_host().unwrap();
@@ -846,6 +872,13 @@ mod tests {
                 .filter_map(|o| o.home)
                 .collect();
             assert_eq!(homes.len(), 2, "{q}: scans on both nodes");
+            // Index joins look up the store, which lies on both nodes.
+            assert_eq!(m.store.nodes, vec![0, 1], "{q}");
+            assert_eq!(m.store.bytes, store.len() * 36, "{q}");
+            for o in &m.operators {
+                let is_lookup = o.name == nearflow_sparql::exec::INDEX_JOIN_OPERATOR;
+                assert_eq!(o.lookup_bytes_per_tuple > 0.0, is_lookup, "{q}: {}", o.name);
+            }
             if q == "q4" {
                 // Its DISTINCT holds a set (issue 37, item 3): the model has it as state.
                 let stateful: Vec<_> = m

@@ -100,11 +100,14 @@ fn graph(cmd: &Config, machine: &nearflow_topo::Machine, requests: u32) -> Resul
 
 /// The store replicated on every node ([`StorePlacement::Replicated`]): each scan (a source
 /// that reads stored data) loses its home, so it runs where the policy puts it and reads the
-/// replica of that node (an input block without a home is read from the reader's node).
+/// replica of that node (an input block without a home is read from the reader's node), and
+/// index joins' lookups read their node's replica too.
 /// Returns how many scans there were.
 fn replicate_store(plans: &mut calibrate::NamedPlans) -> usize {
     let mut scans = 0;
     for (_, plan) in plans.iter_mut() {
+        // Lookups read the replica of the node they run on.
+        plan.store.nodes.clear();
         for op in &mut plan.operators {
             if op.input_bytes_per_tuple > 0.0 {
                 op.home = None;

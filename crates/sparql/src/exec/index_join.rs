@@ -224,7 +224,7 @@ pub(super) fn build<const N: usize>(
     pat: Pat,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    per_stream(b, input, "index join", || IndexJoinOp::<N> {
+    per_stream(b, input, super::INDEX_JOIN_OPERATOR, || IndexJoinOp::<N> {
         store: cx.store.clone(),
         named: cx.named.clone(),
         pat,

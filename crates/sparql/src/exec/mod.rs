@@ -52,6 +52,10 @@ use super::physical::{Op, OpStat, Phys, Slot};
 use nearflow_rdf::store::Store;
 use nearflow_rdf::term::{Id, UNBOUND};
 
+/// The flow operator name of an index join (a lookup into the store per input row), as plan
+/// shapes and traces show it; the simulator's calibration finds the lookups by it.
+pub const INDEX_JOIN_OPERATOR: &str = "index join";
+
 /// A solution inside a plan: one id per query column, [`UNBOUND`] where unbound and in the
 /// columns past the query's width.
 pub(crate) type Row<const N: usize> = [Id; N];
