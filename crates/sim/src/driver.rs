@@ -29,7 +29,7 @@ pub(crate) trait Driver {
     /// Request `r`'s first task and its data home.
     fn root(&mut self, r: usize) -> (TaskId, Option<usize>);
     fn request_of(&self, t: TaskId) -> u32;
-    /// Whether `t` is a `join`'s side ([`crate::Task::call`]).
+    /// Whether `t` is a `join`'s side ([`crate::workload::Task::call`]).
     fn is_call(&self, _t: TaskId) -> bool {
         false
     }

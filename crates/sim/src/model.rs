@@ -45,7 +45,7 @@ pub struct Model {
     /// ≈ 45 ns per task on the development machine (docs/results.md, issue 9).
     pub task_ns: f64,
     /// What a `join`'s side costs instead of `task_ns` when the worker that spawned it takes
-    /// it back from its own queue ([`crate::Task::call`]): the runtime's fast path pushes it,
+    /// it back from its own queue ([`crate::workload::Task::call`]): the runtime's fast path pushes it,
     /// pops it back and runs it as a call, with no task run and no counters. Ours: `bench
     /// rayon --simulate` times fib on a one-worker runtime against a sequential fib and
     /// divides the difference by the calls (one side per call), and uses that; this default

@@ -554,19 +554,24 @@ fn a_join_side_taken_back_by_its_spawner_costs_a_call() {
     }
 }
 
+/// One seeded, untraced run with the nearflow allocator.
+const PLAN_OPTS: RunOptions = RunOptions {
+    alloc: AllocatorKind::Nearflow,
+    seed: 1,
+    traced: false,
+};
+
+/// Every byte a run read, from any cache or memory.
+fn bytes_read(r: &Report) -> u64 {
+    r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
+}
+
 /// An operator's state (issue 37, item 3): read by the pages its tuples touch when a tuple
 /// touches part of it (a hash table), all of it every run otherwise (a window), and all of it
 /// when a blocking operator emits from it.
 #[test]
 fn state_is_read_by_the_pages_its_tuples_touch() {
-    let opts = RunOptions {
-        alloc: AllocatorKind::Nearflow,
-        seed: 1,
-        traced: false,
-    };
-    let read = |r: &Report| {
-        r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
-    };
+    let (opts, read) = (PLAN_OPTS, bytes_read);
     let m = presets::build("e7-4820").unwrap();
     let run = |plan: &PlanModel| {
         let (r, _) = simulate_plan(&m, PolicyKind::Las, &Model::default(), plan, 1, opts).unwrap();
@@ -605,14 +610,7 @@ fn state_is_read_by_the_pages_its_tuples_touch() {
 /// own node.
 #[test]
 fn lookups_read_the_store_where_it_lies() {
-    let opts = RunOptions {
-        alloc: AllocatorKind::Nearflow,
-        seed: 1,
-        traced: false,
-    };
-    let read = |r: &Report| {
-        r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
-    };
+    let (opts, read) = (PLAN_OPTS, bytes_read);
     let m = presets::build("e7540").unwrap();
     let run = |plan: &PlanModel| {
         simulate_plan(&m, PolicyKind::Las, &Model::default(), plan, 2, opts)

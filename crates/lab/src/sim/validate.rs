@@ -252,44 +252,13 @@ pub(crate) fn validate_plans(
 ) -> Result<(Vec<Row>, String)> {
     use nearflow_apps::genplan;
     let expect = genplan::reference(cmd.rows);
-    let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {
-        let (n, m) = grid[ei];
-        let mut built = Vec::new();
-        for _ in 0..n * m {
-            let mut b = nearflow_flow::PlanBuilder::for_runtime(rt);
-            if let Some(bytes) = cmd.packet_bytes {
-                b.packet_bytes(bytes as usize);
-            }
-            let sinks = genplan::build(&mut b, cmd.rows);
-            built.push((b.build()?, sinks));
-        }
-        let start = std::time::Instant::now();
-        let handles: Vec<_> = built
-            .into_iter()
-            .map(|(plan, sinks)| (plan.submit(rt), sinks))
-            .collect();
-        for (h, sinks) in handles {
-            let out = h.wait()?;
-            anyhow::ensure!(
-                genplan::result(&out, &sinks) == expect,
-                "a plan's result differs from its reference"
-            );
-        }
-        Ok(start.elapsed().as_secs_f64() * 1e3)
+    let plans = FlowPlans {
+        name: "generated plan",
+        what: "the generated plan on the real engine",
+        build: &|b| genplan::build(b, cmd.rows),
+        check: &|out, sinks| genplan::result(out, sinks) == expect,
     };
-    let entries: Vec<(String, String)> = grid
-        .iter()
-        .map(|&(n, m)| (format!("{n}x{m}"), format!("generated plan x{}", n * m)))
-        .collect();
-    compare(
-        cmd,
-        machine,
-        policies,
-        &entries,
-        reports,
-        "the generated plan on the real engine",
-        once,
-    )
+    validate_flow(cmd, machine, policies, grid, reports, &plans)
 }
 
 /// The VWAP plan (`run vwap`'s, as `--workload vwap` calibrates it), N·M copies at once, on the
@@ -304,6 +273,37 @@ pub(crate) fn validate_vwap(
     use nearflow_apps::vwap;
     let data = vwap::generate(cmd.ticks, super::calibrate::VWAP_SEED);
     let expect = vwap::checksum(&vwap::reference(&data, super::calibrate::VWAP_WINDOW));
+    let plans = FlowPlans {
+        name: "vwap",
+        what: "the VWAP plan on the real engine",
+        build: &|b| {
+            let src = b.source(data.clone());
+            vwap::build(b, src, cmd.branches, super::calibrate::VWAP_WINDOW)
+        },
+        check: &|out, sink| vwap::checksum(&out.take(sink)) == expect,
+    };
+    validate_flow(cmd, machine, policies, grid, reports, &plans)
+}
+
+/// A flow plan to validate: how to build one copy (its sinks) and check its result.
+struct FlowPlans<'a, S> {
+    /// Its name in the table (`NAME xN`).
+    name: &'a str,
+    /// What the validation ran, for its heading.
+    what: &'a str,
+    build: &'a dyn Fn(&mut nearflow_flow::PlanBuilder) -> S,
+    check: &'a dyn Fn(&nearflow_flow::PlanOutput, &S) -> bool,
+}
+
+/// N·M copies of a flow plan at once on the real engine per policy, every result checked.
+fn validate_flow<S>(
+    cmd: &Config,
+    machine: &nearflow_topo::Machine,
+    policies: &[PolicyKind],
+    grid: &[(u32, u32)],
+    reports: &[(String, Report)],
+    plans: &FlowPlans<'_, S>,
+) -> Result<(Vec<Row>, String)> {
     let once = |rt: &nearflow_rt::Runtime, ei: usize| -> Result<f64> {
         let (n, m) = grid[ei];
         let mut built = Vec::new();
@@ -312,37 +312,29 @@ pub(crate) fn validate_vwap(
             if let Some(bytes) = cmd.packet_bytes {
                 b.packet_bytes(bytes as usize);
             }
-            let src = b.source(data.clone());
-            let sink = vwap::build(&mut b, src, cmd.branches, super::calibrate::VWAP_WINDOW);
-            built.push((b.build()?, sink));
+            let sinks = (plans.build)(&mut b);
+            built.push((b.build()?, sinks));
         }
         let start = std::time::Instant::now();
         let handles: Vec<_> = built
             .into_iter()
-            .map(|(plan, sink)| (plan.submit(rt), sink))
+            .map(|(plan, sinks)| (plan.submit(rt), sinks))
             .collect();
-        for (h, sink) in handles {
+        for (h, sinks) in handles {
             let out = h.wait()?;
             anyhow::ensure!(
-                vwap::checksum(&out.take(&sink)) == expect,
-                "a VWAP plan's result differs from its reference"
+                (plans.check)(&out, &sinks),
+                "a copy of the {}'s result differs from its reference",
+                plans.name
             );
         }
         Ok(start.elapsed().as_secs_f64() * 1e3)
     };
     let entries: Vec<(String, String)> = grid
         .iter()
-        .map(|&(n, m)| (format!("{n}x{m}"), format!("vwap x{}", n * m)))
+        .map(|&(n, m)| (format!("{n}x{m}"), format!("{} x{}", plans.name, n * m)))
         .collect();
-    compare(
-        cmd,
-        machine,
-        policies,
-        &entries,
-        reports,
-        "the VWAP plan on the real engine",
-        once,
-    )
+    compare(cmd, machine, policies, &entries, reports, plans.what, once)
 }
 
 /// SP²Bench queries, `copies` at once, on the real SPARQL engine of this host per policy, over
