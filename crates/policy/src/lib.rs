@@ -35,6 +35,8 @@
 //! - `bobox.rs` — Bobox-2011: per-node request lists, node choice and the load balancer (§5).
 //! - `dataflow.rs` — the dataflow engine's rules both the engine and the simulator apply: the
 //!   operator states and the kind of a consumer's task.
+//! - `view.rs` — [`QueueView`]: decisions over a runtime's queues that the threaded runtime
+//!   and the simulator share (the wake chain's test, the balancer's node loads).
 //! - `simple.rs` — NLS, FIFO+RR, the three queue designs of load-balancing-queues.txt, and
 //!   the `mapped` policy StreamMap runs under.
 //!
@@ -47,6 +49,7 @@ mod home;
 mod las;
 mod search;
 mod simple;
+mod view;
 
 use std::fmt;
 use std::str::FromStr;
@@ -59,6 +62,7 @@ pub use home::{Home, HomeError};
 pub use search::{
     resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId,
 };
+pub use view::QueueView;
 
 /// The kind of a spawned task (§4 of the LAS paper, §3.1 of the Bobox paper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

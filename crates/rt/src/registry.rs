@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use crossbeam_deque::Stealer;
 use crossbeam_utils::CachePadded;
-use nearflow_policy::{NodeLoad, Place, Policy, QueueRef, RequestId, SleepScheme, TaskKind};
+use nearflow_policy::{
+    NodeLoad, Place, Policy, QueueRef, QueueView, RequestId, SleepScheme, TaskKind,
+};
 use nearflow_topo::Machine;
 
 use crate::config::Pinning;
@@ -222,32 +224,24 @@ impl Registry {
         }
     }
 
-    /// Bobox-2011 node loads (racy snapshot, as the balancer of §5.2 needs no more).
+    /// Bobox-2011 node loads (racy snapshot, as the balancer of §5.2 needs no more): the
+    /// policy's own count over this runtime's queues (shared with the simulator).
     pub(crate) fn node_loads(&self) -> Vec<NodeLoad> {
-        let nodes = self.policy.deferred_queues;
-        let mut loads: Vec<NodeLoad> = (0..nodes)
-            .map(|n| NodeLoad {
-                node: n,
-                threads: 0,
-                idle_threads: self.sleep.waiting(n).len(),
-                queued: self.deferred[n].len(),
-                requests: Vec::new(),
-                free_memory: None,
-            })
-            .collect();
-        for w in 0..self.policy.workers() {
-            let l = &mut loads[self.policy.node_of_worker(w)];
-            l.queued += self.stealers[w].len();
-            l.threads += 1;
-        }
+        self.policy.node_loads(self)
+    }
+}
+
+impl QueueView for Registry {
+    fn queue_len(&self, q: QueueRef) -> usize {
+        Registry::queue_len(self, q)
+    }
+    fn sleeping(&self, d: usize) -> usize {
+        self.sleep.waiting(d).len()
+    }
+    fn requests(&self, f: &mut dyn FnMut(RequestId, &[usize])) {
         for (id, req) in lock(&self.synced).in_flight.iter() {
-            let nodes = lock(&req.nodes);
-            let shared = nodes.nodes().len() > 1;
-            for &n in nodes.nodes() {
-                loads[n].requests.push((*id, shared));
-            }
+            f(*id, lock(&req.nodes).nodes());
         }
-        loads
     }
 }
 

@@ -694,11 +694,10 @@ impl<'a> WorkerLocal<'a> {
     /// re-check).
     fn queued_within_reach(&self) -> Option<&'a [usize]> {
         let shared = self.shared;
-        self.search
-            .iter()
-            .flat_map(Step::probes)
-            .find(|p| shared.queue_len(p.queue) > 0)
-            .map(|p| shared.policy.wake_order(p.queue))
+        shared
+            .policy
+            .first_queued(self.w, shared)
+            .map(|q| shared.policy.wake_order(q))
     }
 
     /// The worker's main loop.

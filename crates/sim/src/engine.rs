@@ -53,8 +53,8 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use nearflow_policy::{
     balance, choose_node, resolve_deferred, search_reaches, walk, Balance, Cursors, End, Home,
-    NodeLoad, Place, Policy, PolicyKind, QueueRef, RequestId, RequestNodes, Rng, RootPlace,
-    SleepScheme, Step, Take, BALANCER_PERIOD,
+    NodeLoad, Place, Policy, PolicyKind, QueueRef, QueueView, RequestId, RequestNodes, Rng,
+    RootPlace, SleepScheme, Take, BALANCER_PERIOD,
 };
 use nearflow_topo::Machine;
 
@@ -155,6 +155,31 @@ pub(crate) struct Sim<'a, D: Driver> {
     report: Report,
     /// Every task run, when asked for (`simulate_traced`).
     timeline: Option<Vec<TaskSpan>>,
+}
+
+/// The simulator's queues as the policy's shared decisions see them (the runtime's registry
+/// is the other view).
+impl<D: Driver> QueueView for Sim<'_, D> {
+    fn queue_len(&self, q: QueueRef) -> usize {
+        match q {
+            QueueRef::Local(v) => self.locals.get(v).map_or(0, VecDeque::len),
+            QueueRef::Shared(i) => self.shared.get(i).map_or(0, VecDeque::len),
+            QueueRef::Deferred(i) => self
+                .deferred
+                .get(i)
+                .map_or(0, |d| d.values().map(VecDeque::len).sum()),
+        }
+    }
+    fn sleeping(&self, d: usize) -> usize {
+        self.domains.get(d).map_or(0, |d| d.waiting.len())
+    }
+    fn requests(&self, f: &mut dyn FnMut(RequestId, &[usize])) {
+        for (r, nodes) in self.req_nodes.iter().enumerate() {
+            if let Some(nodes) = nodes {
+                f(r as RequestId, nodes.nodes());
+            }
+        }
+    }
 }
 
 impl<'a, D: Driver> Sim<'a, D> {
@@ -587,16 +612,7 @@ impl<'a, D: Driver> Sim<'a, D> {
     /// The first queue of `w`'s search that holds a task (rt/src/worker.rs
     /// `queued_within_reach`).
     fn queued_within_reach(&self, w: usize) -> Option<QueueRef> {
-        self.policy
-            .search(w)
-            .iter()
-            .flat_map(Step::probes)
-            .map(|p| p.queue)
-            .find(|&q| match q {
-                QueueRef::Local(v) => !self.locals[v].is_empty(),
-                QueueRef::Shared(i) => !self.shared[i].is_empty(),
-                QueueRef::Deferred(i) => !self.deferred[i].is_empty(),
-            })
+        self.policy.first_queued(w, self)
     }
 
     // ---- finding and running tasks ----
@@ -844,33 +860,7 @@ impl<'a, D: Driver> Sim<'a, D> {
     // ---- Bobox-2011's load balancer (rt/src/balancer.rs `tick`) ----
 
     fn node_loads(&self) -> Vec<NodeLoad> {
-        let nodes = self.policy.deferred_queues;
-        let mut loads: Vec<NodeLoad> = (0..nodes)
-            .map(|n| NodeLoad {
-                node: n,
-                threads: 0,
-                idle_threads: self.domains.get(n).map_or(0, |d| d.waiting.len()),
-                queued: self.deferred[n].values().map(VecDeque::len).sum(),
-                requests: Vec::new(),
-                free_memory: None,
-            })
-            .collect();
-        for w in 0..self.policy.workers() {
-            let l = &mut loads[self.policy.node_of_worker(w)];
-            l.threads += 1;
-            if let Some(q) = self.locals.get(w) {
-                l.queued += q.len();
-            }
-        }
-        for (r, nodes) in self.req_nodes.iter().enumerate() {
-            if let Some(nodes) = nodes {
-                let shared = nodes.nodes().len() > 1;
-                for &n in nodes.nodes() {
-                    loads[n].requests.push((r as RequestId, shared));
-                }
-            }
-        }
-        loads
+        self.policy.node_loads(self)
     }
 
     fn balance_tick(&mut self) {

@@ -11,9 +11,10 @@
 //!
 //! What one worker cannot show (steals, wake-ups, node loads and the balancer's moves need
 //! several workers, whose real interleavings are not reproducible) is shared by calling the same
-//! `nearflow-policy` code (`walk`, `resolve_deferred`, the wake orders, `choose_node`,
-//! `balance`, the operator states and `consumer_kind`); this check covers the queue mechanics
-//! each side implements on its own.
+//! `nearflow-policy` code (`walk`, `resolve_deferred`, the wake orders, the wake chain's
+//! `first_queued`, `node_loads` over each side's `QueueView`, `choose_node`, `balance`, the
+//! operator states and `consumer_kind`); this check covers the queue mechanics each side
+//! implements on its own (which end a queue is pushed and popped at).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
