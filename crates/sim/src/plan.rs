@@ -234,8 +234,8 @@ struct Run {
     wake: Vec<usize>,
     more: bool,
     finish: bool,
-    /// Tuples taken from the inputs (what touches the state).
-    state_tuples: u64,
+    /// Tuples taken from the inputs (what touches the state and looks up the store).
+    tuples_taken: u64,
 }
 
 /// Instances of a plan, one per request.
@@ -558,7 +558,7 @@ impl Driver for PlanDriver<'_> {
                         }
                     }
                     begun.work_ns += m.ns_per_tuple * taken as f64;
-                    run.state_tuples = taken;
+                    run.tuples_taken = taken;
                     let ended = self.inputs_ended(r, o);
                     let blocking = m.kind == OpKind::Blocking;
                     if blocking {
@@ -586,7 +586,7 @@ impl Driver for PlanDriver<'_> {
         // Lookups into the store: the pages its tuples read, drawn over the store as keys fall.
         let m = &self.model.operators[o];
         if m.lookup_bytes_per_tuple > 0.0 && !self.lookup_pages.is_empty() {
-            let bytes = m.lookup_bytes_per_tuple * run.state_tuples as f64;
+            let bytes = m.lookup_bytes_per_tuple * run.tuples_taken as f64;
             let n = ((bytes / STATE_PAGE as f64).ceil() as usize).min(self.lookup_pages.len());
             for _ in 0..n {
                 let k = (self.next_random() % self.lookup_pages.len() as u64) as usize;
@@ -600,7 +600,7 @@ impl Driver for PlanDriver<'_> {
         let pages = self.state[r][o].len();
         let touched = if m.state_bytes_per_tuple > 0.0 {
             let emits_all = m.kind == OpKind::Blocking && run.made.iter().any(|p| !p.is_empty());
-            let bytes = m.state_bytes_per_tuple * run.state_tuples as f64;
+            let bytes = m.state_bytes_per_tuple * run.tuples_taken as f64;
             if emits_all {
                 pages
             } else {
