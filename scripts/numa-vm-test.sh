@@ -11,10 +11,14 @@
 #                                  tasks run where the runtime counts them,
 #                                  allocate-on-node places pages on each node (and refuses node 2),
 #                                  a block of a node-1 thread freed on node 0 returns to its
-#                                  owner on node 1, the runtime's workers run on their node
+#                                  owner on node 1, the runtime's workers run on their node,
+#                                  a replicated store's copies are on their nodes and a query
+#                                  reads its workers' own
 #   nearflow bench split         → plain and split ferret search answer alike; prints the remote
 #                                  shares and Fig. 3 categories on two (emulated) nodes
 #   nearflow bench numa-factor   → runs; its timings are labelled emulated
+#   nearflow bench sp2bench      → on a generated document, with the store partitioned and
+#                                  replicated: the index reads from the other node's memory
 # then powers off. The host side reads the guest's console and fails unless every check passed.
 #
 # Needs (installed when missing): qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio.
@@ -92,6 +96,21 @@ else
   echo "NEARFLOW-VM: FAIL bench numa-factor"; ok=0
 fi
 sed 's/^/NEARFLOW-VM-OUT numa-factor: /' /tmp/nf.txt
+# The store's two placements (issue 37, item 6) on two nodes: SP²Bench on a generated document,
+# the index reads each query makes from the other node's memory, partitioned and replicated.
+if nearflow gen sp2bench --triples 20000 --out /tmp/sp.n3 --quiet; then
+  for pl in partitioned replicated; do
+    if nearflow bench sp2bench --data /tmp/sp.n3 --store-placement $pl --concurrent 1 --reps 1 \
+         > /tmp/sp2b.txt 2>&1; then
+      echo "NEARFLOW-VM: PASS bench sp2bench --store-placement $pl"
+    else
+      echo "NEARFLOW-VM: FAIL bench sp2bench --store-placement $pl"; ok=0
+    fi
+    grep -v "×1:" /tmp/sp2b.txt | sed "s/^/NEARFLOW-VM-OUT sp2bench $pl: /"
+  done
+else
+  echo "NEARFLOW-VM: FAIL gen sp2bench"; ok=0
+fi
 echo "NEARFLOW-VM-RESULT ok=$ok"
 poweroff -f
 EOF

@@ -56,6 +56,26 @@ pub struct SourceArgs {
     pub store: Option<PathBuf>,
 }
 
+/// Where a store's indexes lie over the NUMA nodes (`nearflow_lab::store::StorePlacement`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorePlacementArg {
+    /// Each permutation split by key range over the nodes, scans homed on their partition's.
+    #[default]
+    Partitioned,
+    /// Every node also holds a copy of every permutation, read by the workers on it (memory:
+    /// the indexes once more per extra node; nothing copied on one node).
+    Replicated,
+}
+
+impl From<StorePlacementArg> for nearflow_lab::store::StorePlacement {
+    fn from(a: StorePlacementArg) -> Self {
+        match a {
+            StorePlacementArg::Partitioned => Self::Partitioned,
+            StorePlacementArg::Replicated => Self::Replicated,
+        }
+    }
+}
+
 /// How RDF files are read.
 #[derive(Args, Debug, Clone)]
 pub struct ReadArgs {

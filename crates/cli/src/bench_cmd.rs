@@ -537,6 +537,12 @@ pub struct Sp2benchCmd {
     /// Also draw the table as an SVG bar chart (log time axis, one group per query).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Where the store's indexes lie: `partitioned` (split by key range over the NUMA nodes,
+    /// scans homed on their partition's node) or `replicated` (every node also holds a copy,
+    /// built on it, and a worker reads its node's: memory ×nodes; nothing is copied on a
+    /// one-node machine).
+    #[arg(long, value_enum, default_value = "partitioned")]
+    pub store_placement: crate::args::StorePlacementArg,
     /// No progress output.
     #[arg(long)]
     pub quiet: bool,
@@ -559,6 +565,7 @@ impl Sp2benchCmd {
             pinning: self.pinning,
             csv: self.csv.clone(),
             svg: self.svg.clone(),
+            store_placement: self.store_placement.into(),
             quiet: self.quiet,
         })
     }

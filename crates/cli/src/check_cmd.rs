@@ -76,6 +76,7 @@ pub fn placement(cmd: &PlacementCmd) -> Result<()> {
     checks.push(nearflow_split::placement::partitions_on_their_nodes(&host));
     checks.push(nearflow_split::placement::dispatched_tasks_run_where_counted(&host));
     checks.push(nearflow_split::placement::homed_tasks_run_at_home_when_no_worker_is_idle(&host));
+    checks.push(nearflow_lab::store::replicas_on_their_nodes(&host));
     let nodes = placement::nodes();
     // On one node every page and thread is on node 0: the checks then show that the kernel
     // answers and the counts agree, but cannot tell a right node from a wrong one.

@@ -72,6 +72,12 @@ pub struct ServeCmd {
     /// Do not show load progress.
     #[arg(long)]
     pub quiet: bool,
+    /// Where the store's indexes lie: `partitioned` (split by key range over the NUMA nodes,
+    /// scans homed on their partition's node) or `replicated` (every node also holds a copy,
+    /// built on it, and a worker reads its node's: memory ×nodes; nothing is copied on a
+    /// one-node machine).
+    #[arg(long, value_enum, default_value = "partitioned")]
+    pub store_placement: crate::args::StorePlacementArg,
 }
 
 pub fn run(cmd: &ServeCmd) -> Result<()> {
@@ -91,6 +97,9 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             ..Default::default()
         },
     )?);
+    // The replicas live in the indexes every later version shares, and the background
+    // merge's new indexes are replicated again.
+    nearflow_lab::store::place(&db.current(), cmd.store_placement.into(), cmd.quiet)?;
     let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use nearflow_lab::sim::{self, Workload};
 use nearflow_lab::store::Source;
 
-use crate::args::{print_report, TopoArgs};
+use crate::args::{print_report, StorePlacementArg, TopoArgs};
 
 /// Simulates and prints.
 pub fn run(cmd: &SimCmd) -> Result<()> {
@@ -25,12 +25,6 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
         anyhow::bail!("--models-dir and --chart go with --las-figures");
     }
     print_report(&sim::run(&cmd.config()?)?, cmd.json)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SimStorePlacement {
-    Partitioned,
-    Replicated,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -124,12 +118,12 @@ pub struct SimCmd {
     /// SP²Bench: copies of each query at once (comma-separated); replaces `--grid`.
     #[arg(long, default_value = "1,16")]
     pub concurrent: String,
-    /// SP²Bench: where the simulated store's data lies: `partitioned` (as the engine builds
-    /// it: each permutation split by key range over the nodes, scans homed there) or
-    /// `replicated` (every node holds every permutation, each scan reads its node's replica;
-    /// a model only, the engine does not build it yet).
+    /// SP²Bench: where the simulated store's data lies: `partitioned` (each permutation
+    /// split by key range over the nodes, scans homed there) or `replicated` (every node holds
+    /// every permutation, each scan reads its node's replica), as `sparql --store-placement`
+    /// builds them.
     #[arg(long, value_enum, default_value = "partitioned")]
-    pub store_placement: SimStorePlacement,
+    pub store_placement: StorePlacementArg,
     /// SP²Bench: RDF files to load (as `sparql --data`), instead of generated data.
     #[arg(
         long,
@@ -238,10 +232,7 @@ impl SimCmd {
                 (None, true) => None,
             },
             triples: self.triples,
-            store_placement: match self.store_placement {
-                SimStorePlacement::Partitioned => sim::StorePlacement::Partitioned,
-                SimStorePlacement::Replicated => sim::StorePlacement::Replicated,
-            },
+            store_placement: self.store_placement.into(),
             db_bytes: self.db_bytes,
             work_ns: self.work_ns,
             seed: self.seed,

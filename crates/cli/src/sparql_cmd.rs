@@ -66,6 +66,12 @@ pub struct SparqlCmd {
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
+    /// Where the store's indexes lie: `partitioned` (split by key range over the NUMA nodes,
+    /// scans homed on their partition's node) or `replicated` (every node also holds a copy,
+    /// built on it, and a worker reads its node's: memory ×nodes; nothing is copied on a
+    /// one-node machine).
+    #[arg(long, value_enum, default_value = "partitioned")]
+    pub store_placement: crate::args::StorePlacementArg,
     /// Do not show load progress.
     #[arg(long)]
     pub quiet: bool,
@@ -153,6 +159,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
     let store = Arc::new(cmd.source.source(&cmd.read).open(&machine, cmd.quiet)?);
+    store::place(&store, cmd.store_placement.into(), cmd.quiet)?;
     let rt = build_runtime(
         machine,
         cmd.policy,
@@ -238,6 +245,19 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             stats.runs,
             cmd.policy
         );
+        let (reads, remote) = q.index_reads();
+        if reads > 0 {
+            eprintln!(
+                "index reads: {reads}, {:.1} % of them from another NUMA node's memory than \
+                 the reading worker's (store {})",
+                100.0 * remote as f64 / reads as f64,
+                if store.is_replicated() {
+                    "replicated"
+                } else {
+                    "partitioned"
+                }
+            );
+        }
     }
     // A mapped snapshot's sections are checked in the background while the query runs; the
     // answer is printed first, and the exit waits for the check, so that a damaged store

@@ -155,4 +155,10 @@ impl Io<'_> {
     pub fn capacity_of<T>(&self) -> usize {
         packet_capacity(self.exec.packet_bytes, std::mem::size_of::<T>())
     }
+
+    /// The NUMA node of the worker running this operator now (of the runtime's machine): an
+    /// operator that reads data kept once per node reads this node's copy.
+    pub fn numa_node(&self) -> usize {
+        self.cx.node()
+    }
 }

@@ -58,6 +58,8 @@ pub struct Config {
     pub csv: Option<PathBuf>,
     /// Also draw the table as an SVG bar chart (log time axis, one group per query).
     pub svg: Option<PathBuf>,
+    /// Where the store's indexes lie over the NUMA nodes.
+    pub store_placement: crate::store::StorePlacement,
     /// No progress output.
     pub quiet: bool,
 }
@@ -171,6 +173,8 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
     let machine = load_machine(&cmd.topology)?;
     let load_started = Instant::now();
     let store = Arc::new(cmd.source.open(&machine, cmd.quiet)?);
+    // The replicas' build counts as part of our load.
+    crate::store::place(&store, cmd.store_placement, cmd.quiet)?;
     let our_load = load_started.elapsed();
     let sizes: Vec<String> = packets
         .iter()
@@ -246,10 +250,13 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
         Ok(counts[0])
     };
     let mut cells = Vec::new();
+    // Per query and engine: the untimed run's index reads and those from another node's memory.
+    let mut reads: Vec<(usize, usize, (u64, u64))> = Vec::new();
     let mut reference: Vec<Option<u64>> = vec![None; names.len()];
     for qi in 0..names.len() {
-        for (engine, pi, ri) in &engines {
+        for (e, (engine, pi, ri)) in engines.iter().enumerate() {
             let rows = run_batch(qi, *pi, *ri, 1)?;
+            reads.push((qi, e, prepared[*pi][qi].index_reads()));
             if *reference[qi].get_or_insert(rows) != rows {
                 bail!(
                     "{}: {engine} gave {rows} rows, another engine {:?}",
@@ -331,6 +338,9 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
         }
     }
     table(&mut out, cmd, &names, &cells, our_load, peer_load)?;
+    if machine.node_count() > 1 {
+        remote_table(&mut out, &store, &names, &engines, &reads)?;
+    }
     if let Some(path) = &cmd.csv {
         let mut csv = Csv::new(&["query", "engine", "concurrent", "seconds", "rows"]);
         for c in &cells {
@@ -459,6 +469,47 @@ pub fn ms(s: f64) -> String {
     } else {
         format!("{m:.0}")
     }
+}
+
+/// Where each query's index reads came from (issue 37, item 6): per engine, the share of the
+/// untimed single run's reads that read memory of another node than the reading worker's.
+fn remote_table(
+    out: &mut String,
+    store: &nearflow_rdf::Store,
+    names: &[String],
+    engines: &[(String, usize, usize)],
+    reads: &[(usize, usize, (u64, u64))],
+) -> std::fmt::Result {
+    writeln!(
+        out,
+        "index reads from another NUMA node's memory, one copy (store {}):",
+        if store.is_replicated() {
+            "replicated on every node"
+        } else {
+            "partitioned over the nodes"
+        }
+    )?;
+    let head: Vec<&str> = engines.iter().map(|(e, _, _)| e.as_str()).collect();
+    writeln!(out, "| query | {} |", head.join(" | "))?;
+    writeln!(out, "|---|{}|", vec!["---:"; engines.len()].join("|"))?;
+    for (qi, q) in names.iter().enumerate() {
+        let vals: Vec<String> = (0..engines.len())
+            .map(|e| {
+                reads.iter().find(|r| r.0 == qi && r.1 == e).map_or(
+                    "-".into(),
+                    |&(_, _, (all, remote))| {
+                        if all == 0 {
+                            "no reads".into()
+                        } else {
+                            format!("{:.1} % of {all}", 100.0 * remote as f64 / all as f64)
+                        }
+                    },
+                )
+            })
+            .collect();
+        writeln!(out, "| {q} | {} |", vals.join(" | "))?;
+    }
+    Ok(())
 }
 
 fn table(

@@ -329,7 +329,12 @@ impl Store {
             cols
         });
         drop(graph_at);
-        Store::from_sorted(self.machine(), dict, perms, graphs)
+        let merged = Store::from_sorted(self.machine(), dict, perms, graphs)?;
+        // The new indexes keep the old ones' placement.
+        if self.is_replicated() {
+            merged.replicate()?;
+        }
+        Ok(merged)
     }
 
     /// This version as a version over `merged`'s indexes, where `merged` is

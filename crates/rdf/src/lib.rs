@@ -31,6 +31,7 @@
 //! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
 //! - `snapshot.rs` — the binary snapshot: save, open, validation (formats 1 and 2, read whole).
 //! - `mapped.rs` — format 3: written with a checksum per section, opened by mapping.
+//! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — versions: the delta, edits, the merge and the rebase.
 //! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
@@ -40,6 +41,7 @@ pub mod delta;
 pub mod dict;
 pub mod load;
 pub mod mapped;
+pub mod replica;
 pub mod shared;
 pub mod snapshot;
 pub mod store;

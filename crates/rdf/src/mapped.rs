@@ -424,6 +424,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             stats,
             machine: machine.clone(),
             health: Some(health),
+            replicas: Default::default(),
         },
     ))
 }

@@ -225,6 +225,9 @@ pub(crate) struct Base {
     /// For indexes read in place from a mapped snapshot: the background check of its
     /// sections (`mapped.rs`).
     pub(crate) health: Option<Arc<crate::mapped::Health>>,
+    /// Per-node copies of the permutations, once [`Store::replicate`] has built them
+    /// (`replica.rs`).
+    pub(crate) replicas: std::sync::OnceLock<crate::replica::Replicas>,
 }
 
 impl Base {
@@ -302,6 +305,7 @@ impl Store {
                 stats: stats.finish(),
                 machine: machine.clone(),
                 health: None,
+                replicas: Default::default(),
             },
         ))
     }
@@ -346,6 +350,7 @@ impl Store {
                 stats,
                 machine: machine.clone(),
                 health: None,
+                replicas: Default::default(),
             },
         ))
     }
@@ -566,7 +571,10 @@ impl Store {
             .flat_map(|p| p.partitions().iter())
             .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
             .sum();
-        idx + self.dict.heap_bytes() + self.base.graphs.capacity() * 16 + self.delta.heap_bytes()
+        idx + self.replica_bytes()
+            + self.dict.heap_bytes()
+            + self.base.graphs.capacity() * 16
+            + self.delta.heap_bytes()
     }
 }
 

@@ -365,6 +365,15 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
     if pr.options().timing {
         let _ = write!(s, ", {:.3} ms", ns as f64 / 1e6);
     }
+    let reads = p.stat.reads.load(Ordering::Relaxed);
+    if reads > 0 {
+        let remote = p.stat.remote_reads.load(Ordering::Relaxed);
+        let _ = write!(
+            s,
+            ", index reads {reads}, {:.0} % on another node",
+            100.0 * remote as f64 / reads as f64
+        );
+    }
     s.push_str(")\n");
     for i in &p.inputs {
         phys(pr, i, depth + 1, s);

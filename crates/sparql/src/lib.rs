@@ -745,10 +745,26 @@ impl Prepared {
     pub(crate) fn options(&self) -> &Options {
         &self.options
     }
+
+    /// The last run's index reads over the whole plan (scans, index and merge joins: rows read
+    /// and binary searches), and how many of them read memory of another NUMA node than the
+    /// reading worker's: where the store's placement shows (issue 37, item 6).
+    pub fn index_reads(&self) -> (u64, u64) {
+        fn sum(p: &Phys, acc: &mut (u64, u64)) {
+            acc.0 += p.stat.reads.load(Ordering::Relaxed);
+            acc.1 += p.stat.remote_reads.load(Ordering::Relaxed);
+            p.inputs.iter().for_each(|i| crate::deeper(|| sum(i, acc)));
+        }
+        let mut acc = (0, 0);
+        sum(&self.phys, &mut acc);
+        acc
+    }
 }
 
 fn reset(p: &Phys) {
     p.stat.rows.store(0, Ordering::Relaxed);
     p.stat.nanos.store(0, Ordering::Relaxed);
+    p.stat.reads.store(0, Ordering::Relaxed);
+    p.stat.remote_reads.store(0, Ordering::Relaxed);
     p.inputs.iter().for_each(reset);
 }

@@ -15,8 +15,11 @@ const STACK_PER_LEVEL: usize = 64 << 10;
 
 /// The stack it is given per element of a group (each OPTIONAL, MINUS, BIND, group or GRAPH
 /// block in a row, one more level of its algebra, which it walks recursively): an unoptimised
-/// build used 440 bytes. Every such element opens a bracket, so the brackets count them.
-const STACK_PER_ELEMENT: usize = 1 << 10;
+/// build used 440 bytes to walk it, and more than 1.6 KB a level to clone it (an update's
+/// `WHERE` is cloned into its query: 1 KB a level overflowed a fuzzed update of about 1,700
+/// levels in a debug build, which `cargo test` without `--release` runs). Every such element
+/// opens a bracket, so the brackets count them; the room is reserved, not touched.
+const STACK_PER_ELEMENT: usize = 4 << 10;
 
 /// How a query's text nests: the deepest its brackets (or unary operators) go, and how many
 /// brackets it opens.

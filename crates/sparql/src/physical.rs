@@ -47,6 +47,12 @@ pub struct OpStat {
     pub rows: AtomicU64,
     /// Nanoseconds spent in it (when timing is on).
     pub nanos: AtomicU64,
+    /// For an operator that reads the store's indexes (scans, index and merge joins): index
+    /// rows read, one more per binary search.
+    pub reads: AtomicU64,
+    /// Of [`reads`](Self::reads), those from memory of another NUMA node than the reading
+    /// worker's (by where the partition or replica was built: nominal on a synthetic machine).
+    pub remote_reads: AtomicU64,
 }
 
 /// A position of a physical quad pattern.

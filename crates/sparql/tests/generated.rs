@@ -142,3 +142,55 @@ fn our_wording_answers_as_the_original_queries() {
         );
     }
 }
+
+/// Issue 37, item 6: over per-node replicas of the indexes (`Store::replicate`), every query
+/// answers as over the partitioned store, and every index read of every scan and join reads
+/// the replica of the node whose worker runs it (on a two-node preset the runtime's workers
+/// have nodes 0 and 1); over the partitioned store, the same queries read the other node's
+/// partition, which is what replicas are for.
+#[test]
+fn a_replicated_store_answers_alike_and_reads_only_its_workers_node() {
+    let file = generated(10_000, 3);
+    let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
+    let plain = Arc::new(common::load_store(&file.0, &machine));
+    let replicated = Arc::new(common::load_store(&file.0, &machine));
+    assert!(matches!(
+        replicated.replicate().unwrap(),
+        nearflow_rdf::replica::Replication::Built { nodes: 2, .. }
+    ));
+    assert!(!plain.is_replicated());
+    let rt = nearflow_rt::Runtime::builder(machine.clone())
+        .policy(PolicyKind::Las)
+        .build()
+        .unwrap();
+    let reads_of = |store: &Arc<nearflow_rdf::Store>, text: &str| {
+        let q = nearflow_sparql::prepare(store, text, &Default::default()).unwrap();
+        q.run_collect(&rt).unwrap();
+        q.index_reads()
+    };
+    let (mut plain_remote, mut plain_all) = (0, 0);
+    for (q, _) in queries::QUERIES {
+        let text = queries::text(q).unwrap();
+        let what = format!("{q} on a replicated store");
+        compare(
+            &common::ours_on(&replicated, &rt, &text),
+            &common::ours_on(&plain, &rt, &text),
+            &what,
+            Expected::from_query(&text),
+        );
+        let (all, remote) = reads_of(&replicated, &text);
+        assert_eq!(
+            remote, 0,
+            "{what}: {remote} of {all} index reads on another node"
+        );
+        let (all, remote) = reads_of(&plain, &text);
+        plain_all += all;
+        plain_remote += remote;
+    }
+    eprintln!("partitioned store: {plain_remote} of {plain_all} index reads on the other node");
+    assert!(plain_all > 0, "the queries read the indexes");
+    assert!(
+        plain_remote > 0,
+        "over the partitioned store some of {plain_all} reads are on the other node"
+    );
+}

@@ -38,19 +38,9 @@ pub enum Workload {
     Sp2bench,
 }
 
-/// Where the simulated store's data lies (issue 37, item 6).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StorePlacement {
-    /// As the engine builds it today: each permutation split by key range over the nodes, each
-    /// scan homed on its partition's node (one predicate's rows on one node).
-    #[default]
-    Partitioned,
-    /// Every node holds a replica of every permutation: a scan reads the replica of the node
-    /// it runs on and has no home, so a request's work can stay on one node. Memory: the
-    /// permutations' bytes once per node. A model for choosing a placement; the engine does
-    /// not build it yet.
-    Replicated,
-}
+/// Where the simulated store's data lies (issue 37, item 6): the engine's placements
+/// ([`crate::store::StorePlacement`]), modelled.
+pub use crate::store::StorePlacement;
 
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -188,7 +188,7 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Simulated>> {
             out,
             "store placement: replicated on each of the {} nodes ({scans} scans read the \
              replica of the node they run on, unhomed); memory: the permutations once per node \
-             (SIMULATED; the engine does not build replicas yet)",
+             (SIMULATED; the engine builds them with `--store-placement replicated`)",
             machine.node_count()
         )?;
     }

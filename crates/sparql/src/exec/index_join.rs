@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{bind, per_stream, pump, row_ports, ExecCx, Row, Timer};
+use super::{bind, per_stream, pump, row_ports, ExecCx, Reads, Row, Timer};
 use crate::physical::{bound_of, OpStat, Pat, Phys, Slot};
 use nearflow_rdf::store::{Permutation, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
@@ -95,6 +95,7 @@ impl<const N: usize> Lookup<N> {
 
     /// Pushes the row extended by each match of `pat` until the matches end (true) or the
     /// output blocks between two of them (false: call again to go on). `n` counts the rows.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         store: &Store,
@@ -103,8 +104,9 @@ impl<const N: usize> Lookup<N> {
         io: &mut Io<'_>,
         out: &mut Emitter<Row<N>>,
         n: &mut u64,
+        reads: &mut Reads<'_>,
     ) -> bool {
-        let parts = store.perm(self.order).partitions();
+        let parts = store.perm(self.order).len();
         let delta = store.delta();
         let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         while let Some(g) = self.graph_at(named) {
@@ -121,13 +123,16 @@ impl<const N: usize> Lookup<N> {
                 }
             });
             let gone = &removed[gone.clone()];
-            while self.part < parts.len() {
-                let cols = &parts[self.part].data;
-                let range = self
-                    .range
-                    .get_or_insert_with(|| cols.range_in(cols.local(&rows), prefix));
+            while self.part < parts {
+                // The partition's rows on this worker's node when the store is replicated.
+                let cols = store.part(self.order, self.part, reads.node);
+                let range = self.range.get_or_insert_with(|| {
+                    reads.add(cols.node(), 1);
+                    cols.range_in(cols.local(&rows), prefix)
+                });
                 for i in range.by_ref() {
                     let key = cols.row(i);
+                    reads.add(cols.node(), 1);
                     if !gone.is_empty() && gone.binary_search(&[g, key[0], key[1], key[2]]).is_ok()
                     {
                         continue;
@@ -194,8 +199,9 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
         let _t = Timer::new(self.timing, &stat);
         let mut n = 0;
         let (store, pat, out, named) = (&self.store, &self.pat, &mut self.out, &self.named);
+        let mut reads = Reads::new(io.numa_node(), &stat);
         if let Some(mut l) = self.looking.take() {
-            if !l.run(store, named, pat, io, out, &mut n) {
+            if !l.run(store, named, pat, io, out, &mut n, &mut reads) {
                 self.looking = Some(l);
             }
         }
@@ -203,7 +209,7 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
         let done = looking.is_none()
             && pump(io, &mut self.queue, 0, true, |io, row| {
                 let mut l = Lookup::new(pat, row, named);
-                if !l.run(store, named, pat, io, out, &mut n) {
+                if !l.run(store, named, pat, io, out, &mut n, &mut reads) {
                     *looking = Some(l);
                 }
             });

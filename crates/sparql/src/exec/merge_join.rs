@@ -2,14 +2,15 @@
 //! of that column's values: equal-valued groups of the two sides are paired row by row; between
 //! groups each side skips ahead by binary search. A source: it reads the store itself, one
 //! operator per range of the join values (cut at the first side's quantiles, so a value's rows
-//! all fall in one range), homed where its first rows live.
+//! all fall in one range), homed where its first rows live (unhomed over a replicated store,
+//! whose rows it reads on its worker's node).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{bind, row_ports, ExecCx, Row, Timer};
+use super::{bind, row_ports, ExecCx, Reads, Row, Timer};
 use crate::physical::{bound_of, Op, OpStat, Pat, Phys};
 use nearflow_rdf::store::{key_prefix, Permutation, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
@@ -42,13 +43,14 @@ impl KeyRange {
         self.pieces.iter().map(|(_, r)| r.len()).sum()
     }
 
-    /// The key (in the order's column order) at position `i` of the run.
-    fn key(&self, store: &Store, mut i: usize) -> [Id; 3] {
+    /// The key (in the order's column order) at position `i` of the run, read on the node of
+    /// `reads` (its replica, when the store has them) and counted there.
+    fn key(&self, store: &Store, mut i: usize, reads: &mut Reads<'_>) -> [Id; 3] {
         for (part, r) in &self.pieces {
             if i < r.len() {
-                return store.perm(self.order).partitions()[*part]
-                    .data
-                    .row(r.start + i);
+                let cols = store.part(self.order, *part, reads.node);
+                reads.add(cols.node(), 1);
+                return cols.row(r.start + i);
             }
             i -= r.len();
         }
@@ -56,17 +58,25 @@ impl KeyRange {
     }
 
     /// The key at `i` as a triple (s, p, o).
-    fn triple(&self, store: &Store, i: usize) -> [Id; 3] {
-        self.order.triple(self.key(store, i))
+    fn triple(&self, store: &Store, i: usize, reads: &mut Reads<'_>) -> [Id; 3] {
+        self.order.triple(self.key(store, i, reads))
     }
 
     /// The first position in `from..len` whose key column `col` is not below `v` (or, with
     /// `above`, is above `v`).
-    fn seek(&self, store: &Store, from: usize, col: usize, v: Id, above: bool) -> usize {
+    fn seek(
+        &self,
+        store: &Store,
+        from: usize,
+        col: usize,
+        v: Id,
+        above: bool,
+        reads: &mut Reads<'_>,
+    ) -> usize {
         let (mut lo, mut hi) = (from, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let x = self.key(store, mid)[col];
+            let x = self.key(store, mid, reads)[col];
             if x < v || (above && x == v) {
                 lo = mid + 1;
             } else {
@@ -133,6 +143,7 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
         // As a scan: about two packets of rows per task, then the worker may take another.
         let budget = io.capacity_of::<Row<N>>() as u64 * 2;
         let mut n = 0u64;
+        let r = &mut Reads::new(io.numa_node(), &stat);
         let status = loop {
             if io.blocked() || n >= budget {
                 break Status::More;
@@ -140,12 +151,12 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
             if let Some((g, i, j)) = &mut self.group {
                 if *i < g[0].end {
                     let mut left = [UNBOUND; N];
-                    if bind(&a.pat, a.run.triple(&store, *i), a.run.graph, &mut left) {
+                    if bind(&a.pat, a.run.triple(&store, *i, r), a.run.graph, &mut left) {
                         // One left row may pair with a whole group: stop between two rows when
                         // the output blocks, and go on from `j` next time.
                         while *j < g[1].end && !io.blocked() {
                             let mut row = left;
-                            if bind(&b.pat, b.run.triple(&store, *j), b.run.graph, &mut row) {
+                            if bind(&b.pat, b.run.triple(&store, *j, r), b.run.graph, &mut row) {
                                 self.out.push(io, row);
                                 n += 1;
                             }
@@ -166,18 +177,18 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
                 self.out.flush(io);
                 break Status::Done;
             }
-            let va = a.run.key(&store, self.at[0])[a.col];
-            let vb = b.run.key(&store, self.at[1])[b.col];
+            let va = a.run.key(&store, self.at[0], r)[a.col];
+            let vb = b.run.key(&store, self.at[1], r)[b.col];
             match va.cmp(&vb) {
                 std::cmp::Ordering::Less => {
-                    self.at[0] = a.run.seek(&store, self.at[0], a.col, vb, false);
+                    self.at[0] = a.run.seek(&store, self.at[0], a.col, vb, false, r);
                 }
                 std::cmp::Ordering::Greater => {
-                    self.at[1] = b.run.seek(&store, self.at[1], b.col, va, false);
+                    self.at[1] = b.run.seek(&store, self.at[1], b.col, va, false, r);
                 }
                 std::cmp::Ordering::Equal => {
-                    let ea = a.run.seek(&store, self.at[0], a.col, va, true);
-                    let eb = b.run.seek(&store, self.at[1], b.col, va, true);
+                    let ea = a.run.seek(&store, self.at[0], a.col, va, true, r);
+                    let eb = b.run.seek(&store, self.at[1], b.col, va, true, r);
                     let g = [self.at[0]..ea, self.at[1]..eb];
                     self.group = Some((g, self.at[0], self.at[1]));
                     self.at = [ea, eb];
@@ -216,15 +227,19 @@ pub(super) fn build<const N: usize>(
     }
     let (la, lb) = (sides[0].run.len(), sides[1].run.len());
     let d = ranges.max(1);
+    // The cuts' reads are the planning thread's, not a task's: not counted (and read from the
+    // partitions themselves: no node is this thread's).
+    let uncounted = OpStat::default();
+    let r = &mut Reads::new(usize::MAX, &uncounted);
     let mut cuts: Vec<[usize; 2]> = vec![[0, 0]];
     for c in 1..d {
         if la == 0 {
             break;
         }
-        let v = sides[0].run.key(&cx.store, la * c / d)[sides[0].col];
+        let v = sides[0].run.key(&cx.store, la * c / d, r)[sides[0].col];
         let cut = [0, 1].map(|s| {
             let side = &sides[s];
-            side.run.seek(&cx.store, 0, side.col, v, false)
+            side.run.seek(&cx.store, 0, side.col, v, false, r)
         });
         if cut != *cuts.last().expect("one at least") {
             cuts.push(cut);
@@ -259,7 +274,8 @@ pub(super) fn build<const N: usize>(
                     timing: cx.timing,
                 },
             );
-            if let Some(h) = home {
+            // Where its first rows lie; over a replicated store, wherever a worker takes it.
+            if let Some(h) = home.filter(|_| !cx.store.is_replicated()) {
                 b.home(op, h);
             }
             b.stream::<Row<N>>(op, 0)

@@ -231,6 +231,48 @@ impl Drop for Timer<'_> {
     }
 }
 
+/// An operator run's index reads, counted by where their memory lies against the worker's node
+/// (issue 37, item 6: the store's placement decides which reads stay on the node), added to
+/// the operator's counters at the end of the run.
+pub(crate) struct Reads<'a> {
+    /// The node of the worker running the operator.
+    pub(crate) node: usize,
+    all: u64,
+    remote: u64,
+    stat: &'a OpStat,
+}
+
+impl<'a> Reads<'a> {
+    pub(crate) fn new(node: usize, stat: &'a OpStat) -> Self {
+        Reads {
+            node,
+            all: 0,
+            remote: 0,
+            stat,
+        }
+    }
+
+    /// `n` reads of memory on node `from`.
+    #[inline]
+    pub(crate) fn add(&mut self, from: usize, n: u64) {
+        self.all += n;
+        if from != self.node {
+            self.remote += n;
+        }
+    }
+}
+
+impl Drop for Reads<'_> {
+    fn drop(&mut self) {
+        if self.all > 0 {
+            self.stat.reads.fetch_add(self.all, Ordering::Relaxed);
+            self.stat
+                .remote_reads
+                .fetch_add(self.remote, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Matches triple `t` (s, p, o) of graph `g` against `pat` into `row`; false when a repeated
 /// variable disagrees.
 #[inline]

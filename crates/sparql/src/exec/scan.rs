@@ -1,5 +1,7 @@
 //! An index range scan: one source operator per stream of the scan (a store partition, or a
-//! chunk of one), homed on the partition's NUMA node (LAS §4: its deferred tasks queue there).
+//! chunk of one), homed on the partition's NUMA node (LAS §4: its deferred tasks queue there),
+//! or, over a store with per-node replicas (`nearflow_rdf::replica`), unhomed and reading the
+//! replica of the node whose worker runs it.
 //! A stream reads a list of graphs' row ranges of its partition: one range for a pattern of one
 //! graph, one per named graph for a graph variable (whose column each row then receives).
 
@@ -8,7 +10,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{bind, row_ports, ExecCx, Row, Timer};
+use super::{bind, row_ports, ExecCx, Reads, Row, Timer};
 use crate::physical::{scan_pieces, OpStat, Pat, Phys, ScanRange};
 use nearflow_rdf::delta::key_of;
 use nearflow_rdf::store::{Permutation, Store};
@@ -39,7 +41,10 @@ impl<const N: usize> Operator for ScanOp<N> {
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
-        let cols = &self.store.perm(self.order).partitions()[self.part].data;
+        let mut reads = Reads::new(io.numa_node(), &stat);
+        // The partition's rows where this worker's node has them (a replicated store), else
+        // where the partition lies.
+        let cols = self.store.part(self.order, self.part, reads.node);
         let delta = self.store.delta();
         let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         // About two packets of rows per task, then the worker may take another.
@@ -58,6 +63,7 @@ impl<const N: usize> Operator for ScanOp<N> {
                 }
                 (Some(b), a) if a.is_none_or(|a| b < a) => {
                     r.rows.start += 1;
+                    reads.add(cols.node(), 1);
                     while r.removed.start < r.removed.end && key_of(&removed[r.removed.start]) < b {
                         r.removed.start += 1;
                     }
@@ -115,7 +121,11 @@ pub(super) fn build<const N: usize>(
                     timing: cx.timing,
                 },
             );
-            b.home(op, perm.partitions()[part].info.home);
+            // Homed where its partition lies; a replicated store has the rows on every node,
+            // and the scan runs wherever a worker takes it (LAS keeps it on its request's node).
+            if !cx.store.is_replicated() {
+                b.home(op, perm.partitions()[part].info.home);
+            }
             b.stream::<Row<N>>(op, 0).expect("a scan outputs rows")
         })
         .collect()
