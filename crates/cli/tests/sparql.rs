@@ -828,3 +828,60 @@ fn load_add_grows_a_store_and_keeps_blank_nodes_apart() {
         "no store to add to",
     );
 }
+
+/// `--store-placement replicated` on a two-node machine (the `nehalem-2x4` preset): the same
+/// answer as the partitioned store, `--explain` saying where the index reads came from (none
+/// from the other node), the copies' cost on stderr; on a one-node machine nothing is copied,
+/// and a placement that is not one is refused.
+#[test]
+fn a_replicated_store_answers_alike_and_says_what_it_read() {
+    let d = data_file("a_replicated_store_answers_alike_and_says_what_it_read");
+    let q = "PREFIX ex: <http://ex/> SELECT ?p ?n ?k WHERE { ?p ex:name ?n OPTIONAL { ?p ex:knows ?k } } ORDER BY ?n";
+    let run = |placement: &str, preset: &str| {
+        let out = nearflow(&[
+            "sparql",
+            "--data",
+            &d,
+            "-e",
+            q,
+            "--preset",
+            preset,
+            "--store-placement",
+            placement,
+            "--explain",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (plain, plain_err) = run("partitioned", "nehalem-2x4");
+    let (copied, copied_err) = run("replicated", "nehalem-2x4");
+    assert_eq!(plain, copied);
+    assert!(
+        plain.contains("Alice") && plain.contains("ex/bob"),
+        "{plain}"
+    );
+    assert!(
+        copied_err.contains("replicated the indexes on 2 NUMA nodes"),
+        "{copied_err}"
+    );
+    assert!(
+        copied_err.contains("0.0 % of them from another NUMA node's memory")
+            && copied_err.contains("(store replicated)"),
+        "{copied_err}"
+    );
+    assert!(plain_err.contains("(store partitioned)"), "{plain_err}");
+    let (one, one_err) = run("replicated", "e5310-smp");
+    assert_eq!(one, plain);
+    assert!(one_err.contains("one NUMA node"), "{one_err}");
+    fails_with(
+        &sparql("--data", &d, q, &["--store-placement", "striped"]),
+        "invalid value 'striped'",
+    );
+}

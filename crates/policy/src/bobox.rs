@@ -221,6 +221,61 @@ pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
     })
 }
 
+/// What carries out the balancer's decisions: the runtime's registry or the simulator's queues.
+/// The round itself, [`balance_round`], is written once and driven by both (issue 37, item 8).
+pub trait BalanceSite {
+    /// Whether some worker sleeps: the balancer does nothing while none does (§5.2: it looks
+    /// for a partially idle node).
+    fn anyone_asleep(&self) -> bool;
+    /// Each node's load (the policy's count over the site's queues,
+    /// [`Policy::node_loads`](crate::Policy::node_loads)).
+    fn loads(&self) -> Vec<NodeLoad>;
+    /// Applies `f` to the nodes of `request` if it is still in flight; false if it is not.
+    fn with_nodes(&mut self, request: RequestId, f: impl FnOnce(&mut RequestNodes)) -> bool;
+    /// Moves `request`'s tasks queued in node `from`'s deferred queue to node `to`'s, in order;
+    /// returns how many.
+    fn move_queued(&mut self, request: RequestId, from: usize, to: usize) -> usize;
+    /// Workers of sleep domain `d` (Bobox-2011 sleeps per node: a node's domain).
+    fn domain_workers(&self, d: usize) -> usize;
+    /// Wakes a sleeping worker of domain `d` by the wake walk; false when it woke none.
+    fn wake_domain(&mut self, d: usize) -> bool;
+    /// Counts an action carried out (`tasks`: how many a move took along).
+    fn count(&mut self, action: Balance, tasks: usize);
+}
+
+/// One round of Bobox-2011's load balancer (§5.2), carried out on `site`: when some worker
+/// sleeps, [`balance`] over the nodes' loads; a move takes the request's node set and its
+/// queued deferred tasks to the idle node and wakes as many of its workers as tasks went
+/// along; a share adds the idle node to the request's nodes. Returns what was done (nothing
+/// when the request finished in between).
+pub fn balance_round(site: &mut impl BalanceSite) -> Option<Balance> {
+    if !site.anyone_asleep() {
+        return None;
+    }
+    let action = balance(&site.loads())?;
+    match action {
+        Balance::Move { request, from, to } => {
+            if !site.with_nodes(request, |n| n.move_to(from, to)) {
+                return None;
+            }
+            let n = site.move_queued(request, from, to);
+            for _ in 0..n.min(site.domain_workers(to)) {
+                if !site.wake_domain(to) {
+                    break;
+                }
+            }
+            site.count(action, n);
+        }
+        Balance::Share { request, to, .. } => {
+            if !site.with_nodes(request, |n| n.share_with(to)) {
+                return None;
+            }
+            site.count(action, 0);
+        }
+    }
+    Some(action)
+}
+
 /// §5.1: the node with the most free resources — most idle threads, then most free memory (when
 /// known), then fewest requests; ties go to the lowest node. Only nodes with threads count: a
 /// node without CPUs has no idle thread, but also the fewest requests, and won every tie while
@@ -327,6 +382,110 @@ mod tests {
             None
         );
         assert_eq!(balance(&[load(0, 2, 0, &[]), load(1, 1, 0, &[])]), None);
+    }
+
+    /// A site of two nodes whose queues and wakes are recorded: what [`balance_round`] does
+    /// there is what the runtime's registry and the simulator's queues both get.
+    struct Fake {
+        asleep: bool,
+        loads: Vec<NodeLoad>,
+        nodes: std::collections::HashMap<u64, RequestNodes>,
+        queued: [Vec<(u64, u32)>; 2],
+        sleepers: usize,
+        wakes: usize,
+        counted: Vec<(Balance, usize)>,
+    }
+
+    impl BalanceSite for Fake {
+        fn anyone_asleep(&self) -> bool {
+            self.asleep
+        }
+        fn loads(&self) -> Vec<NodeLoad> {
+            self.loads.clone()
+        }
+        fn with_nodes(&mut self, r: u64, f: impl FnOnce(&mut RequestNodes)) -> bool {
+            self.nodes.get_mut(&r).map(f).is_some()
+        }
+        fn move_queued(&mut self, r: u64, from: usize, to: usize) -> usize {
+            let (moved, kept): (Vec<_>, Vec<_>) =
+                self.queued[from].drain(..).partition(|&(q, _)| q == r);
+            self.queued[from] = kept;
+            let n = moved.len();
+            self.queued[to].extend(moved);
+            n
+        }
+        fn domain_workers(&self, _: usize) -> usize {
+            4
+        }
+        fn wake_domain(&mut self, _: usize) -> bool {
+            if self.sleepers == 0 {
+                return false;
+            }
+            self.sleepers -= 1;
+            self.wakes += 1;
+            true
+        }
+        fn count(&mut self, a: Balance, n: usize) {
+            self.counted.push((a, n));
+        }
+    }
+
+    fn fake(requests: &[u64]) -> Fake {
+        Fake {
+            asleep: true,
+            loads: vec![load(0, 0, 6, requests), load(1, 3, 0, &[])],
+            nodes: requests
+                .iter()
+                .map(|&r| (r, RequestNodes::new(0)))
+                .collect(),
+            queued: [
+                vec![(1, 0), (2, 1), (2, 2), (1, 3), (2, 4), (2, 5)],
+                Vec::new(),
+            ],
+            sleepers: 2,
+            wakes: 0,
+            counted: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_round_moves_the_newest_request_with_its_tasks_and_wakes_the_idle_node() {
+        let mut s = fake(&[1, 2]);
+        let done = balance_round(&mut s);
+        let want = Balance::Move {
+            request: 2,
+            from: 0,
+            to: 1,
+        };
+        assert_eq!(done, Some(want));
+        assert_eq!(s.queued[0], [(1, 0), (1, 3)]);
+        assert_eq!(s.queued[1], [(2, 1), (2, 2), (2, 4), (2, 5)], "in order");
+        assert_eq!(s.nodes[&2].nodes(), [1]);
+        assert_eq!(
+            s.wakes, 2,
+            "4 tasks, 2 sleepers: the walk stops when none is woken"
+        );
+        assert_eq!(s.counted, [(want, 4)]);
+        // A single request is shared, its tasks stay; nothing while nobody sleeps; nothing for a
+        // request that finished meanwhile.
+        let mut s = fake(&[1]);
+        assert!(matches!(
+            balance_round(&mut s),
+            Some(Balance::Share {
+                request: 1,
+                to: 1,
+                ..
+            })
+        ));
+        assert_eq!((s.queued[0].len(), s.wakes), (6, 0));
+        assert_eq!(s.nodes[&1].nodes(), [0, 1]);
+        let mut s = fake(&[1, 2]);
+        s.asleep = false;
+        assert_eq!(balance_round(&mut s), None);
+        let mut s = fake(&[1, 2]);
+        s.nodes.clear();
+        assert_eq!(balance_round(&mut s), None);
+        assert!(s.counted.is_empty() && s.queued[1].is_empty());
     }
 
     #[test]

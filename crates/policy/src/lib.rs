@@ -57,10 +57,13 @@ use std::str::FromStr;
 use nearflow_topo::Machine;
 use serde::Serialize;
 
-pub use bobox::{balance, choose_node, Balance, NodeLoad, RequestNodes};
+pub use bobox::{
+    balance, balance_round, choose_node, Balance, BalanceSite, NodeLoad, RequestNodes,
+};
 pub use home::{Home, HomeError};
 pub use search::{
-    resolve_deferred, walk, Cursors, End, Probe, QueueRef, RequestId, Rng, Step, Take, WorkerId,
+    pop_of, resolve_deferred, walk, Cursors, End, Pop, Probe, QueueRef, RequestId, Rng, Step, Take,
+    WorkerId,
 };
 pub use view::QueueView;
 

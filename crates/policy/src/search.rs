@@ -157,6 +157,34 @@ pub fn walk<T>(
     None
 }
 
+/// The one pop a probe prescribes to worker `w`: which deque, and which end. The runtime's
+/// `try_take` (over crossbeam deques and its locked queues) and the simulator's `take` (over
+/// plain ones) both carry out exactly this (issue 37, item 8: the mechanics written once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pop {
+    /// The worker's own local deque at the end it pushes to (LIFO).
+    OwnYoungest,
+    /// Worker `v`'s local deque at its oldest end: a steal (or the worker's own, when a
+    /// policy asks for its oldest task).
+    LocalOldest(WorkerId),
+    /// Shared deque `i` at `end` (a request-ordered take on a plain deque takes its oldest).
+    Shared(usize, End),
+    /// Deferred queue `i`, the task [`resolve_deferred`] names.
+    Deferred(usize, Take),
+}
+
+/// [`Pop`] of probe `p` by worker `w`.
+#[inline]
+pub fn pop_of(w: WorkerId, p: &Probe) -> Pop {
+    match (p.queue, p.take) {
+        (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == w => Pop::OwnYoungest,
+        (QueueRef::Local(v), _) => Pop::LocalOldest(v),
+        (QueueRef::Shared(i), Take::Plain(end)) => Pop::Shared(i, end),
+        (QueueRef::Shared(i), _) => Pop::Shared(i, End::Oldest),
+        (QueueRef::Deferred(i), take) => Pop::Deferred(i, take),
+    }
+}
+
 /// Resolves a [`Take`] on a deferred queue holding tasks of `requests` (ascending ids, each with
 /// at least one task): which request, and which end of its deque.
 #[inline]
@@ -184,6 +212,60 @@ pub fn resolve_deferred(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_pops_one_end_of_one_deque() {
+        let probe = |queue, take| Probe {
+            queue,
+            take,
+            rule: 1,
+        };
+        let cases = [
+            (
+                QueueRef::Local(3),
+                Take::Plain(End::Youngest),
+                Pop::OwnYoungest,
+            ),
+            (
+                QueueRef::Local(3),
+                Take::Plain(End::Oldest),
+                Pop::LocalOldest(3),
+            ),
+            (
+                QueueRef::Local(5),
+                Take::Plain(End::Youngest),
+                Pop::LocalOldest(5),
+            ),
+            (
+                QueueRef::Local(5),
+                Take::OldestRequestOldest,
+                Pop::LocalOldest(5),
+            ),
+            (
+                QueueRef::Shared(1),
+                Take::Plain(End::Youngest),
+                Pop::Shared(1, End::Youngest),
+            ),
+            (
+                QueueRef::Shared(1),
+                Take::Plain(End::Oldest),
+                Pop::Shared(1, End::Oldest),
+            ),
+            (
+                QueueRef::Shared(2),
+                Take::LastRequestOldest,
+                Pop::Shared(2, End::Oldest),
+            ),
+            (
+                QueueRef::Deferred(0),
+                Take::SecondOldestRequestOldest,
+                Pop::Deferred(0, Take::SecondOldestRequestOldest),
+            ),
+        ];
+        for (q, t, want) in cases {
+            assert_eq!(pop_of(3, &probe(q, t)), want, "{q:?} {t:?} by worker 3");
+        }
+    }
 
     fn p(i: usize) -> Probe {
         Probe {

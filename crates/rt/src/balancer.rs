@@ -1,11 +1,12 @@
 //! The load balancer of Bobox-2011 (task-scheduling-in-data-stream-processing.txt §5.2): while at
-//! least one worker is idle, every 100 ms, it asks [`nearflow_policy::balance`] what to do and
-//! moves or shares one request.
+//! least one worker is idle, every 100 ms, it moves or shares one request. The round is
+//! [`nearflow_policy::balance_round`], which the simulator drives too; this file is its thread
+//! and the registry as a [`BalanceSite`].
 
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use nearflow_policy::{balance, Balance};
+use nearflow_policy::{balance_round, Balance, BalanceSite, NodeLoad, RequestId, RequestNodes};
 
 use crate::registry::Registry;
 use crate::sync::os::{Arc as StdArc, Condvar as StdCondvar, Mutex as StdMutex};
@@ -55,40 +56,58 @@ pub(crate) fn start(shared: Arc<Registry>) -> Balancer {
 
 /// One round of §5.2.
 pub(crate) fn tick(s: &Registry) {
-    if s.sleep.asleep() == 0 {
-        return; // no idle logical processor: the balancer does not run
+    balance_round(&mut Site(s));
+}
+
+/// The registry as the balancer's [`BalanceSite`].
+struct Site<'a>(&'a Registry);
+
+impl BalanceSite for Site<'_> {
+    fn anyone_asleep(&self) -> bool {
+        self.0.sleep.asleep() > 0
     }
-    let Some(action) = balance(&s.node_loads()) else {
-        return;
-    };
-    match action {
-        Balance::Move { request, from, to } => {
-            let Some(req) = lock(&s.synced).in_flight.get(&request).cloned() else {
-                return;
-            };
-            lock(&req.nodes).move_to(from, to);
-            let tasks = s.deferred[from].remove_request(request);
-            let n = tasks.len();
-            s.deferred[to].append_request(request, tasks);
-            for _ in 0..n.min(s.policy.sleep().domains[to].len()) {
-                if !s.sleep.wake(&[to]) {
-                    break;
-                }
+
+    fn loads(&self) -> Vec<NodeLoad> {
+        self.0.node_loads()
+    }
+
+    fn with_nodes(&mut self, request: RequestId, f: impl FnOnce(&mut RequestNodes)) -> bool {
+        let Some(req) = lock(&self.0.synced).in_flight.get(&request).cloned() else {
+            return false;
+        };
+        f(&mut lock(&req.nodes));
+        true
+    }
+
+    fn move_queued(&mut self, request: RequestId, from: usize, to: usize) -> usize {
+        let tasks = self.0.deferred[from].remove_request(request);
+        let n = tasks.len();
+        self.0.deferred[to].append_request(request, tasks);
+        n
+    }
+
+    fn domain_workers(&self, d: usize) -> usize {
+        self.0.policy.sleep().domains[d].len()
+    }
+
+    fn wake_domain(&mut self, d: usize) -> bool {
+        self.0.sleep.wake(&[d])
+    }
+
+    fn count(&mut self, action: Balance, tasks: usize) {
+        match action {
+            Balance::Move { request, from, to } => {
+                self.0.balancer_moves.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    "bobox balancer: moved request {request} ({tasks} tasks) from node {from} to {to}"
+                );
             }
-            s.balancer_moves.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(
-                "bobox balancer: moved request {request} ({n} tasks) from node {from} to {to}"
-            );
-        }
-        Balance::Share { request, from, to } => {
-            let Some(req) = lock(&s.synced).in_flight.get(&request).cloned() else {
-                return;
-            };
-            lock(&req.nodes).share_with(to);
-            s.balancer_shares.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(
-                "bobox balancer: request {request} of node {from} now shared with node {to}"
-            );
+            Balance::Share { request, from, to } => {
+                self.0.balancer_shares.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    "bobox balancer: request {request} of node {from} now shared with node {to}"
+                );
+            }
         }
     }
 }

@@ -33,8 +33,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crossbeam_deque::{Steal, Stealer, Worker as Deque};
 use nearflow_policy::{
-    walk, Cursors, End, Home, Place, Probe, QueueRef, RequestId, Rng, SleepScheme, Step, Take,
-    TaskKind,
+    pop_of, walk, Cursors, End, Home, Place, Pop, Probe, QueueRef, RequestId, Rng, SleepScheme,
+    Step, Take, TaskKind,
 };
 
 use crate::counters::{bump_owned, WorkerCells};
@@ -550,8 +550,8 @@ impl<'a> WorkerLocal<'a> {
     /// Pops from one queue as a probe prescribes.
     fn try_take(&self, p: &Probe, last: Option<RequestId>) -> Option<Task> {
         let shared = self.shared;
-        match (p.queue, p.take) {
-            (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == self.w => {
+        match pop_of(self.w, p) {
+            Pop::OwnYoungest => {
                 // As in `steal`: `pop` on an empty deque still pays a fence.
                 if self.local.is_empty() {
                     None
@@ -559,10 +559,9 @@ impl<'a> WorkerLocal<'a> {
                     self.local.pop()
                 }
             }
-            (QueueRef::Local(v), _) => steal(&shared.stealers[v]),
-            (QueueRef::Shared(i), Take::Plain(end)) => shared.shared_queues[i].pop(end),
-            (QueueRef::Shared(i), _) => shared.shared_queues[i].pop(End::Oldest),
-            (QueueRef::Deferred(i), take) => shared.deferred[i].take(take, last),
+            Pop::LocalOldest(v) => steal(&shared.stealers[v]),
+            Pop::Shared(i, end) => shared.shared_queues[i].pop(end),
+            Pop::Deferred(i, take) => shared.deferred[i].take(take, last),
         }
     }
 

@@ -52,9 +52,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use nearflow_policy::{
-    balance, choose_node, resolve_deferred, search_reaches, walk, Balance, Cursors, End, Home,
-    NodeLoad, Place, Policy, PolicyKind, QueueRef, QueueView, RequestId, RequestNodes, Rng,
-    RootPlace, SleepScheme, Take, BALANCER_PERIOD,
+    balance_round, choose_node, pop_of, resolve_deferred, search_reaches, walk, Balance,
+    BalanceSite, Cursors, End, Home, NodeLoad, Place, Policy, PolicyKind, Pop, Probe, QueueRef,
+    QueueView, RequestId, RequestNodes, Rng, RootPlace, SleepScheme, Take, BALANCER_PERIOD,
 };
 use nearflow_topo::Machine;
 
@@ -626,7 +626,7 @@ impl<'a, D: Driver> Sim<'a, D> {
         let wk = &mut self.workers[w];
         let found = walk(search, &mut wk.cursors, &mut wk.rng, |p| {
             probes += 1;
-            take(locals, shared, deferred, w, p.queue, p.take, last)
+            take(locals, shared, deferred, w, p, last)
         });
         let Some((t, probe)) = found else {
             self.report.failed_probes += u64::from(probes);
@@ -864,32 +864,50 @@ impl<'a, D: Driver> Sim<'a, D> {
     }
 
     fn balance_tick(&mut self) {
-        if self.domains.iter().all(|d| d.waiting.is_empty()) {
-            return;
+        balance_round(self);
+    }
+}
+
+/// The simulator's queues as the balancer's site: the round is the runtime's
+/// ([`balance_round`]), carried out on these queues.
+impl<D: Driver> BalanceSite for Sim<'_, D> {
+    fn anyone_asleep(&self) -> bool {
+        self.domains.iter().any(|d| !d.waiting.is_empty())
+    }
+
+    fn loads(&self) -> Vec<NodeLoad> {
+        self.node_loads()
+    }
+
+    fn with_nodes(&mut self, request: RequestId, f: impl FnOnce(&mut RequestNodes)) -> bool {
+        match self.req_nodes[request as usize].as_mut() {
+            Some(nodes) => {
+                f(nodes);
+                true
+            }
+            None => false,
         }
-        match balance(&self.node_loads()) {
-            Some(Balance::Move { request, from, to }) => {
-                let Some(nodes) = self.req_nodes[request as usize].as_mut() else {
-                    return;
-                };
-                nodes.move_to(from, to);
-                let tasks = self.deferred[from].remove(&request).unwrap_or_default();
-                let n = tasks.len();
-                self.deferred[to].entry(request).or_default().extend(tasks);
-                for _ in 0..n.min(self.policy.sleep().domains[to].len()) {
-                    if !self.wake(&[to], None) {
-                        break;
-                    }
-                }
-                self.report.balancer_moves += 1;
-            }
-            Some(Balance::Share { request, to, .. }) => {
-                if let Some(nodes) = self.req_nodes[request as usize].as_mut() {
-                    nodes.share_with(to);
-                    self.report.balancer_shares += 1;
-                }
-            }
-            None => {}
+    }
+
+    fn move_queued(&mut self, request: RequestId, from: usize, to: usize) -> usize {
+        let tasks = self.deferred[from].remove(&request).unwrap_or_default();
+        let n = tasks.len();
+        self.deferred[to].entry(request).or_default().extend(tasks);
+        n
+    }
+
+    fn domain_workers(&self, d: usize) -> usize {
+        self.policy.sleep().domains[d].len()
+    }
+
+    fn wake_domain(&mut self, d: usize) -> bool {
+        self.wake(&[d], None)
+    }
+
+    fn count(&mut self, action: Balance, _tasks: usize) {
+        match action {
+            Balance::Move { .. } => self.report.balancer_moves += 1,
+            Balance::Share { .. } => self.report.balancer_shares += 1,
         }
     }
 }
@@ -900,20 +918,18 @@ fn take(
     shared: &mut [VecDeque<TaskId>],
     deferred: &mut [BTreeMap<RequestId, VecDeque<TaskId>>],
     w: usize,
-    q: QueueRef,
-    how: Take,
+    p: &Probe,
     last: Option<RequestId>,
 ) -> Option<TaskId> {
     let pop = |d: &mut VecDeque<TaskId>, end: End| match end {
         End::Youngest => d.pop_back(),
         End::Oldest => d.pop_front(),
     };
-    match (q, how) {
-        (QueueRef::Local(v), Take::Plain(End::Youngest)) if v == w => locals[v].pop_back(),
-        (QueueRef::Local(v), _) => locals[v].pop_front(),
-        (QueueRef::Shared(i), Take::Plain(end)) => pop(&mut shared[i], end),
-        (QueueRef::Shared(i), _) => shared[i].pop_front(),
-        (QueueRef::Deferred(i), how) => {
+    match pop_of(w, p) {
+        Pop::OwnYoungest => locals[w].pop_back(),
+        Pop::LocalOldest(v) => locals[v].pop_front(),
+        Pop::Shared(i, end) => pop(&mut shared[i], end),
+        Pop::Deferred(i, how) => {
             let queue = &mut deferred[i];
             let ids: Vec<RequestId> = match how {
                 Take::LastRequestOldest => queue.keys().copied().collect(),
