@@ -63,7 +63,7 @@ impl<T: Send + 'static> Emitter<T> {
     /// Appends a tuple; sends the packet when it is full.
     ///
     /// Always inlined, and only the append is: the packet's last tuple (and the first push,
-    /// which sizes the buffer) take [`push_last`](Self::push_last), out of line. Left to the
+    /// which sizes the buffer) take `push_last`, out of line. Left to the
     /// compiler's inliner, whether the whole push was inlined into a join's probe loop changed
     /// with unrelated code elsewhere in the crate, and q4 took 3–5 % longer when it was not
     /// (measured, `perf` showing the push as its own symbol at 20 % of the samples).
