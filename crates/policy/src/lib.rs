@@ -65,7 +65,7 @@ pub use search::{
     pop_of, resolve_deferred, walk, Cursors, End, Pop, Probe, QueueRef, RequestId, Rng, Step, Take,
     WorkerId,
 };
-pub use view::QueueView;
+pub use view::{wake_walk, QueueView, WakeSite};
 
 /// The kind of a spawned task (§4 of the LAS paper, §3.1 of the Bobox paper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

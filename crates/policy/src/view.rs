@@ -1,7 +1,8 @@
 //! Decisions over a view of the queues, written once for the threaded runtime and the
 //! simulator (issue 37, item 8): each implements [`QueueView`] over its own queues, and both
 //! call the same [`Policy::first_queued`] (the wake chain's "is a task left within my reach?")
-//! and [`Policy::node_loads`] (what Bobox-2011's balancer sees, §5.2).
+//! and [`Policy::node_loads`] (what Bobox-2011's balancer sees, §5.2); each implements
+//! [`WakeSite`] over its sleep domains, and both wake by the same [`wake_walk`].
 
 use crate::{NodeLoad, Policy, QueueRef, RequestId, Step, WorkerId};
 
@@ -134,5 +135,76 @@ mod tests {
             ..empty
         };
         assert_eq!(p.first_queued(0, &both), Some(QueueRef::Local(0)));
+    }
+}
+
+/// The sleep domains as the wake walk sees them: the threaded runtime's (atomic counters, a
+/// locked list of sleepers per domain, the fences of rt/src/sleep/README.md) and the
+/// simulator's (plain counts).
+pub trait WakeSite {
+    /// Whether domain `d` has a searching worker that stays searching, so that it will find the
+    /// pushed task, or pass the wake on when it finds one and sees another left. `order` is the
+    /// whole walk (the runtime re-checks behind a fence only when one of its domains sleeps).
+    fn searcher_stays(&mut self, order: &[usize], d: usize) -> bool;
+    /// Whether domain `d` has a sleeper (a hint: [`take_sleeper`](Self::take_sleeper) decides).
+    fn has_sleeper(&self, d: usize) -> bool;
+    /// Takes a sleeper of domain `d`, which counts as searching from now on; `None` when there
+    /// was none after all.
+    fn take_sleeper(&mut self, d: usize) -> Option<WorkerId>;
+}
+
+/// The wake walk after a push (rt/src/sleep/README.md): the domains of the queue's wake order
+/// ([`Policy::wake_order`]), nearest first; stop at the first with a searcher that stays (it
+/// finds the task), pass over those without a sleeper, and take a sleeper of the first that has
+/// one. Returns the worker to wake; the caller posts it.
+pub fn wake_walk(site: &mut impl WakeSite, order: &[usize]) -> Option<WorkerId> {
+    for &d in order {
+        if site.searcher_stays(order, d) {
+            return None;
+        }
+        if !site.has_sleeper(d) {
+            continue;
+        }
+        if let Some(w) = site.take_sleeper(d) {
+            return Some(w);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+
+    /// Domains of (searching, sleepers).
+    struct Domains(Vec<(usize, Vec<WorkerId>)>);
+
+    impl WakeSite for Domains {
+        fn searcher_stays(&mut self, _: &[usize], d: usize) -> bool {
+            self.0[d].0 > 0
+        }
+        fn has_sleeper(&self, d: usize) -> bool {
+            !self.0[d].1.is_empty()
+        }
+        fn take_sleeper(&mut self, d: usize) -> Option<WorkerId> {
+            let w = self.0[d].1.pop()?;
+            self.0[d].0 += 1;
+            Some(w)
+        }
+    }
+
+    #[test]
+    fn the_walk_stops_at_a_searcher_and_wakes_the_nearest_sleeper() {
+        // Domain 0 busy, 1 without sleepers, 2 with two: the walk 0, 1, 2 wakes 2's latest.
+        let mut s = Domains(vec![(0, vec![]), (0, vec![]), (0, vec![7, 9])]);
+        assert_eq!(wake_walk(&mut s, &[0, 1, 2]), Some(9));
+        assert_eq!(s.0[2], (1, vec![7]), "the woken worker searches");
+        // Now 2 has a searcher: a second push wakes nobody through 2 ...
+        assert_eq!(wake_walk(&mut s, &[2, 0]), None);
+        // ... and a searcher nearer in the order stops the walk before any sleeper.
+        let mut s = Domains(vec![(1, vec![]), (0, vec![4])]);
+        assert_eq!(wake_walk(&mut s, &[0, 1]), None);
+        assert_eq!(wake_walk(&mut s, &[1, 0]), Some(4));
+        assert_eq!(wake_walk(&mut Domains(vec![(0, vec![])]), &[0]), None);
     }
 }

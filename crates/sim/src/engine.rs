@@ -52,9 +52,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use nearflow_policy::{
-    balance_round, choose_node, pop_of, resolve_deferred, search_reaches, walk, Balance,
+    balance_round, choose_node, pop_of, resolve_deferred, search_reaches, wake_walk, walk, Balance,
     BalanceSite, Cursors, End, Home, NodeLoad, Place, Policy, PolicyKind, Pop, Probe, QueueRef,
-    QueueView, RequestId, RequestNodes, Rng, RootPlace, SleepScheme, Take, BALANCER_PERIOD,
+    QueueView, RequestId, RequestNodes, Rng, RootPlace, SleepScheme, Take, WakeSite,
+    BALANCER_PERIOD,
 };
 use nearflow_topo::Machine;
 
@@ -515,18 +516,15 @@ impl<'a, D: Driver> Sim<'a, D> {
         }
     }
 
+    /// The wake walk (the policy's [`wake_walk`], as the runtime's) over these domains.
     fn wake(&mut self, order: &[usize], by: Option<usize>) -> bool {
-        for &d in order {
-            if self.domains[d].searching > 0 {
-                return false;
-            }
-            if let Some(w) = self.domains[d].waiting.pop() {
-                self.domains[d].searching += 1;
+        match wake_walk(&mut SimDomains(&mut self.domains), order) {
+            Some(w) => {
                 self.wake_worker(w, by);
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Wakes `w`; a waker that is a worker pays the system call (charged to its next task).
@@ -909,6 +907,25 @@ impl<D: Driver> BalanceSite for Sim<'_, D> {
             Balance::Move { .. } => self.report.balancer_moves += 1,
             Balance::Share { .. } => self.report.balancer_shares += 1,
         }
+    }
+}
+
+/// The simulator's sleep domains as the policy's wake walk sees them.
+struct SimDomains<'a>(&'a mut [Domain]);
+
+impl WakeSite for SimDomains<'_> {
+    fn searcher_stays(&mut self, _: &[usize], d: usize) -> bool {
+        self.0[d].searching > 0
+    }
+
+    fn has_sleeper(&self, d: usize) -> bool {
+        !self.0[d].waiting.is_empty()
+    }
+
+    fn take_sleeper(&mut self, d: usize) -> Option<usize> {
+        let w = self.0[d].waiting.pop()?;
+        self.0[d].searching += 1;
+        Some(w)
     }
 }
 

@@ -306,36 +306,18 @@ impl Sleep {
         self.wake_walk(order)
     }
 
-    /// The walk of [`wake`](Self::wake) when some domain of `order` had a sleeper.
+    /// The walk of [`wake`](Self::wake) when some domain of `order` had a sleeper: the
+    /// policy's [`wake_walk`](nearflow_policy::wake_walk), which the simulator drives too,
+    /// over these domains ([`Walk`]).
     #[inline(never)]
     fn wake_walk(&self, order: &[usize]) -> bool {
-        for &d in order {
-            let dom = &self.domains[d];
-            // Relaxed: ordered by the fence above.
-            if dom.searching.load(Ordering::Relaxed) > 0 && self.searcher_stays(order, dom) {
-                return false;
-            }
-            if dom.sleepers.load(Ordering::Relaxed) == 0 {
-                continue;
-            }
-            let woken = {
-                let mut list = lock(&dom.waiting);
-                let w = list.pop();
-                if w.is_some() {
-                    // Relaxed: `sleepers` changes only under `waiting`'s lock.
-                    dom.sleepers.fetch_sub(1, Ordering::Relaxed);
-                    // The woken worker searches: spawns until it finds a task need not wake
-                    // anybody else here, and it passes the wake on when it finds one.
-                    dom.searching.fetch_add(1, Ordering::Relaxed);
-                }
-                w
-            };
-            if let Some(w) = woken {
+        match nearflow_policy::wake_walk(&mut Walk(self), order) {
+            Some(w) => {
                 self.sems[w].post();
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Puts worker `w` of domain `d`, which is searching (see [`Sleep::start_search`]), to sleep,
@@ -478,6 +460,36 @@ impl Sleep {
 /// The worker loop of `worker.rs` over one queue, for the models and tests below: probe, search,
 /// sleep, and pass the wake on (the wake chain). `task` runs each task taken and says whether
 /// the consumer goes on.
+/// The runtime's sleep domains as the policy's wake walk sees them
+/// ([`nearflow_policy::WakeSite`]); the loads are Relaxed, ordered by the light barrier that
+/// [`Sleep::wake`] issues first.
+struct Walk<'a>(&'a Sleep);
+
+impl nearflow_policy::WakeSite for Walk<'_> {
+    fn searcher_stays(&mut self, order: &[usize], d: usize) -> bool {
+        let dom = &self.0.domains[d];
+        // Relaxed: ordered by the fence in `wake`.
+        dom.searching.load(Ordering::Relaxed) > 0 && self.0.searcher_stays(order, dom)
+    }
+
+    fn has_sleeper(&self, d: usize) -> bool {
+        // Relaxed: ordered by the fence in `wake`.
+        self.0.domains[d].sleepers.load(Ordering::Relaxed) > 0
+    }
+
+    fn take_sleeper(&mut self, d: usize) -> Option<usize> {
+        let dom = &self.0.domains[d];
+        let mut list = lock(&dom.waiting);
+        let w = list.pop()?;
+        // Relaxed: `sleepers` changes only under `waiting`'s lock.
+        dom.sleepers.fetch_sub(1, Ordering::Relaxed);
+        // The woken worker searches: spawns until it finds a task need not wake anybody else
+        // here, and it passes the wake on when it finds one.
+        dom.searching.fetch_add(1, Ordering::Relaxed);
+        Some(w)
+    }
+}
+
 #[cfg(test)]
 mod harness {
     use super::{Sleep, Slept};
