@@ -33,6 +33,17 @@ pub(crate) struct Replicas {
     pub(crate) perms: [SplittableData<Columns>; 3],
 }
 
+impl Replicas {
+    /// Heap bytes of all the copies.
+    fn heap_bytes(&self) -> usize {
+        self.perms
+            .iter()
+            .flat_map(|p| p.partitions().iter())
+            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
+            .sum()
+    }
+}
+
 /// The rows of one partition of a permutation as a reader on some node sees them: the
 /// partition's own columns, or the same rows of the reader's node's replica. Row numbers are
 /// the partition's (as [`Store::ranges`] gives them) either way.
@@ -144,14 +155,10 @@ impl Store {
             copy(Permutation::Pos)?,
             copy(Permutation::Osp)?,
         ];
-        let bytes = perms
-            .iter()
-            .flat_map(|p| p.partitions().iter())
-            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
-            .sum();
-        let nodes = perms[0].len();
+        let replicas = Replicas { perms };
+        let (nodes, bytes) = (replicas.perms[0].len(), replicas.heap_bytes());
         // A concurrent call may have won: its replicas are as good as these.
-        Ok(match self.base.replicas.set(Replicas { perms }) {
+        Ok(match self.base.replicas.set(replicas) {
             Ok(()) => Replication::Built { nodes, bytes },
             Err(_) => Replication::Already,
         })
@@ -192,13 +199,7 @@ impl Store {
 
     /// Heap bytes of the replicas (0 without them).
     pub fn replica_bytes(&self) -> usize {
-        self.base.replicas.get().map_or(0, |r| {
-            r.perms
-                .iter()
-                .flat_map(|p| p.partitions().iter())
-                .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
-                .sum()
-        })
+        self.base.replicas.get().map_or(0, Replicas::heap_bytes)
     }
 
     /// Where each replica was built, per permutation (`None` without replicas): the

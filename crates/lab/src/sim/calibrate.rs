@@ -251,6 +251,12 @@ pub(crate) fn sparql(
     rt.take_trace();
     let mut models = Vec::with_capacity(BATCHES);
     let mut times = Vec::with_capacity(BATCHES);
+    let how_at = |host_packet_bytes: usize| Derive {
+        packet_bytes: packet_bytes.unwrap_or(host_packet_bytes as u64),
+        clock: Clock::ThreadCpu,
+        source_input_bytes: 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64,
+        state_bytes_per_tuple: SPARQL_STATE_BYTES_PER_TUPLE,
+    };
     let mut host_packet_bytes = 0;
     for _ in 0..BATCHES {
         let started = std::time::Instant::now();
@@ -258,22 +264,11 @@ pub(crate) fn sparql(
         times.push(started.elapsed().as_secs_f64() * 1e3);
         let events = rt.take_trace();
         host_packet_bytes = runs[0].1.packet_bytes;
-        let how = Derive {
-            packet_bytes: packet_bytes.unwrap_or(host_packet_bytes as u64),
-            clock: Clock::ThreadCpu,
-            source_input_bytes: 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64,
-            state_bytes_per_tuple: SPARQL_STATE_BYTES_PER_TUPLE,
-        };
-        models.push(average(&runs, &events, &how, name)?);
+        models.push(average(&runs, &events, &how_at(host_packet_bytes), name)?);
     }
     times.sort_by(f64::total_cmp);
     let traced_ms = times[times.len() / 2];
-    let how = Derive {
-        packet_bytes: packet_bytes.unwrap_or(host_packet_bytes as u64),
-        clock: Clock::ThreadCpu,
-        source_input_bytes: 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64,
-        state_bytes_per_tuple: SPARQL_STATE_BYTES_PER_TUPLE,
-    };
+    let how = how_at(host_packet_bytes);
     let mut model = median_costs(models);
     if state.len() != model.operators.len() {
         bail!(

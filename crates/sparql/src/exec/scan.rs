@@ -49,7 +49,7 @@ impl<const N: usize> Operator for ScanOp<N> {
         let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         // About two packets of rows per task, then the worker may take another.
         let budget = io.capacity_of::<Row<N>>() * 2;
-        let mut n = 0;
+        let (mut n, mut read) = (0, 0);
         while self.next < self.pieces.len() && n < budget && !io.blocked() {
             let r = &mut self.pieces[self.next];
             // The next key: the indexes' next row or the delta's next added row, whichever
@@ -63,7 +63,7 @@ impl<const N: usize> Operator for ScanOp<N> {
                 }
                 (Some(b), a) if a.is_none_or(|a| b < a) => {
                     r.rows.start += 1;
-                    reads.add(cols.node(), 1);
+                    read += 1;
                     while r.removed.start < r.removed.end && key_of(&removed[r.removed.start]) < b {
                         r.removed.start += 1;
                     }
@@ -86,6 +86,8 @@ impl<const N: usize> Operator for ScanOp<N> {
             }
         }
         self.stat.rows.fetch_add(n as u64, Ordering::Relaxed);
+        // Every row of this run came from one partition's (or copy's) memory.
+        reads.add(cols.node(), read);
         if self.next >= self.pieces.len() {
             self.out.flush(io);
             return Ok(Status::Done);
