@@ -19,12 +19,38 @@ pub struct PlacementCmd {
 pub struct StoreCheckCmd {
     /// The store snapshot to check (written by `nearflow load … --save`).
     pub store: std::path::PathBuf,
+    /// When the update log is damaged, keep the records before the damage and drop the rest
+    /// (the damaged log is kept beside it as `STORE.log.damaged`); says how many acknowledged
+    /// updates that drops. Without it a damaged log is only reported.
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 /// `nearflow check store FILE`: opens the store (its header and small sections are checked
 /// then), waits for the check of every other section's checksum, and replays its log; exit 1
 /// naming the section or the log's byte when one is damaged.
 pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
+    if cmd.salvage {
+        let s = nearflow_rdf::db::salvage(&cmd.store)?;
+        match (&s.copy, &s.why) {
+            (Some(copy), Some(why)) => eprintln!(
+                "{}: the update log was damaged {why}; kept the {} record{} before it, dropped {} \
+                 acknowledged update{} (the damaged log is kept as {})",
+                cmd.store.display(),
+                s.kept,
+                if s.kept == 1 { "" } else { "s" },
+                s.dropped,
+                if s.dropped == 1 { "" } else { "s" },
+                copy.display()
+            ),
+            _ => eprintln!(
+                "{}: the update log is whole ({} record{}); nothing to salvage",
+                cmd.store.display(),
+                s.kept,
+                if s.kept == 1 { "" } else { "s" }
+            ),
+        }
+    }
     let t = std::time::Instant::now();
     let machine = nearflow_topo::detect_host().context("cannot detect this machine")?;
     let db = nearflow_rdf::db::Db::open(&cmd.store, &machine, false)?;

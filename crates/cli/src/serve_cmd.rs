@@ -42,10 +42,31 @@ pub struct ServeCmd {
     /// before its connection is closed (e.g. 10s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::args::duration)]
     pub header_timeout: std::time::Duration,
+    /// How long a request's body may take to arrive whole (e.g. 30s); past it the request
+    /// gets 408 and its connection is closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::args::duration)]
+    pub body_timeout: std::time::Duration,
+    /// Connections open at once; at the cap the oldest idle one is closed to make room.
+    #[arg(long, default_value = "512", value_parser = crate::args::int_in(1usize, 1 << 20))]
+    pub max_connections: usize,
     /// Refuse updates (`/update` and Graph Store writes answer 403) even over a store
     /// snapshot. A server over RDF files (`--data`) is always read-only.
     #[arg(long)]
     pub read_only: bool,
+    /// Let pages of these origins (scheme://host[:port]) read answers and, with the token
+    /// where one is needed, write; `*` lets every page read (never write). By default no page
+    /// of another origin may read an answer or write.
+    #[arg(long, value_name = "ORIGIN", num_args = 1.., value_parser = cors_origin)]
+    pub cors: Vec<String>,
+    /// A file holding the token every write (update, Graph Store write) must carry as
+    /// `Authorization: Bearer TOKEN` (at least 16 characters). Without it a server bound
+    /// beyond loopback takes no writes.
+    #[arg(long, value_name = "FILE")]
+    pub write_token_file: Option<std::path::PathBuf>,
+    /// A host name, besides localhost and the loopback addresses, that a server bound to
+    /// loopback answers to (the `Host` header of other names is refused: DNS rebinding).
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
     /// Let an update's LOAD read files under this directory (by default LOAD reads nothing:
     /// a client must not make the server read its host's files).
     #[arg(long, value_name = "DIR")]
@@ -80,8 +101,71 @@ pub struct ServeCmd {
     pub store_placement: crate::args::StorePlacementArg,
 }
 
+fn cors_origin(s: &str) -> Result<String, String> {
+    nearflow_serve::Access::check_origin(s)
+}
+
+/// The write token in `path`: its text without surrounding white space.
+fn read_token(path: &std::path::Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--write-token-file {}", path.display()))?;
+    let token = text.trim().to_owned();
+    if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        anyhow::bail!(
+            "--write-token-file {}: the token must be one word of at least 16 characters",
+            path.display()
+        );
+    }
+    Ok(token)
+}
+
+/// What is open to whom, said at start when it is more than the defaults, or when a server
+/// beyond loopback takes no writes.
+fn warn_access(access: &nearflow_serve::Access, writable: bool) {
+    if access.cors.iter().any(|c| c == "*") {
+        eprintln!("warning: --cors '*': every web page may read this store's answers (not write)");
+    }
+    let named: Vec<&String> = access.cors.iter().filter(|c| *c != "*").collect();
+    if !named.is_empty() {
+        eprintln!(
+            "pages of {} may read{}",
+            named
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if writable { " and write" } else { "" }
+        );
+    }
+    if !access.is_loopback() {
+        if access.write_token.is_none() {
+            eprintln!(
+                "warning: listening beyond loopback ({}) with no --write-token-file: anyone who \
+                 reaches this address may query the store, and writes are refused",
+                access.bind.map(|a| a.to_string()).unwrap_or_default()
+            );
+        } else {
+            eprintln!(
+                "warning: listening beyond loopback ({}): anyone who reaches this address may \
+                 query the store; writes need the token",
+                access.bind.map(|a| a.to_string()).unwrap_or_default()
+            );
+        }
+    }
+}
+
 pub fn run(cmd: &ServeCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
+    let access = nearflow_serve::Access {
+        cors: cmd.cors.clone(),
+        write_token: cmd
+            .write_token_file
+            .as_deref()
+            .map(read_token)
+            .transpose()?,
+        bind: Some(cmd.bind),
+        hosts: cmd.allow_host.clone(),
+    };
     if let Some(d) = &cmd.load_dir {
         if !d.is_dir() {
             anyhow::bail!("--load-dir {}: not a directory", d.display());
@@ -120,10 +204,13 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         max_request_bytes: cmd.max_request,
         io_threads: cmd.io_threads,
         header_timeout: cmd.header_timeout,
+        body_timeout: cmd.body_timeout,
+        max_connections: cmd.max_connections,
         load: match &cmd.load_dir {
             Some(d) => nearflow_sparql::update::LoadFrom::Under(d.clone()),
             None => nearflow_sparql::update::LoadFrom::Nowhere,
         },
+        access,
     };
     let limit = config.memory_limit;
     let endpoint = Endpoint::new(db.clone(), Arc::new(rt), config);
@@ -133,6 +220,10 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         (true, true) => "updates at /update, each on disk before it is acknowledged",
         _ => "read-only",
     };
+    warn_access(
+        &endpoint.config().access,
+        db.is_writable() && db.is_durable(),
+    );
     let served = nearflow_serve::run(endpoint, cmd.bind, |addr| {
         eprintln!(
             "serving {} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops",

@@ -84,6 +84,7 @@ pub fn run(cmd: &UpdateCmd) -> Result<()> {
             ..Options::default()
         },
         load: LoadFrom::AnyFile,
+        cancel: None,
     };
     let t = Instant::now();
     let done = db

@@ -85,7 +85,7 @@ fn update(addr: &str, text: &str) -> Option<u16> {
     http(
         addr,
         &format!(
-            "POST /update HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-update\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            "POST /update HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-update\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
             text.len()
         ),
     )
@@ -119,7 +119,7 @@ fn held(addr: &str) -> BTreeMap<u64, usize> {
         .collect();
     let (status, body) = http(
         addr,
-        &format!("GET /query?query={enc} HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\nConnection: close\r\n\r\n"),
+        &format!("GET /query?query={enc} HTTP/1.1\r\nHost: localhost\r\nAccept: text/csv\r\nConnection: close\r\n\r\n"),
     )
     .expect("the restarted server answers");
     assert_eq!(status, 200, "{body}");

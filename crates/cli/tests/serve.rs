@@ -52,13 +52,13 @@ fn serve_answers_over_loopback_and_stops_on_sigterm() {
     assert!(line.starts_with("serving 2 triples"), "{line}");
     let r = http(
         &addr,
-        "GET /query?query=SELECT%20%3Fn%20%7B%3Fs%20%3Chttp%3A%2F%2Fex%2Fname%3E%20%3Fn%7D%20ORDER%20BY%20%3Fn HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\nConnection: close\r\n\r\n",
+        "GET /query?query=SELECT%20%3Fn%20%7B%3Fs%20%3Chttp%3A%2F%2Fex%2Fname%3E%20%3Fn%7D%20ORDER%20BY%20%3Fn HTTP/1.1\r\nHost: localhost\r\nAccept: text/csv\r\nConnection: close\r\n\r\n",
     );
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     assert!(r.contains("n\r\nAlice\r\nBob\r\n"), "{r}");
     let bad = http(
         &addr,
-        "GET /query?query=SELECT HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET /query?query=SELECT HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     );
     assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
     // SIGTERM: a clean stop, status 0.

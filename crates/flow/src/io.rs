@@ -141,6 +141,23 @@ impl Io<'_> {
         self.exec.charge(self.node, bytes)
     }
 
+    /// An error when the plan should stop now: it ran past its time limit
+    /// ([`Limits::time`](crate::Limits::time)), or its request was cancelled or failed. The
+    /// engine checks both before each step; an operator whose one step can run long (an
+    /// expression over a long `IN` list on every row, a sort's keys, a closure) calls this
+    /// between pieces of work and returns the error, so that the limit holds within a step.
+    pub fn check(&self) -> Result<(), crate::FlowError> {
+        if let Some((limit, deadline)) = self.exec.time_limit {
+            if std::time::Instant::now() >= deadline {
+                return Err(crate::FlowError::TimeLimit { limit });
+            }
+        }
+        if self.cx.request_failed() {
+            return Err(crate::FlowError::Cancelled);
+        }
+        Ok(())
+    }
+
     /// Gives back `bytes` charged before that the operator no longer holds.
     pub fn uncharge(&mut self, bytes: usize) {
         self.exec.uncharge(bytes);

@@ -21,11 +21,8 @@
 //!   log cut to the records after it.
 //!
 //! One process writes a store at a time: a writable open takes an exclusive `flock` on
-//! `STORE.lock` beside it. Log layout (little-endian): a 20-byte header (`NFLOG\0`, format
-//! u16, the last sequence number the snapshot is known to hold u64, CRC-32 of those), then
-//! records `[payload length u32][CRC-32 of payload u32][payload]`, a payload being
-//! `seq u64, changes u32`, and per change `holds u8` and four terms (subject, predicate,
-//! object, graph; the default graph as an empty key) each `length u32, key bytes`.
+//! `STORE.lock` beside it. The log's format, and how damage is told from a torn tail, is
+//! `log.rs`'s.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -37,13 +34,9 @@ use nearflow_topo::Machine;
 
 use crate::snapshot::{self, SnapshotError};
 use crate::store::{Store, DEFAULT_GRAPH};
-use crate::term::{Id, TermRef, TAG_TYPED};
+use crate::term::{Id, TermRef};
 
-const LOG_MAGIC: &[u8; 6] = b"NFLOG\0";
-const LOG_VERSION: u16 = 1;
-const HEADER: usize = 20;
-/// The most a record may hold (a longer one is damage, not an update).
-const MAX_RECORD: usize = 1 << 30;
+use crate::log::{self as logfmt, Changes, End};
 
 /// A store could not be opened, written or recovered.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +53,7 @@ pub enum DbError {
         error: std::io::Error,
     },
     /// The log is damaged (not merely cut short at its end).
-    #[error("{path}: the update log is damaged {why}; the updates after that point cannot be recovered, so the store is not opened (move the log away to open the snapshot without them)")]
+    #[error("{path}: the update log is damaged {why}; the store is not opened, so that no acknowledged update is lost silently (`nearflow check store --salvage` keeps the records before the damage and says how many after it are dropped; or restore the log from a copy)")]
     Damaged {
         /// The log.
         path: PathBuf,
@@ -149,6 +142,8 @@ pub struct DbStats {
     pub merges: u64,
     /// Snapshots written by checkpoints.
     pub checkpoints: u64,
+    /// Background merges or checkpoints that failed (each retried a second later).
+    pub failed: u64,
     /// Records replayed from the log at open.
     pub replayed: u64,
     /// Bytes of a record cut short at the log's end, dropped at open.
@@ -181,9 +176,11 @@ pub struct Db {
     merging: Mutex<()>,
     stop: Mutex<bool>,
     stats: Mutex<DbStats>,
+    /// Why the last background merge or checkpoint failed, while it has not succeeded since.
+    failure: Mutex<Option<String>>,
     tuning: Tuning,
     writable: bool,
-    _lock: Option<File>,
+    _lock: Option<WriteLock>,
 }
 
 impl std::fmt::Debug for Db {
@@ -208,8 +205,17 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The exclusive write lock of a store: an `flock` on `STORE.lock`, and a name in the
+/// kernel's abstract socket namespace made from the store's directory (device and inode) and
+/// file name. The name is held while the process lives and cannot be deleted from the file
+/// system, so a lock file removed by hand does not let a second writer in.
+pub(crate) struct WriteLock {
+    _file: File,
+    _name: std::os::unix::net::UnixListener,
+}
+
 /// Takes the exclusive write lock of store `path`.
-fn lock(path: &Path) -> Result<File, DbError> {
+fn lock(path: &Path) -> Result<WriteLock, DbError> {
     let lp = lock_path(path);
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -217,20 +223,41 @@ fn lock(path: &Path) -> Result<File, DbError> {
         .write(true)
         .open(&lp)
         .map_err(io(&lp))?;
+    let busy = || DbError::Busy {
+        path: path.to_owned(),
+    };
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor this function owns; no memory is involved.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
         let e = std::io::Error::last_os_error();
         return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            DbError::Busy {
-                path: path.to_owned(),
-            }
+            busy()
         } else {
             io(&lp)(e)
         });
     }
-    Ok(f)
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::fs::MetadataExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let d = std::fs::metadata(&dir).map_err(io(&dir))?;
+    let file = path.file_name().unwrap_or_default().as_encoded_bytes();
+    let name = format!(
+        "nearflow-store:{:x}:{:x}:{:08x}",
+        d.dev(),
+        d.ino(),
+        crc32fast::hash(file)
+    );
+    let addr =
+        std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(io(path))?;
+    match std::os::unix::net::UnixListener::bind_addr(&addr) {
+        Ok(l) => Ok(WriteLock { _file: f, _name: l }),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(busy()),
+        Err(e) => Err(io(path)(e)),
+    }
 }
 
 fn sync_dir(path: &Path) -> Result<(), DbError> {
@@ -243,16 +270,6 @@ fn sync_dir(path: &Path) -> Result<(), DbError> {
         .map_err(io(&dir))
 }
 
-fn header(base_seq: u64) -> [u8; HEADER] {
-    let mut h = [0u8; HEADER];
-    h[..6].copy_from_slice(LOG_MAGIC);
-    h[6..8].copy_from_slice(&LOG_VERSION.to_le_bytes());
-    h[8..16].copy_from_slice(&base_seq.to_le_bytes());
-    let crc = crc32fast::hash(&h[..16]);
-    h[16..].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
 /// Writes a log of `header(base_seq)` and `records` to `path` atomically (a temporary file
 /// synced and renamed over it, the directory synced).
 fn write_log(path: &Path, base_seq: u64, records: &[u8]) -> Result<(), DbError> {
@@ -261,7 +278,7 @@ fn write_log(path: &Path, base_seq: u64, records: &[u8]) -> Result<(), DbError> 
     let tmp = PathBuf::from(tmp);
     let r = (|| {
         let mut f = File::create(&tmp)?;
-        f.write_all(&header(base_seq))?;
+        f.write_all(&logfmt::header(base_seq))?;
         f.write_all(records)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -273,90 +290,33 @@ fn write_log(path: &Path, base_seq: u64, records: &[u8]) -> Result<(), DbError> 
     sync_dir(path)
 }
 
-/// One record's changes: each quad as four term keys (the graph's empty for the default
-/// graph) and whether the store holds it after the update.
-type Changes = Vec<([String; 4], bool)>;
-
 /// The log's records, read: the last sequence number, the changes of every record in order,
-/// the length of the good prefix and the bytes of a torn last record.
-struct Read_ {
-    base_seq: u64,
-    last_seq: u64,
-    records: Vec<Changes>,
-    good: u64,
-    torn: u64,
-}
-
-fn read_log(path: &Path, bytes: &[u8]) -> Result<Read_, DbError> {
+/// the length of the good prefix and the bytes of a torn last record; an error naming the byte
+/// for damage.
+fn read_log(path: &Path, bytes: &[u8]) -> Result<logfmt::Scan, DbError> {
     let damaged = |why: String| DbError::Damaged {
         path: path.to_owned(),
         why,
     };
-    if bytes.len() < HEADER
-        || &bytes[..6] != LOG_MAGIC
-        || crc32fast::hash(&bytes[..16]).to_le_bytes() != bytes[16..20]
-    {
-        return Err(damaged("in its header (not a nearflow update log?)".into()));
-    }
-    let version = u16::from_le_bytes([bytes[6], bytes[7]]);
-    if version != LOG_VERSION {
+    let scan = logfmt::scan(bytes).map_err(damaged)?;
+    if let End::Damaged { at, record, why } = &scan.end {
+        let after = logfmt::readable_after(bytes, scan.version, *at, scan.last_seq);
         return Err(damaged(format!(
-            "in its header: format {version}, this build reads {LOG_VERSION}"
+            "at byte {at} (record {record}): {why}; {} good record{} before it, {after} readable after it",
+            scan.records.len(),
+            if scan.records.len() == 1 { "" } else { "s" },
         )));
     }
-    let base_seq = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-    let mut out = Read_ {
-        base_seq,
-        last_seq: base_seq,
-        records: Vec::new(),
-        good: HEADER as u64,
-        torn: 0,
-    };
-    let mut at = HEADER;
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        let torn = |out: &mut Read_| out.torn = rest.len() as u64;
-        if rest.len() < 8 {
-            torn(&mut out);
-            break;
-        }
-        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
-        if len > MAX_RECORD || 8 + len > rest.len() {
-            // Reaches past the end: a record whose write was cut short.
-            torn(&mut out);
-            break;
-        }
-        let payload = &rest[8..8 + len];
-        if crc32fast::hash(payload) != crc {
-            if 8 + len == rest.len() {
-                // The last record, whole in length but not in content: cut short too.
-                torn(&mut out);
-                break;
-            }
-            return Err(damaged(format!(
-                "at byte {at} (record {}): its checksum does not match",
-                out.records.len() + 1
-            )));
-        }
-        let (seq, changes) = decode(payload).map_err(|why| {
-            damaged(format!(
-                "at byte {at} (record {}): {why}",
-                out.records.len() + 1
-            ))
-        })?;
-        if seq <= out.last_seq {
-            return Err(damaged(format!(
-                "at byte {at}: record {seq} follows record {}",
-                out.last_seq
-            )));
-        }
-        out.last_seq = seq;
-        out.records.push(changes);
-        at += 8 + len;
-        out.good = at as u64;
+    Ok(scan)
+}
+
+/// The good records of `scan` (over `bytes`) framed in the format written.
+fn reframed(bytes: &[u8], scan: &logfmt::Scan) -> Vec<u8> {
+    let mut out = Vec::with_capacity(scan.good);
+    for r in &scan.payloads {
+        logfmt::frame(&bytes[r.clone()], &mut out);
     }
-    Ok(out)
+    out
 }
 
 fn encode(seq: u64, store: &Store, changes: &[([Id; 4], bool)]) -> Vec<u8> {
@@ -375,48 +335,9 @@ fn encode(seq: u64, store: &Store, changes: &[([Id; 4], bool)]) -> Vec<u8> {
             p.extend_from_slice(key.as_bytes());
         }
     }
-    let mut rec = Vec::with_capacity(8 + p.len());
-    rec.extend_from_slice(&(p.len() as u32).to_le_bytes());
-    rec.extend_from_slice(&crc32fast::hash(&p).to_le_bytes());
-    rec.extend_from_slice(&p);
+    let mut rec = Vec::with_capacity(12 + p.len());
+    logfmt::frame(&p, &mut rec);
     rec
-}
-
-fn decode(p: &[u8]) -> Result<(u64, Changes), String> {
-    let mut at = 0;
-    let mut take = |n: usize| -> Result<&[u8], String> {
-        let s = p.get(at..at + n).ok_or("it ends inside a change")?;
-        at += n;
-        Ok(s)
-    };
-    let seq = u64::from_le_bytes(take(8)?.try_into().expect("8 bytes"));
-    let n = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-    let mut out = Vec::with_capacity(n.min(1 << 20));
-    for _ in 0..n {
-        let holds = match take(1)?[0] {
-            0 => false,
-            1 => true,
-            b => return Err(format!("a change flag of {b}")),
-        };
-        let mut terms: [String; 4] = Default::default();
-        for (i, t) in terms.iter_mut().enumerate() {
-            let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
-            let s = std::str::from_utf8(take(len)?).map_err(|_| "a term is not UTF-8")?;
-            let valid = match s.as_bytes().first() {
-                None => i == 3,
-                Some(&tag) => tag <= TAG_TYPED,
-            };
-            if !valid {
-                return Err("a term key is not valid".into());
-            }
-            *t = s.to_owned();
-        }
-        out.push((terms, holds));
-    }
-    if at != p.len() {
-        return Err("bytes after its last change".into());
-    }
-    Ok((seq, out))
 }
 
 /// `store` with `records` applied in order (later ones win for a quad).
@@ -486,7 +407,7 @@ impl Db {
         store: Store,
         log: Option<Log>,
         seq: u64,
-        lock: Option<File>,
+        lock: Option<WriteLock>,
         writable: bool,
         tuning: Tuning,
         stats: DbStats,
@@ -503,6 +424,7 @@ impl Db {
             merging: Mutex::new(()),
             stop: Mutex::new(false),
             stats: Mutex::new(stats),
+            failure: Mutex::new(None),
             tuning,
             writable,
             _lock: lock,
@@ -558,12 +480,16 @@ impl Db {
             }
             Some(r) => {
                 stats.replayed = r.records.len() as u64;
-                stats.dropped_bytes = r.torn;
+                if let End::Torn(n) = r.end {
+                    stats.dropped_bytes = n;
+                }
                 let store = replay(&store, &r.records)?;
                 let log = if writable {
-                    if r.torn > 0 {
-                        let keep = &bytes.as_deref().expect("read")[HEADER..r.good as usize];
-                        write_log(&lp, r.base_seq, keep)?;
+                    // A torn tail is cut off, and a log of an earlier format rewritten in
+                    // the one appended to.
+                    if r.end != End::Clean || r.version != logfmt::VERSION {
+                        let keep = reframed(bytes.as_deref().expect("read"), &r);
+                        write_log(&lp, r.base_seq, &keep)?;
                     }
                     Some(open_append(&lp)?)
                 } else {
@@ -780,13 +706,26 @@ impl Db {
                     }
                 };
                 if due.is_none() {
-                    if let Err(e) = db.merge(false) {
-                        eprintln!("nearflow: the background merge failed: {e}");
-                        std::thread::sleep(Duration::from_secs(1));
+                    let r = db.merge(false);
+                    let mut failure = db.failure.lock().expect("not poisoned");
+                    match r {
+                        Ok(_) => *failure = None,
+                        Err(e) => {
+                            eprintln!("nearflow: the background merge failed: {e}");
+                            *failure = Some(e.to_string());
+                            drop(failure);
+                            db.stats.lock().expect("not poisoned").failed += 1;
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
                     }
                 }
             })
             .expect("a thread can be started")
+    }
+
+    /// Why the last background merge or checkpoint failed, when none has succeeded since.
+    pub fn last_failure(&self) -> Option<String> {
+        self.failure.lock().expect("not poisoned").clone()
     }
 
     /// Stops the background merge thread (it ends at its next wake).
@@ -794,6 +733,55 @@ impl Db {
         *self.stop.lock().expect("not poisoned") = true;
         self.wake.notify_all();
     }
+}
+
+/// What [`salvage`] did to a store's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Salvaged {
+    /// Records kept: those before the damage (all of them when there was none).
+    pub kept: usize,
+    /// Acknowledged records dropped: the damaged one and those still readable after it.
+    pub dropped: usize,
+    /// Where the damaged log was copied before it was cut (`None`: nothing was damaged).
+    pub copy: Option<PathBuf>,
+    /// Where and how it was damaged.
+    pub why: Option<String>,
+}
+
+/// Cuts the log of store `path` back to its good records when it is damaged (a copy of the
+/// damaged log is kept as `STORE.log.damaged`), under the store's write lock: the user's
+/// choice to open the store without the updates from the damage on. A log that is whole is
+/// left as it is; a log whose header is damaged cannot be salvaged.
+pub fn salvage(path: &Path) -> Result<Salvaged, DbError> {
+    let _lock = lock(path)?;
+    let lp = log_path(path);
+    let bytes = std::fs::read(&lp).map_err(io(&lp))?;
+    let scan = logfmt::scan(&bytes).map_err(|why| DbError::Damaged {
+        path: lp.clone(),
+        why,
+    })?;
+    let End::Damaged { at, record, why } = &scan.end else {
+        return Ok(Salvaged {
+            kept: scan.records.len(),
+            dropped: 0,
+            copy: None,
+            why: None,
+        });
+    };
+    let dropped = 1 + logfmt::readable_after(&bytes, scan.version, *at, scan.last_seq);
+    let mut copy = lp.as_os_str().to_owned();
+    copy.push(".damaged");
+    let copy = PathBuf::from(copy);
+    std::fs::write(&copy, &bytes)
+        .and_then(|()| File::open(&copy)?.sync_all())
+        .map_err(io(&copy))?;
+    write_log(&lp, scan.base_seq, &reframed(&bytes, &scan))?;
+    Ok(Salvaged {
+        kept: scan.records.len(),
+        dropped,
+        copy: Some(copy),
+        why: Some(format!("at byte {at} (record {record}): {why}")),
+    })
 }
 
 /// Removes the temporary files a killed writer of this store left (a snapshot or a log being
@@ -865,6 +853,7 @@ impl Log {
 mod tests {
     use super::*;
     use crate::dict::Dict;
+    use crate::log::HEADER;
     use crate::term::TermRef;
 
     fn machine() -> Machine {
@@ -982,6 +971,99 @@ mod tests {
         std::fs::write(&lp, b"hello").unwrap();
         let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
         assert!(e.contains("header"), "{e}");
+    }
+
+    /// The byte offsets of the records of a log of format 2.
+    fn record_starts(log: &[u8]) -> Vec<usize> {
+        let mut at = HEADER;
+        let mut out = Vec::new();
+        while at < log.len() {
+            out.push(at);
+            at += 12 + u32::from_le_bytes(log[at..at + 4].try_into().unwrap()) as usize;
+        }
+        out
+    }
+
+    #[test]
+    fn a_damaged_length_in_the_middle_is_refused_and_salvage_keeps_the_prefix() {
+        let (dir, whole) = logged();
+        let path = dir.join("s.nfs");
+        let lp = log_path(&path);
+        let starts = record_starts(&whole);
+        assert_eq!(starts.len(), 8);
+        // Every bit of the fourth record's length: damage, named, never a silent prefix.
+        for bit in 0..32 {
+            let mut bad = whole.clone();
+            bad[starts[3] + bit / 8] ^= 1 << (bit % 8);
+            std::fs::write(&lp, &bad).unwrap();
+            let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("damaged at byte {} (record 4)", starts[3])),
+                "bit {bit}: {e}"
+            );
+            assert!(
+                e.contains("3 good records before it, 4 readable after it"),
+                "{e}"
+            );
+        }
+        // The user's choice: keep the three records before it, and be told five are dropped.
+        let s = salvage(&path).unwrap();
+        assert_eq!((s.kept, s.dropped), (3, 5));
+        let copy = s.copy.unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap().len(), whole.len());
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.stats().replayed, 3);
+        assert_eq!(db.current().len(), 6);
+        drop(db);
+        // A whole log is left alone.
+        let s = salvage(&path).unwrap();
+        assert_eq!((s.kept, s.dropped, s.copy), (3, 0, None));
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_torn_and_an_old_format_log_still_opens() {
+        let (dir, whole) = logged();
+        let path = dir.join("s.nfs");
+        let lp = log_path(&path);
+        let mut zeros = whole.clone();
+        zeros.extend(std::iter::repeat_n(0u8, 4096));
+        std::fs::write(&lp, &zeros).unwrap();
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.stats().replayed, 8);
+        assert_eq!(db.stats().dropped_bytes, 4096);
+        drop(db);
+        assert_eq!(std::fs::read(&lp).unwrap(), whole, "the zeros are cut off");
+        // The same records framed as format 1 ([length][CRC of the payload][payload]).
+        let mut old = logfmt::header(0).to_vec();
+        old[6..8].copy_from_slice(&1u16.to_le_bytes());
+        let crc = crc32fast::hash(&old[..16]);
+        old[16..20].copy_from_slice(&crc.to_le_bytes());
+        let starts = record_starts(&whole);
+        for &at in &starts {
+            let len = u32::from_le_bytes(whole[at..at + 4].try_into().unwrap()) as usize;
+            old.extend_from_slice(&whole[at..at + 4]);
+            old.extend_from_slice(&whole[at + 8..at + 12 + len]);
+        }
+        // Format 1's weakness stays covered: a damaged length with records after it.
+        let mut bad = old.clone();
+        bad[HEADER + 3] ^= 0x10;
+        std::fs::write(&lp, &bad).unwrap();
+        let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
+        assert!(e.contains("damaged at byte 20 (record 1)"), "{e}");
+        std::fs::write(&lp, &old).unwrap();
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.stats().replayed, 8);
+        insert(&db, 100, None);
+        drop(db);
+        let log = std::fs::read(&lp).unwrap();
+        assert_eq!(
+            &log[6..8],
+            &logfmt::VERSION.to_le_bytes(),
+            "rewritten as format 2"
+        );
+        assert_eq!(record_starts(&log).len(), 9);
+        let db = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(db.current().len(), 3 + 9);
     }
 
     #[test]

@@ -34,12 +34,15 @@
 //! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — versions: the delta, edits, the merge and the rebase.
+//! - `log.rs` — the update log's format: records framed with checksums, torn tails told from
+//!   damage.
 //! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
 
 pub mod db;
 pub mod delta;
 pub mod dict;
 pub mod load;
+mod log;
 pub mod mapped;
 pub mod replica;
 pub mod shared;

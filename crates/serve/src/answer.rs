@@ -35,7 +35,7 @@ const CHUNK: usize = 64 << 10;
 
 /// Raises its flag when dropped: the client's side of a query went away (or the answer was
 /// sent).
-struct Gone(Arc<AtomicBool>);
+pub(crate) struct Gone(pub(crate) Arc<AtomicBool>);
 
 impl Drop for Gone {
     fn drop(&mut self) {
@@ -71,8 +71,6 @@ pub(crate) async fn query(
             tx: body_tx,
         };
         let r = run(&ep2, req, accept.as_deref(), flag, &mut out);
-        // A HEAD request's body is never read: its query is stopped once the head is out,
-        // and that is not a client that went away.
         if !head_only && matches!(r, Err(ref e) if e.message == QueryError::Cancelled.to_string()) {
             c.cancelled.fetch_add(1, Ordering::Relaxed);
         }
@@ -92,7 +90,18 @@ pub(crate) async fn query(
             ))
         }
     };
+    let mut length = None;
     let body = if head_only {
+        // The answer is made and counted, not sent: HEAD says the length GET would send.
+        let mut rx = body_rx;
+        let mut n = 0;
+        while let Some(chunk) = rx.recv().await {
+            n += chunk
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+                .len();
+        }
+        drop(gone);
+        length = Some(n);
         Body::empty()
     } else {
         Body::from_stream(futures_util::stream::unfold(
@@ -100,10 +109,13 @@ pub(crate) async fn query(
             |(mut rx, gone)| async move { rx.recv().await.map(|chunk| (chunk, (rx, gone))) },
         ))
     };
-    Response::builder()
+    let mut r = Response::builder()
         .header(header::CONTENT_TYPE, chosen.content_type())
-        .header(header::VARY, "Accept")
-        .body(body)
+        .header(header::VARY, "Accept");
+    if let Some(n) = length {
+        r = r.header(header::CONTENT_LENGTH, n);
+    }
+    r.body(body)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 

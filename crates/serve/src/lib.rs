@@ -22,8 +22,9 @@
 //! - `/`: a page — a query editor that knows the store's prefixes, a results table that
 //!   pages, the runtime's live view.
 //!
-//! Every response carries `Access-Control-Allow-Origin: *`, and `OPTIONS` answers CORS
-//! preflights, so a page on another origin can query the endpoint.
+//! Who may use it from where (`access.rs`): by default no page of another origin may read an
+//! answer or write, a loopback server answers only requests for a loopback `Host`, and a
+//! server beyond loopback takes writes only with a token ([`Access`]).
 //!
 //! Protection against what clients send ([`Config`]): a time limit per query (the default and
 //! the most a request may ask), a memory limit per query, at most [`Config::max_running`]
@@ -39,7 +40,9 @@
 //! query and writes its answer, `write.rs` runs updates and Graph Store writes, this file holds
 //! the configuration, the routes and the errors.
 
+pub mod access;
 mod answer;
+mod conn;
 pub mod negotiate;
 pub mod prefixes;
 pub mod protocol;
@@ -60,6 +63,8 @@ use nearflow_rdf::db::Db;
 use nearflow_rt::Runtime;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use access::Access;
+
 /// How the endpoint runs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -78,9 +83,17 @@ pub struct Config {
     /// How long a connection may take to send a request's headers (and may stay idle between
     /// requests); past it the connection is closed, so that stalled clients do not pile up.
     pub header_timeout: Duration,
+    /// How long a request's body may take to arrive whole; past it the request gets 408 and
+    /// its connection is closed (a client trickling its body cannot hold a connection).
+    pub body_timeout: Duration,
+    /// Connections open at once; at the cap the oldest idle one is closed for a new one.
+    pub max_connections: usize,
     /// Where an update's LOAD may read files (by default nowhere: a client must not make the
     /// server read its host's files).
     pub load: nearflow_sparql::update::LoadFrom,
+    /// Who may read and write from where ([`Access`]: by default no other origin, loopback
+    /// hosts only).
+    pub access: Access,
 }
 
 impl Config {
@@ -100,7 +113,10 @@ impl Config {
             max_request_bytes: 1 << 20,
             io_threads: 1,
             header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
             load: nearflow_sparql::update::LoadFrom::Nowhere,
+            access: Access::default(),
         }
     }
 }
@@ -300,7 +316,10 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
             endpoint.clone(),
             count,
         ))
-        .layer(axum::middleware::map_response(cors))
+        .layer(axum::middleware::from_fn_with_state(
+            endpoint.clone(),
+            guard,
+        ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(endpoint)
 }
@@ -319,6 +338,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let header_timeout = endpoint.config.header_timeout;
+    let mut table = conn::Table::new(endpoint.config.max_connections);
     let app = router(endpoint);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -335,12 +355,31 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        while connections.try_join_next().is_some() {}
+        let Some(state) = table.admit() else {
+            tracing::warn!("every open connection is being answered: a new one is refused");
+            drop(tcp);
+            continue;
+        };
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let tagged = state.clone();
+        let service =
+            hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
+                app.clone(),
+                move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(tagged.clone());
+                    req
+                },
+            ));
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
+            if conn::is_http2(&tcp, header_timeout).await {
+                conn::refuse_http2(tcp).await;
+                state.end();
+                return;
+            }
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout);
@@ -352,13 +391,14 @@ pub async fn serve(
                         tracing::debug!(error = %e, "connection ended");
                     }
                 }
+                () = state.closing() => {}
                 _ = stop.changed() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
                 }
             }
+            state.end();
         });
-        while connections.try_join_next().is_some() {}
     }
     let _ = stop_tx.send(true);
     while connections.join_next().await.is_some() {}
@@ -403,30 +443,49 @@ async fn stop_signal() {
     }
 }
 
-/// CORS: every response may be read by a page of any origin; a preflight (`OPTIONS`) is
-/// answered with what the endpoint takes.
-async fn cors(method: Method, mut r: Response) -> Response {
-    r.headers_mut().insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    if method == Method::OPTIONS {
-        *r.status_mut() = StatusCode::NO_CONTENT;
-        *r.body_mut() = axum::body::Body::empty();
-        let h = r.headers_mut();
-        h.remove(header::CONTENT_TYPE);
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, OPTIONS"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("Content-Type, Accept"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("600"),
-        );
+/// Before every route: the `Host` check and CORS preflights ([`Access`]); after: the CORS
+/// headers of the answer.
+async fn guard(
+    State(ep): State<Arc<Endpoint>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let access = &ep.config.access;
+    let headers = req.headers().clone();
+    if let Err(e) = access.check_host(&headers) {
+        return finish(Err(e));
+    }
+    if req.method() == Method::OPTIONS {
+        return match access.preflight(&headers) {
+            Ok(h) => {
+                let mut r = StatusCode::NO_CONTENT.into_response();
+                r.headers_mut().extend(h);
+                r
+            }
+            Err(e) => finish(Err(e)),
+        };
+    }
+    let conn = req.extensions().get::<Arc<conn::Conn>>().cloned();
+    let (parts, body) = req.into_parts();
+    let cfg = &ep.config;
+    let body = match conn::read_body(&headers, body, cfg.max_request_bytes, cfg.body_timeout).await
+    {
+        Ok(b) => b,
+        Err(r) => {
+            ep.counters.failed.fetch_add(1, Ordering::Relaxed);
+            return r;
+        }
+    };
+    let busy = conn::Conn::answering(conn.as_ref());
+    let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
+    let mut r = conn::Counted::wrap(next.run(req).await, busy);
+    for (k, v) in access.cors_headers(&headers) {
+        let k = k.expect("one value per header");
+        if k == header::VARY {
+            r.headers_mut().append(k, v);
+        } else {
+            r.headers_mut().insert(k, v);
+        }
     }
     r
 }
@@ -554,6 +613,9 @@ async fn graph_store(
             answer::graph(&ep, url.as_deref(), accept, method == Method::HEAD).await
         }
         Method::PUT | Method::POST | Method::DELETE => {
+            if let Err(e) = ep.config.access.may_write(&headers) {
+                return finish(Err(e));
+            }
             write::graph_write(
                 &ep,
                 method,
@@ -591,6 +653,9 @@ async fn update(
     if method == Method::OPTIONS {
         return StatusCode::NO_CONTENT.into_response();
     }
+    if let Err(e) = ep.config.access.may_write(&headers) {
+        return finish(Err(e));
+    }
     let r = match write::read_update(
         &method,
         url.as_deref(),
@@ -615,6 +680,8 @@ async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
             "delta": ep.db.current().delta().counts(),
             "merges": ep.db.stats().merges,
             "checkpoints": ep.db.stats().checkpoints,
+            "failed_merges": ep.db.stats().failed,
+            "last_failure": ep.db.last_failure(),
         },
         "running": c.running.load(Ordering::SeqCst),
         "waiting": c.waiting.load(Ordering::SeqCst),

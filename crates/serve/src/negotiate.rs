@@ -40,7 +40,8 @@ impl Chosen {
     }
 }
 
-/// Media types offered for results, the default first.
+/// Media types offered for results, the default first; a wildcard (`text/*`) takes the first
+/// it matches, so that `text/*` is CSV, a table a person reads, rather than XML.
 const RESULTS: &[(&str, Chosen)] = &[
     (
         "application/sparql-results+json",
@@ -52,9 +53,9 @@ const RESULTS: &[(&str, Chosen)] = &[
         Chosen::Results(Format::Xml),
     ),
     ("application/xml", Chosen::Results(Format::Xml)),
-    ("text/xml", Chosen::Results(Format::Xml)),
     ("text/csv", Chosen::Results(Format::Csv)),
     ("text/tab-separated-values", Chosen::Results(Format::Tsv)),
+    ("text/xml", Chosen::Results(Format::Xml)),
 ];
 
 /// Media types offered for graphs, the default first.
@@ -178,8 +179,9 @@ mod tests {
         );
         assert_eq!(
             r(Some("text/*;q=0.9, */*;q=0.1")),
-            Chosen::Results(Format::Xml)
+            Chosen::Results(Format::Csv)
         );
+        assert_eq!(r(Some("text/*")), Chosen::Results(Format::Csv));
         assert_eq!(
             r(Some("*/*;q=0.8, text/tab-separated-values;q=0.8")),
             Chosen::Results(Format::Tsv)

@@ -141,7 +141,14 @@ fn take(
         "default-graph-uri" => req.default_graphs.push(iri(value)?),
         "named-graph-uri" => req.named_graphs.push(iri(value)?),
         "timeout" => req.timeout = Some(duration(&value)?),
-        "format" | "output" => req.format = Some(value),
+        "format" | "output" => {
+            if req.format.is_some() {
+                return Err(bad(
+                    "the request names its format more than once (format, output)",
+                ));
+            }
+            req.format = Some(value)
+        }
         "update" | "using-graph-uri" | "using-named-graph-uri" => {
             return Err(bad(
                 "this is the query endpoint; SPARQL Update requests go to /update",

@@ -183,6 +183,10 @@ pub(crate) async fn update(
     }
     let _turn = ep.write_turn().await?;
     let ep2 = ep.clone();
+    // A client that goes away while the update runs drops this future, and with it `gone`:
+    // the update stops, changing nothing (once it is logged it stands, answered or not).
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gone = crate::answer::Gone(flag.clone());
     let run = move || -> Result<(), ApiError> {
         let mut update = Update::parse(&req.text, base.as_deref()).map_err(refused)?;
         update
@@ -195,6 +199,7 @@ pub(crate) async fn update(
                 ..Options::default()
             },
             load: ep2.load.clone(),
+            cancel: Some(flag),
         };
         ep2.db
             .update(|s| {
@@ -207,6 +212,7 @@ pub(crate) async fn update(
     tokio::task::spawn_blocking(run)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    drop(gone);
     done(StatusCode::NO_CONTENT)
 }
 

@@ -125,7 +125,10 @@ async fn the_three_ways_to_send_a_query_get_one_answer() {
     let by_get = send(&ep, get_query(NAMES, "", None)).await;
     assert_eq!(by_get.status, StatusCode::OK, "{}", by_get.body);
     assert_eq!(by_get.content_type, "application/sparql-results+json");
-    assert!(by_get.cors);
+    assert!(
+        !by_get.cors,
+        "no CORS unless the server is started with --cors"
+    );
     assert_eq!(
         solutions(&by_get.body),
         vec![vec![Some("Alice".to_owned())], vec![Some("Bob".to_owned())]]
@@ -451,13 +454,25 @@ async fn the_graph_store_reads_graphs_and_cors_preflights_pass() {
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "a graph without its syntax"
     );
-    let pre = Request::options("/query")
-        .header(header::ORIGIN, "http://elsewhere")
-        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
-        .body(Body::empty())
-        .unwrap();
+    let pre = || {
+        Request::options("/query")
+            .header(header::ORIGIN, "http://elsewhere")
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .body(Body::empty())
+            .unwrap()
+    };
     let r = nearflow_serve::router(ep.clone())
-        .oneshot(pre)
+        .oneshot(pre())
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::FORBIDDEN,
+        "no origin is let in by default"
+    );
+    let ep = endpoint_with("", |c| c.access.cors = vec!["*".into()]);
+    let r = nearflow_serve::router(ep.clone())
+        .oneshot(pre())
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
@@ -501,7 +516,7 @@ fn a_client_that_goes_away_has_its_query_cancelled() {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
-        "GET /query?query={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /query?query={} HTTP/1.1\r\nHost: localhost\r\n\r\n",
         enc(slow_query())
     )
     .unwrap();
@@ -525,7 +540,7 @@ fn a_client_that_goes_away_has_its_query_cancelled() {
     assert_eq!(ep.counters.cancelled.load(Ordering::SeqCst), 1);
     let r = raw(
         addr,
-        b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     );
     assert!(status_line(&r).contains("200"), "{r}");
 }
@@ -536,7 +551,7 @@ fn a_client_that_stalls_mid_request_is_disconnected() {
     let (addr, _io) = start(ep.clone());
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    s.write_all(b"GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         .unwrap();
     let t = Instant::now();
     let mut out = Vec::new();
@@ -554,7 +569,7 @@ fn a_client_that_stalls_mid_request_is_disconnected() {
     // A client that sends its request in time is served as before.
     let r = raw(
         addr,
-        b"GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"GET /status HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     );
     assert!(status_line(&r).contains("200"), "{r}");
 }
@@ -564,24 +579,24 @@ fn malformed_requests_never_bring_the_server_down() {
     let ep = endpoint_with("", |c| c.max_request_bytes = 64 << 10);
     let (addr, _io) = start(ep.clone());
     let long_header = format!(
-        "GET /query HTTP/1.1\r\nHost: x\r\nX-A: {}\r\n\r\n",
+        "GET /query HTTP/1.1\r\nHost: localhost\r\nX-A: {}\r\n\r\n",
         "a".repeat(1 << 20)
     );
     let huge_body = format!(
-        "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-query\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
         1 << 20,
         "x".repeat(1 << 20)
     );
     let cases: Vec<Vec<u8>> = vec![
         b"\x00\xff\xfe garbage\r\n\r\n".to_vec(),
         b"GET\r\n\r\n".to_vec(),
-        b"GET /query?query=%ZZ%FF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
-        b"GET /query?query=%C3%28 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
-        b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: 5\r\nConnection: close\r\n\r\n\xff\xfe\xfd\xfc\xfb".to_vec(),
-        b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n".to_vec(),
-        b"POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/sparql-query\r\nConnection: close\r\n\r\nzz\r\n".to_vec(),
-        b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/sparql-query\r\nContent-Length: 100\r\n\r\nSELECT".to_vec(),
-        b"GET /query?query=SELECT%20*%20%7B HTTP/1.1\r\nHost: x\r\nAccept: ;;;,,,q=abc\r\nConnection: close\r\n\r\n".to_vec(),
+        b"GET /query?query=%ZZ%FF HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".to_vec(),
+        b"GET /query?query=%C3%28 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".to_vec(),
+        b"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-query\r\nContent-Length: 5\r\nConnection: close\r\n\r\n\xff\xfe\xfd\xfc\xfb".to_vec(),
+        b"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n".to_vec(),
+        b"POST /query HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/sparql-query\r\nConnection: close\r\n\r\nzz\r\n".to_vec(),
+        b"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-query\r\nContent-Length: 100\r\n\r\nSELECT".to_vec(),
+        b"GET /query?query=SELECT%20*%20%7B HTTP/1.1\r\nHost: localhost\r\nAccept: ;;;,,,q=abc\r\nConnection: close\r\n\r\n".to_vec(),
         long_header.into_bytes(),
         huge_body.into_bytes(),
     ];
@@ -599,7 +614,7 @@ fn malformed_requests_never_bring_the_server_down() {
     let stalled: Vec<std::net::TcpStream> = (0..50)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.write_all(b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Le")
+            s.write_all(b"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Le")
                 .unwrap();
             s
         })
@@ -607,7 +622,7 @@ fn malformed_requests_never_bring_the_server_down() {
     let r = raw(
         addr,
         format!(
-            "GET /query?query={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            "GET /query?query={} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
             enc(NAMES)
         )
         .as_bytes(),

@@ -332,7 +332,9 @@ async fn the_graph_store_puts_posts_and_deletes_graphs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graph_named_by_its_url_and_one_the_store_names() {
-    let ep = endpoint_over(Db::in_memory(store()), |_| {});
+    let ep = endpoint_over(Db::in_memory(store()), |c| {
+        c.access.hosts = vec!["example.org".into()]
+    });
     let put = Request::put("/store/people/1")
         .header(header::HOST, "example.org")
         .header(header::CONTENT_TYPE, "text/turtle")

@@ -596,10 +596,34 @@ impl Prepared {
 
     /// Runs and collects every row.
     pub fn run_collect(&self, rt: &Runtime) -> Result<Collected, QueryError> {
+        self.collect(rt, None)
+    }
+
+    /// [`run_collect`](Self::run_collect), stopped once `stop` is set (a server's client that
+    /// went away). The collected rows count against [`Options::memory_limit`] like an
+    /// operator's state: past it the run stops with [`QueryError::MemoryLimit`].
+    pub fn collect(
+        &self,
+        rt: &Runtime,
+        stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Result<Collected, QueryError> {
         let mut r = self.start(rt)?;
+        if let Some(flag) = stop {
+            r.cancel_on(flag);
+        }
         let mut rows = Rows::new(self.width);
         while let Some(batch) = r.next_batch() {
             rows.append(batch);
+            let held = rows.len() * self.width.max(1) * std::mem::size_of::<Id>();
+            if let Some(limit) = self.options.memory_limit.filter(|&l| held > l) {
+                r.cancel();
+                let _ = r.finish();
+                return Err(QueryError::MemoryLimit {
+                    operator: "the collected solutions".into(),
+                    limit,
+                    wanted: held,
+                });
+            }
         }
         let minted = r.minted();
         let stats = r.finish()?;

@@ -21,12 +21,21 @@ const STACK_PER_LEVEL: usize = 64 << 10;
 /// opens a bracket, so the brackets count them; the room is reserved, not touched.
 const STACK_PER_ELEMENT: usize = 4 << 10;
 
-/// How a query's text nests: the deepest its brackets (or unary operators) go, and how many
-/// brackets it opens.
+/// How many binary operators (`/`, `|`, `^`, `+`, `-`, `*`, `&&`, `||`, counted by character)
+/// a query's text may hold. `spargebra` folds a chain of them into a tree one level deeper per
+/// operator (a path of 5,000 steps is a tree 5,000 deep), which is then walked, cloned and
+/// dropped recursively: the stack room is reserved per operator, and this bounds it (64 Ki
+/// operators, 256 MiB of room reserved, little of it touched). The algebra refuses a chain
+/// deeper than [`crate::algebra::MAX_DEPTH`] anyway.
+pub const MAX_OPERATORS: usize = 1 << 16;
+
+/// How a query's text nests: the deepest its brackets (or unary operators) go, how many
+/// brackets it opens and how many binary operators it holds.
 #[derive(Clone, Copy)]
 struct Nesting {
     deepest: usize,
     brackets: usize,
+    operators: usize,
 }
 
 /// Checks a query's syntax: its nesting first ([`MAX_NESTING`]), then `spargebra`'s parser; a
@@ -94,7 +103,7 @@ fn in_room<T, R>(
 /// Runs `spargebra`'s parser on text that nests as `n` says, with the room it needs made first
 /// (on a new stack segment only where the stack has too little left).
 fn with_room<R>(n: Nesting, parse: impl FnOnce() -> R) -> R {
-    let room = (n.deepest + 4) * STACK_PER_LEVEL + n.brackets * STACK_PER_ELEMENT;
+    let room = (n.deepest + 4) * STACK_PER_LEVEL + (n.brackets + n.operators) * STACK_PER_ELEMENT;
     stacker::maybe_grow(room, room, parse)
 }
 
@@ -106,6 +115,7 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
     let mut n = Nesting {
         deepest: 0,
         brackets: 0,
+        operators: 0,
     };
     let (mut line, mut col) = (1usize, 0usize);
     let mut i = 0;
@@ -201,6 +211,23 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 unary += 1;
                 if unary > MAX_NESTING {
                     return refuse(line, col, "unary operators chained");
+                }
+            }
+            '/' | '|' | '^' | '+' | '-' | '*' | '&' => {
+                // Binary (or a path's postfix `+`, `*`): one more level of the tree.
+                n.operators += 1;
+                if n.operators > MAX_OPERATORS {
+                    return Err(QueryError::Unsupported(format!(
+                        "at {line}:{col}: more than {MAX_OPERATORS} operators (/, |, ^, +, -, *, &&, ||); \
+                         nearflow refuses such a query"
+                    )));
+                }
+                after_operand = false;
+                unary = 0;
+                if (c == '&' || c == '|') && chars.get(i + 1) == Some(&c) {
+                    // `&&` and `||` are one operator each.
+                    i += 1;
+                    col += 1;
                 }
             }
             c if c.is_whitespace() => {}

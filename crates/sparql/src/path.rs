@@ -144,12 +144,48 @@ pub enum End {
 pub struct Walker<'s> {
     store: &'s Store,
     graphs: Vec<Id>,
+    /// Asked every few hundred nodes of a closure whether to stop (a time limit passed, the
+    /// run was cancelled); once it says so, every walk ends early and [`Walker::stopped`] is
+    /// true.
+    stop: Option<&'s (dyn Fn() -> bool + 's)>,
+    stopped: std::cell::Cell<bool>,
+    steps: std::cell::Cell<u32>,
 }
 
 impl<'s> Walker<'s> {
     /// A walker over the graphs `graphs` of `store`.
     pub fn new(store: &'s Store, graphs: Vec<Id>) -> Self {
-        Walker { store, graphs }
+        Walker {
+            store,
+            graphs,
+            stop: None,
+            stopped: std::cell::Cell::new(false),
+            steps: std::cell::Cell::new(0),
+        }
+    }
+
+    /// The walker, asking `stop` now and then during a closure whether to end early.
+    pub fn stopping_on(mut self, stop: &'s (dyn Fn() -> bool + 's)) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether a walk ended early because `stop` said so (its results are then partial).
+    pub fn stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// One more node walked; whether to stop now.
+    fn should_stop(&self) -> bool {
+        if self.stopped.get() {
+            return true;
+        }
+        let n = self.steps.get().wrapping_add(1);
+        self.steps.set(n);
+        if n % 256 == 0 && self.stop.is_some_and(|f| f()) {
+            self.stopped.set(true);
+        }
+        self.stopped.get()
     }
 
     /// Calls `f` with each triple matching `pattern` in the walked graphs, each once (the
@@ -247,6 +283,9 @@ impl<'s> Walker<'s> {
         let mut todo = VecDeque::from([x]);
         let mut step = Vec::new();
         while let Some(n) = todo.pop_front() {
+            if self.should_stop() {
+                break;
+            }
             step.clear();
             if forward {
                 self.from(q, n, &mut step);

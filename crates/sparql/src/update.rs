@@ -112,10 +112,13 @@ pub enum LoadFrom {
 /// How to run an update.
 #[derive(Clone, Debug, Default)]
 pub struct UpdateOptions {
-    /// How the WHERE clauses run (time and memory limits, parallelism).
+    /// How the WHERE clauses run (time and memory limits, parallelism). The memory limit also
+    /// bounds the changes an operation computes from its solutions.
     pub query: Options,
     /// Where LOAD may read.
     pub load: LoadFrom,
+    /// Once set, the update stops (a server's client that went away): nothing is changed.
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What an update request did: the new version and the quads that differ from the old one.
@@ -576,11 +579,23 @@ fn run(
             query,
         } => {
             let prepared = query.plan(store, &options.query);
-            let out = prepared.run_collect(rt)?;
+            let out = prepared.collect(rt, options.cancel.clone())?;
             let width = match &out.form {
                 Form::Select(cols) => cols.len(),
                 _ => 0,
             };
+            // Each solution's terms, then each template's quad per solution: bounded by the
+            // memory limit before they are made.
+            let pending = out.rows.len()
+                * (width * std::mem::size_of::<Option<TermRef<'_>>>()
+                    + (delete.len() + insert.len()) * 64);
+            if let Some(limit) = options.query.memory_limit.filter(|&l| pending > l) {
+                return Err(QueryError::MemoryLimit {
+                    operator: "the update's changes".into(),
+                    limit,
+                    wanted: pending,
+                });
+            }
             let rows: Vec<Vec<Option<TermRef<'_>>>> = out
                 .rows
                 .iter()
@@ -669,6 +684,12 @@ fn load(
                 ));
             }
         }
+    }
+    // A FIFO or a device would block the store's one writer for as long as it gives nothing.
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(format!("LOAD <{source}>: not a regular file")),
+        Err(err) => return Err(format!("LOAD <{source}>: {err}")),
     }
     let format = load::Format::from_path(&path)
         .ok_or_else(|| format!("LOAD <{source}>: the file's format is not known from its name"))?;

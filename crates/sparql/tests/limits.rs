@@ -253,6 +253,82 @@ fn deep_queries_are_refused_or_answered_never_aborted() {
     );
 }
 
+/// Long chains of binary operators (a property path of 5,000 steps, `|` alternatives, `+`
+/// chains, `&&` and `||` chains of 60,000 terms, the same inside an update's WHERE) are
+/// parsed, refused or answered on a small stack (256 KiB, an eighth of a worker's), never
+/// overflow it: `spargebra` folds a chain into a tree one level deeper per operator, and the
+/// parser reserves the room for it. Past `MAX_OPERATORS` a text is refused before parsing.
+#[test]
+fn operator_chains_never_overflow_a_small_stack() {
+    let (store, _rt) = store(10);
+    let small = |f: &(dyn Fn() -> Result<(), String> + Sync)| {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn_scoped(s, f)
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+    };
+    let prepare = |q: &str| {
+        sparql::prepare(&store, q, &Options::default())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let path = |op: &str, n: usize| vec!["<http://ex/v>"; n].join(op);
+    let cases = [
+        (
+            format!("ASK {{ ?s {} ?o }}", path("/", 5000)),
+            "a query of more than 4096 triple patterns",
+        ),
+        (
+            format!("ASK {{ ?s {} ?o }}", path("|", 60_000)),
+            "property path nested more than 512",
+        ),
+        (
+            format!("ASK {{ ?s ({})+ ?o }}", path("/", 35_000)),
+            "property path nested more than 512",
+        ),
+        (
+            format!(
+                "ASK {{ ?s ?p ?o FILTER({}) }}",
+                vec!["?o"; 35_000].join(" + ")
+            ),
+            "expressions nested more than 512",
+        ),
+        (
+            format!(
+                "ASK {{ ?s ?p ?o FILTER({}) }}",
+                vec!["?o"; 70_000].join("+")
+            ),
+            "more than 65536 operators",
+        ),
+    ];
+    for (q, why) in &cases {
+        let e = small(&|| prepare(q)).unwrap_err();
+        assert!(e.contains(why), "{}…: {e}", &q[..60]);
+    }
+    for op in [" && ", " || "] {
+        let q = format!(
+            "ASK {{ ?s ?p ?o FILTER({}) }}",
+            vec!["?o = 3"; 60_000].join(op)
+        );
+        small(&|| prepare(&q)).unwrap();
+    }
+    let u = format!(
+        "INSERT {{ ?s ?p 1 }} WHERE {{ ?s ?p ?o FILTER({}) }}",
+        vec!["?o"; 35_000].join(" + ")
+    );
+    let e = small(&|| {
+        sparql::update::Update::parse(&u, None)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .unwrap_err();
+    assert!(e.contains("expressions nested more than 512"), "{e}");
+}
+
 /// `Options::timeout` and `Options::memory_limit` stop a run inside the runtime, with errors
 /// that say so; the runtime then runs the next query as usual.
 #[test]

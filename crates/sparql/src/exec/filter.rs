@@ -36,14 +36,24 @@ impl<const N: usize> Operator for FilterOp<N> {
         let cx = EvalCx::new(&self.store, &self.minted);
         let (expr, out) = (&self.expr, &mut self.out);
         let mut kept = 0;
+        let mut stop = Ok(());
         let status = per_packet::<N>(io, |io, rows| {
-            for r in rows {
+            for (i, r) in rows.into_iter().enumerate() {
+                // One row's test can be long (an IN list of thousands): the limits hold
+                // within a packet.
+                if i % 64 == 0 && stop.is_ok() {
+                    stop = io.check();
+                }
+                if stop.is_err() {
+                    return;
+                }
                 if expr.holds(cx, &r) {
                     out.push(io, r);
                     kept += 1;
                 }
             }
         });
+        stop?;
         if status == Status::Done {
             self.out.flush(io);
         }

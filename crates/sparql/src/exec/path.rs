@@ -37,23 +37,31 @@ impl<const N: usize> PathOp<N> {
             .unwrap_or(UNBOUND)
     }
 
-    /// Every solution.
-    fn solve(&self) -> Vec<Row<N>> {
+    /// Every solution; `false` when `stop` ended a closure early (the rows are then partial).
+    fn solve(&self, stop: &dyn Fn() -> bool) -> (Vec<Row<N>>, bool) {
         let mut out = Vec::new();
+        let mut whole = true;
         match self.graphs.bind {
-            None => self.solve_in(self.graphs.graphs.clone(), None, &mut out),
+            None => whole = self.solve_in(self.graphs.graphs.clone(), None, &mut out, stop),
             Some(c) => {
                 for &g in &self.graphs.graphs {
-                    self.solve_in(vec![g], Some((c, g)), &mut out);
+                    whole = whole && self.solve_in(vec![g], Some((c, g)), &mut out, stop);
                 }
             }
         }
-        out
+        (out, whole)
     }
 
-    /// The solutions in the graphs `graphs` (merged), each row with `bind`'s column set.
-    fn solve_in(&self, graphs: Vec<Id>, bind: Option<(usize, Id)>, out: &mut Vec<Row<N>>) {
-        let w = Walker::new(&self.store, graphs);
+    /// The solutions in the graphs `graphs` (merged), each row with `bind`'s column set;
+    /// `false` when `stop` ended a closure early.
+    fn solve_in(
+        &self,
+        graphs: Vec<Id>,
+        bind: Option<(usize, Id)>,
+        out: &mut Vec<Row<N>>,
+        stop: &dyn Fn() -> bool,
+    ) -> bool {
+        let w = Walker::new(&self.store, graphs).stopping_on(stop);
         let p = self.path.resolve(&self.store);
         let row = |x: Id, y: Id| -> Option<Row<N>> {
             let mut r = [UNBOUND; N];
@@ -95,6 +103,7 @@ impl<const N: usize> PathOp<N> {
                 out.extend(w.pairs(&p).into_iter().filter_map(|(x, y)| row(x, y)));
             }
         }
+        !w.stopped()
     }
 }
 
@@ -115,7 +124,10 @@ impl<const N: usize> Operator for PathOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if self.rows.is_none() {
-            let rows = self.solve();
+            let (rows, whole) = self.solve(&|| io.check().is_err());
+            if !whole {
+                io.check()?;
+            }
             io.charge(rows.len() * std::mem::size_of::<Row<N>>())?;
             self.rows = Some(rows.into());
         }

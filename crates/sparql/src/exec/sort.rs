@@ -30,18 +30,41 @@ impl<const N: usize> SortOp<N> {
     /// `rows` in ORDER BY's order, cut to the first `keep` when given: by the keys' values,
     /// ties broken by the terms themselves (`1` before `1.0e0` by datatype); rows equal in every
     /// key keep their arrival order (SPARQL leaves it free), and a top-k keeps any of them.
-    fn order_rows(&self, rows: Vec<Row<N>>, keep: Option<usize>) -> Vec<Row<N>> {
+    /// The keys' values are charged against the memory limit as they are computed (a query
+    /// may order by thousands of keys, or by long computed strings) and given back after; the
+    /// time limit is checked between rows.
+    fn order_rows(
+        &self,
+        rows: Vec<Row<N>>,
+        keep: Option<usize>,
+        io: &mut Io<'_>,
+    ) -> Result<Vec<Row<N>>, FlowError> {
         let (store, minted) = (self.store.clone(), self.minted.clone());
         let cx = EvalCx::new(&store, &minted);
-        let mut keyed: Vec<(Vec<Option<crate::expr::Val<'_>>>, Row<N>)> = rows
-            .into_iter()
-            .map(|r| {
-                (
-                    self.keys.iter().map(|(e, _)| e.eval(cx, &r).ok()).collect(),
-                    r,
-                )
-            })
-            .collect();
+        let mut keyed: Vec<(Vec<Option<crate::expr::Val<'_>>>, Row<N>)> =
+            Vec::with_capacity(rows.len());
+        let mut charged = 0;
+        let mut pending = 0;
+        let r = (|| {
+            for (i, r) in rows.into_iter().enumerate() {
+                let key: Vec<_> = self.keys.iter().map(|(e, _)| e.eval(cx, &r).ok()).collect();
+                pending += key_bytes(&key);
+                keyed.push((key, r));
+                if i % 64 == 63 {
+                    io.check()?;
+                    io.charge(pending)?;
+                    charged += pending;
+                    pending = 0;
+                }
+            }
+            io.charge(pending)?;
+            charged += pending;
+            Ok(())
+        })();
+        if let Err(e) = r {
+            io.uncharge(charged);
+            return Err(e);
+        }
         let cmp = |(a, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>),
                    (b, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>)| {
             for (i, (_, desc)) in self.keys.iter().enumerate() {
@@ -64,15 +87,41 @@ impl<const N: usize> SortOp<N> {
         if let Some(k) = keep {
             if keyed.len() > k {
                 if k == 0 {
-                    return Vec::new();
+                    io.uncharge(charged);
+                    return Ok(Vec::new());
                 }
                 keyed.select_nth_unstable_by(k - 1, cmp);
                 keyed.truncate(k);
             }
         }
         keyed.sort_by(cmp);
-        keyed.into_iter().map(|(_, r)| r).collect()
+        io.uncharge(charged);
+        Ok(keyed.into_iter().map(|(_, r)| r).collect())
     }
+}
+
+/// The bytes a row's sort keys hold: the vector and what its values own.
+fn key_bytes(key: &[Option<crate::expr::Val<'_>>]) -> usize {
+    use crate::expr::Val;
+    use std::borrow::Cow;
+    let owned = |c: &Cow<'_, str>| match c {
+        Cow::Owned(s) => s.capacity(),
+        Cow::Borrowed(_) => 0,
+    };
+    std::mem::size_of_val(key)
+        + 24
+        + key
+            .iter()
+            .map(|v| match v {
+                Some(Val::Iri(s) | Val::Blank(s)) => owned(s),
+                Some(Val::Lit {
+                    value,
+                    datatype,
+                    lang,
+                }) => owned(value) + owned(datatype) + lang.as_ref().map_or(0, owned),
+                None => 0,
+            })
+            .sum::<usize>()
 }
 
 impl<const N: usize> Operator for SortOp<N> {
@@ -103,7 +152,7 @@ impl<const N: usize> Operator for SortOp<N> {
                     if self.rows.len() >= k.saturating_mul(2).max(k.saturating_add(4096)) {
                         let rows = std::mem::take(&mut self.rows);
                         let before = rows.len();
-                        self.rows = self.order_rows(rows, Some(k));
+                        self.rows = self.order_rows(rows, Some(k), io)?;
                         io.uncharge((before - self.rows.len()) * row);
                     }
                 }
@@ -112,7 +161,7 @@ impl<const N: usize> Operator for SortOp<N> {
                 return Ok(Status::Idle);
             }
             let rows = std::mem::take(&mut self.rows);
-            self.sorted = Some(self.order_rows(rows, self.limit).into());
+            self.sorted = Some(self.order_rows(rows, self.limit, io)?.into());
         }
         let q = self.sorted.as_mut().expect("sorted above");
         Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
