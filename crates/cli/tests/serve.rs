@@ -144,3 +144,127 @@ fn bench_serve_checks_every_answer() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts `nearflow serve ARGS…`; its child and the port it listens on, read from stderr once
+/// it says "serving" (the lines before, warnings included, returned too).
+fn serving(args: &[&str]) -> (std::process::Child, u16, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
+        said.push_str(&line);
+        if line.starts_with("serving") {
+            let port = line
+                .split("http://")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {line:?}"));
+            return (child, port, said);
+        }
+    }
+}
+
+fn stop(mut child: std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+fn update_request(extra: &str) -> String {
+    let body = "INSERT DATA { <http://ex/c> <http://ex/name> \"Carol\" }";
+    format!(
+        "POST /update HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-update\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Safe by default on the web: beyond loopback a server warns, and takes writes only with
+/// the token of `--write-token-file`; `--cors` names the origins whose pages may read.
+#[test]
+fn serve_beyond_loopback_needs_a_token_to_write_and_cors_names_origins() {
+    let dir = std::env::temp_dir().join(format!("nearflow-serve-token-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = data_file(&dir);
+    let store = dir.join("s.nfs");
+    common::ok(&[
+        "load".as_ref(),
+        data.as_os_str(),
+        "--quiet".as_ref(),
+        "--save".as_ref(),
+        store.as_os_str(),
+    ]);
+    let st = store.to_str().unwrap();
+    // The unspecified address listens on every interface; the test speaks over loopback.
+    let (child, port, said) = serving(&["serve", "--quiet", "--bind", "0.0.0.0:0", "--store", st]);
+    assert!(
+        said.contains("warning: listening beyond loopback"),
+        "{said}"
+    );
+    assert!(said.contains("writes are refused"), "{said}");
+    let at = format!("127.0.0.1:{port}");
+    let r = http(&at, &update_request(""));
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(r.contains("--write-token-file"), "{r}");
+    stop(child);
+
+    let token = dir.join("token");
+    std::fs::write(&token, "a-long-enough-token-123\n").unwrap();
+    let tk = token.to_str().unwrap();
+    let (child, port, said) = serving(&[
+        "serve",
+        "--quiet",
+        "--bind",
+        "0.0.0.0:0",
+        "--store",
+        st,
+        "--write-token-file",
+        tk,
+        "--cors",
+        "http://app.example",
+    ]);
+    assert!(said.contains("writes need the token"), "{said}");
+    let at = format!("127.0.0.1:{port}");
+    let r = http(&at, &update_request(""));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    let r = http(&at, &update_request("Authorization: Bearer wrong\r\n"));
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    let r = http(
+        &at,
+        &update_request("Authorization: Bearer a-long-enough-token-123\r\n"),
+    );
+    assert!(r.starts_with("HTTP/1.1 204"), "{r}");
+    let read = "GET /query?query=ASK%7B%7D HTTP/1.1\r\nHost: localhost\r\nOrigin: http://app.example\r\nConnection: close\r\n\r\n";
+    let r = http(&at, read);
+    assert!(
+        r.to_ascii_lowercase()
+            .contains("access-control-allow-origin: http://app.example"),
+        "{r}"
+    );
+    let r = http(&at, &read.replace("app.example", "evil.example"));
+    assert!(
+        !r.to_ascii_lowercase()
+            .contains("access-control-allow-origin"),
+        "{r}"
+    );
+    stop(child);
+
+    std::fs::write(&token, "short\n").unwrap();
+    fails_with(
+        &["serve", "--store", st, "--write-token-file", tk],
+        "at least 16 characters",
+    );
+    fails_with(
+        &["serve", "--store", st, "--cors", "app.example"],
+        "is not an origin",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -160,3 +160,78 @@ fn update_refuses_bad_requests_and_a_store_in_use() {
     assert!(server.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A damaged record in the middle of the log: every reader refuses the store, naming the
+/// byte, until the user chooses `check store --salvage`, which keeps the records before it and
+/// says how many acknowledged updates it drops.
+#[test]
+fn a_damaged_log_is_refused_until_salvaged() {
+    let dir = std::env::temp_dir().join(format!("nearflow-salvage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = store(&dir);
+    let st = s.to_str().unwrap();
+    for i in 0..4 {
+        ok(&[
+            "update",
+            "--store",
+            st,
+            "-e",
+            &format!("INSERT DATA {{ <http://ex/u{i}> <http://ex/name> \"U{i}\" }}"),
+        ]);
+    }
+    let log = nearflow_log(&s);
+    let mut bytes = std::fs::read(&log).unwrap();
+    // The second record's length: one bit flipped.
+    let first = 20 + 12 + u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    bytes[first + 1] ^= 0x04;
+    std::fs::write(&log, &bytes).unwrap();
+    let read = ["sparql", "--quiet", "--store", st, "-e", "ASK {}"];
+    fails_with(&read, &format!("damaged at byte {first} (record 2)"));
+    fails_with(&["check", "store", st], "--salvage");
+    let out = nearflow(&["check", "store", st, "--salvage"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("kept the 1 record before it, dropped 3 acknowledged updates"),
+        "{err}"
+    );
+    assert_eq!(names(&s), "n\r\nAlice\r\nBob\r\nU0\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The write lock is the kernel's: deleting `STORE.lock` by hand while a server writes the
+/// store does not let a second writer in.
+#[test]
+fn a_deleted_lock_file_lets_no_second_writer_in() {
+    let dir = std::env::temp_dir().join(format!("nearflow-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = store(&dir);
+    let st = s.to_str().unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", st])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0);
+    }
+    let mut lock = s.as_os_str().to_owned();
+    lock.push(".lock");
+    std::fs::remove_file(&lock).unwrap();
+    fails_with(
+        &["update", "--store", st, "-e", "CLEAR ALL"],
+        "another process is writing this store",
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    assert!(server.wait().unwrap().success());
+    ok(&["update", "--store", st, "-e", "CLEAR ALL"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
