@@ -129,10 +129,14 @@ async fn w3c_graph_store_protocol_tests() {
         let store = nearflow_rdf::load::Loaded::default()
             .into_store(&machine)
             .unwrap();
+        // The tests name the host `www.example`, as a server would be told of its public
+        // name (`nearflow serve --allow-host www.example`).
+        let mut config = Config::for_pus(machine.pu_count());
+        config.access.hosts = vec!["www.example".into()];
         Endpoint::new(
             Arc::new(nearflow_rdf::db::Db::in_memory(store)),
             rt.clone(),
-            Config::for_pus(machine.pu_count()),
+            config,
         )
     };
     let (mut passed, mut failed) = (Vec::new(), Vec::new());

@@ -48,10 +48,14 @@ fn endpoint(m: &Manifest, test: NamedOrBlankNodeRef<'_>) -> Arc<Endpoint> {
     let rt = nearflow_rt::Runtime::builder(machine.clone())
         .build()
         .unwrap();
+    // The tests name the host `www.example`, as a server would be told of its public name
+    // (`nearflow serve --allow-host www.example`).
+    let mut config = Config::for_pus(machine.pu_count());
+    config.access.hosts = vec!["www.example".into()];
     Endpoint::new(
         Arc::new(nearflow_rdf::db::Db::in_memory((*store).clone())),
         Arc::new(rt),
-        Config::for_pus(machine.pu_count()),
+        config,
     )
 }
 
