@@ -198,7 +198,13 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         out.flush()?;
         (n, running.finish()?)
     } else {
-        let batches: Vec<_> = std::iter::from_fn(|| running.next_batch()).collect();
+        let batches = match q.hold_batches(&mut running) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = running.finish();
+                return Err(e.into());
+            }
+        };
         let stats = running.finish()?;
         let rows = batches.iter().map(|b| b.len()).sum::<usize>() as u64;
         let n = match &q.form {

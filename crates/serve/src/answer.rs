@@ -172,7 +172,14 @@ fn run(
             results::write_boolean(out, f, yes).map_err(written)?;
         }
         (Form::Construct(_) | Form::Describe(_), Chosen::Graph(f)) => {
-            let batches: Vec<_> = std::iter::from_fn(|| running.next_batch()).collect();
+            // The solutions and the triples made of them count against the memory limit.
+            let batches = match prepared.hold_batches(&mut running) {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = running.finish();
+                    return Err(e.into());
+                }
+            };
             running.finish()?;
             let triples = prepared.graph(&minted, batches.iter().flat_map(|b| b.iter()));
             results::write_graph_as(out, &triples, f).map_err(written)?;

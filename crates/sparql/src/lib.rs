@@ -651,6 +651,48 @@ impl Prepared {
 
     /// The triples a CONSTRUCT makes from solution rows (a set: each once); `minted` is the
     /// run's ([`Running::minted`]).
+    /// About the bytes the triples of a CONSTRUCT over `rows` solutions would hold (each
+    /// template triple per solution: three terms and their text), to check against
+    /// [`Options::memory_limit`] before they are made; 0 for the other forms (a DESCRIBE holds
+    /// at most the store's own triples about its resources).
+    pub fn graph_bytes(&self, rows: usize) -> usize {
+        match &self.form {
+            Form::Construct(template) => {
+                rows.saturating_mul(template.len())
+                    .saturating_mul(3 * (std::mem::size_of::<Term>() + 32))
+            }
+            _ => 0,
+        }
+    }
+
+    /// Every batch of `running` (a run of this query), held by the caller: the rows, and for
+    /// a CONSTRUCT the triples they will make, count against [`Options::memory_limit`]; past
+    /// it the run is cancelled and the error returned (the caller still calls
+    /// [`Running::finish`]).
+    pub fn hold_batches(&self, running: &mut Running) -> Result<Vec<Rows>, QueryError> {
+        let (mut rows, mut held) = (0usize, 0usize);
+        let mut out = Vec::new();
+        while let Some(b) = running.next_batch() {
+            rows += b.len();
+            held += b.len() * b.width().max(1) * std::mem::size_of::<Id>();
+            let wanted = held.saturating_add(self.graph_bytes(rows));
+            if let Some(limit) = self.options.memory_limit.filter(|&l| wanted > l) {
+                running.cancel();
+                return Err(QueryError::MemoryLimit {
+                    operator: if self.graph_bytes(1) > 0 {
+                        "the constructed triples".into()
+                    } else {
+                        "the held solutions".into()
+                    },
+                    limit,
+                    wanted,
+                });
+            }
+            out.push(b);
+        }
+        Ok(out)
+    }
+
     pub fn construct<'r>(
         &self,
         minted: &Minted,
