@@ -191,8 +191,12 @@ fn run(
     Ok(())
 }
 
-/// A write into the response failed: the client went away.
+/// A write into the response failed: the answer cannot be given in the format asked (a term
+/// XML cannot hold: 406), or the client went away.
 fn written(e: io::Error) -> ApiError {
+    if e.kind() == io::ErrorKind::InvalidData {
+        return ApiError::new(StatusCode::NOT_ACCEPTABLE, e.to_string());
+    }
     tracing::debug!(error = %e, "the answer could not be written");
     ApiError::from(QueryError::Cancelled)
 }

@@ -14,7 +14,8 @@
 //!    declared length over the limit (with and without `Expect: 100-continue`), more
 //!    connections than the cap.
 //! 7. The HTTP edges: a FIFO given to LOAD, `Accept: text/*`, HEAD's length, an encoded body,
-//!    an unknown expectation, HTTP/2 with prior knowledge, a repeated `format`, `/status`.
+//!    an unknown expectation, HTTP/2 with prior knowledge, a repeated `format`, a term XML
+//!    cannot hold asked for as XML, `/status`.
 //!
 //! (Case 4, a damaged update log, is `nearflow_rdf::db`'s tests and the CLI's.) The server
 //! runs on this host's topology with its I/O on its own runtime, as `nearflow serve` runs.
@@ -603,6 +604,29 @@ fn http_edges(s: &Server) {
         &get(&format!("{ask}&format=json&format=xml"), ""),
         "400",
     );
+    // A term XML 1.0 cannot hold, asked for as XML: 406 with the reason, never a document
+    // that is not well-formed.
+    for (q, accept) in [
+        (
+            "SELECT ?x { BIND(\"a\\u0001b\" AS ?x) }",
+            "application/sparql-results+xml",
+        ),
+        (
+            "CONSTRUCT { <http://a> <http://b> ?x } WHERE { BIND(\"a\\u0001b\" AS ?x) }",
+            "application/rdf+xml",
+        ),
+    ] {
+        let r = expect(
+            s,
+            "U+0001 as XML",
+            &get(
+                &format!("/query?query={}", enc(q)),
+                &format!("Accept: {accept}\r\n"),
+            ),
+            "406",
+        );
+        assert!(r.contains("U+0001"), "{r}");
+    }
     let r = expect(s, "/status", &get("/status", ""), "200");
     assert!(r.contains("\"failed_merges\""), "{r}");
     // HTTP/2 with prior knowledge: HTTP/2's own refusal, not a dropped connection.

@@ -683,7 +683,9 @@ impl Translator {
                                 args.len()
                             )))
                         }
-                        None => return Err(QueryError::Unsupported(format!("the function {iri}"))),
+                        // A function nearflow does not know is an error where it is called
+                        // (§17.6), not a refusal of the whole query.
+                        None => Func::Unknown,
                     },
                     #[allow(unreachable_patterns)]
                     other => return Err(QueryError::Unsupported(format!("the function {other}"))),

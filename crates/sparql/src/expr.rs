@@ -191,6 +191,9 @@ pub enum Func {
     EncodeForUri,
     /// An XPath constructor cast, `xsd:T(x)` (§17.5)
     Cast(Cast),
+    /// A function nearflow does not know (an IRI that names no cast): every call is an
+    /// expression error (§17.6), as a FILTER over it is false.
+    Unknown,
 }
 
 /// A value: an RDF term, borrowed from the store or the query, or made by an operator.
@@ -556,7 +559,13 @@ pub fn equal(a: &Val<'_>, b: &Val<'_>) -> R<bool> {
     if a == b {
         return Ok(true);
     }
+    // Strings and language-tagged strings are known datatypes: two of them that are not the
+    // same term are known to differ (§17.4.1.7 lets an implementation say false for literals
+    // it knows to be different), as a simple literal and one with a tag, or two tags, do.
+    let stringish =
+        |v: &Val<'_>| v.plain_str().is_some() || matches!(v, Val::Lit { lang: Some(_), .. });
     match (a, b) {
+        (Val::Lit { .. }, Val::Lit { .. }) if stringish(a) && stringish(b) => Ok(false),
         (Val::Lit { .. }, Val::Lit { .. }) => Err(EvalError),
         _ => Ok(false),
     }
@@ -1029,6 +1038,7 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
         Func::Rand => functions::rand(),
         Func::EncodeForUri => functions::encode_for_uri(&arg(0)?)?,
         Func::Cast(to) => functions::cast(to, &arg(0)?)?,
+        Func::Unknown => return Err(EvalError),
     })
 }
 

@@ -657,10 +657,9 @@ impl Prepared {
     /// at most the store's own triples about its resources).
     pub fn graph_bytes(&self, rows: usize) -> usize {
         match &self.form {
-            Form::Construct(template) => {
-                rows.saturating_mul(template.len())
-                    .saturating_mul(3 * (std::mem::size_of::<Term>() + 32))
-            }
+            Form::Construct(template) => rows
+                .saturating_mul(template.len())
+                .saturating_mul(3 * (std::mem::size_of::<Term>() + 32)),
             _ => 0,
         }
     }

@@ -31,11 +31,15 @@ pub const MAX_OPERATORS: usize = 1 << 16;
 
 /// How a query's text nests: the deepest its brackets (or unary operators) go, how many
 /// brackets it opens and how many binary operators it holds.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Nesting {
     deepest: usize,
     brackets: usize,
     operators: usize,
+    /// Where `TRUE`, `False` and the like start (char offsets): keywords are matched without
+    /// regard to case (SPARQL 1.1 §19.1), and `spargebra` takes the booleans in lower case
+    /// only, so they are lowered before it parses.
+    booleans: Vec<usize>,
 }
 
 /// Checks a query's syntax: its nesting first ([`MAX_NESTING`]), then `spargebra`'s parser; a
@@ -57,7 +61,7 @@ pub(crate) fn with_parsed<R>(
     base: Option<&str>,
     f: impl FnOnce(&spargebra::Query) -> R,
 ) -> Result<R, QueryError> {
-    in_room(text, base, |p| p.parse_query(text), syntax_message, f)
+    in_room(text, base, |p, t| p.parse_query(t), syntax_message, f)
 }
 
 /// [`with_parsed`] for an update request.
@@ -69,7 +73,7 @@ pub(crate) fn with_parsed_update<R>(
     in_room(
         text,
         base,
-        |p| p.parse_update(text),
+        |p, t| p.parse_update(t),
         update_syntax_message,
         f,
     )
@@ -81,11 +85,13 @@ pub(crate) fn with_parsed_update<R>(
 fn in_room<T, R>(
     text: &str,
     base: Option<&str>,
-    parse: impl FnOnce(spargebra::SparqlParser) -> Result<T, spargebra::SparqlSyntaxError>,
+    parse: impl FnOnce(spargebra::SparqlParser, &str) -> Result<T, spargebra::SparqlSyntaxError>,
     message: fn(&str, &str) -> String,
     f: impl FnOnce(&T) -> R,
 ) -> Result<R, QueryError> {
     let nesting = check_nesting(text)?;
+    let lowered = lower_booleans(text, &nesting.booleans);
+    let text = lowered.as_deref().unwrap_or(text);
     let mut parser = spargebra::SparqlParser::new();
     if let Some(b) = base {
         parser = parser.with_base_iri(b).map_err(|e| {
@@ -93,7 +99,8 @@ fn in_room<T, R>(
         })?;
     }
     with_room(nesting, || {
-        let tree = parse(parser).map_err(|e| QueryError::Syntax(message(text, &e.to_string())))?;
+        let tree =
+            parse(parser, text).map_err(|e| QueryError::Syntax(message(text, &e.to_string())))?;
         let out = f(&tree);
         drop(tree);
         Ok(out)
@@ -107,6 +114,26 @@ fn with_room<R>(n: Nesting, parse: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(room, room, parse)
 }
 
+/// `text` with the booleans starting at `at` (char offsets) in lower case; `None` when there
+/// are none. Each keeps its length, so positions in errors stay those of the text.
+fn lower_booleans(text: &str, at: &[usize]) -> Option<String> {
+    if at.is_empty() {
+        return None;
+    }
+    let mut chars: Vec<char> = text.chars().collect();
+    for &i in at {
+        let len = if chars[i].eq_ignore_ascii_case(&'t') {
+            4
+        } else {
+            5
+        };
+        for c in &mut chars[i..i + len] {
+            c.make_ascii_lowercase();
+        }
+    }
+    Some(chars.into_iter().collect())
+}
+
 /// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
 /// naming the line and column; else how they nest. Strings, IRIs and comments are skipped.
 fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
@@ -116,6 +143,7 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
         deepest: 0,
         brackets: 0,
         operators: 0,
+        booleans: Vec::new(),
     };
     let (mut line, mut col) = (1usize, 0usize);
     let mut i = 0;
@@ -238,6 +266,12 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                     .position(|x| !(x.is_alphanumeric() || *x == '_'))
                     .unwrap_or(chars.len() - i);
                 let word: String = chars[i..i + len].iter().collect();
+                let boolean = ["true", "false"]
+                    .iter()
+                    .any(|k| word.eq_ignore_ascii_case(k) && word != *k);
+                if boolean && chars.get(i + len) != Some(&':') {
+                    n.booleans.push(i);
+                }
                 let nests = ["OPTIONAL", "MINUS", "BIND"]
                     .iter()
                     .any(|k| word.eq_ignore_ascii_case(k));
@@ -362,6 +396,13 @@ fn describe(text: &str, message: &str, update: bool) -> String {
              update`, or POST them to a server's /update"
                 .to_owned(),
         );
+    } else if let Some((at, prefix)) = undeclared_prefix(text) {
+        // Wherever `spargebra` stopped (an undeclared prefix in a datatype or an ORDER BY
+        // may read as something else to it), the prefix is what is wrong.
+        pos = Some(line_col(text, at));
+        what = Some(format!(
+            "undeclared prefix '{prefix}:' (no PREFIX declares it)"
+        ));
     } else if flat.contains("Prefix not found") {
         if let Some((l, c)) = pos {
             // The prefixed name ends just before column C of line L.
@@ -413,6 +454,96 @@ fn describe(text: &str, message: &str, update: bool) -> String {
 }
 
 /// The 1-based line and column (in characters) of byte offset `at`.
+/// The first prefixed name of `text` whose prefix no `PREFIX` declares (outside strings,
+/// IRIs and comments): its byte offset and the prefix.
+fn undeclared_prefix(text: &str) -> Option<(usize, String)> {
+    static DECLARED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let declared = DECLARED.get_or_init(|| {
+        regex::Regex::new(r"(?i)\bPREFIX\s+([A-Za-z][A-Za-z0-9_.-]*)?:").expect("a valid pattern")
+    });
+    let names: Vec<&str> = declared
+        .captures_iter(text)
+        .map(|c| c.get(1).map_or("", |m| m.as_str()))
+        .collect();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'#' => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' | b'\'' => {
+                let long = bytes[i..].starts_with(&[b, b, b]);
+                let close: &[u8] = if long {
+                    &bytes[i..i + 3]
+                } else {
+                    &bytes[i..i + 1]
+                };
+                i += close.len();
+                while i < bytes.len() && !bytes[i..].starts_with(close) {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += close.len();
+            }
+            b'<' => {
+                let end = bytes[i + 1..]
+                    .iter()
+                    .position(|&c| c == b'>' || c.is_ascii_whitespace() || c == b'<');
+                match end {
+                    Some(k) if bytes[i + 1 + k] == b'>' => i += k + 2,
+                    _ => i += 1,
+                }
+            }
+            b'?' | b'$' | b'_'
+                if bytes
+                    .get(i + 1)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b':' || *c == b'_') =>
+            {
+                // A variable or a blank node label.
+                i += 1;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || b"_:.-".contains(&bytes[i]))
+                {
+                    i += 1;
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == b':' => {
+                let start = i;
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || b"_.-".contains(&bytes[i]))
+                {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                if bytes.get(i) == Some(&b':') {
+                    let declaring = text[..start]
+                        .trim_end()
+                        .to_ascii_uppercase()
+                        .ends_with("PREFIX");
+                    if !declaring && !names.contains(&word) {
+                        return Some((start, word.to_owned()));
+                    }
+                    i += 1;
+                    // The local part.
+                    while i < bytes.len()
+                        && (bytes[i].is_ascii_alphanumeric() || b"_.-:%".contains(&bytes[i]))
+                    {
+                        i += 1;
+                    }
+                }
+                if c == b':' && i == start {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at];
     let line_start = before.rfind('\n').map_or(0, |nl| nl + 1);
@@ -486,6 +617,18 @@ mod tests {
             m.contains("at 2:") && m.contains("undeclared prefix 'nope:'"),
             "{m}"
         );
+        // In a datatype, where the parser stops elsewhere: the prefix, at its place.
+        for q in [
+            "SELECT * WHERE { ?s ?p \"1\"^^foo:int }",
+            "SELECT * WHERE { ?s ?p ?o } ORDER BY (\"1\"^^foo:int)",
+        ] {
+            let m = message(q);
+            let at = q.find("foo:").unwrap() + 1;
+            assert!(
+                m.contains(&format!("at 1:{at}: undeclared prefix 'foo:'")),
+                "{m}"
+            );
+        }
         let m = message("SELECT * WHERE {\n  ?s ?p\n}");
         assert!(super::select_star(
             "PREFIX a: <x:>\n# c\nselect distinct * { ?s ?p ?o }"

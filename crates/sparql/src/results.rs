@@ -220,6 +220,19 @@ pub fn write_graph_as(
             w.finish()?;
         }
         GraphFormat::RdfXml => {
+            for (i, t) in triples.iter().enumerate() {
+                if let Some(ch) = t.iter().find_map(|x| xml_unrepresentable(x.as_ref())) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "triple {}: a term holds U+{:04X}, which XML 1.0 cannot represent; \
+                             ask for Turtle, N-Triples or N-Quads",
+                            i + 1,
+                            ch as u32
+                        ),
+                    ));
+                }
+            }
             let mut w = oxrdfxml::RdfXmlSerializer::new().for_writer(out);
             for t in rdf {
                 w.serialize_triple(t)?;
