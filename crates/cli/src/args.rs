@@ -43,9 +43,10 @@ impl TopoArgs {
 
 pub use nearflow_lab::harness::{build_runtime, machine_label};
 
-/// Where a store comes from (`sparql`, `bench sp2bench`).
+/// Where a store comes from (`sparql`, `serve`, `bench sp2bench`, `bench serve`): one of the
+/// two is needed, except by `sparql`, whose query may name its files (`FROM <file>`).
 #[derive(Args, Debug, Clone)]
-#[group(required = true, multiple = false)]
+#[group(required = false, multiple = false)]
 pub struct SourceArgs {
     /// RDF files to load (Turtle/.n3, N-Triples, N-Quads, TriG, RDF/XML; gzip recognised; `-`
     /// is standard input), comma-separated.
@@ -123,12 +124,20 @@ fn parse_format(s: &str) -> Result<nearflow_rdf::load::Format, String> {
 }
 
 impl SourceArgs {
-    /// The source these flags name, files read as `read` says.
-    pub fn source(&self, read: &ReadArgs) -> nearflow_lab::store::Source {
-        match &self.store {
+    /// Whether they name nothing (nor does `--named`).
+    pub fn is_empty(&self, read: &ReadArgs) -> bool {
+        self.store.is_none() && self.data.is_empty() && read.named.is_empty()
+    }
+
+    /// The source these flags name, files read as `read` says; an error when they name none.
+    pub fn source(&self, read: &ReadArgs) -> Result<nearflow_lab::store::Source> {
+        if self.is_empty(read) {
+            anyhow::bail!("give the data: --data FILE[,FILE…] or --store STORE");
+        }
+        Ok(match &self.store {
             Some(p) => nearflow_lab::store::Source::Snapshot(p.clone()),
             None => nearflow_lab::store::Source::Files(self.data.clone(), read.options()),
-        }
+        })
     }
 }
 

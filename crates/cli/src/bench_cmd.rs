@@ -551,7 +551,7 @@ pub struct Sp2benchCmd {
 impl Sp2benchCmd {
     fn config(&self) -> Result<lab::sp2bench::Config> {
         Ok(lab::sp2bench::Config {
-            source: self.source.source(&self.read),
+            source: self.source.source(&self.read)?,
             queries: self.queries.clone(),
             queries_dir: self.queries_dir.clone(),
             policies: self.policies.clone(),
@@ -631,7 +631,7 @@ pub struct ServeLoadCmd {
 impl ServeLoadCmd {
     fn config(&self) -> Result<lab::serve_load::Config> {
         Ok(lab::serve_load::Config {
-            source: self.source.source(&self.read),
+            source: self.source.source(&self.read)?,
             queries: self.queries.clone(),
             queries_dir: self.queries_dir.clone(),
             clients: self.clients,

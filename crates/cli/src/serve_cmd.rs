@@ -171,7 +171,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             anyhow::bail!("--load-dir {}: not a directory", d.display());
         }
     }
-    let db = Arc::new(cmd.source.source(&cmd.read).open_db(
+    let db = Arc::new(cmd.source.source(&cmd.read)?.open_db(
         &machine,
         !cmd.read_only,
         cmd.quiet,

@@ -143,6 +143,40 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
     Ok(())
 }
 
+/// The files a query over no store names in its `FROM` and `FROM NAMED` clauses, each loaded
+/// as the graph its IRI names (so the query's dataset picks them as it says), as Jena's
+/// command line does.
+fn from_files(
+    text: &str,
+    base: Option<&str>,
+    read: &crate::args::ReadArgs,
+) -> Result<nearflow_lab::store::Source> {
+    let options = Options {
+        base: base.map(str::to_owned),
+        ..Options::default()
+    };
+    let q = sparql::Query::parse(text, &options)?;
+    let iris = q
+        .dataset
+        .iter()
+        .flat_map(|d| d.default.iter().chain(&d.named))
+        .cloned()
+        .collect::<std::collections::BTreeSet<_>>();
+    if iris.is_empty() {
+        bail!("give the data: --data FILE[,FILE…] or --store STORE (or name files in the query's FROM)");
+    }
+    let mut opts = read.options();
+    for iri in iris {
+        let path = nearflow_rdf::load::file_path(&iri).ok_or_else(|| {
+            anyhow::anyhow!(
+                "FROM <{iri}>: over no store, a query's FROM names a local file (a file: IRI, or a path relative to the query); nearflow fetches nothing from the network"
+            )
+        })?;
+        opts.named.push((iri, path));
+    }
+    Ok(nearflow_lab::store::Source::Files(Vec::new(), opts))
+}
+
 pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let text = match (&cmd.query, &cmd.expr) {
         (Some(f), _) => std::fs::read_to_string(f).with_context(|| format!("{}", f.display()))?,
@@ -158,7 +192,12 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri));
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
-    let store = Arc::new(cmd.source.source(&cmd.read).open(&machine, cmd.quiet)?);
+    let source = if cmd.source.is_empty(&cmd.read) {
+        from_files(&text, base.as_deref(), &cmd.read)?
+    } else {
+        cmd.source.source(&cmd.read)?
+    };
+    let store = Arc::new(source.open(&machine, cmd.quiet)?);
     store::place(&store, cmd.store_placement.into(), cmd.quiet)?;
     let rt = build_runtime(
         machine,
@@ -177,6 +216,12 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         base,
     };
     let q = sparql::prepare(&store, &text, &options)?;
+    for f in &q.query().unknown_functions {
+        eprintln!(
+            "warning: nearflow does not know the function <{f}>: every call of it is an error \
+             (SPARQL 1.1 §17.6), so a FILTER over it is false and a BIND leaves its variable unbound"
+        );
+    }
     let started = Instant::now();
     let mut running = q.start(&rt)?;
     let minted = running.minted();

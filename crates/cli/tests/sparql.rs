@@ -258,15 +258,17 @@ fn bad_input_is_one_line_and_a_failure() {
         ),
         "not supported: SERVICE (federation)",
     );
-    fails_with(
-        &sparql(
-            "--data",
-            &d,
-            "SELECT * WHERE { ?s ?p ?o FILTER(<http://example.org/f>(?o)) }",
-            &[],
-        ),
-        "not supported: the function <http://example.org/f>",
-    );
+    // A function nearflow does not know: an error where it is called (§17.6), and a warning.
+    let out = nearflow(&sparql(
+        "--data",
+        &d,
+        "SELECT * WHERE { ?s ?p ?o FILTER(<http://example.org/f>(?o)) }",
+        &["--count"],
+    ));
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n");
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("warning: nearflow does not know the function <http://example.org/f>"));
     fails_with(
         &sparql("--data", &d, "SELEC * WHERE { ?s ?p ?o }", &[]),
         "at 1:1: expected SELECT, CONSTRUCT, ASK or DESCRIBE",
@@ -884,4 +886,38 @@ fn a_replicated_store_answers_alike_and_says_what_it_read() {
         &sparql("--data", &d, q, &["--store-placement", "striped"]),
         "invalid value 'striped'",
     );
+}
+
+/// Over no store, the files a query names in `FROM` and `FROM NAMED` are its dataset (relative
+/// to the query file), as Jena's command line reads them; a FROM that is not a local file, or
+/// no data at all, is a clear error.
+#[test]
+fn a_query_over_no_store_loads_the_files_its_from_clauses_name() {
+    let dir = scratch("from");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.ttl"), "<http://ex/a> <http://ex/p> \"A\" .\n").unwrap();
+    std::fs::write(dir.join("b.ttl"), "<http://ex/b> <http://ex/p> \"B\" .\n").unwrap();
+    let q = dir.join("q.rq");
+    std::fs::write(
+        &q,
+        "SELECT ?g ?o FROM <a.ttl> FROM NAMED <b.ttl> \
+         WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } } ORDER BY ?o",
+    )
+    .unwrap();
+    let out = ok(&[
+        "sparql",
+        "--quiet",
+        "--format",
+        "csv",
+        "--query",
+        q.to_str().unwrap(),
+    ]);
+    let b = nearflow_rdf::load::file_iri(&dir.join("b.ttl"));
+    assert_eq!(out, format!("g,o\r\n,A\r\n{b},B\r\n"));
+    fails_with(
+        &["sparql", "-e", "SELECT * FROM <http://ex/x> { ?s ?p ?o }"],
+        "fetches nothing from the network",
+    );
+    fails_with(&["sparql", "-e", "SELECT * { ?s ?p ?o }"], "give the data");
+    fails_with(&["serve"], "give the data");
 }

@@ -115,6 +115,31 @@ pub fn file_iri(path: &Path) -> String {
     out
 }
 
+/// The local path a `file://` IRI names (its `%XX` escapes decoded): the inverse of
+/// [`file_iri`]; `None` for an IRI of another scheme.
+pub fn file_path(iri: &str) -> Option<PathBuf> {
+    let p = iri.strip_prefix("file://")?.as_bytes();
+    let mut out = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        let hex = p
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (p[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Some(PathBuf::from(String::from_utf8_lossy(&out).into_owned()))
+}
+
 /// Why a load failed. Nothing was loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

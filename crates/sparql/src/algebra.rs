@@ -281,6 +281,9 @@ pub struct Translator {
     patterns: usize,
     /// The query's base IRI (for `IRI()`), when it has one.
     pub base: Option<String>,
+    /// Functions called that nearflow does not know (their IRIs, each once): every call is an
+    /// expression error; a front end says so, since a misspelt name answers nothing.
+    pub unknown_functions: Vec<String>,
 }
 
 /// An `oxrdf` literal as our term (tags lower case, as the loader stores them).
@@ -685,7 +688,12 @@ impl Translator {
                         }
                         // A function nearflow does not know is an error where it is called
                         // (§17.6), not a refusal of the whole query.
-                        None => Func::Unknown,
+                        None => {
+                            if !self.unknown_functions.iter().any(|f| f == iri.as_str()) {
+                                self.unknown_functions.push(iri.as_str().to_owned());
+                            }
+                            Func::Unknown
+                        }
                     },
                     #[allow(unreachable_patterns)]
                     other => return Err(QueryError::Unsupported(format!("the function {other}"))),

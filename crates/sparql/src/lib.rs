@@ -189,6 +189,9 @@ pub struct Query {
     pub names: Vec<String>,
     /// The dataset clauses (`FROM`, `FROM NAMED`), when the query has any.
     pub dataset: Option<Dataset>,
+    /// Functions it calls that nearflow does not know (IRIs): each call is an expression
+    /// error (§17.6), so a FILTER over one is false; worth telling the user.
+    pub unknown_functions: Vec<String>,
 }
 
 impl Query {
@@ -294,6 +297,7 @@ impl Query {
             optimized,
             names: tr.vars.names,
             dataset,
+            unknown_functions: tr.unknown_functions,
         })
     }
 

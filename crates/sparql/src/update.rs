@@ -17,7 +17,7 @@
 //! that does not exist.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use nearflow_rdf::delta::Edit;
@@ -661,10 +661,9 @@ fn load(
     allowed: &LoadFrom,
 ) -> Result<(), String> {
     use nearflow_rdf::load;
-    let path = source.strip_prefix("file://").map(PathBuf::from).ok_or_else(|| {
+    let path = load::file_path(source).ok_or_else(|| {
         format!("LOAD <{source}>: nearflow loads local files only (a file:// IRI); it fetches nothing from the network")
     })?;
-    let path = percent_decode(&path);
     match allowed {
         LoadFrom::Nowhere => {
             return Err(format!(
@@ -735,24 +734,4 @@ pub fn add_loaded(e: &mut Edit<'_>, loaded: &nearflow_rdf::load::Loaded) -> Resu
         e.insert(out);
     }
     Ok(loaded.quads.len())
-}
-
-/// `%XX` escapes of a file IRI's path decoded (a space is `%20` in an IRI).
-fn percent_decode(p: &Path) -> PathBuf {
-    let s = p.to_string_lossy();
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    PathBuf::from(String::from_utf8_lossy(&out).into_owned())
 }
