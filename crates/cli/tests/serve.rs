@@ -147,6 +147,8 @@ fn bench_serve_checks_every_answer() {
 
 /// Starts `nearflow serve ARGS…`; its child and the port it listens on, read from stderr once
 /// it says "serving" (the lines before, warnings included, returned too).
+// The child is handed to the caller, who stops it and waits for it (`stop`).
+#[allow(clippy::zombie_processes)]
 fn serving(args: &[&str]) -> (std::process::Child, u16, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
         .args(args)
@@ -157,7 +159,11 @@ fn serving(args: &[&str]) -> (std::process::Child, u16, String) {
     let mut said = String::new();
     loop {
         let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "{said}");
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server ended before it served: {said}");
+        }
         said.push_str(&line);
         if line.starts_with("serving") {
             let port = line

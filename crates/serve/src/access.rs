@@ -124,7 +124,7 @@ impl Access {
             });
         if own {
             Source::Same
-        } else if self.cors.iter().any(|c| *c == origin) {
+        } else if self.cors.contains(&origin) {
             Source::Named
         } else if self.cors.iter().any(|c| c == "*") {
             Source::Anyone

@@ -139,15 +139,15 @@ impl http_body::Body for Counted {
 }
 
 /// Reads a request's body within the edge's bounds: the declared length, the encoding and the
-/// expectation checked before any of it is read, the whole of it within `timeout` and `limit`.
+/// expectation checked before any of it is read, the whole of it within `timeout` and `limit`
+/// (408 past it: [`refusal`] closes the connection).
 pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
     timeout: Duration,
-) -> Result<Bytes, Response> {
-    let refuse =
-        |status: StatusCode, message: String| Err(ApiError::new(status, message).into_response());
+) -> Result<Bytes, ApiError> {
+    let refuse = |status: StatusCode, message: String| Err(ApiError::new(status, message));
     if let Some(e) = headers.get(header::EXPECT) {
         if !e.as_bytes().eq_ignore_ascii_case(b"100-continue") {
             return refuse(
@@ -202,20 +202,26 @@ pub(crate) async fn read_body(
                 )
             }
         }
-        Err(_) => {
-            let mut r = ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!(
-                    "the request's body did not arrive within {} s",
-                    timeout.as_secs_f64()
-                ),
-            )
-            .into_response();
-            r.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            Err(r)
-        }
+        Err(_) => refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request's body did not arrive within {} s",
+                timeout.as_secs_f64()
+            ),
+        ),
     }
+}
+
+/// The response to a body [`read_body`] refused; after a 408 the connection is closed (what
+/// is left of a body that stalled cannot be told from the next request).
+pub(crate) fn refusal(e: ApiError) -> Response {
+    let close = e.status == StatusCode::REQUEST_TIMEOUT;
+    let mut r = e.into_response();
+    if close {
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
 }
 
 /// The client preface of HTTP/2 with prior knowledge.

@@ -471,9 +471,9 @@ async fn guard(
     let body = match conn::read_body(&headers, body, cfg.max_request_bytes, cfg.body_timeout).await
     {
         Ok(b) => b,
-        Err(r) => {
+        Err(e) => {
             ep.counters.failed.fetch_add(1, Ordering::Relaxed);
-            return r;
+            return conn::refusal(e);
         }
     };
     let busy = conn::Conn::answering(conn.as_ref());

@@ -446,7 +446,13 @@ fn limits_inside_long_loops(s: &Server) {
     }
     drop(c);
     let t = Instant::now();
-    while s.ep.counters.running.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+    while s
+        .ep
+        .counters
+        .running
+        .load(std::sync::atomic::Ordering::SeqCst)
+        != 0
+    {
         assert!(
             t.elapsed() < Duration::from_secs(5),
             "the query of a client that left still runs"
