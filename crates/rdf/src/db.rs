@@ -245,14 +245,14 @@ fn lock(path: &Path) -> Result<WriteLock, DbError> {
     };
     let d = std::fs::metadata(&dir).map_err(io(&dir))?;
     let file = path.file_name().unwrap_or_default().as_encoded_bytes();
-    let name = format!(
-        "nearflow-store:{:x}:{:x}:{:08x}",
-        d.dev(),
-        d.ino(),
-        crc32fast::hash(file)
-    );
-    let addr =
-        std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(io(path))?;
+    let mut name = format!("nearflow-store:{:x}:{:x}:", d.dev(), d.ino()).into_bytes();
+    // An abstract name holds at most 107 bytes: a long file name by its checksum.
+    if name.len() + file.len() <= 100 {
+        name.extend_from_slice(file);
+    } else {
+        name.extend_from_slice(format!("{:08x}", crc32fast::hash(file)).as_bytes());
+    }
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).map_err(io(path))?;
     match std::os::unix::net::UnixListener::bind_addr(&addr) {
         Ok(l) => Ok(WriteLock { _file: f, _name: l }),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(busy()),
