@@ -44,7 +44,7 @@ fi
 echo "== the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
 scripts/apt-install.sh nearflow-tests chromium
 cargo test --release -q -p nearflow-serve --test browser -- --ignored
-echo "== fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the endpoint's request and Accept readers (crates/serve/tests/fuzz.rs)"
+echo "== fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz

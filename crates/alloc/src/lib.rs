@@ -188,7 +188,7 @@ pub use os::{current_node, GRANULE, PAGE};
 #[cfg(not(loom))]
 pub use stats::Stats;
 #[cfg(not(loom))]
-pub use thread::set_thread_choice;
+pub use thread::{rehome_current_thread, set_thread_choice};
 
 /// The single-threaded core (and one foreign free) with a small configuration, small enough to
 /// run under Miri (`scripts/miri.sh`), whose OS layer is `std::alloc::System`.

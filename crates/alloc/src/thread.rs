@@ -75,6 +75,35 @@ fn ensure_key(l: &Local) {
     l.keyed.set(true);
 }
 
+/// For a thread just bound to another NUMA node's PUs: gives up its local allocators of any
+/// other node, as at thread exit (`Heap::abandon`; their blocks stay valid and come back
+/// through the recollection bins), so that its next allocation binds or adopts one of the node
+/// it runs on now. A thread's first allocation fixes its local allocator's node, and a thread
+/// may allocate (thread start-up, a name) before it binds itself; without this, a build thread
+/// bound to node 1 that first ran on node 0 kept taking node 0's superblocks.
+pub fn rehome_current_thread() {
+    let node = crate::os::current_node() % crate::MAX_NODES;
+    let _ = LOCAL.try_with(|l| {
+        if l.dead.get() {
+            return;
+        }
+        for s in &l.slots {
+            let (a, h) = s.get();
+            if h.is_null() {
+                continue;
+            }
+            // SAFETY: heaps are never unmapped; `node` is atomic.
+            let held = unsafe { (*h).node.load(core::sync::atomic::Ordering::Relaxed) } as usize;
+            if held != node {
+                s.set((ptr::null(), ptr::null_mut()));
+                // SAFETY: the allocator is 'static; this thread owned `h` and gives it up, its
+                // slot cleared first so that nothing below allocates from it.
+                unsafe { (*h).abandon(&*a) };
+            }
+        }
+    });
+}
+
 #[inline]
 fn slot_of(l: &Local, a: &Allocator) -> Option<usize> {
     let ap: *const Allocator = a;

@@ -227,13 +227,25 @@ pub(crate) fn refusal(e: ApiError) -> Response {
 /// The client preface of HTTP/2 with prior knowledge.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Whether the connection opens with HTTP/2's preface (waiting at most `wait` for its first
-/// bytes); an HTTP/1 request never begins with `PRI `.
-pub(crate) async fn is_http2(tcp: &tokio::net::TcpStream, wait: Duration) -> bool {
+/// How a connection opens.
+pub(crate) enum Opening {
+    /// With HTTP/2's preface.
+    Http2,
+    /// With anything else (an HTTP/1 request never begins with `PRI `).
+    Http1,
+    /// With nothing within the wait (or the peer went away): it is closed.
+    Silent,
+}
+
+/// How the connection opens, waiting at most `wait` for its first bytes.
+pub(crate) async fn opening(tcp: &tokio::net::TcpStream, wait: Duration) -> Opening {
     let mut buf = [0u8; 24];
     match tokio::time::timeout(wait, tcp.peek(&mut buf)).await {
-        Ok(Ok(n)) if n >= 4 => H2_PREFACE.starts_with(&buf[..n.min(H2_PREFACE.len())]),
-        _ => false,
+        Ok(Ok(n)) if n >= 4 && H2_PREFACE.starts_with(&buf[..n.min(H2_PREFACE.len())]) => {
+            Opening::Http2
+        }
+        Ok(Ok(n)) if n > 0 => Opening::Http1,
+        _ => Opening::Silent,
     }
 }
 

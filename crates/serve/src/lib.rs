@@ -375,10 +375,18 @@ pub async fn serve(
             ));
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
-            if conn::is_http2(&tcp, header_timeout).await {
-                conn::refuse_http2(tcp).await;
-                state.end();
-                return;
+            // The first bytes come within the header timeout, as the rest of the headers must.
+            match conn::opening(&tcp, header_timeout).await {
+                conn::Opening::Http1 => {}
+                conn::Opening::Http2 => {
+                    conn::refuse_http2(tcp).await;
+                    state.end();
+                    return;
+                }
+                conn::Opening::Silent => {
+                    state.end();
+                    return;
+                }
             }
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())

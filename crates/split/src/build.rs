@@ -14,23 +14,36 @@ use nearflow_topo::Machine;
 
 use crate::{layout, PartInfo, Partition, Placed, Route, SplitBy, SplitError, SplittableData};
 
-/// Binds the calling thread to the PUs of `info`'s node or group, where the machine is the host.
-fn bind_to(machine: &Machine, info: &PartInfo) -> Placed {
+/// The PUs of `info`'s node or group to bind its build thread to, where the machine is the
+/// host; else why it is not bound. Made before the thread starts, so that the thread binds
+/// itself before it allocates anything of its own.
+fn pus_of(machine: &Machine, info: &PartInfo) -> Result<Vec<usize>, Placed> {
     if !machine.source().is_host() {
-        return Placed::Unbound(
+        return Err(Placed::Unbound(
             "not this host's topology: nodes are simulated, pages stay where the OS puts them"
                 .into(),
-        );
+        ));
     }
-    let pus: Vec<usize> = match info.group {
+    Ok(match info.group {
         Some(g) => machine.groups()[g].pus.clone(),
         None => (0..machine.pu_count())
             .filter(|&p| machine.node_of(p) == info.node)
             .collect(),
-    };
-    match nearflow_topo::bind_current_thread(machine, &pus) {
-        Ok(()) => Placed::Bound,
-        Err(e) => Placed::Unbound(format!("binding to node {} failed: {e}", info.node)),
+    })
+}
+
+/// Binds the calling thread to `pus` (from [`pus_of`]), first thing on a build thread.
+fn bind_to(machine: &Machine, node: usize, pus: Result<Vec<usize>, Placed>) -> Placed {
+    match pus {
+        Ok(pus) => match nearflow_topo::bind_current_thread(machine, &pus) {
+            Ok(()) => {
+                // Whatever the thread allocated before (its start-up) fixed nothing.
+                nearflow_alloc::rehome_current_thread();
+                Placed::Bound
+            }
+            Err(e) => Placed::Unbound(format!("binding to node {node} failed: {e}")),
+        },
+        Err(placed) => placed,
     }
 }
 
@@ -100,10 +113,11 @@ impl<T: Send> SplittableData<T> {
                 .into_iter()
                 .map(|(info, x)| {
                     let make = &make;
+                    let pus = pus_of(machine, &info);
                     std::thread::Builder::new()
                         .name(format!("split-build-{}", info.index))
                         .spawn_scoped(s, move || {
-                            let placed = bind_to(machine, &info);
+                            let placed = bind_to(machine, info.node, pus);
                             catch_unwind(AssertUnwindSafe(|| make(&info, x)))
                                 .map(|data| Partition { info, placed, data })
                                 .map_err(|p| {
