@@ -108,6 +108,28 @@ fn update_changes_a_saved_store_and_every_reader_sees_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `nearflow serve` over store `st`, once it says it is serving (the caller stops it and waits
+/// for it).
+#[allow(clippy::zombie_processes)]
+fn serving(st: &str) -> std::process::Child {
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", st])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        if std::io::BufRead::read_line(&mut err, &mut line).unwrap_or(0) == 0 {
+            let _ = server.kill();
+            let _ = server.wait();
+            panic!("the server ended before it served");
+        }
+    }
+    server
+}
+
 fn nearflow_log(s: &Path) -> PathBuf {
     let mut p = s.as_os_str().to_owned();
     p.push(".log");
@@ -138,17 +160,7 @@ fn update_refuses_bad_requests_and_a_store_in_use() {
     );
     fails_with(&["update", "--store", st], "--update");
     // A server holds the store for writing: a second writer is refused, not queued.
-    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", st])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("serving") {
-        line.clear();
-        assert!(std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0);
-    }
+    let mut server = serving(st);
     fails_with(
         &["update", "--store", st, "-e", "CLEAR ALL"],
         "another process is writing this store",
@@ -211,17 +223,7 @@ fn a_deleted_lock_file_lets_no_second_writer_in() {
     let _ = std::fs::remove_dir_all(&dir);
     let s = store(&dir);
     let st = s.to_str().unwrap();
-    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", st])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("serving") {
-        line.clear();
-        assert!(std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0);
-    }
+    let mut server = serving(st);
     let mut lock = s.as_os_str().to_owned();
     lock.push(".lock");
     std::fs::remove_file(&lock).unwrap();

@@ -15,6 +15,8 @@ use nearflow_serve::protocol::{read, Request};
 use proptest::prelude::*;
 use tower::ServiceExt;
 
+mod common;
+
 fn cases() -> u32 {
     std::env::var("NEARFLOW_FUZZ_CASES")
         .ok()
@@ -94,16 +96,7 @@ fn endpoint() -> &'static (Arc<nearflow_serve::Endpoint>, tokio::runtime::Runtim
         let text: String = (0..200)
             .map(|i| format!("<http://ex/s{i}> <http://ex/v> {i} .\n"))
             .collect();
-        let mut l = nearflow_rdf::load::Loaded::default();
-        nearflow_rdf::load::load_reader(
-            &mut l,
-            "d.ttl".as_ref(),
-            nearflow_rdf::load::Format::Turtle,
-            text.as_bytes(),
-            "",
-        )
-        .unwrap();
-        let store = l.into_store(&machine).unwrap();
+        let store = common::store_of(&text, &machine);
         let rt = nearflow_rt::Runtime::builder(machine.clone())
             .build()
             .unwrap();

@@ -55,17 +55,8 @@ fn server(timeout: Duration) -> Server {
     let text: String = (0..SUBJECTS)
         .map(|i| format!("<http://ex/s{i}> <http://ex/v> {i} ; <http://ex/name> \"n{i}\" .\n"))
         .collect();
-    let mut l = nearflow_rdf::load::Loaded::default();
-    nearflow_rdf::load::load_reader(
-        &mut l,
-        "d.ttl".as_ref(),
-        nearflow_rdf::load::Format::Turtle,
-        text.as_bytes(),
-        "",
-    )
-    .unwrap();
     let path = dir.join("s.nfs");
-    nearflow_rdf::snapshot::save(&l.into_store(&machine).unwrap(), &path).unwrap();
+    nearflow_rdf::snapshot::save(&common::store_of(&text, &machine), &path).unwrap();
     let db = Db::open(&path, &machine, true).unwrap();
     let rt = nearflow_rt::Runtime::builder(machine.clone())
         .build()
@@ -433,32 +424,14 @@ fn limits_inside_long_loops(s: &Server) {
     let mut c = TcpStream::connect(s.addr).unwrap();
     c.write_all(&post("/query", "application/sparql-query", "", &q))
         .unwrap();
-    let t = Instant::now();
-    while s
-        .ep
-        .counters
-        .running
-        .load(std::sync::atomic::Ordering::SeqCst)
-        == 0
-    {
-        assert!(t.elapsed() < Duration::from_secs(10), "never started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(s, true, Duration::from_secs(10), "the query never started");
     drop(c);
-    let t = Instant::now();
-    while s
-        .ep
-        .counters
-        .running
-        .load(std::sync::atomic::Ordering::SeqCst)
-        != 0
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the query of a client that left still runs"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        s,
+        false,
+        Duration::from_secs(5),
+        "the query of a client that left still runs",
+    );
     // An update whose client leaves is not made.
     let update = format!(
         "INSERT {{ ?s <http://ex/left> 1 }} WHERE {{ ?s <http://ex/v> ?o FILTER(?o IN ({})) }}",
@@ -491,6 +464,22 @@ fn limits_inside_long_loops(s: &Server) {
         "the update of a client that left was made"
     );
     alive(s, "clients that left");
+}
+
+/// Waits until a query is running (`running`) or none is, failing with `why` after `within`.
+fn wait_until(s: &Server, running: bool, within: Duration, why: &str) {
+    let t = Instant::now();
+    while (s
+        .ep
+        .counters
+        .running
+        .load(std::sync::atomic::Ordering::SeqCst)
+        > 0)
+        != running
+    {
+        assert!(t.elapsed() < within, "{why}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// 6. Bodies that come slowly or are too long, and more connections than the cap.

@@ -10,6 +10,20 @@ pub fn enc(s: &str) -> String {
     nearflow_serve::protocol::encode(s)
 }
 
+/// A store of `text` (Turtle) on `machine`.
+pub fn store_of(text: &str, machine: &nearflow_topo::Machine) -> nearflow_rdf::Store {
+    let mut l = nearflow_rdf::load::Loaded::default();
+    nearflow_rdf::load::load_reader(
+        &mut l,
+        "d.ttl".as_ref(),
+        nearflow_rdf::load::Format::Turtle,
+        text.as_bytes(),
+        "",
+    )
+    .unwrap();
+    l.into_store(machine).unwrap()
+}
+
 /// `ep` served on a loopback port by its own one-thread I/O runtime (dropping the runtime
 /// stops it).
 pub fn start(ep: Arc<Endpoint>) -> (std::net::SocketAddr, tokio::runtime::Runtime) {
