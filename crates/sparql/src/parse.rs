@@ -151,6 +151,10 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
     let mut elements = vec![0usize; MAX_NESTING + 2];
     // Whether the last token could end an operand (then `-`/`+` is binary).
     let mut after_operand = false;
+    // Per open bracket, whether it holds an expression; whether the last token was FILTER,
+    // BIND or HAVING.
+    let mut expression: Vec<bool> = Vec::new();
+    let mut after_keyword = false;
     let refuse = |line: usize, col: usize, what: &str| {
         Err(QueryError::Syntax(format!(
             "at {line}:{col}: {what} more than {MAX_NESTING} deep; nearflow refuses such a query"
@@ -206,6 +210,20 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 unary = 0;
                 continue;
             }
+            '<' if after_operand
+                && expression.last() == Some(&true)
+                && iriref_len(&chars[i..]).is_some() =>
+            {
+                // By the longest-token rule (§19.8) `<…>` is an IRI here, and an IRI cannot
+                // follow an operand inside an expression (`?x<?a&&?b>?y`).
+                return Err(QueryError::Syntax(format!(
+                    "at {line}:{col}: `{}` is an IRI (the longest token), which cannot follow \
+                     an operand here; for a comparison put a space after `<`",
+                    chars[i..i + iriref_len(&chars[i..]).unwrap_or(1)]
+                        .iter()
+                        .collect::<String>()
+                )));
+            }
             '<' => {
                 // An IRI if a `>` closes it before any space; otherwise the operator.
                 let end = chars[i + 1..]
@@ -221,6 +239,9 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 after_operand = false;
             }
             '(' | '{' | '[' => {
+                // Inside FILTER( … ), BIND( … ) and HAVING( … ), brackets hold expressions;
+                // braces and square brackets hold patterns again.
+                expression.push(c == '(' && (after_keyword || expression.last() == Some(&true)));
                 depth += 1;
                 n.brackets += 1;
                 if depth > MAX_NESTING {
@@ -231,6 +252,7 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 unary = 0;
             }
             ')' | '}' | ']' => {
+                expression.pop();
                 depth = depth.saturating_sub(1);
                 after_operand = true;
                 unary = 0;
@@ -272,6 +294,10 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 if boolean && chars.get(i + len) != Some(&':') {
                     n.booleans.push(i);
                 }
+                after_keyword = ["FILTER", "BIND", "HAVING"]
+                    .iter()
+                    .any(|k| word.eq_ignore_ascii_case(k))
+                    && chars.get(i + len) != Some(&':');
                 let nests = ["OPTIONAL", "MINUS", "BIND"]
                     .iter()
                     .any(|k| word.eq_ignore_ascii_case(k));
@@ -296,10 +322,22 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 unary = 0;
             }
         }
+        if !c.is_whitespace() {
+            after_keyword = false;
+        }
         n.deepest = n.deepest.max(depth).max(unary);
         i += 1;
     }
     Ok(n)
+}
+
+/// The length of the IRIREF token (§19.8: `<`, then no `<>"{}|^`\` or character up to space,
+/// then `>`) at the start of `chars`, when there is one.
+fn iriref_len(chars: &[char]) -> Option<usize> {
+    let k = chars[1..]
+        .iter()
+        .position(|&c| c <= ' ' || "<>\"{}|^`\\".contains(c))?;
+    (chars[1 + k] == '>').then_some(k + 2)
 }
 
 /// Whether `c` can be part of a word, a variable or a prefixed name.

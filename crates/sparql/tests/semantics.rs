@@ -686,7 +686,8 @@ fn not_equal_between_a_string_and_a_tagged_string_is_true_as_in_oxigraph() {
 /// are the keywords (§19.1: keywords are matched without regard to case); strings and
 /// language-tagged strings that are not the same term are known to differ (`!=` true, `=`
 /// false: §17.4.1.7 lets an implementation say so of literals it knows); a function nearflow
-/// does not know is an error where it is called (§17.6), not a refusal of the query.
+/// does not know is an error where it is called (§17.6), not a refusal of the query; `<…>` is
+/// an IRI wherever it is the longest token.
 #[test]
 fn booleans_in_capitals_string_inequality_and_unknown_functions() {
     let data = "@prefix ex: <http://ex/> . ex:a ex:p \"x\" , \"x\"@en , \"x\"@de , 1 .";
@@ -710,6 +711,19 @@ fn booleans_in_capitals_string_inequality_and_unknown_functions() {
         count("SELECT ?o { ?s ex:p ?o FILTER(!BOUND(?x)) BIND(<http://ex/f>(?o) AS ?x) }"),
         4
     );
+    // The longest-token rule (§19.8): `<?a&&?b>` is an IRI, and an IRI cannot follow an
+    // operand in an expression (W3C syn-bad-26); with a space it is a comparison.
+    let refused = sparql::prepare(
+        &store,
+        "SELECT * WHERE { FILTER (?x<?a&&?b>?y) }",
+        &sparql::Options::default(),
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("`<?a&&?b>` is an IRI"), "{refused}");
+    assert_eq!(count("SELECT ?o { ?s ex:p ?o FILTER(?o< 2&&?o>0) }"), 1);
+    assert_eq!(count("SELECT ?o { ?s ex:p ?o FILTER(?o<2||?o>0) }"), 1);
     // A prefix named like a boolean is a prefix.
     assert_eq!(
         count("PREFIX TRUE: <http://ex/> SELECT ?o { ?s TRUE:p ?o }"),
