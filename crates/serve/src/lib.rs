@@ -312,13 +312,13 @@ pub fn router(endpoint: Arc<Endpoint>) -> Router {
                 "no such resource; the endpoint is /query (see / for the others)",
             )
         })
-        .layer(axum::middleware::map_response_with_state(
-            endpoint.clone(),
-            count,
-        ))
         .layer(axum::middleware::from_fn_with_state(
             endpoint.clone(),
             guard,
+        ))
+        .layer(axum::middleware::map_response_with_state(
+            endpoint.clone(),
+            count,
         ))
         .layer(DefaultBodyLimit::max(limit))
         .with_state(endpoint)
@@ -479,10 +479,7 @@ async fn guard(
     let body = match conn::read_body(&headers, body, cfg.max_request_bytes, cfg.body_timeout).await
     {
         Ok(b) => b,
-        Err(e) => {
-            ep.counters.failed.fetch_add(1, Ordering::Relaxed);
-            return conn::refusal(e);
-        }
+        Err(e) => return conn::refusal(e),
     };
     let busy = conn::Conn::answering(conn.as_ref());
     let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
@@ -749,7 +746,7 @@ fn finish(r: Result<Response, ApiError>) -> Response {
 }
 
 /// Counts every response but preflights and `/status` by its status: 2xx answered, the rest
-/// failed (those refused before a handler ran too: 404, 413).
+/// failed (those refused before a handler ran too: 404, a `Host` or a body refused).
 async fn count(
     State(ep): State<Arc<Endpoint>>,
     uri: axum::http::Uri,

@@ -615,19 +615,16 @@ impl Prepared {
         if let Some(flag) = stop {
             r.cancel_on(flag);
         }
-        let mut rows = Rows::new(self.width);
-        while let Some(batch) = r.next_batch() {
-            rows.append(batch);
-            let held = rows.len() * self.width.max(1) * std::mem::size_of::<Id>();
-            if let Some(limit) = self.options.memory_limit.filter(|&l| held > l) {
-                r.cancel();
+        let batches = match self.hold_batches(&mut r) {
+            Ok(b) => b,
+            Err(e) => {
                 let _ = r.finish();
-                return Err(QueryError::MemoryLimit {
-                    operator: "the collected solutions".into(),
-                    limit,
-                    wanted: held,
-                });
+                return Err(e);
             }
+        };
+        let mut rows = Rows::new(self.width);
+        for batch in batches {
+            rows.append(batch);
         }
         let minted = r.minted();
         let stats = r.finish()?;
@@ -653,13 +650,11 @@ impl Prepared {
         }
     }
 
-    /// The triples a CONSTRUCT makes from solution rows (a set: each once); `minted` is the
-    /// run's ([`Running::minted`]).
     /// About the bytes the triples of a CONSTRUCT over `rows` solutions would hold (each
     /// template triple per solution: three terms and their text), to check against
     /// [`Options::memory_limit`] before they are made; 0 for the other forms (a DESCRIBE holds
     /// at most the store's own triples about its resources).
-    pub fn graph_bytes(&self, rows: usize) -> usize {
+    fn graph_bytes(&self, rows: usize) -> usize {
         match &self.form {
             Form::Construct(template) => rows
                 .saturating_mul(template.len())
@@ -696,6 +691,8 @@ impl Prepared {
         Ok(out)
     }
 
+    /// The triples a CONSTRUCT makes from solution rows (a set: each once); `minted` is the
+    /// run's ([`Running::minted`]).
     pub fn construct<'r>(
         &self,
         minted: &Minted,
