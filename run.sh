@@ -10,5 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
-cargo build --release -q -p nearflow-cli -p nearflow-allocbench
-exec target/release/nearflow demo "$@"
+cargo build --release -q -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
+exec target/release/nearflow-lab demo "$@"

@@ -24,7 +24,7 @@ echo "== the tests on ../shared/data (SP²Bench against Oxigraph, the README's c
 if [ -d ../shared/data ]; then
   cargo test --release -q -p nearflow-sparql --test sp2bench --test generated -- --ignored
   cargo test --release -q -p nearflow-apps --test apps -- --ignored
-  cargo test --release -q -p nearflow-cli --test cli -- --ignored --skip bench_alloc_runs_every_allocator
+  cargo test --release -q -p nearflow-cli --test cli -- --ignored
 elif [ -n "${NEARFLOW_CI:-}" ]; then
   echo "FAILED: ../shared/data is missing; CI runs the tests that need it" >&2
   exit 1
@@ -49,9 +49,9 @@ echo "== fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads,
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-4096}" cargo test --release -q -p nearflow-serve --test fuzz
-cargo build --release -q -p nearflow-cli -p nearflow-allocbench
+cargo build --release -q -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
 echo "== bench alloc on the allocbench programs just built (ignored by plain cargo test, which does not build them)"
-cargo test --release -q -p nearflow-cli --test cli -- --ignored --exact bench_alloc_runs_every_allocator
+cargo test --release -q -p nearflow-lab-cli --test lab -- --ignored --exact bench_alloc_runs_every_allocator
 echo "== the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
 cargo build --release -q -p nearflow-apps --examples
 for e in runtime custom_operator join allocator readme; do

@@ -1,4 +1,4 @@
-/* The C allocator contract (issue 40, item 7), as a program that prints what each call did.
+/* The C allocator contract, as a program that prints what each call did.
  * scripts/preload-test.sh runs it on glibc and under LD_PRELOAD of the nearflow library; the
  * two outputs must be the same line for line. Lines say what a caller can see: null or not,
  * errno, whether the block has the alignment asked for, whether a fresh zeroed block left the

@@ -96,7 +96,7 @@ else
   echo "NEARFLOW-VM: FAIL bench numa-factor"; ok=0
 fi
 sed 's/^/NEARFLOW-VM-OUT numa-factor: /' /tmp/nf.txt
-# The store's two placements (issue 37, item 6) on two nodes: SP²Bench on a generated document,
+# The store's two placements on two nodes: SP²Bench on a generated document,
 # the index reads each query makes from the other node's memory, partitioned and replicated.
 if nearflow gen sp2bench --triples 20000 --out /tmp/sp.n3 --quiet; then
   for pl in partitioned replicated; do

@@ -14,10 +14,6 @@
 //! has a free block; an owned allocator keeps at most `MAX_KEPT` empty superblocks in all, the
 //! most recently emptied (`kept_ring[..empty_kept]`, each flagged `kept`); an abandoned one
 //! keeps none once drained.
-//!
-//! Length: the local allocator's structure and every operation on it (allocation, local and foreign
-//! free, kept superblocks, abandonment, the checker) maintain the same invariants above, so they
-//! stay in one file, as mimalloc keeps its page queue in one.
 
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, Ordering};

@@ -4,8 +4,8 @@
 //! §5 maps every block above 512 KB straight from the OS, because in 2013 the engine's packets
 //! (half the L2, §4 of the Bobox paper) were at most 512 KB. Today's cores have 1–2 MiB of L2
 //! (so packets of 512 KiB–1 MiB, and more on machines with 4 MiB), and an `mmap`, its page
-//! faults and an `munmap` for every packet made the allocator 1.7–1.9× slower than glibc's
-//! (issue 9). The tier keeps such blocks for reuse, in two levels, like the sub-allocators:
+//! faults and an `munmap` for every packet made the allocator 1.7–1.9× slower than glibc's.
+//! The tier keeps such blocks for reuse, in two levels, like the sub-allocators:
 //!
 //! - **size classes**: eight per doubling above `max_block` (block sizes at most 9.5 % apart, so a
 //!   reused block wastes under 9 % of its pages), up to `Config::large_max` (64 MiB by
@@ -18,7 +18,7 @@
 //!   and every block freed by a thread of another node, goes back to the cache of the block's
 //!   node, LIFO per class. An allocation looks in the thread's cache, then in its node's, each
 //!   for a block of its class, else of the smallest larger class there is ([`STRETCH`]).
-//! - **eviction on a miss** (issue 40): when neither has a block that fits and a new one must be
+//! - **eviction on a miss**: when neither has a block that fits and a new one must be
 //!   mapped, the node first unmaps cached blocks, the most recently freed of each class first,
 //!   until what it keeps resident plus the new block is within `Config::node_reserve_bytes`.
 //!   Cached blocks that could not serve the miss are of other sizes; keeping them while

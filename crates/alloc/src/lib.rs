@@ -351,7 +351,7 @@ mod core_tests {
         assert_eq!(a.stats().large_blocks, 0);
     }
 
-    /// Issue 40, item 10: a cached large block serves a smaller request (it is resident
+    /// A cached large block serves a smaller request (it is resident
     /// already), and a miss unmaps the cached blocks that could not serve it, beyond the
     /// node's reserve, before mapping a new one.
     #[test]

@@ -44,7 +44,7 @@ pub(crate) fn map_block(len: usize) -> Result<NonNull<u8>, OsError> {
 #[cfg(not(miri))]
 fn map_with(len: usize, noreserve: bool) -> Result<NonNull<u8>, OsError> {
     debug_assert!(len % PAGE == 0 && len > 0);
-    // A length near `usize::MAX` would wrap here (issue 40: `malloc(SIZE_MAX - 1 MiB)` mapped a
+    // A length near `usize::MAX` would wrap here (`malloc(SIZE_MAX - 1 MiB)` mapped a
     // few pages and the program wrote past them).
     if len > MAX_MAP {
         return Err(OsError::NoMemory);

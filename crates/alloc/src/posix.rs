@@ -17,7 +17,7 @@ impl Allocator {
         }
         let p = self.alloc(total);
         // Above the large tier every block is a fresh mapping, zero already: writing it would
-        // back every page (issue 40: a `calloc` of a huge product was OOM-killed where glibc,
+        // back every page (a `calloc` of a huge product was OOM-killed where glibc,
         // which also skips the write for fresh mappings, returns lazily zeroed memory).
         let fresh = self.class_for(total).is_none() && self.large.class_of(total).is_none();
         if !p.is_null() && !fresh {

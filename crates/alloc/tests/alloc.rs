@@ -1,7 +1,5 @@
 //! Behaviour of the allocator through its public API: routing by size, C semantics, foreign
 //! frees, thread exit, and a stress test that counts every block.
-//!
-//! Length: one file of independent behaviour tests of the allocator's public API.
 
 use std::collections::HashSet;
 use std::sync::{mpsc, Arc, Mutex};

@@ -20,7 +20,7 @@
 //!   allocates its output packet, writes it, frees the input (made by the previous stage) and
 //!   passes the output on, over bounded channels of 4.
 //! - `large-churn`: blocks of 1–25 MiB (uniform), at most 500 MiB live in all: the threads
-//!   share 20 slots and each replaces a random one of its own per step (issue 40: the large
+//!   share 20 slots and each replaces a random one of its own per step (the large
 //!   tier had kept freed blocks of every size it had seen, 1.35 GB resident for 500 MiB live).
 //! - `producer-consumer`: 64 KiB blocks from producer threads to consumer threads, one block
 //!   at a time over bounded channels of 1,024 (every free foreign, at most about 64 MiB live per
@@ -32,10 +32,7 @@
 //! process, which resets its high-water mark before the pattern (`/proc/self/clear_refs`) and
 //! reads it after (`VmHWM` of `/proc/self/status`). `getrusage`'s `ru_maxrss` would not do:
 //! Linux carries the parent's high-water mark into a child across fork and exec, so after a
-//! large run every child reported the parent's peak (issue 9).
-//!
-//! Length: the patterns must be one library for the four binaries to run identical code; each
-//! pattern is short.
+//! large run every child reported the parent's peak.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::hint::black_box;

@@ -59,7 +59,7 @@ impl Problem {
 /// counts from both workers. That cost a cache-line transfer between the cores at every spawn and
 /// every task end, a cost of this benchmark rather than of any queue (the paper's Java tasks
 /// hold plain references, and the `--orders` contenders pay nothing of the kind); without it
-/// every policy ran 512 15–21 % faster here (issue 9, eleventh session).
+/// every policy ran 512 15–21 % faster here.
 #[derive(Clone, Copy)]
 struct Operands {
     problem: *const Problem,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use nearflow_topo::{Machine, TopologySpec};
 
@@ -37,11 +37,34 @@ impl TopoArgs {
 
     /// Loads the machine, printing what it accepted with a caveat on stderr.
     pub fn load(&self) -> Result<Machine> {
-        nearflow_lab::harness::load_machine(&self.spec()?)
+        let spec = self.spec()?;
+        let m = spec
+            .load()
+            .with_context(|| format!("cannot build topology {spec:?}"))?;
+        for w in m.warnings() {
+            eprintln!("warning: {w}");
+        }
+        Ok(m)
     }
 }
 
-pub use nearflow_lab::harness::{build_runtime, machine_label};
+/// A runtime for `machine` with `policy`, `pinning`, an optional trace and `allocator`,
+/// checked to be in effect ([`nearflow_rt::Builder::build_checked`]).
+pub fn build_runtime(
+    machine: Machine,
+    policy: nearflow_policy::PolicyKind,
+    pinning: nearflow_rt::Pinning,
+    trace: bool,
+    allocator: nearflow_rt::AllocatorKind,
+) -> Result<nearflow_rt::Runtime> {
+    nearflow_rt::Runtime::builder(machine)
+        .policy(policy)
+        .pinning(pinning)
+        .trace(trace)
+        .allocator(allocator)
+        .build_checked()
+        .context("cannot start the runtime")
+}
 
 /// Where a store comes from (`sparql`, `serve`, `bench sp2bench`, `bench serve`): one of the
 /// two is needed, except by `sparql`, whose query may name its files (`FROM <file>`).
@@ -57,7 +80,7 @@ pub struct SourceArgs {
     pub store: Option<PathBuf>,
 }
 
-/// Where a store's indexes lie over the NUMA nodes (`nearflow_lab::store::StorePlacement`).
+/// Where a store's indexes lie over the NUMA nodes (`nearflow_rdf::open::StorePlacement`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum StorePlacementArg {
     /// Each permutation split by key range over the nodes, scans homed on their partition's.
@@ -68,7 +91,7 @@ pub enum StorePlacementArg {
     Replicated,
 }
 
-impl From<StorePlacementArg> for nearflow_lab::store::StorePlacement {
+impl From<StorePlacementArg> for nearflow_rdf::open::StorePlacement {
     fn from(a: StorePlacementArg) -> Self {
         match a {
             StorePlacementArg::Partitioned => Self::Partitioned,
@@ -130,33 +153,19 @@ impl SourceArgs {
     }
 
     /// The source these flags name, files read as `read` says; an error when they name none.
-    pub fn source(&self, read: &ReadArgs) -> Result<nearflow_lab::store::Source> {
+    pub fn source(&self, read: &ReadArgs) -> Result<nearflow_rdf::open::Source> {
         if self.is_empty(read) {
             anyhow::bail!("give the data: --data FILE[,FILE…] or --store STORE");
         }
         Ok(match &self.store {
-            Some(p) => nearflow_lab::store::Source::Snapshot(p.clone()),
-            None => nearflow_lab::store::Source::Files(self.data.clone(), read.options()),
+            Some(p) => nearflow_rdf::open::Source::Snapshot(p.clone()),
+            None => nearflow_rdf::open::Source::Files(self.data.clone(), read.options()),
         })
     }
 }
 
-/// Prints an experiment's report: one JSON document (and its notes on stderr) when `json`,
-/// else its tables.
-pub fn print_report<T: serde::Serialize>(r: &nearflow_lab::Report<T>, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-        if !r.notes.is_empty() {
-            eprintln!("{}", r.notes.trim_end());
-        }
-    } else {
-        print!("{}", r.text);
-    }
-    Ok(())
-}
-
 /// A parser for an integer flag in `lo..=hi`: a value outside says the range, instead of a
-/// panic or a hang deep in the work (issue 40: `--tasks 18446744073709551615` failed with
+/// panic or a hang deep in the work (`--tasks 18446744073709551615` would otherwise fail with
 /// "capacity overflow"). Underscores are allowed (`1_000_000`).
 pub fn int_in<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
 where

@@ -102,7 +102,14 @@ pub fn placement(cmd: &PlacementCmd) -> Result<()> {
     checks.push(nearflow_split::placement::partitions_on_their_nodes(&host));
     checks.push(nearflow_split::placement::dispatched_tasks_run_where_counted(&host));
     checks.push(nearflow_split::placement::homed_tasks_run_at_home_when_no_worker_is_idle(&host));
-    checks.push(nearflow_lab::store::replicas_on_their_nodes(&host));
+    // The replica check's store: a generated SP²Bench document of 60,000 triples; its query
+    // q2 has scans, hash joins and an index join.
+    let mut doc = Vec::new();
+    nearflow_apps::sp2bench::generate(60_000, 1, &mut doc)?;
+    let q2 = nearflow_apps::sp2bench::queries::text("q2").context("SP²Bench has a q2")?;
+    checks.push(nearflow_sparql::replica_check::replicas_on_their_nodes(
+        &host, &doc, &q2,
+    ));
     let nodes = placement::nodes();
     // On one node every page and thread is on node 0: the checks then show that the kernel
     // answers and the counts agree, but cannot tell a right node from a wrong one.

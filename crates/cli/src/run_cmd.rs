@@ -19,7 +19,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::{AllocatorKind, Pinning, Runtime};
 use serde::Serialize;
 
-use crate::args::{build_runtime, machine_label, TopoArgs};
+use crate::args::{build_runtime, TopoArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum RunCmd {
@@ -191,7 +191,7 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     let checksum = vwap::checksum(&bargains);
     bargains.sort_by(|a, b| b.index.total_cmp(&a.index).then(a.seq.cmp(&b.seq)));
     let report = VwapReport {
-        machine: machine_label(rt.machine()),
+        machine: rt.machine().label(),
         policy: c.policy.name().into(),
         branches: cmd.branches,
         window: cmd.window,
@@ -285,7 +285,7 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
         )?;
     }
     let report = serde_json::json!({
-        "machine": machine_label(rt.machine()),
+        "machine": rt.machine().label(),
         "policy": c.policy.name(),
         "operators": ops,
         "rows": cmd.rows,
@@ -302,7 +302,7 @@ pub fn plan(cmd: &PlanCmd) -> Result<()> {
         println!(
             "generated plan: {ops} operators, {} rows per source, on {} with {}",
             cmd.rows,
-            machine_label(rt.machine()),
+            rt.machine().label(),
             c.policy.name()
         );
         println!(

@@ -183,7 +183,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     )?);
     // The replicas live in the indexes every later version shares, and the background
     // merge's new indexes are replicated again.
-    nearflow_lab::store::place(&db.current(), cmd.store_placement.into(), cmd.quiet)?;
+    nearflow_rdf::open::place(&db.current(), cmd.store_placement.into(), cmd.quiet)?;
     let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(

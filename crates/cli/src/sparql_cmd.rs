@@ -13,7 +13,7 @@ use nearflow_rt::Pinning;
 use nearflow_sparql::{self as sparql, results, Form, Options};
 
 use crate::args::{build_runtime, SourceArgs, TopoArgs};
-use nearflow_lab::store;
+use nearflow_rdf::open;
 
 #[derive(Args, Debug, Clone)]
 pub struct SparqlCmd {
@@ -117,14 +117,14 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
             );
         }
         // Held for writing from the read to the write: no update is lost between them.
-        let db = store::open_db(&machine, &cmd.save, true, cmd.quiet)?;
+        let db = open::open_db(&machine, &cmd.save, true, cmd.quiet)?;
         let old = (*db.current()).clone();
-        let store = store::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+        let store = open::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?;
         let t = Instant::now();
         db.rewrite(store)?;
         (db, t)
     } else {
-        let store = store::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+        let store = open::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
         let t = Instant::now();
         // A new store: the log of any store saved there before is started afresh.
         nearflow_rdf::db::Db::replace(&cmd.save, &store)?;
@@ -150,7 +150,7 @@ fn from_files(
     text: &str,
     base: Option<&str>,
     read: &crate::args::ReadArgs,
-) -> Result<nearflow_lab::store::Source> {
+) -> Result<nearflow_rdf::open::Source> {
     let options = Options {
         base: base.map(str::to_owned),
         ..Options::default()
@@ -174,7 +174,7 @@ fn from_files(
         })?;
         opts.named.push((iri, path));
     }
-    Ok(nearflow_lab::store::Source::Files(Vec::new(), opts))
+    Ok(nearflow_rdf::open::Source::Files(Vec::new(), opts))
 }
 
 pub fn run(cmd: &SparqlCmd) -> Result<()> {
@@ -198,7 +198,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         cmd.source.source(&cmd.read)?
     };
     let store = Arc::new(source.open(&machine, cmd.quiet)?);
-    store::place(&store, cmd.store_placement.into(), cmd.quiet)?;
+    open::place(&store, cmd.store_placement.into(), cmd.quiet)?;
     let rt = build_runtime(
         machine,
         cmd.policy,

@@ -5,7 +5,7 @@ use clap::Args;
 use nearflow_topo::{presets, Machine};
 use serde_json::json;
 
-use crate::args::{machine_label, TopoArgs};
+use crate::args::TopoArgs;
 
 #[derive(Args, Debug)]
 pub struct TopoCmd {
@@ -99,7 +99,7 @@ pub fn render(m: &Machine) -> String {
     let _ = writeln!(
         out,
         "{}: {} PUs, {} NUMA nodes, {} core groups",
-        machine_label(m),
+        m.label(),
         m.pu_count(),
         m.node_count(),
         m.groups().len()

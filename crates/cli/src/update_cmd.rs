@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nearflow_lab::store;
 use nearflow_policy::PolicyKind;
+use nearflow_rdf::open;
 use nearflow_rt::Pinning;
 use nearflow_sparql::update::{LoadFrom, Update, UpdateOptions};
 use nearflow_sparql::Options;
@@ -70,7 +70,7 @@ pub fn run(cmd: &UpdateCmd) -> Result<()> {
     // Parsed before the store is opened: a syntax error costs nothing.
     let update = Update::parse(&text, base.as_deref())?;
     let machine = cmd.topo.load()?;
-    let db = store::open_db(&machine, &cmd.store, true, cmd.quiet)?;
+    let db = open::open_db(&machine, &cmd.store, true, cmd.quiet)?;
     let rt = build_runtime(
         machine,
         cmd.policy,

@@ -1,4 +1,4 @@
-//! Durability under SIGKILL (issue 39): `nearflow serve` over a store snapshot takes a stream
+//! Durability under SIGKILL: `nearflow serve` over a store snapshot takes a stream
 //! of updates and is killed with SIGKILL at a random moment, again and again (200 times by
 //! default; `NEARFLOW_KILL_ROUNDS` sets it). After every restart:
 //! - the store opens (the server starts and answers);

@@ -310,161 +310,7 @@ fn bad_input_is_one_line_and_a_failure() {
     );
 }
 
-/// `nearflow gen sp2bench`: the same seed gives the same file (plain and gzip), another seed
-/// another; the output loads and answers the benchmark's first query; bad flags fail cleanly
-/// and leave no partial file.
-#[test]
-fn gen_sp2bench_is_deterministic_and_loads() {
-    let a = scratch("gen-a.n3");
-    let b = scratch("gen-b.n3");
-    let c = scratch("gen-c.n3");
-    let gz = scratch("gen-a.n3.gz");
-    for (path, seed) in [(&a, "5"), (&b, "5"), (&c, "6"), (&gz, "5")] {
-        ok(&[
-            "gen",
-            "sp2bench",
-            "--triples",
-            "5000",
-            "--seed",
-            seed,
-            "--quiet",
-            "--out",
-            path.to_str().unwrap(),
-        ]);
-    }
-    let read = |p: &PathBuf| std::fs::read(p).unwrap();
-    assert_eq!(read(&a), read(&b));
-    assert_ne!(read(&a), read(&c));
-    let mut unzipped = Vec::new();
-    std::io::Read::read_to_end(
-        &mut flate2::read::GzDecoder::new(&read(&gz)[..]),
-        &mut unzipped,
-    )
-    .unwrap();
-    assert_eq!(unzipped, read(&a), "gzip holds the same document");
-    let out = ok(&sparql(
-        "--data",
-        gz.to_str().unwrap(),
-        "PREFIX dc: <http://purl.org/dc/elements/1.1/>
-         PREFIX dcterms: <http://purl.org/dc/terms/>
-         SELECT ?yr WHERE { ?j dc:title \"Journal 1 (1940)\" ; dcterms:issued ?yr }",
-        &["--format", "csv"],
-    ));
-    assert_eq!(out.trim_end(), "yr\r\n1940", "{out}");
-    fails_with(
-        &[
-            "gen",
-            "sp2bench",
-            "--triples",
-            "0",
-            "--out",
-            a.to_str().unwrap(),
-        ],
-        "--triples",
-    );
-    fails_with(
-        &[
-            "gen",
-            "sp2bench",
-            "--triples",
-            "x",
-            "--out",
-            a.to_str().unwrap(),
-        ],
-        "--triples",
-    );
-    let blocked = scratch("gen-a.n3").join("sub").join("x.n3");
-    let out = nearflow(&[
-        "gen",
-        "sp2bench",
-        "--triples",
-        "10",
-        "--out",
-        blocked.to_str().unwrap(),
-    ]);
-    assert!(!out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
-}
-
-/// `nearflow bench sp2bench` on generated data: every engine (policy × packet size) and
-/// concurrency is a cell of the CSV with the same row count per query; bad sizes fail.
-#[test]
-fn bench_sp2bench_runs_every_cell_at_every_packet_size() {
-    let data = scratch("bench-gen.n3");
-    let csv = scratch("bench.csv");
-    ok(&[
-        "gen",
-        "sp2bench",
-        "--triples",
-        "3000",
-        "--quiet",
-        "--out",
-        data.to_str().unwrap(),
-    ]);
-    let table = ok(&[
-        "bench",
-        "sp2bench",
-        "--data",
-        data.to_str().unwrap(),
-        "--queries",
-        "q1,q3c,q9",
-        "--policies",
-        "las,nls",
-        "--packet-bytes",
-        "4096,65536",
-        "--concurrent",
-        "1,2",
-        "--reps",
-        "1",
-        "--quiet",
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    // One unit per column (issue 35): milliseconds, named in the header.
-    assert!(table.contains("las/4 KiB ×1 (ms)"), "{table}");
-    let cells: Vec<&str> = table
-        .lines()
-        .filter(|l| l.starts_with("| q") && !l.starts_with("| query"))
-        .flat_map(|l| l.split('|').skip(3))
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    assert!(!cells.is_empty(), "{table}");
-    for c in cells {
-        assert!(
-            c.parse::<f64>().is_ok(),
-            "a cell without its unit: {c:?} in {table}"
-        );
-    }
-    let text = std::fs::read_to_string(&csv).unwrap();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').collect())
-        .collect();
-    assert_eq!(rows.len(), 3 * 4 * 2, "{text}");
-    for engine in ["las/4 KiB", "nls/4 KiB", "las/64 KiB", "nls/64 KiB"] {
-        assert_eq!(rows.iter().filter(|r| r[1] == engine).count(), 6, "{text}");
-    }
-    for q in ["q1", "q3c", "q9"] {
-        let counts: std::collections::BTreeSet<&str> =
-            rows.iter().filter(|r| r[0] == q).map(|r| r[4]).collect();
-        assert_eq!(counts.len(), 1, "{q}: {text}");
-    }
-    fails_with(
-        &[
-            "bench",
-            "sp2bench",
-            "--data",
-            data.to_str().unwrap(),
-            "--packet-bytes",
-            "4096,0",
-        ],
-        "--packet-bytes",
-    );
-}
-
-/// Issue 40, items 1–3 as a user meets them: a snapshot saved with one partition per NUMA node
+/// As a user meets them: a snapshot saved with one partition per NUMA node
 /// opens and answers; `load x --save x` and a save over a file that is not a snapshot are
 /// refused before loading, leaving the file as it was; `--quiet` prints nothing.
 #[test]
@@ -504,7 +350,7 @@ fn snapshots_from_numa_machines_open_and_inputs_are_never_overwritten() {
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "precious");
 }
 
-/// Issue 40, items 5, 11, 12, 13 and the time and memory limits, as a user meets them.
+/// The time and memory limits, as a user meets them.
 #[test]
 fn answers_that_stop_blank_nodes_big_integers_and_xml() {
     let f = scratch("issue40.ttl");
@@ -517,7 +363,7 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
     .unwrap();
     let f = f.to_str().unwrap();
     let tsv = |q: &str| ok(&sparql("--data", f, q, &["--format", "tsv"]));
-    // Item 12: a valid integer beyond 64 bits is a number: true, and ordered by value.
+    // A valid integer beyond 64 bits is a number: true, and ordered by value.
     assert_eq!(
         tsv("SELECT ?s { ?s <http://ex/v> ?v FILTER(!?v) } ORDER BY ?s"),
         "?s\n<http://ex/c>\n<http://ex/e>\n"
@@ -526,7 +372,7 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
         tsv("SELECT ?s { ?s <http://ex/v> ?v } ORDER BY ?v"),
         "?s\n<http://ex/e>\n<http://ex/b>\n<http://ex/a>\n<http://ex/c>\n"
     );
-    // Item 11: a fresh blank node never takes a label of the data.
+    // A fresh blank node never takes a label of the data.
     let g = ok(&sparql(
         "--data",
         f,
@@ -539,7 +385,7 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
         .collect();
     assert_eq!(labels.len(), 2, "two different nodes: {g}");
     assert!(labels.contains("_:c0_x"), "{g}");
-    // Item 13: XML cannot hold U+0007: a clear error, and the other formats write it.
+    // XML cannot hold U+0007: a clear error, and the other formats write it.
     fails_with(
         &sparql(
             "--data",
@@ -550,7 +396,7 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
         "U+0007, which XML 1.0 cannot represent",
     );
     assert!(tsv("SELECT ?o { ?s <http://ex/t> ?o }").contains("bell"));
-    // Item 5 and the limits: a cross product stops at its LIMIT; past --timeout or
+    // The limits: a cross product stops at its LIMIT; past --timeout or
     // --memory-limit a query fails, saying so, and prints no partial count.
     assert_eq!(
         ok(&sparql(
@@ -593,7 +439,7 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
     );
 }
 
-/// Issue 40, "Messages": an I/O error says its cause once; a huge bad token is not echoed
+/// Messages: an I/O error says its cause once; a huge bad token is not echoed
 /// whole; a term past the parser's 16 MiB names its line; a named-graph refusal names its line.
 #[test]
 fn load_errors_are_one_short_line_with_a_position() {

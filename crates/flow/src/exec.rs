@@ -10,9 +10,6 @@
 //! A packet (or end of stream) sent to an input schedules the consumer as an **immediate** task,
 //! queued where the sender runs; an operator that returns [`Status::More`], and a producer woken
 //! because its refused packet now fits, are scheduled as **deferred** tasks.
-//!
-//! Length: one running plan, its tasks and its bookkeeping; StreamMap's profile accounting
-//! (`ThreadProfile`, about 90 lines) lives here because it counts inside those tasks.
 
 use crate::sync::os::{
     Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, TryLockError,

@@ -1,7 +1,4 @@
 //! Plans: operators connected by streams, validated when built (001 §3).
-//!
-//! Length: the builder and the validation it runs at `build` share the operator declarations; the
-//! operators' builder methods themselves are in `ops/`.
 
 use crate::sync::os::Arc;
 use std::any::{Any, TypeId};

@@ -1,7 +1,5 @@
 //! The engine: plan validation, errors, cancellation, and a stress run of many concurrent plans
 //! with tiny packets and buffers under every policy.
-//!
-//! Length: one file of independent behaviour tests of the engine, grouped by the API they exercise.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -63,16 +63,6 @@ pub fn load_machine(spec: &TopologySpec) -> Result<Machine> {
     Ok(m)
 }
 
-/// A short human name of a machine's source.
-pub fn machine_label(m: &Machine) -> String {
-    match m.source() {
-        nearflow_topo::Source::Host => format!("host ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Preset(p) => format!("{p} ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Synthetic(s) => format!("synthetic \"{s}\" ({} PUs)", m.pu_count()),
-        nearflow_topo::Source::Xml(x) => format!("xml {x} ({} PUs)", m.pu_count()),
-    }
-}
-
 /// Parses a comma-separated list.
 pub fn parse_list<T: std::str::FromStr>(s: &str) -> Result<Vec<T>>
 where
@@ -106,20 +96,15 @@ pub fn build_runtime(
 
 /// Starts the runtime `builder` describes with `allocator`, failing if another allocator is in
 /// effect (a column of a table would otherwise be mislabelled: a program that asks for the
-/// nearflow allocator must install it as its global allocator, as `nearflow` does).
+/// nearflow allocator must install it as its global allocator, as `nearflow-lab` does).
 pub fn start_runtime(
     builder: nearflow_rt::Builder,
     allocator: nearflow_rt::AllocatorKind,
 ) -> Result<nearflow_rt::Runtime> {
-    let rt = builder
+    builder
         .allocator(allocator)
-        .build()
-        .context("cannot start the runtime")?;
-    let in_effect = rt.allocator_in_effect();
-    if in_effect != allocator {
-        anyhow::bail!("allocator {allocator} requested but {in_effect} is in effect");
-    }
-    Ok(rt)
+        .build_checked()
+        .context("cannot start the runtime")
 }
 
 /// A CSV table: a header row and rows of already formatted fields (the benches' fields are
@@ -251,10 +236,7 @@ mod tests {
             .unwrap();
             assert_eq!(rt.allocator_in_effect(), a);
         }
-        assert_eq!(
-            machine_label(&m),
-            "synthetic \"pack:1 core:2 pu:1\" (2 PUs)"
-        );
+        assert_eq!(m.label(), "synthetic \"pack:1 core:2 pu:1\" (2 PUs)");
         let e = load_machine(&TopologySpec::Synthetic("nonsense:3".into()))
             .unwrap_err()
             .to_string();

@@ -4,9 +4,10 @@
 //! takes a plain configuration struct, runs, and returns a [`Report`] — its results as data
 //! (serializable; what `--json` prints) and the same results as the text tables the CLI
 //! prints. Nothing here parses command lines or writes to stdout; progress bars go to stderr
-//! and are hidden when a configuration says `quiet`. The `nearflow` CLI is a thin layer over
-//! this crate (clap → config → call → print), as DataFusion's `benchmarks/` crate sits beside
-//! `datafusion-cli`.
+//! and are hidden when a configuration says `quiet`. The `nearflow-lab` binary
+//! (`crates/lab-cli`) is a thin layer over this crate (clap → config → call → print), beside
+//! the product's `nearflow` binary, as DataFusion's `benchmarks/` crate sits beside
+//! `datafusion-cli`; nothing of the product depends on this crate.
 //!
 //! - [`harness`] — interleaved rounds' statistics (median, percentiles), CSV tables, progress,
 //!   the runtimes every experiment starts; [`phase`] — the host-phase probe sampled between
@@ -20,8 +21,6 @@
 //! - [`map`] — StreamMap's thread mappers measured on VWAP and LOIS, the profiling run
 //!   ([`map::apps`]), the simulated mapping ([`map::sim`]) and online re-mapping
 //!   ([`map::online`]).
-//! - [`store`] — opening RDF files or a snapshot as a store, as `sparql`, `bench sp2bench` and
-//!   `sim --workload sp2bench` do.
 
 pub mod alloc;
 pub mod chart;
@@ -37,7 +36,6 @@ pub mod serve_load;
 pub mod sim;
 pub mod sp2bench;
 pub mod split;
-pub mod store;
 pub mod streammap;
 pub mod taskpar;
 

@@ -14,7 +14,7 @@
 //! ratios are to it), rayon's `join` (fib only, for information: it does not heap-allocate), and a
 //! raw single-thread crossbeam-deque push/pop loop of boxed closures (the limit).
 //!
-//! **Interleaved rounds** (issue 9): on a shared, noisy machine a contender measured a few
+//! **Interleaved rounds**: on a shared, noisy machine a contender measured a few
 //! seconds after another meets another machine (three back-to-back runs once gave las/rayon on
 //! fan-out of 7.1, 1.85 and 1.49). So every contender is built first, and each round runs every
 //! (workload, contender) cell once, in an order that rotates from round to round. A cell's time
@@ -26,10 +26,6 @@
 //! vCPU that idles for a few milliseconds can come back to caches the host has given to
 //! someone else (summing a 4 MiB array after a 50 ms sleep took 4× as long as after none), so
 //! a cell of a few milliseconds measured straight after the pause pays that at random.
-//!
-//! Length: its tests and the five workloads written once per contender (nearflow, rayon,
-//! crossbeam) make it about 500 lines; splitting the contenders apart would scatter one table's
-//! code.
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +37,7 @@ use serde::Serialize;
 
 use nearflow_topo::TopologySpec;
 
-use crate::harness::{load_machine, machine_label, parse_list, progress, start_runtime, summary};
+use crate::harness::{load_machine, parse_list, progress, start_runtime, summary};
 use crate::phase::Probe;
 use crate::Report;
 
@@ -296,7 +292,7 @@ fn crossbeam_once(wl: Workload, cmd: &Config) -> Duration {
 pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
     use std::fmt::Write;
     let machine = load_machine(&cmd.topology)?;
-    let label = machine_label(&machine);
+    let label = machine.label();
     let policies: Vec<PolicyKind> = parse_list(&cmd.policies)?;
     if cmd.tasks < 2 {
         anyhow::bail!("--tasks must be at least 2");

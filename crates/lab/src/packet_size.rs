@@ -12,7 +12,7 @@ use nearflow_rt::Pinning;
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{build_runtime, load_machine, machine_label, median, parse_list, progress};
+use crate::harness::{build_runtime, load_machine, median, parse_list, progress};
 use crate::phase::Probe;
 use crate::Report;
 
@@ -114,7 +114,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Point>>> {
         "packet size sweep: generated plan, {} rows per source, {} on {}, median of {}",
         cmd.rows,
         cmd.policy.name(),
-        machine_label(rt.machine()),
+        rt.machine().label(),
         cmd.reps
     )?;
     writeln!(

@@ -4,7 +4,7 @@
 //! On the KVM guests this project runs on, the host moves between phases in which every timing
 //! changes together: in one, this probe's round trip between the guest's two vCPUs read about
 //! 45 ns and `bench queues` 512 took about 40 ms per policy; minutes later about 370 ns and
-//! 120–180 ms, with the policies in a different order (issue 9, eleventh session: the runtime's
+//! 120–180 ms, with the policies in a different order (the runtime's
 //! queues hand tasks between cores, so a policy that moves more lines per task loses more when a
 //! line costs several times as much). Interleaved rounds keep each ratio within one moment, but a
 //! reader still needs to know which moment a table comes from, and whether a run straddled two.

@@ -18,9 +18,7 @@ use nearflow_rt::{AllocatorKind, Pinning};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{
-    build_runtime, load_machine, machine_label, median, parse_list, progress, summary, Csv,
-};
+use crate::harness::{build_runtime, load_machine, median, parse_list, progress, summary, Csv};
 use crate::phase::Probe;
 use crate::Report;
 
@@ -146,7 +144,7 @@ pub fn run(cmd: &Config) -> Result<Report<Plans>> {
             build_runtime(machine.clone(), policy, cmd.pinning, false, allocator)
         })
         .collect::<Result<Vec<_>>>()?;
-    let label = machine_label(runtimes[0].machine());
+    let label = runtimes[0].machine().label();
     let mut times: Vec<Vec<Vec<Duration>>> = vec![vec![Vec::new(); grid.len()]; columns.len()];
     let mut probe = Probe::new();
     for round in 0..cmd.reps {

@@ -27,9 +27,7 @@ use nearflow_rt::{Pinning, Runtime};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{
-    build_runtime, load_machine, machine_label, median, parse_list, progress, summary, Csv,
-};
+use crate::harness::{build_runtime, load_machine, median, parse_list, progress, summary, Csv};
 use crate::phase::Probe;
 use crate::Report;
 pub use orders::ClaimOrder;
@@ -92,7 +90,7 @@ pub struct Cell {
 /// Runs the study; one cell per (size, contender). Every product is checked.
 pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
     let machine = load_machine(&cmd.topology)?;
-    let label = machine_label(&machine);
+    let label = machine.label();
     let mut sizes: Vec<usize> = parse_list(&cmd.sizes)?;
     if cmd.with_4096 && !sizes.contains(&4096) {
         sizes.push(4096);

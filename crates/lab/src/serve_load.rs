@@ -32,9 +32,9 @@ use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{build_runtime, load_machine, machine_label, parse_list, Csv};
-use crate::store::Source;
+use crate::harness::{build_runtime, load_machine, parse_list, Csv};
 use crate::Report;
+use nearflow_rdf::open::Source;
 
 /// The SPARQL 1.1 workloads over SP²Bench data (aggregates, paths, negation), by name.
 pub const SPARQL11: &[(&str, &str)] = &[
@@ -425,7 +425,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         out,
         "serve: {} triples; machine {}; host CPU {}{}; {} clients on the same host, {} s per engine per round, {} rounds interleaved; mix {}",
         store.len(),
-        machine_label(&machine),
+        machine.label(),
         host_cpu(),
         if in_a_vm() { " (a VM)" } else { "" },
         cfg.clients,

@@ -2,9 +2,6 @@
 //! time and 16 concurrent copies of each (the multi-query test), per policy and allocator, every
 //! answer's row count checked; Oxigraph (in this process, single-threaded as it ships) as the
 //! peer column, with a per-query time limit.
-//!
-//! Length: one benchmark — its flags, the timed loop with its count checks, the peer with its
-//! time limit, and the table, CSV and chart of the same cells.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -19,11 +16,9 @@ use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{
-    build_runtime, load_machine, machine_label, median, parse_list, size_label, Csv,
-};
-use crate::store::Source;
+use crate::harness::{build_runtime, load_machine, median, parse_list, size_label, Csv};
 use crate::Report;
+use nearflow_rdf::open::Source;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -59,7 +54,7 @@ pub struct Config {
     /// Also draw the table as an SVG bar chart (log time axis, one group per query).
     pub svg: Option<PathBuf>,
     /// Where the store's indexes lie over the NUMA nodes.
-    pub store_placement: crate::store::StorePlacement,
+    pub store_placement: nearflow_rdf::open::StorePlacement,
     /// No progress output.
     pub quiet: bool,
 }
@@ -161,7 +156,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
         if p != "oxigraph" {
             bail!("unknown peer '{p}' (the only one is oxigraph)");
         }
-        // Checked before any query runs, not after all of them (issue 35).
+        // Checked before any query runs, not after all of them.
         if !matches!(cmd.source, Source::Files(..)) {
             bail!("--peer oxigraph needs --data (Oxigraph loads the files itself)");
         }
@@ -174,7 +169,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
     let load_started = Instant::now();
     let store = Arc::new(cmd.source.open(&machine, cmd.quiet)?);
     // The replicas' build counts as part of our load.
-    crate::store::place(&store, cmd.store_placement, cmd.quiet)?;
+    nearflow_rdf::open::place(&store, cmd.store_placement, cmd.quiet)?;
     let our_load = load_started.elapsed();
     let sizes: Vec<String> = packets
         .iter()
@@ -184,7 +179,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
         out,
         "SP²Bench: {} triples; machine {}; host CPU {}{}; packets {}; {} reps, median",
         store.len(),
-        machine_label(&machine),
+        machine.label(),
         host_cpu(),
         if in_a_vm() { " (a VM)" } else { "" },
         sizes.join(", "),
@@ -471,7 +466,7 @@ pub fn ms(s: f64) -> String {
     }
 }
 
-/// Where each query's index reads came from (issue 37, item 6): per engine, the share of the
+/// Where each query's index reads came from: per engine, the share of the
 /// untimed single run's reads that read memory of another node than the reading worker's.
 fn remote_table(
     out: &mut String,

@@ -8,9 +8,6 @@
 //! accesses and Fig. 3's categorisation. On a machine that is not this host (a preset, a
 //! synthetic or XML topology) the nodes are simulated: the shares are those of the simulated
 //! placement, and the timings are this host's.
-//!
-//! Length: the last 60 lines are unit tests; the rest is one benchmark (its contenders, checks and
-//! table).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,9 +23,7 @@ use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
 
-use crate::harness::{
-    build_runtime, load_machine, machine_label, median, parse_list, progress, Csv,
-};
+use crate::harness::{build_runtime, load_machine, median, parse_list, progress, Csv};
 use crate::Report;
 
 #[derive(Debug, Clone)]
@@ -257,7 +252,7 @@ pub fn run(cmd: &Config) -> Result<Report<Split>> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let machine_text = machine_label(&machine);
+    let machine_text = machine.label();
     let mut out = String::new();
     writeln!(
         out,

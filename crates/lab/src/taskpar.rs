@@ -23,7 +23,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::Runtime;
 use serde::Serialize;
 
-use crate::harness::{load_machine, machine_label, parse_list, progress, start_runtime, summary};
+use crate::harness::{load_machine, parse_list, progress, start_runtime, summary};
 use crate::phase::Probe;
 use crate::Report;
 
@@ -561,7 +561,7 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Row>>> {
         out,
         "bench rayon on {} ({}): {threads} threads each, {rounds} interleaved rounds; ms median \
          [10th–90th percentile], and the median of per-round ratios to rayon [10th–90th]",
-        machine_label(&machine),
+        machine.label(),
         nearflow_topo::host::cpu_label()
     )?;
     writeln!(

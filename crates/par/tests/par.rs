@@ -174,7 +174,7 @@ fn owned_items_are_each_dropped_once() {
         let v: Vec<Tally> = (0..5_000).map(Tally).collect();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             v.into_par_iter()
-                .for_each(|t| assert!(t.0 != 2_500, "item 2500"))
+                .for_each(|t| assert!(t.0 != 2_500, "element 2500"))
         }));
         assert!(r.is_err());
         assert!(DROPS.swap(0, Ordering::SeqCst) <= 5_000);

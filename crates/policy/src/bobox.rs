@@ -183,7 +183,7 @@ pub enum Balance {
 /// Beyond §5.2, which assumes every node has CPUs: a node without threads that holds tasks
 /// (none should: [`choose_node`] never picks one) has its newest request moved, never shared,
 /// since a share only sends the request's *new* tasks elsewhere and the queued ones would wait
-/// forever (issue 40: stress on `pack:2 [numa] [numa] core:2 pu:2` stalled).
+/// forever (stress on `pack:2 [numa] [numa] core:2 pu:2` stalled).
 pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
     let from = loads
         .iter()
@@ -222,7 +222,7 @@ pub fn balance(loads: &[NodeLoad]) -> Option<Balance> {
 }
 
 /// What carries out the balancer's decisions: the runtime's registry or the simulator's queues.
-/// The round itself, [`balance_round`], is written once and driven by both (issue 37, item 8).
+/// The round itself, [`balance_round`], is written once and driven by both.
 pub trait BalanceSite {
     /// Whether some worker sleeps: the balancer does nothing while none does (§5.2: it looks
     /// for a partially idle node).
@@ -312,7 +312,7 @@ mod tests {
         }
     }
 
-    /// Issue 40, item 4: a node without threads is never chosen for a request, even when it
+    /// A node without threads is never chosen for a request, even when it
     /// has the fewest; one that holds tasks has its request moved, not shared.
     #[test]
     fn nodes_without_threads_get_no_requests_and_give_theirs_away() {

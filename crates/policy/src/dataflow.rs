@@ -92,7 +92,7 @@ pub fn successor_kind(want_immediate: bool) -> TaskKind {
 ///   "a larger portion of compact work (tasks that are expected to spawn many other tasks)",
 ///   which LAS §4 spawns **deferred**, "so they are more likely to be adopted by a more
 ///   distant core" — the branches spread over the machine instead of queueing on the
-///   producer's node (issue 37, item 7; LAS §6.3: "the scheduler tries to keep different
+///   producer's node (LAS §6.3: "the scheduler tries to keep different
 ///   branches of the execution plans on different NUMA nodes").
 pub fn consumer_kind(consumers: usize) -> TaskKind {
     if consumers >= 2 {

@@ -39,9 +39,6 @@
 //!   and the simulator share (the wake chain's test, the balancer's node loads).
 //! - `simple.rs` — NLS, FIFO+RR, the three queue designs of load-balancing-queues.txt, and
 //!   the `mapped` policy StreamMap runs under.
-//!
-//! Length: the last 70 lines are unit tests of the policy interface; the rest is the one trait
-//! every policy implements and its shared types.
 
 mod bobox;
 pub mod dataflow;

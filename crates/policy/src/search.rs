@@ -159,7 +159,7 @@ pub fn walk<T>(
 
 /// The one pop a probe prescribes to worker `w`: which deque, and which end. The runtime's
 /// `try_take` (over crossbeam deques and its locked queues) and the simulator's `take` (over
-/// plain ones) both carry out exactly this (issue 37, item 8: the mechanics written once).
+/// plain ones) both carry out exactly this (the mechanics written once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pop {
     /// The worker's own local deque at the end it pushes to (LIFO).

@@ -1,5 +1,5 @@
 //! Decisions over a view of the queues, written once for the threaded runtime and the
-//! simulator (issue 37, item 8): each implements [`QueueView`] over its own queues, and both
+//! simulator: each implements [`QueueView`] over its own queues, and both
 //! call the same [`Policy::first_queued`] (the wake chain's "is a task left within my reach?")
 //! and [`Policy::node_loads`] (what Bobox-2011's balancer sees, §5.2); each implements
 //! [`WakeSite`] over its sleep domains, and both wake by the same [`wake_walk`].

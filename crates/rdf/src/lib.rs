@@ -37,6 +37,8 @@
 //! - `log.rs` — the update log's format: records framed with checksums, torn tails told from
 //!   damage.
 //! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
+//! - `open.rs` — opening a store as a program does: files or a snapshot, with progress, then
+//!   placed over the NUMA nodes.
 
 pub mod db;
 pub mod delta;
@@ -44,6 +46,7 @@ pub mod dict;
 pub mod load;
 mod log;
 pub mod mapped;
+pub mod open;
 pub mod replica;
 pub mod shared;
 pub mod snapshot;

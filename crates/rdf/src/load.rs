@@ -18,9 +18,6 @@
 //! Turtle parser may "return wrong results" on valid documents (prefixes declared late, Turtle
 //! inside literals), and a dictionary shared by several encoders would need locks on every
 //! term; the pipeline hides the encoding and the gunzipping behind the parser instead.
-//!
-//! Length: just over 500 with its unit tests (the last 80 lines); parsing, progress and error
-//! reporting are one concept.
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -599,7 +596,7 @@ fn check_base(base: &str) -> Result<(), LoadError> {
 }
 
 /// Longest parser message kept: oxttl quotes the offending token, and a 10 MB bad token was
-/// echoed whole into the error (issue 40).
+/// echoed whole into the error.
 const MAX_MESSAGE_CHARS: usize = 300;
 
 fn syntax(path: &Path, e: &dyn SyntaxLike) -> LoadError {

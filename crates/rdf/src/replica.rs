@@ -1,5 +1,5 @@
 //! Per-node replicas of the sorted indexes: a placement of the store under which one request can
-//! stay on one NUMA node (issue 37, item 6).
+//! stay on one NUMA node.
 //!
 //! The store's permutations are split by row range over the nodes ([`Store::build`]: one
 //! [`SplittableData`] partition per node), so a scan's rows lie on the node of the partition

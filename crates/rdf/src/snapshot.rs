@@ -618,7 +618,7 @@ mod tests {
         v
     }
 
-    /// Issue 40, item 1: a snapshot written with one partition per NUMA node, with odd and
+    /// A snapshot written with one partition per NUMA node, with odd and
     /// even row counts per partition, opens on machines of one, two and four nodes.
     #[test]
     fn a_snapshot_from_several_nodes_opens_anywhere() {
@@ -663,7 +663,7 @@ mod tests {
         bytes[at..at + 8].copy_from_slice(&sum.value.to_le_bytes());
     }
 
-    /// Issue 40, item 3: a snapshot whose checksum holds but whose POS disagrees with SPO is
+    /// A snapshot whose checksum holds but whose POS disagrees with SPO is
     /// refused, saying so.
     #[test]
     fn permutations_that_disagree_are_refused() {
@@ -692,7 +692,7 @@ mod tests {
         assert!(e.contains("SPO and POS do not hold the same quads"), "{e}");
     }
 
-    /// Issue 40, item 2: a write that fails part way (a full disk) leaves the previous snapshot
+    /// A write that fails part way (a full disk) leaves the previous snapshot
     /// whole and no temporary file; a good write replaces it.
     #[test]
     fn a_failed_write_keeps_the_previous_snapshot() {

@@ -14,9 +14,6 @@
 //! with each partition's slice and binary-searches the key there (a few comparisons each),
 //! reading only the partitions that hold part of it; the query engine runs each partition's scan
 //! as a source operator homed on the partition's node (`PlanBuilder::home`).
-//!
-//! Length: the last 120 lines are unit tests; the rest is the store's one concept (permutations,
-//! graph runs, scans, statistics).
 
 use std::ops::Range;
 use std::sync::Arc;

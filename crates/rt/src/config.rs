@@ -71,7 +71,7 @@ impl SleepBarriers {
     /// [`Fence`](SleepBarriers::Fence), anything else (or nothing)
     /// [`Membarrier`](SleepBarriers::Membarrier). Membarrier is the default because spawns are
     /// far more frequent than sleeps in task-parallel code: a spawn's fence cost about 3.5 ns of
-    /// a 36 ns chained task on the KVM guests of `docs/results.md` (issue 9, eighth session, in its history).
+    /// a 36 ns chained task on the KVM guests of `docs/results.md`.
     /// `Fence` suits processes where workers sleep far more often than they spawn, or where
     /// other latency-sensitive threads run: each sleep's `membarrier` interrupts every running
     /// thread of the process, which cost about 10 µs per sleep on those guests.

@@ -80,7 +80,7 @@ impl<T> SharedQueue<T> {
 /// Why rings: a producer spawning deferred tasks in a loop while a worker takes them (a fan-out)
 /// paid, through the inbox alone, two locked instructions per push on lines the taker had just
 /// read (the tail index and the slot's state word): 14 % of all samples, the largest single item
-/// (`perf annotate`, issue 9, sixth session, in the history of docs/results.md). A plain store does not wait for
+/// (`perf annotate`). A plain store does not wait for
 /// the line. A member whose ring is full takes the lock and sorts everything itself, then pushes.
 ///
 /// A deque that drains stays in place (a fan-out drains and refills its request's deque
@@ -90,8 +90,8 @@ impl<T> SharedQueue<T> {
 /// line: kept until the eighth request, the drained entries of earlier requests had moved the
 /// entries to the heap and put the live deque behind them, one more cache line passed between
 /// the takers at every take (each run of `bench queues` is a new request on the same runtime:
-/// LAS 1.11–1.16× the fastest of LAS, central and NLS at 512 before, 1.00–1.03× after;
-/// issue 9, fourteenth session, in the history of docs/results.md).
+/// LAS 1.11–1.16× the fastest of LAS, central and NLS at 512 with the entries kept, 1.00–1.03×
+/// with them dropped).
 pub(crate) struct DeferredQueue<T> {
     inbox: Injector<(RequestId, T)>,
     /// One per member, in member order.

@@ -36,9 +36,6 @@
 //! request's `Arc` is handed to its tasks collectively ([`RequestRef::leak`]); the finisher that
 //! completes the request takes it back ([`RequestRef::release`]) after its last use. A task never
 //! touches its request after its own finish increment, unless it is that finisher.
-//!
-//! Length: about a third is the loom model of completion, which belongs next to the counting
-//! protocol it checks.
 
 use std::any::Any;
 use std::fmt;
@@ -158,7 +155,7 @@ impl RequestInner {
     /// then yielding the CPU between looks (so that a worker waiting for a CPU gets it). A
     /// request that ends meanwhile costs its waiter no sleep and its finisher no wake-up through
     /// the kernel, which on a virtual machine whose idle vCPU has halted is most of a small
-    /// request's round trip (issue 9, tenth session, in the history of docs/results.md).
+    /// request's round trip.
     #[cfg(not(loom))]
     fn watch(&self) {
         let start = std::time::Instant::now();

@@ -27,6 +27,13 @@ use nearflow_alloc::AllocatorKind;
 /// Errors building a runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum RtError {
+    /// [`Builder::build_checked`]: the allocator asked for is not the one the workers get (the
+    /// nearflow allocator needs `nearflow_alloc::Nearflow` as the program's global allocator).
+    #[error("allocator {requested} requested but {in_effect} is in effect")]
+    AllocatorNotInEffect {
+        requested: AllocatorKind,
+        in_effect: AllocatorKind,
+    },
     /// The OS refused a thread.
     #[error("cannot start worker thread {worker}: {error}")]
     Spawn {
@@ -92,6 +99,22 @@ impl Builder {
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes.max(64 << 10);
         self
+    }
+
+    /// [`build`](Self::build), then checks that the allocator asked for is in effect
+    /// ([`Runtime::allocator_in_effect`]): a program that reports figures per allocator uses this,
+    /// so that no column is labelled with an allocator that was not running.
+    pub fn build_checked(self) -> Result<Runtime, RtError> {
+        let requested = self.allocator;
+        let rt = self.build()?;
+        let in_effect = rt.allocator_in_effect();
+        if in_effect != requested {
+            return Err(RtError::AllocatorNotInEffect {
+                requested,
+                in_effect,
+            });
+        }
+        Ok(rt)
     }
 
     /// Starts the worker threads.

@@ -60,7 +60,7 @@ impl<T> UnsafeCell<T> {
 /// backoff and yields before it parks, and whose unlock makes a system call only if a thread
 /// parked. Two workers taking the youngest task of one request meet on this lock once per task;
 /// with it, the LAS fan-out of `bench overhead` went from 0.95–1.01× to 0.93–0.94× rayon, three
-/// runs each, binaries alternated (issue 9, sixth session, in the history of docs/results.md). loom's mutex under
+/// runs each, binaries alternated. loom's mutex under
 /// loom.
 pub(crate) struct QueueLock<T>(
     #[cfg(not(loom))] parking_lot::Mutex<T>,

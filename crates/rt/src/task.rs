@@ -13,8 +13,7 @@
 //! ran it. When one worker spawns and another runs, which is the normal case for deferred tasks,
 //! glibc takes the free on the runner's side and the malloc on the spawner's side through its
 //! arena: malloc and free were 22 % of the samples of `bench queues` 512 under LAS, and 25–30 %
-//! under every policy in an earlier profile (`perf`, the history of docs/results.md, issue 9, twelfth
-//! session).
+//! under every policy in an earlier profile (`perf`).
 //!
 //! So each worker keeps the blocks of its tasks:
 //!

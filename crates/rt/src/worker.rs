@@ -23,10 +23,6 @@
 //! the semaphore. A worker never holds credits while it searches, sleeps or blocks, so a request
 //! completes as soon as the worker that ran its last task next fails to find work or picks up
 //! another request's task.
-//!
-//! Length: a worker's loop, its task search and its `TaskCx` share the worker-local state and its
-//! invariants (held credits, cursors); they stay in one file so that every access to that state is
-//! read together.
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -49,8 +45,8 @@ use crate::task::{Head, Task, TaskCache, NO_HOME};
 /// Probe rounds an idle worker makes, yielding between them, before it registers to sleep
 /// (rayon-core makes 32 before it gets sleepy). With 16, on the KVM guests of `docs/results.md`,
 /// a worker between two requests submitted back to back went to sleep before the next one came,
-/// and each sleep's `membarrier` interrupted the running threads. `bench overhead` (issue 9,
-/// eighth session; LAS / rayon, chain, fan-out and request measured together, two runs each)
+/// and each sleep's `membarrier` interrupted the running threads. `bench overhead` (LAS /
+/// rayon, chain, fan-out and request measured together, two runs each)
 /// read the one-task request at 1.91–2.01× and the chain at 1.02–1.08× with 16 rounds, and
 /// 1.27–1.32× and 0.85–0.87× with 64; with all five workloads, 32 rounds read 1.27–1.39× and
 /// 0.87–0.88×, 48 and 64 no better.

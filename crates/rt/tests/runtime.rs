@@ -376,9 +376,8 @@ fn a_burst_of_deferred_tasks_runs_in_parallel() {
 }
 
 /// The other side of the wake chain: a one-task request sent to an idle runtime wakes one
-/// worker, and that worker, finding nothing else queued, wakes nobody (before issue 9's tenth
-/// session it woke a second worker for nothing, which tripled the round trip on a virtual
-/// machine, docs/results.md). Both barrier kinds; every policy whose workers sleep in domains.
+/// worker, and that worker, finding nothing else queued, wakes nobody (waking a second worker for
+/// nothing tripled the round trip on a virtual machine). Both barrier kinds; every policy whose workers sleep in domains.
 #[test]
 fn a_lone_task_wakes_no_second_worker() {
     for barriers in [SleepBarriers::Fence, SleepBarriers::Membarrier] {

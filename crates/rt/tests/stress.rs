@@ -90,7 +90,7 @@ fn stress_single_request_many_tasks() {
     }
 }
 
-/// Issue 40, item 4: NUMA nodes that share their CPUs with another node, and nodes without
+/// NUMA nodes that share their CPUs with another node, and nodes without
 /// CPUs (KNL's memory-only MCDRAM, sub-NUMA clusters, CXL memory): hwloc attaches several
 /// nodes to one package, and the model gives each PU to one of them, so some nodes have no
 /// worker. No policy may place work where no worker can take it.

@@ -44,9 +44,6 @@
 //! semaphore, has one lock: operations on it serialise (an operation waits until the lock is
 //! free, then holds it `locked_pop_ns`), which is what makes a central queue slow under load. Bandwidth shares are fixed when a task starts
 //! (a later reader does not slow an earlier one): an approximation, documented in `lib.rs`.
-//!
-//! Length: the loop, the queues, the protocol and the costs share the simulation state; they are
-//! read together as one state machine (as `rt/src/worker.rs`).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -723,12 +720,12 @@ impl<'a, D: Driver> Sim<'a, D> {
             .unwrap_or(from);
         // One stream per task per (node, link): a task's later blocks from the same node follow
         // its first in the same stream, sharing the bandwidth with the other tasks' streams, not
-        // with its own (before, each block added a stream, so a task's memory time grew with
-        // the square of its blocks: issue 37, item 1).
+        // with its own (a stream per block would make a task's memory time grow with the square
+        // of its blocks).
         let mine = u32::from(self.workers[w].streams.contains(&(from, home)));
         // The NUMA factor is a latency ratio: with the same outstanding misses a core pulls
         // `factor` times less from a remote node. It limits the core's own rate; the link's
-        // share limits it separately, and neither is charged twice (issue 37, item 5).
+        // share limits it separately, and neither is charged twice.
         let mut bw = (self.model.core_dram_bw / self.numa_factor[from][home])
             .min(self.model.node_bw / f64::from(self.node_streams[home] - mine + 1));
         if home != from {

@@ -42,7 +42,7 @@ pub struct Model {
     pub ht_slowdown: f64,
     /// What the runtime spends on one task besides its work: the spawn (box, push), the find
     /// (own queue), running it and counting it. Ours: `nearflow bench overhead`, chain workload,
-    /// ≈ 45 ns per task on the development machine (docs/results.md, issue 9).
+    /// ≈ 45 ns per task on the development machine (docs/results.md).
     pub task_ns: f64,
     /// What a `join`'s side costs instead of `task_ns` when the worker that spawned it takes
     /// it back from its own queue ([`crate::workload::Task::call`]): the runtime's fast path pushes it,
@@ -55,7 +55,7 @@ pub struct Model {
     /// fan-out minus chain, divided by the probes of a failed search, rounded.
     pub probe_ns: f64,
     /// One pop from a locked queue (shared or deferred): lock, pop, unlock, uncontended. Ours:
-    /// fan-out ≈ 200 ns per task against chain ≈ 45 (issue 9, third session, in the history of docs/results.md),
+    /// fan-out ≈ 200 ns per task against chain ≈ 45,
     /// less the task itself.
     pub locked_pop_ns: f64,
     /// From a wake-up (a semaphore post) to the woken thread running. Source: futex wake-up
@@ -205,8 +205,7 @@ mod tests {
     }
 
     /// The defaults follow from the sources their docs name: per-cycle bandwidths at the papers'
-    /// 2.0 GHz (not 2.2), and the per-core memory bandwidth at a 135 ns latency (not 80 ns):
-    /// issue 37, item 5.
+    /// 2.0 GHz (not 2.2), and the per-core memory bandwidth at a 135 ns latency (not 80 ns).
     #[test]
     fn defaults_follow_their_sources() {
         let m = Model::default();

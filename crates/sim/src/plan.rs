@@ -27,9 +27,6 @@
 //! ([`StoreModel`]): the pages its input rows touch, from the nodes the store's partitions lie
 //! on. Not modelled: consumers that finish early (`limit`), and the cost of a run that takes
 //! nothing.
-//!
-//! Length: the model's types and the driver's state machine (begin, end, buffers) are one
-//! mechanism, read together as `flow/src/exec.rs` is.
 
 use std::collections::VecDeque;
 

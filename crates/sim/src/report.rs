@@ -79,7 +79,7 @@ pub struct Report {
     /// caches reads less from DRAM, so this share can rise while remote bytes fall.
     pub dram_remote_share: f64,
     /// Remote bytes over all bytes read (cache hits included): how much of what the tasks read
-    /// came from another node's memory (issue 37, item 2).
+    /// came from another node's memory.
     pub read_remote_share: f64,
     pub balancer_moves: u64,
     pub balancer_shares: u64,

@@ -16,8 +16,6 @@
 //! - [`stress`]: random spawn trees of both kinds, as `nearflow stress`;
 //! - [`similarity`]: `bench split`'s similarity search, plain (one database built on node 0)
 //!   or split (a partition per node, one homed task per partition a query reads).
-//!
-//! Length: the graph type and its six generators (each short), with their tests.
 
 use nearflow_policy::TaskKind;
 use serde::Serialize;

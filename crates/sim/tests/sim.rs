@@ -351,8 +351,8 @@ fn reader(reads: Vec<u32>, blocks: usize, block_home: usize, root_home: usize) -
 }
 
 /// A task reading its blocks from memory streams once from their node, not once per block: alone
-/// on the machine, its memory time grows with its blocks, not with their square (issue 37,
-/// item 1: each block added a stream its own later blocks shared the bandwidth with), locally
+/// on the machine, its memory time grows with its blocks, not with their square (a stream
+/// per block would share the bandwidth with the task's own later blocks), locally
 /// and over a link.
 #[test]
 fn a_task_does_not_compete_with_itself_for_bandwidth() {
@@ -381,7 +381,7 @@ fn a_task_does_not_compete_with_itself_for_bandwidth() {
 
 /// The two remote shares, each what its name says: a task that reads one remote block twice
 /// reads it once from the other node's memory and once from its cache, so every DRAM byte was
-/// remote but only half of what it read (issue 37, item 2: the one share counted DRAM reads
+/// remote but only half of what it read (the one share counted DRAM reads
 /// alone, so a policy that kept data in its caches looked more remote).
 #[test]
 fn remote_shares_count_dram_reads_and_all_reads() {
@@ -394,7 +394,7 @@ fn remote_shares_count_dram_reads_and_all_reads() {
 }
 
 /// A remote read pays the NUMA factor once: as the core's slower rate (a latency ratio) or as
-/// the link's share, whichever is slower, not both (issue 37, item 5: the time was the
+/// the link's share, whichever is slower, not both (the time was the
 /// link-limited time times the factor).
 #[test]
 fn a_remote_read_pays_the_numa_factor_once() {
@@ -566,7 +566,7 @@ fn bytes_read(r: &Report) -> u64 {
     r.levels.iter().map(|l| l.hit_bytes).sum::<u64>() + r.dram_local_bytes + r.dram_remote_bytes
 }
 
-/// An operator's state (issue 37, item 3): read by the pages its tuples touch when a tuple
+/// An operator's state: read by the pages its tuples touch when a tuple
 /// touches part of it (a hash table), all of it every run otherwise (a window), and all of it
 /// when a blocking operator emits from it.
 #[test]
@@ -605,7 +605,7 @@ fn state_is_read_by_the_pages_its_tuples_touch() {
     assert!(run(&sort) - base >= 64 << 20);
 }
 
-/// An index join's lookups (issue 37, item 3) read the plan's store: about the bytes its
+/// An index join's lookups read the plan's store: about the bytes its
 /// tuples look up, from the nodes the store is split over; with replicas, from the reader's
 /// own node.
 #[test]

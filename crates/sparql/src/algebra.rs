@@ -259,7 +259,7 @@ fn unsupported(what: &str) -> QueryError {
 
 /// How deep graph patterns and expressions may nest (each of them). Translation, planning,
 /// building and evaluation all recurse over the trees, evaluation on a worker thread of 2 MiB
-/// stack; issue 40 found stack overflows (an abort) from 10k BINDs or OPTIONALs, 2.3k UNION
+/// stack; without it, stack overflows (an abort) from 10k BINDs or OPTIONALs, 2.3k UNION
 /// branches or a 3.5k-term `+`. UNION chains and `&&`/`||` chains do not count (they are made
 /// one node, or a balanced tree: both are associative); other nesting past the bound is
 /// refused with an error saying so.

@@ -8,9 +8,6 @@
 //! when an operator needs its value. A literal of a numeric, boolean or dateTime datatype whose
 //! lexical form is not valid for it is ill-typed: it stays a term (it compares only by
 //! `sameTerm`, its EBV is false).
-//!
-//! Length: SPARQL 1.1's operator and function semantics (§17.2–17.4) in one place, a ninth of it
-//! unit tests; splitting comparison from evaluation would separate rules that refer to each other.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -333,7 +330,7 @@ impl<'a> Val<'a> {
             | "nonPositiveInteger" | "negativeInteger" | "positiveInteger" | "unsignedLong"
             | "unsignedInt" | "unsignedShort" | "unsignedByte" => match Integer::from_str(v) {
                 Ok(i) => Some(Num::I(i)),
-                // A valid integer beyond 64 bits (issue 40: it was taken as ill-typed, so
+                // A valid integer beyond 64 bits (it was taken as ill-typed, so
                 // `!?v` kept it and ORDER BY put it after NaN): exact as a decimal up to about
                 // 1.7e20, else its double approximation. Arithmetic on it then gives a decimal
                 // or a double, not an integer: the engine has no integers beyond 64 bits.

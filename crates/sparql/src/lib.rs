@@ -46,6 +46,8 @@
 //! - `minted.rs` — ids for the terms a query computes.
 //! - `explain.rs` — the three levels of `--explain`.
 //! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
+//! - `replica_check.rs` — the placement check of a replicated store: pages on their nodes, no
+//!   remote index read.
 //! - `update.rs` — SPARQL 1.1 Update: every operation, each DELETE/INSERT's WHERE clause run
 //!   through the same four stages, the request's result a new version of the store.
 
@@ -58,6 +60,7 @@ pub mod minted;
 mod parse;
 pub mod path;
 pub mod physical;
+pub mod replica_check;
 pub mod results;
 pub mod rewrite;
 pub mod update;
@@ -704,7 +707,7 @@ impl Prepared {
         };
         let rows: Vec<&[Id]> = rows.into_iter().collect();
         // Fresh blank nodes are labelled `{prefix}{row}_{label}`, with a prefix that no blank
-        // node of the data in the output starts with (issue 40: `_:c<row>_<label>` could
+        // node of the data in the output starts with (`_:c<row>_<label>` could
         // equal a data label and merge two different nodes).
         let mut data_labels = Vec::new();
         for row in &rows {
@@ -814,7 +817,7 @@ impl Prepared {
 
     /// The last run's index reads over the whole plan (scans, index and merge joins: rows read
     /// and binary searches), and how many of them read memory of another NUMA node than the
-    /// reading worker's: where the store's placement shows (issue 37, item 6).
+    /// reading worker's: where the store's placement shows.
     pub fn index_reads(&self) -> (u64, u64) {
         fn sum(p: &Phys, acc: &mut (u64, u64)) {
             acc.0 += p.stat.reads.load(Ordering::Relaxed);

@@ -5,7 +5,7 @@ use super::QueryError;
 
 /// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
 /// (`!`, `-`, `+`) may follow each other: the parser recurses once per level, and about 3,500
-/// levels overflowed the stack (issue 40). No hand-written query comes near.
+/// levels overflowed the stack. No hand-written query comes near.
 pub const MAX_NESTING: usize = 256;
 
 /// The stack `spargebra`'s parser is given per level of nesting: an unoptimised build used up to

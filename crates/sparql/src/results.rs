@@ -131,7 +131,7 @@ pub fn write_solutions(
     Ok(n)
 }
 
-/// The first character of `t` that XML 1.0 cannot hold, escaped or not (issue 40: C0 control
+/// The first character of `t` that XML 1.0 cannot hold, escaped or not (C0 control
 /// characters were written raw, so the document was not well-formed): U+0000–U+001F except tab,
 /// newline and carriage return, and U+FFFE, U+FFFF.
 fn xml_unrepresentable(t: TermRef<'_>) -> Option<char> {

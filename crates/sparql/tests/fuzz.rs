@@ -1,4 +1,4 @@
-//! Property-based fuzzing of what reads untrusted input (issue 40): the snapshot reader, the RDF
+//! Property-based fuzzing of what reads untrusted input: the snapshot reader, the RDF
 //! loaders' error paths (plain and gzip) and the SPARQL front end. Inputs are valid ones
 //! damaged (bytes flipped, inserted, cut off) and query shapes drawn at random, wide and deep
 //! (named graphs and dataset clauses, EXISTS anywhere, correlated EXISTS and DESCRIBE among

@@ -143,7 +143,7 @@ fn our_wording_answers_as_the_original_queries() {
     }
 }
 
-/// Issue 37, item 6: over per-node replicas of the indexes (`Store::replicate`), every query
+/// Over per-node replicas of the indexes (`Store::replicate`), every query
 /// answers as over the partitioned store, and every index read of every scan and join reads
 /// the replica of the node whose worker runs it (on a two-node preset the runtime's workers
 /// have nodes 0 and 1); over the partitioned store, the same queries read the other node's

@@ -1,4 +1,4 @@
-//! Queries that must stop, stay small or be refused (issue 40, items 5 and 6, and the time and
+//! Queries that must stop, stay small or be refused (and the time and
 //! memory limits): a plan that has its answer stops; ORDER BY … LIMIT keeps only the best rows;
 //! a query nested too deep for the stacks is refused with an error, not a stack overflow;
 //! a query past its time or memory limit is stopped inside the runtime.
@@ -42,7 +42,7 @@ fn run(
     })
 }
 
-/// Issue 40, item 5: a cross product under LIMIT 1 (and the same as ASK) returns at once in
+/// A cross product under LIMIT 1 (and the same as ASK) returns at once in
 /// every run; it ran on past 15 s in 3 runs of 10.
 #[test]
 fn a_plan_that_has_its_answer_stops() {
@@ -66,7 +66,7 @@ fn a_plan_that_has_its_answer_stops() {
     }
 }
 
-/// Issue 40, item 5: ORDER BY … LIMIT k keeps the best k rows, the same as a whole sort cut
+/// ORDER BY … LIMIT k keeps the best k rows, the same as a whole sort cut
 /// afterwards, with OFFSET, DESC and projections between.
 #[test]
 fn order_by_limit_is_a_top_k_with_the_same_answer() {
@@ -91,7 +91,7 @@ fn order_by_limit_is_a_top_k_with_the_same_answer() {
     }
 }
 
-/// Issue 40, item 6: shapes that overflowed a stack (exit 134) are refused with a clear error,
+/// Shapes that overflowed a stack (exit 134) are refused with a clear error,
 /// or, where they are flat (UNION branches, FILTERs, `&&`), answered.
 #[test]
 fn deep_queries_are_refused_or_answered_never_aborted() {
@@ -376,7 +376,7 @@ fn time_and_memory_limits_stop_a_query() {
 }
 
 /// With `Options::profile`, the operators that hold rows report how many bytes they held: the
-/// hash join's table, the sort's rows, DISTINCT's set (issue 37, item 3: the simulator's
+/// hash join's table, the sort's rows, DISTINCT's set (the simulator's
 /// calibration needs them; 0 before, so such state cost only compute there).
 #[test]
 fn holding_operators_report_their_state() {

@@ -22,7 +22,7 @@ const CACHE_TYPES: [ObjectType; 5] = [
 ];
 
 /// Most PUs a machine may have: Linux's largest `NR_CPUS` on x86-64 is 8192, and every PU
-/// becomes a runtime worker; 4096 PUs load in about a second (issue 40: `pu:100000` hung with
+/// becomes a runtime worker; 4096 PUs load in about a second (`pu:100000` hung with
 /// no output).
 pub const MAX_PUS: usize = 4096;
 

@@ -4,8 +4,6 @@
 //! and tests can build one by hand. Definitions follow
 //! `../shared/papers/las-scheduler-and-numa-allocator.txt` §4.1 (core groups) and §4.2 (cache and
 //! NUMA distance).
-//!
-//! Length: a fifth is tests; the rest is the model and what is derived from it, one concept.
 
 use std::fmt;
 
@@ -206,6 +204,18 @@ impl Machine {
     /// Where this topology came from.
     pub fn source(&self) -> &Source {
         &self.source
+    }
+
+    /// A short human name of where this topology came from, with its PU count:
+    /// `host (2 PUs)`, `icpp2013 (64 PUs)`, `synthetic "…" (8 PUs)`, `xml FILE (16 PUs)`.
+    pub fn label(&self) -> String {
+        let n = self.pu_count();
+        match &self.source {
+            Source::Host => format!("host ({n} PUs)"),
+            Source::Preset(p) => format!("{p} ({n} PUs)"),
+            Source::Synthetic(s) => format!("synthetic \"{s}\" ({n} PUs)"),
+            Source::Xml(x) => format!("xml {x} ({n} PUs)"),
+        }
     }
     /// All PUs, by logical index.
     pub fn pus(&self) -> &[Pu] {

@@ -46,7 +46,7 @@ fn e7_4820_distances() {
     assert_eq!(m.cache_size(0, 2), Some(256 << 10));
     assert_eq!(m.cache_size(0, 3), Some(18 << 20));
     // Its NUMA factors are the measured ones of the same platform (the E7540 of the
-    // task-scheduling paper's Table 1), 1.4–1.5, not a generic 2.0 (issue 37, item 5).
+    // task-scheduling paper's Table 1), 1.4–1.5, not a generic 2.0.
     let e7540 = presets::build("e7540").unwrap();
     assert_eq!(m.numa_raw(), e7540.numa_raw());
     let raw = m.numa_raw().unwrap();
@@ -188,7 +188,7 @@ fn spec_parsing() {
     );
 }
 
-/// Issue 40, item 9: sizes and counts are bounded at load with a clear error, before anything
+/// Sizes and counts are bounded at load with a clear error, before anything
 /// allocates by them: too many PUs (also before hwloc builds them), absurd cache sizes, OS
 /// indices hwloc would size a bitmap by.
 #[test]

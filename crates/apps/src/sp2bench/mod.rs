@@ -31,9 +31,6 @@
 //!
 //! [`queries`] holds the benchmark's 17 queries in our own wording, for machines without the
 //! original files.
-//!
-//! Length: the last 70 lines are unit tests; the rest is one generator whose tables (curves,
-//! attribute probabilities) are read together with the code that draws from them.
 
 use std::fmt::{self, Display};
 use std::io::{self, Write};

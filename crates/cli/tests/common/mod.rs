@@ -1,16 +1,23 @@
-//! Running the `nearflow` binary from the CLI tests.
+//! Running the binary under test from the CLI tests: `nearflow` in `crates/cli`'s,
+//! `nearflow-lab` (the same commands and the experiments) in `crates/lab-cli`'s.
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::fmt::Debug;
 use std::process::{Command, Output};
 
-/// Runs `nearflow ARGS…`.
+/// The binary under test.
+pub const BIN: &str = match option_env!("CARGO_BIN_EXE_nearflow-lab") {
+    Some(lab) => lab,
+    None => match option_env!("CARGO_BIN_EXE_nearflow") {
+        Some(product) => product,
+        None => panic!("a test of crates/cli or crates/lab-cli"),
+    },
+};
+
+/// Runs the binary under test with `ARGS…`.
 pub fn nearflow<S: AsRef<OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(args)
-        .output()
-        .expect("run nearflow")
+    Command::new(BIN).args(args).output().expect("run nearflow")
 }
 
 /// Its standard output; it must succeed.

@@ -16,7 +16,7 @@ use nearflow_rt::{Pinning, Runtime};
 
 use serde::Serialize;
 
-use crate::harness::{load_machine, machine_label, parse_list};
+use crate::harness::{load_machine, parse_list};
 use apps::{check_threads, App};
 use report::{fill, median, random_mapping, Mappings, Row};
 
@@ -165,7 +165,7 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Mapped>> {
             profile.notes.retain(|n| !n.contains("contention ="));
             profile.notes.push(format!(
                 "contention = bytes each thread read from memory in a simulated run of the TreeMatch-S mapping on {} (SIMULATED)",
-                machine_label(&target)
+                target.label()
             ));
             Some(sim)
         } else {
@@ -196,7 +196,7 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Mapped>> {
         };
         let mut report = Mappings {
             app: app.label(),
-            machine: machine_label(&target),
+            machine: target.label(),
             threads: n,
             pus: target.pu_count(),
             measured: if measure_host {

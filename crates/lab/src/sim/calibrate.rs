@@ -17,9 +17,6 @@
 //! wall time includes the time its thread waited for a CPU; its cost is taken from its thread's
 //! CPU time instead (`TraceEvent::cpu_ns`). Scans read their partition: 12 bytes (three ids)
 //! per triple produced, from the partition's node.
-//!
-//! Length: the three calibrations share one derivation and one averaging; the last 60 lines
-//! are their test.
 
 use std::sync::Arc;
 
@@ -663,7 +660,7 @@ fn calibrate_plans(
             for (name, text) in names.iter().zip(&texts) {
                 eprintln!(
                     "calibrating: {name}, traced, on a runtime of {} on this host",
-                    crate::harness::machine_label(machine)
+                    machine.label()
                 );
                 let c = sparql(&store, name, text, cmd.packet_bytes)?;
                 say(format!(
@@ -928,7 +925,7 @@ mod tests {
                 assert_eq!(o.lookup_bytes_per_tuple > 0.0, is_lookup, "{q}: {}", o.name);
             }
             if q == "q4" {
-                // Its DISTINCT holds a set (issue 37, item 3): the model has it as state.
+                // Its DISTINCT holds a set: the model has it as state.
                 let stateful: Vec<_> = m
                     .operators
                     .iter()

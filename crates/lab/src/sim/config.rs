@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use nearflow_topo::TopologySpec;
 
-use crate::store::Source;
+use nearflow_rdf::open::Source;
 
 /// What runs in the simulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,9 +38,9 @@ pub enum Workload {
     Sp2bench,
 }
 
-/// Where the simulated store's data lies (issue 37, item 6): the engine's placements
-/// ([`crate::store::StorePlacement`]), modelled.
-pub use crate::store::StorePlacement;
+/// Where the simulated store's data lies: the engine's placements
+/// ([`nearflow_rdf::open::StorePlacement`]), modelled.
+pub use nearflow_rdf::open::StorePlacement;
 
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -1,4 +1,4 @@
-//! The runtime against the simulator, decision by decision (issue 37, item 8).
+//! The runtime against the simulator, decision by decision.
 //!
 //! One seeded workload — random spawn trees of several requests, immediate and deferred
 //! spawns — runs on the real runtime with **one worker**, where a single thread makes every

@@ -2,7 +2,7 @@
 //!
 //! The eight queries of §6.1.1 (Q2, Q4, Q5a, Q6, Q7, Q8, Q9, Q11), one copy and 16 at once, LAS
 //! against NLS with the nearflow allocator, LAS with the system allocator (§6.4), and LAS
-//! against NLS with the store replicated on every node (issue 37's item 6, a model), on
+//! against NLS with the store replicated on every node (a model), on
 //! `e5310-smp` (§6.2, Figs. 5, 6, 10) and `e7-4820` (§6.3, Figs. 7, 8, 9). Each machine's plans
 //! are calibrated once (or read from `models_dir/PRESET.json`, saved there on first use) and
 //! every contender of that machine runs the same models. Then the same queries are validated on

@@ -410,7 +410,7 @@ mod tests {
     }
 
     /// Models saved by one run and loaded by another simulate alike: the second run does not
-    /// calibrate again, so two commands compare the same model (issue 37, item 4).
+    /// calibrate again, so two commands compare the same model.
     #[test]
     fn saved_plan_models_are_reused_as_they_were() {
         let dir = std::env::temp_dir().join(format!("nearflow-models-{}", std::process::id()));
@@ -456,7 +456,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A replicated store (issue 37, item 6, as a model): every scan loses its home and no
+    /// A replicated store (as a model): every scan loses its home and no
     /// other operator changes; the run says so; other workloads refuse the setting.
     #[test]
     fn a_replicated_store_unhomes_the_scans_only() {
@@ -519,7 +519,7 @@ mod tests {
         assert!(e.contains("needs this host's topology"), "{e}");
     }
 
-    /// VWAP and SP²Bench plans validate too (issue 37): a measured row beside every simulated
+    /// VWAP and SP²Bench plans validate too: a measured row beside every simulated
     /// policy and entry, each result checked by the real run.
     #[test]
     fn plan_workloads_validate_on_the_host() {

@@ -1,7 +1,5 @@
 //! Sleeping and waking of workers. The protocol, and why no wake-up is lost, is described in
 //! `README.md` beside this file; read it before changing anything here.
-//!
-//! Length: a third is the loom models and the threaded tests of the protocol, kept next to it.
 
 use crossbeam_utils::CachePadded;
 
@@ -791,7 +789,7 @@ mod tests {
 
     /// The other half: a searcher that takes the only task queued wakes nobody (a woken worker
     /// would find nothing and go back to sleep: on a virtual machine that cost a small
-    /// request 45 µs, issue 9, tenth session, in the history of docs/results.md).
+    /// request 45 µs).
     #[test]
     fn a_searcher_that_takes_the_last_task_wakes_nobody() {
         for barriers in both_barriers() {

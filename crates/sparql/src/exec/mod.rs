@@ -232,7 +232,7 @@ impl Drop for Timer<'_> {
 }
 
 /// An operator run's index reads, counted by where their memory lies against the worker's node
-/// (issue 37, item 6: the store's placement decides which reads stay on the node), added to
+/// (the store's placement decides which reads stay on the node), added to
 /// the operator's counters at the end of the run.
 pub(crate) struct Reads<'a> {
     /// The node of the worker running the operator.

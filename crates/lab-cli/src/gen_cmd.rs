@@ -22,7 +22,7 @@ pub enum GenCmd {
 pub struct Sp2benchGen {
     /// Triples to generate (the last document is completed, so a few more).
     /// Range: 1..=1e10.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long)]
     pub triples: u64,
     /// The file to write (`.gz`: gzip). Written to a temporary name first, renamed at the end.
     #[arg(long)]
@@ -62,7 +62,7 @@ pub fn sp2bench_file(c: &Sp2benchGen) -> Result<sp2bench::Summary> {
         .file_name()
         .with_context(|| format!("{}: not a file name", c.out.display()))?;
     // The generator writes Turtle (SP²Bench's own format, `@prefix` lines): a name the loader
-    // would read as N-Triples or N-Quads is refused rather than written wrongly (issue 35).
+    // would read as N-Triples or N-Quads is refused rather than written wrongly.
     let plain = name.to_string_lossy();
     let plain = plain.strip_suffix(".gz").unwrap_or(&plain);
     if plain.ends_with(".nt") || plain.ends_with(".nq") {

@@ -1,16 +1,42 @@
-//! Opening a store: RDF files loaded with a progress bar, or a snapshot, with the time it took
-//! on stderr (as `nearflow sparql`, `bench sp2bench` and `sim --workload sp2bench` do).
+//! Opening a store as a program does: RDF files loaded with a progress bar, or a snapshot with
+//! its log, then placed over the NUMA nodes; unless `quiet`, what it took is said on stderr
+//! (`nearflow sparql`, `serve`, `update`, and the benchmarks that open stores, all open them
+//! here).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
-use nearflow_rdf::db::{Db, Tuning};
-use nearflow_rdf::{load, Store};
+use crate::db::{Db, DbError, Tuning};
+use crate::load::{self, LoadError};
+use crate::replica::Replication;
+use crate::store::StoreError;
+use crate::Store;
 
-/// Where a store's indexes lie over the NUMA nodes (issue 37, item 6).
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A file named does not exist.
+    #[error("{0}: no such file")]
+    NoSuchFile(PathBuf),
+    /// Standard input named twice.
+    #[error("standard input (`-`) can be read once")]
+    StdinTwice,
+    /// Loading RDF files failed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Opening a snapshot and its log failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// Building or replicating the indexes failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+type Result<T, E = OpenError> = std::result::Result<T, E>;
+
+/// Where a store's indexes lie over the NUMA nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StorePlacement {
     /// Each permutation split by key range over the nodes, one partition per node, each scan
@@ -36,17 +62,17 @@ pub fn place(store: &Store, placement: StorePlacement, quiet: bool) -> Result<()
     let what = store.replicate()?;
     if !quiet {
         match what {
-            nearflow_rdf::replica::Replication::Built { nodes, bytes } => eprintln!(
+            Replication::Built { nodes, bytes } => eprintln!(
                 "replicated the indexes on {nodes} NUMA nodes in {:.2} s: {:.1} MiB ({:.1} MiB per node)",
                 t.elapsed().as_secs_f64(),
                 bytes as f64 / (1 << 20) as f64,
                 bytes as f64 / (1 << 20) as f64 / nodes as f64
             ),
-            nearflow_rdf::replica::Replication::OneNode => eprintln!(
+            Replication::OneNode => eprintln!(
                 "--store-placement replicated: the machine has one NUMA node, whose partitions \
                  are the whole indexes already; nothing copied"
             ),
-            nearflow_rdf::replica::Replication::Already => {}
+            Replication::Already => {}
         }
     }
     Ok(())
@@ -94,11 +120,11 @@ fn load_onto(
     let all = || files.iter().chain(options.named.iter().map(|(_, f)| f));
     for f in all() {
         if f.as_os_str() != "-" && !f.exists() {
-            bail!("{}: no such file", f.display());
+            return Err(OpenError::NoSuchFile(f.clone()));
         }
     }
     if all().filter(|f| f.as_os_str() == "-").count() > 1 {
-        bail!("standard input (`-`) can be read once");
+        return Err(OpenError::StdinTwice);
     }
     let progress = Arc::new(load::Progress::default());
     let started = Instant::now();
@@ -240,89 +266,4 @@ impl Source {
             Source::Files(files, options) => load_files(machine, files, options, quiet),
         }
     }
-}
-
-/// Triples of the generated SP²Bench document the replica check builds its store from.
-const CHECK_TRIPLES: u64 = 60_000;
-
-/// The placement check of a replicated store (issue 37, item 6), for `nearflow check placement`
-/// and so for the two-node QEMU guest: a store of a generated SP²Bench document built for this
-/// host and replicated; every replica's pages must lie on the node it was built for, and
-/// SP²Bench q2 (its scans, hash joins and an index join) on a LAS runtime bound by core group must read no index row
-/// from another node's memory (the runtime's check says each worker runs on the node it
-/// counts). On one node nothing is copied, which the check says.
-pub fn replicas_on_their_nodes(host: &nearflow_topo::Machine) -> nearflow_alloc::placement::Check {
-    let name = "store replicas are on their nodes and a query reads its workers' own".to_string();
-    match check_replicas(host) {
-        Ok((ok, detail)) => nearflow_alloc::placement::Check { name, ok, detail },
-        Err(e) => nearflow_alloc::placement::Check {
-            name,
-            ok: false,
-            detail: format!("{e:#}"),
-        },
-    }
-}
-
-fn check_replicas(host: &nearflow_topo::Machine) -> Result<(bool, String)> {
-    use nearflow_rdf::replica::Replication;
-    let mut doc = Vec::new();
-    nearflow_apps::sp2bench::generate(CHECK_TRIPLES, 1, &mut doc)?;
-    let mut loaded = load::Loaded::default();
-    load::load_reader(
-        &mut loaded,
-        Path::new("generated.n3"),
-        load::Format::Turtle,
-        &doc[..],
-        "",
-    )?;
-    let store = Arc::new(loaded.into_store(host)?);
-    let (nodes, bytes) = match store.replicate()? {
-        Replication::Built { nodes, bytes } => (nodes, bytes),
-        Replication::OneNode => {
-            return Ok((
-                true,
-                "one NUMA node: its partitions are the whole indexes, nothing to replicate".into(),
-            ))
-        }
-        Replication::Already => bail!("a fresh store was already replicated"),
-    };
-    let mut ok = true;
-    let mut detail = vec![format!(
-        "{} quads, {nodes} replicas of 3 permutations, {:.1} MiB",
-        store.len(),
-        bytes as f64 / (1 << 20) as f64
-    )];
-    for (info, placed, cols) in store.replica_map().expect("replicated above") {
-        // Pages per node, column by column.
-        let mut census: Vec<(i32, usize)> = Vec::new();
-        for c in cols {
-            census.extend(nearflow_alloc::placement::page_census(
-                c.as_ptr().cast(),
-                std::mem::size_of_val(c),
-            )?);
-        }
-        let right = placed == nearflow_split::Placed::Bound
-            && census.iter().all(|&(n, _)| n == info.node as i32);
-        ok &= right;
-        if !right {
-            detail.push(format!(
-                "replica of node {}: {placed:?}, pages per node {census:?}",
-                info.node
-            ));
-        }
-    }
-    let rt = nearflow_rt::Runtime::builder(host.clone())
-        .policy(nearflow_policy::PolicyKind::Las)
-        .pinning(nearflow_rt::Pinning::Group)
-        .build()?;
-    let text = nearflow_apps::sp2bench::queries::text("q2")
-        .ok_or_else(|| anyhow::anyhow!("q2 is one of the SP²Bench queries"))?;
-    let q = nearflow_sparql::prepare(&store, &text, &Default::default())?;
-    let rows = q.run_collect(&rt)?.rows.len();
-    let (reads, remote) = q.index_reads();
-    ok &= reads > 0 && remote == 0;
-    detail.push(format!(
-        "q2: {rows} rows, {reads} index reads, {remote} from another node's memory"
-    ));
-    Ok((ok, detail.join("; ")))
 }

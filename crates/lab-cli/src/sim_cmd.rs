@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use nearflow_lab::sim::{self, Workload};
-use nearflow_lab::store::Source;
+use nearflow_rdf::open::Source;
 
-use crate::args::{print_report, StorePlacementArg, TopoArgs};
+use crate::report::print_report;
+use nearflow_cli::args::{StorePlacementArg, TopoArgs};
 
 /// Simulates and prints.
 pub fn run(cmd: &SimCmd) -> Result<()> {
@@ -76,38 +77,38 @@ pub struct SimCmd {
     pub allocators: String,
     /// Size of the workload (see --workload); default per workload.
     /// Range: 1..=1048576.
-    #[arg(value_parser = crate::args::int_in(1u32, 1 << 20), long)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u32, 1 << 20), long)]
     pub size: Option<u32>,
     /// Pipeline: packets per request.
     /// Range: 1..=1e6.
-    #[arg(value_parser = crate::args::int_in(1u32, 1_000_000), long, default_value_t = 64)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u32, 1_000_000), long, default_value_t = 64)]
     pub packets: u32,
     /// Pipeline: operators after the source.
     /// Range: 1..=10000.
-    #[arg(value_parser = crate::args::int_in(1u32, 10_000), long, default_value_t = 6)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u32, 10_000), long, default_value_t = 6)]
     pub operators: u32,
     /// Pipeline: packet size (default: half the L2 of the machine, as the engine's).
     /// Range: 64..=1 GiB.
-    #[arg(value_parser = crate::args::int_in(64u64, 1 << 30), long, value_name = "BYTES")]
+    #[arg(value_parser = nearflow_cli::args::int_in(64u64, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<u64>,
     /// Pipeline: work per packet byte per operator, in ns.
     /// Range: 0..=1000.
-    #[arg(value_parser = crate::args::real_in(0.0, 1000.0), long, default_value_t = 0.5)]
+    #[arg(value_parser = nearflow_cli::args::real_in(0.0, 1000.0), long, default_value_t = 0.5)]
     pub ns_per_byte: f64,
     /// Pipeline: each request's input on its own node (spawned homed) instead of on node 0.
     #[arg(long)]
     pub homed_input: bool,
     /// Plans: rows per source of the generated plan.
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
     pub rows: u64,
     /// VWAP: ticks generated (as `run vwap`).
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub ticks: u64,
     /// VWAP: branches the stream is split into.
     /// Range: 1..=64.
-    #[arg(value_parser = crate::args::int_in(1usize, 64), long, default_value_t = 4)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 64), long, default_value_t = 4)]
     pub branches: usize,
     /// SP²Bench: queries (file names without `.sparql`, see `bench sp2bench --queries-dir`).
     #[arg(long, default_value = "q2,q4")]
@@ -137,16 +138,16 @@ pub struct SimCmd {
     pub store: Option<PathBuf>,
     /// SP²Bench: triples to generate (`gen sp2bench`, seed 1) when no `--data` or `--store`.
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 50_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 50_000)]
     pub triples: u64,
     /// Ferret: the database's size in bytes (default: `bench split`'s 50,000 vectors of 64
     /// floats).
     /// Range: 1..=1 TiB.
-    #[arg(value_parser = crate::args::int_in(1u64, 1 << 40), long, default_value_t = 12_800_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1 << 40), long, default_value_t = 12_800_000)]
     pub db_bytes: u64,
     /// Task work in ns (fib, fanout, stress).
     /// Range: 0..=1e9.
-    #[arg(value_parser = crate::args::real_in(0.0, 1e9), long, default_value_t = 200.0)]
+    #[arg(value_parser = nearflow_cli::args::real_in(0.0, 1e9), long, default_value_t = 200.0)]
     pub work_ns: f64,
     /// Seed (random stealing, stress trees).
     #[arg(long, default_value_t = 1)]
@@ -176,7 +177,7 @@ pub struct SimCmd {
     pub validate: bool,
     /// Rounds of the real runs of --validate (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// The LAS paper's §6.2–6.4 (Figs. 5–10) in one command: its eight queries ×1 and ×16, LAS
     /// against NLS and the nearflow against the system allocator, on e5310-smp and e7-4820

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use nearflow_lab::map;
 
-use crate::args::{print_report, TopoArgs};
+use crate::report::print_report;
+use nearflow_cli::args::TopoArgs;
 
 /// Maps, measures and prints.
 pub fn run(cmd: &MapCmd) -> Result<()> {
@@ -34,19 +35,19 @@ pub struct MapCmd {
     pub window: String,
     /// VWAP: generated ticks.
     /// Range: 1..=1e10.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
     pub ticks: u64,
     /// LOIS: generated samples (16 channels).
     /// Range: 1..=1e10.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 1_000_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long, default_value_t = 1_000_000)]
     pub samples: u64,
     /// Packet size in bytes (default: half the L2 of the machine the plan runs on).
     /// Range: 64..=1 GiB.
-    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long)]
+    #[arg(value_parser = nearflow_cli::args::int_in(64usize, 1 << 30), long)]
     pub packet_bytes: Option<usize>,
     /// Runs per mapping; the median is reported.
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub repeat: usize,
     /// Measure in the simulator instead of on the host (SIMULATED).
     #[arg(long)]
@@ -56,7 +57,7 @@ pub struct MapCmd {
     pub no_measure: bool,
     /// Most mappings Exhaustive may measure (it reports how many there were).
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1usize, 1_000_000_000), long, default_value_t = 200)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1_000_000_000), long, default_value_t = 200)]
     pub max_exhaustive: usize,
     /// Use this profile (JSON, from --profile-out) instead of a profiling run.
     #[arg(long, value_name = "FILE")]
@@ -73,11 +74,11 @@ pub struct MapCmd {
     pub online: bool,
     /// --online: how often the monitor looks at the running profile.
     /// Range: 1..=60000.
-    #[arg(value_parser = crate::args::int_in(1u64, 60_000), long, default_value_t = 50)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 60_000), long, default_value_t = 50)]
     pub period_ms: u64,
     /// --online: move only when the predicted cost drops by more than this fraction.
     /// Range: 0..=10.
-    #[arg(value_parser = crate::args::real_in(0.0, 10.0), long, default_value_t = 0.10)]
+    #[arg(value_parser = nearflow_cli::args::real_in(0.0, 10.0), long, default_value_t = 0.10)]
     pub margin: f64,
 }
 

@@ -11,7 +11,8 @@ use nearflow_policy::{PolicyKind, TaskKind};
 use nearflow_rt::Pinning;
 use nearflow_split::SplitBy;
 
-use crate::args::{print_report, SourceArgs, TopoArgs};
+use crate::report::print_report;
+use nearflow_cli::args::{SourceArgs, TopoArgs};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
@@ -83,7 +84,7 @@ pub struct RayonCmd {
     pub policies: String,
     /// Interleaved rounds (medians over rounds are reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 7)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 7)]
     pub rounds: usize,
     /// The correctness sizes (milliseconds a run) instead of the full ones.
     #[arg(long)]
@@ -95,7 +96,7 @@ pub struct RayonCmd {
     pub simulate: Option<String>,
     /// With --simulate: parallel loops cut into this many leaves per PU (a stand-in for rayon's
     /// adaptive splitting). Range: 1..=64.
-    #[arg(value_parser = crate::args::int_in(1u64, 64), long, default_value_t = 4)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 64), long, default_value_t = 4)]
     pub pieces_per_pu: u64,
     /// Print one JSON document.
     #[arg(long)]
@@ -139,28 +140,28 @@ pub struct OverheadCmd {
     pub policies: String,
     /// Tasks in `chain` and `fanout`.
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub tasks: u64,
     /// n of `fib` (fib(25) is 242,785 tasks).
     /// Range: 1..=40.
-    #[arg(value_parser = crate::args::int_in(1u32, 40), long, default_value_t = 25)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u32, 40), long, default_value_t = 25)]
     pub fib: u32,
     /// Workloads (comma-separated): chain, fanout, fib, request, wake.
     #[arg(long, default_value = "chain,fanout,fib,request,wake")]
     pub workloads: String,
     /// Requests in `request` (`wake` runs a tenth as many, each after 5 ms of idleness).
     /// Range: 1..=1e7.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000), long, default_value_t = 2000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000), long, default_value_t = 2000)]
     pub requests: u64,
     /// Interleaved rounds (each runs every cell once; medians over rounds are reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 11)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 11)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (not for `wake`, which measures the
     /// cold start). On a virtual machine whose vCPUs idle in the 5 ms pause between cells, the
     /// host may take the caches away; a run of a few milliseconds then pays for it at random.
     /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
+    #[arg(value_parser = nearflow_cli::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Barriers of the sleep protocol to compare (comma-separated: fence, membarrier); each
     /// policy runs once per choice, named `policy+barriers` when there are several (default:
@@ -218,12 +219,12 @@ pub struct QueuesCmd {
     pub spawn: SpawnKind,
     /// Timed repetitions per cell (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one (every product still verified):
     /// they meet the cold start after the pause between cells (see `bench plans --warmup`).
     /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
+    #[arg(value_parser = nearflow_cli::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also time the product on plain threads (one per PU of the machine), without the runtime,
     /// in the orders in which the policies hand out the elements: `youngest-first` (LAS rule 3
@@ -279,7 +280,7 @@ pub struct PacketSizeCmd {
     pub sizes_kib: String,
     /// Rows per source of the generated plan.
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 200_000)]
     pub rows: u64,
     /// Scheduling policy.
     #[arg(long, default_value = "las")]
@@ -289,7 +290,7 @@ pub struct PacketSizeCmd {
     pub pinning: Pinning,
     /// Timed repetitions per size (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Print JSON: a list of {packet_bytes, tuples_per_s, default}.
     #[arg(long)]
@@ -326,25 +327,25 @@ pub struct PlansCmd {
     pub allocators: String,
     /// Rows per source of each plan.
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 20_000)]
     pub rows: u64,
     /// Packet size in bytes (default: half the L2 cache of the topology).
     /// Range: 64..=1 GiB.
-    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
+    #[arg(value_parser = nearflow_cli::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<usize>,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
     pub pinning: Pinning,
     /// Timed repetitions per cell (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Untimed runs of a cell right before each timed one. The bench pauses between cells so
     /// that the previous column's workers fall asleep; on a virtual machine whose vCPUs idle
     /// in that pause, the next run can start with caches the host has taken away (a 10 ms
     /// plan then takes 50 % longer, at random); a warm-up run absorbs that.
     /// Range: 0..=100.
-    #[arg(value_parser = crate::args::int_in(0usize, 100), long, default_value_t = 1)]
+    #[arg(value_parser = nearflow_cli::args::int_in(0usize, 100), long, default_value_t = 1)]
     pub warmup: usize,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
@@ -386,11 +387,11 @@ pub struct AllocCmd {
     pub patterns: String,
     /// Threads of the multi-thread patterns (more than the machine's CPUs is allowed).
     /// Range: 2..=1024.
-    #[arg(value_parser = crate::args::int_in(2usize, 1024), long, default_value_t = 4)]
+    #[arg(value_parser = nearflow_cli::args::int_in(2usize, 1024), long, default_value_t = 4)]
     pub threads: usize,
     /// Multiplies the operation counts (1.0 takes about a minute on a 2-CPU machine).
     /// Range: 0.0001..=1000.
-    #[arg(value_parser = crate::args::real_in(0.0001, 1000.0), long, default_value_t = 1.0)]
+    #[arg(value_parser = nearflow_cli::args::real_in(0.0001, 1000.0), long, default_value_t = 1.0)]
     pub scale: f64,
     /// Directory of the allocbench-* programs (default: next to this executable).
     #[arg(long, value_name = "DIR")]
@@ -430,30 +431,30 @@ pub struct SplitCmd {
     pub policies: String,
     /// Queries per round.
     /// Range: 1..=1e7.
-    #[arg(value_parser = crate::args::int_in(1usize, 10_000_000), long, default_value_t = 2000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 10_000_000), long, default_value_t = 2000)]
     pub queries: usize,
     /// Feature vectors in the database.
     /// Range: 1..=1e8.
-    #[arg(value_parser = crate::args::int_in(1usize, 100_000_000), long, default_value_t = 200_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 100_000_000), long, default_value_t = 200_000)]
     pub points: usize,
     /// Dimensions of a feature vector.
     /// Range: 1..=4096.
-    #[arg(value_parser = crate::args::int_in(1usize, 4096), long, default_value_t = 64)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 4096), long, default_value_t = 64)]
     pub dim: usize,
     /// Results per query.
     /// Range: 1..=10000.
-    #[arg(value_parser = crate::args::int_in(1usize, 10_000), long, default_value_t = 10)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 10_000), long, default_value_t = 10)]
     pub k: usize,
     /// Partitions per NUMA node or per core group.
     #[arg(long, value_enum, default_value = "node")]
     pub by: By,
     /// Timed rounds (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Queries checked against brute force.
     /// Range: 0..=1e6.
-    #[arg(value_parser = crate::args::int_in(0usize, 1_000_000), long, default_value_t = 100)]
+    #[arg(value_parser = nearflow_cli::args::int_in(0usize, 1_000_000), long, default_value_t = 100)]
     pub check_queries: usize,
     /// Thread binding (only applied on the host).
     #[arg(long, default_value = "group")]
@@ -493,7 +494,7 @@ pub struct Sp2benchCmd {
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
-    pub read: crate::args::ReadArgs,
+    pub read: nearflow_cli::args::ReadArgs,
     /// Queries (file names without `.sparql` in `--queries-dir`), comma-separated.
     #[arg(long, default_value = "q2,q4,q5a,q6,q7,q8,q9,q11")]
     pub queries: String,
@@ -517,14 +518,14 @@ pub struct Sp2benchCmd {
     pub packet_bytes: Option<String>,
     /// Timed repetitions per cell (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub reps: usize,
     /// Run the queries in a peer engine too: `oxigraph`.
     #[arg(long)]
     pub peer: Option<String>,
     /// The peer's time limit per query, in seconds ("> limit" in the table).
     /// Range: 0.001..=86400 s.
-    #[arg(value_parser = crate::args::real_in(0.001, 86_400.0), long, default_value_t = 60.0)]
+    #[arg(value_parser = nearflow_cli::args::real_in(0.001, 86_400.0), long, default_value_t = 60.0)]
     pub peer_timeout: f64,
     #[command(flatten)]
     pub topo: TopoArgs,
@@ -542,7 +543,7 @@ pub struct Sp2benchCmd {
     /// built on it, and a worker reads its node's: memory ×nodes; nothing is copied on a
     /// one-node machine).
     #[arg(long, value_enum, default_value = "partitioned")]
-    pub store_placement: crate::args::StorePlacementArg,
+    pub store_placement: nearflow_cli::args::StorePlacementArg,
     /// No progress output.
     #[arg(long)]
     pub quiet: bool,
@@ -576,7 +577,7 @@ pub struct ServeLoadCmd {
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
-    pub read: crate::args::ReadArgs,
+    pub read: nearflow_cli::args::ReadArgs,
     /// The query mix (comma-separated): SP²Bench's names and the SPARQL 1.1 workloads a1, a2,
     /// a3, p1, n1.
     #[arg(long, default_value = lab::serve_load::DEFAULT_MIX)]
@@ -585,13 +586,13 @@ pub struct ServeLoadCmd {
     #[arg(long)]
     pub queries_dir: Option<PathBuf>,
     /// Concurrent clients. Range: 1..=1024.
-    #[arg(long, default_value_t = 16, value_parser = crate::args::int_in(1usize, 1024))]
+    #[arg(long, default_value_t = 16, value_parser = nearflow_cli::args::int_in(1usize, 1024))]
     pub clients: usize,
     /// Seconds each engine is driven per round. Range: 0.1..=3600.
-    #[arg(long, default_value_t = 5.0, value_parser = crate::args::real_in(0.1, 3600.0))]
+    #[arg(long, default_value_t = 5.0, value_parser = nearflow_cli::args::real_in(0.1, 3600.0))]
     pub seconds: f64,
     /// Interleaved rounds. Range: 1..=100.
-    #[arg(long, default_value_t = 2, value_parser = crate::args::int_in(1usize, 100))]
+    #[arg(long, default_value_t = 2, value_parser = nearflow_cli::args::int_in(1usize, 100))]
     pub rounds: usize,
     /// Policies (comma-separated), an endpoint each.
     #[arg(long, default_value = "las,nls")]
@@ -601,11 +602,11 @@ pub struct ServeLoadCmd {
     #[arg(long, value_name = "URL")]
     pub peer: Option<String>,
     /// The longest a request may take before it counts as failed.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = nearflow_cli::args::duration)]
     pub request_timeout: std::time::Duration,
     /// Queries each of our endpoints runs at once (default: `serve`'s, four per PU, at least 8).
     /// Range: 1..=4096.
-    #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
+    #[arg(long, value_parser = nearflow_cli::args::int_in(1usize, 4096))]
     pub max_running: Option<usize>,
     /// Updates per second beside the mix (e.g. 10): each policy gets a second engine,
     /// POLICY+updates, over a durable copy of the store that takes them (the throughput with
@@ -658,19 +659,19 @@ pub struct StreammapCmd {
     pub micro: String,
     /// Tuples per chain (pc, contention).
     /// Range: 1..=1e10.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long, default_value_t = 2_000_000)]
     pub tuples: u64,
     /// Meetings of the two barrier threads (the paper: 10,000,000).
     /// Range: 1..=1e9.
-    #[arg(value_parser = crate::args::int_in(1u64, 1_000_000_000), long, default_value_t = 1_000_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 1_000_000_000), long, default_value_t = 1_000_000)]
     pub rounds: u64,
     /// Runs per case; the median is reported (the simulator is deterministic: one run).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 3)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
     pub repeat: usize,
     /// Packet size in bytes (pc, contention).
     /// Range: 64..=1 GiB.
-    #[arg(value_parser = crate::args::int_in(64usize, 1 << 30), long, default_value_t = 64 * 1024)]
+    #[arg(value_parser = nearflow_cli::args::int_in(64usize, 1 << 30), long, default_value_t = 64 * 1024)]
     pub packet_bytes: usize,
     /// Simulate on these machines instead (comma-separated presets, e.g.
     /// x5355,e5320-uma,nehalem-2x4; SIMULATED).
@@ -695,11 +696,11 @@ impl StreammapCmd {
 pub struct NumaFactorCmd {
     /// Array size in MiB (larger than the last-level cache, so the reversal goes to memory).
     /// Range: 1..=65536 (64 GiB).
-    #[arg(value_parser = crate::args::int_in(1usize, 65_536), long, default_value_t = 256)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 65_536), long, default_value_t = 256)]
     pub mib: usize,
     /// Passes per cell (median reported).
     /// Range: 1..=1000.
-    #[arg(value_parser = crate::args::int_in(1usize, 1000), long, default_value_t = 5)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 5)]
     pub reps: usize,
     /// Print this paper machine's stored NUMA factors instead of measuring (`nearflow topo --list`).
     #[arg(long, value_name = "NAME")]
@@ -728,7 +729,7 @@ pub struct PhaseCmd {
     pub samples: u32,
     /// Pause between samples, in milliseconds.
     /// Range: 0..=60000.
-    #[arg(value_parser = crate::args::int_in(0u64, 60_000), long, default_value_t = 200)]
+    #[arg(value_parser = nearflow_cli::args::int_in(0u64, 60_000), long, default_value_t = 200)]
     pub every_ms: u64,
 }
 

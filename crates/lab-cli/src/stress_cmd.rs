@@ -8,7 +8,7 @@ use nearflow_policy::PolicyKind;
 use nearflow_rt::stress::{self, StressConfig};
 use nearflow_rt::{AllocatorKind, Pinning};
 
-use crate::args::{build_runtime, machine_label, TopoArgs};
+use nearflow_cli::args::{build_runtime, TopoArgs};
 
 #[derive(Args, Debug)]
 pub struct StressCmd {
@@ -22,22 +22,22 @@ pub struct StressCmd {
     pub pinning: Pinning,
     /// Total tasks.
     /// Range: 1..=1e10.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000_000), long, default_value_t = 200_000)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long, default_value_t = 200_000)]
     pub tasks: u64,
     /// Concurrent requests.
     /// Range: 1..=1e7.
-    #[arg(value_parser = crate::args::int_in(1u64, 10_000_000), long, default_value_t = 64)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000), long, default_value_t = 64)]
     pub requests: u64,
     /// Most children of one task.
     /// Range: 1..=1024.
-    #[arg(value_parser = crate::args::int_in(1u32, 1024), long, default_value_t = 8)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u32, 1024), long, default_value_t = 8)]
     pub fanout: u32,
     /// Seed of the DAG shapes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Seconds without progress while tasks are queued that count as a stall.
     /// Range: 1..=86400.
-    #[arg(value_parser = crate::args::int_in(1u64, 86_400), long, default_value_t = 10)]
+    #[arg(value_parser = nearflow_cli::args::int_in(1u64, 86_400), long, default_value_t = 10)]
     pub stall_secs: u64,
     /// Print one JSON document.
     #[arg(long)]
@@ -46,7 +46,7 @@ pub struct StressCmd {
 
 pub fn run(cmd: &StressCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
-    let label = machine_label(&machine);
+    let label = machine.label();
     let rt = build_runtime(
         machine,
         cmd.policy,

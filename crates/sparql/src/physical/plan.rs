@@ -1,0 +1,332 @@
+//! The physical plan's types: operators, the slots of a pattern, partitionings, the counters
+//! each operator fills; what a plan yields and in which order.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crate::algebra::Agg;
+use crate::expr::Expr;
+use crate::path::{End, PathExpr};
+use nearflow_rdf::store::Permutation;
+use nearflow_rdf::term::{Id, Term};
+
+/// Counters of one operator, filled while it runs.
+#[derive(Debug, Default)]
+pub struct OpStat {
+    /// Rows it produced.
+    pub rows: AtomicU64,
+    /// Nanoseconds spent in it (when timing is on).
+    pub nanos: AtomicU64,
+    /// For an operator that reads the store's indexes (scans, index and merge joins): index
+    /// rows read, one more per binary search.
+    pub reads: AtomicU64,
+    /// Of [`reads`](Self::reads), those from memory of another NUMA node than the reading
+    /// worker's (by where the partition or replica was built: nominal on a synthetic machine).
+    pub remote_reads: AtomicU64,
+}
+
+/// A position of a physical quad pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// A variable's column.
+    Var(usize),
+    /// A constant: its id, or `None` when the store does not hold it (nothing matches).
+    Const(Option<Id>),
+    /// A variable fixed to a constant by an equality filter: matched as the constant, and the
+    /// column still receives it.
+    Fixed(usize, Id),
+}
+
+impl Slot {
+    /// The column it binds, if any.
+    pub fn var(self) -> Option<usize> {
+        match self {
+            Slot::Var(c) | Slot::Fixed(c, _) => Some(c),
+            Slot::Const(_) => None,
+        }
+    }
+
+    /// The id it matches, if fixed.
+    pub fn id(self) -> Option<Id> {
+        match self {
+            Slot::Const(id) => id,
+            Slot::Fixed(_, id) => Some(id),
+            Slot::Var(_) => None,
+        }
+    }
+}
+
+/// A quad pattern over ids: subject, predicate, object, graph. The graph slot is a constant
+/// (one graph: [`DEFAULT_GRAPH`](nearflow_rdf::DEFAULT_GRAPH) or a named graph), or a variable ranging over the named graphs
+/// of the query's dataset ([`Planner::named`](super::Planner::named)), or a variable fixed to one of them.
+pub type Pat = [Slot; 4];
+
+/// The ids a pattern fixes, per position of the triple.
+pub fn bound_of(p: &Pat) -> [Option<Id>; 3] {
+    [p[0].id(), p[1].id(), p[2].id()]
+}
+
+/// How an operator's output is split into streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Partitioning {
+    /// One stream.
+    Single,
+    /// `n` streams (`n` > 1), a row in any.
+    Any(usize),
+    /// `n` streams (`n` > 1), a row in the one its key's hash picks: the ids of `keys` and,
+    /// for a value-key join, the value key of column `value`.
+    Hash {
+        /// Key columns, compared by id.
+        keys: Vec<usize>,
+        /// A column compared by value (`=`).
+        value: Option<usize>,
+        /// Streams.
+        n: usize,
+    },
+}
+
+impl Partitioning {
+    /// Streams.
+    pub fn count(&self) -> usize {
+        match self {
+            Partitioning::Single => 1,
+            Partitioning::Any(n) | Partitioning::Hash { n, .. } => *n,
+        }
+    }
+
+    pub(super) fn any(n: usize) -> Partitioning {
+        if n <= 1 {
+            Partitioning::Single
+        } else {
+            Partitioning::Any(n)
+        }
+    }
+
+    /// The partitioning after columns `changed` are cleared or overwritten: a hash on them no
+    /// longer holds.
+    pub(super) fn after_changing(&self, changed: &[usize]) -> Partitioning {
+        match self {
+            Partitioning::Hash { keys, value, n }
+                if keys.iter().chain(value).any(|c| changed.contains(c)) =>
+            {
+                Partitioning::Any(*n)
+            }
+            other => other.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Partitioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Partitioning::Single => write!(f, "1 stream"),
+            Partitioning::Any(n) => write!(f, "{n} streams"),
+            Partitioning::Hash { n, .. } => write!(f, "{n} streams by hash"),
+        }
+    }
+}
+
+/// How a hash join combines its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinMode {
+    /// Inner join.
+    Inner,
+    /// OPTIONAL: every probe row, with its matches or alone.
+    Left,
+    /// Probe rows with no match (OPTIONAL + `!bound`, `FILTER NOT EXISTS`).
+    Anti,
+    /// MINUS: probe rows with no compatible match sharing a bound variable.
+    Minus,
+    /// `FILTER EXISTS`: probe rows with a compatible match, each once.
+    Semi,
+    /// Every probe row, each once, with this column set to `true` or `false`: whether it has
+    /// a compatible match (an `EXISTS` inside an expression).
+    Mark(usize),
+}
+
+/// Where a property path is walked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathGraphs {
+    /// The graphs: merged into one (their union, each triple once) when `bind` is `None`,
+    /// else each walked on its own.
+    pub graphs: Vec<Id>,
+    /// The column bound to the graph walked (`GRAPH ?g { … path … }`).
+    pub bind: Option<usize>,
+}
+
+/// A physical operator.
+#[derive(Debug)]
+pub enum Op {
+    /// One empty solution.
+    Unit,
+    /// No solution.
+    Empty,
+    /// An index range scan.
+    Scan {
+        /// The pattern.
+        pat: Pat,
+        /// The permutation read.
+        order: Permutation,
+    },
+    /// A lookup of `pat` per input row.
+    IndexJoin {
+        /// The pattern (its variables bound by the input are looked up).
+        pat: Pat,
+    },
+    /// A hash join: input 0 probes, input 1 is built.
+    HashJoin {
+        /// Inner, left, anti, minus, semi or mark.
+        mode: JoinMode,
+        /// Columns bound on both sides, compared by id.
+        keys: Vec<usize>,
+        /// A value-key pair (probe column, build column) from an `=`.
+        value_key: Option<(usize, usize)>,
+        /// Columns that may be bound on both sides: checked for compatibility.
+        check: Vec<usize>,
+        /// The OPTIONAL's (or the rewritten filter's) expression.
+        residual: Option<Arc<Expr>>,
+        /// MINUS: key columns that pair the two sides without counting as a shared variable.
+        pairs: Vec<usize>,
+    },
+    /// A merge join of its two inputs, both [`Op::Scan`]s of one graph sorted on column `on`
+    /// (the first key column after each scan's bound prefix). It reads the two index ranges
+    /// itself, in parallel over `ranges` ranges of `on`'s values; the inputs are there for the
+    /// plan's text.
+    MergeJoin {
+        /// The column both scans are sorted on.
+        on: usize,
+        /// Ranges of the join column's values, one operator each.
+        ranges: usize,
+    },
+    /// Repartitions its input's streams.
+    Exchange(Partitioning),
+    /// FILTER.
+    Filter(Arc<Expr>),
+    /// UNION (bag union; order not kept).
+    Union,
+    /// DISTINCT.
+    Distinct,
+    /// ORDER BY; with a limit, only the first `limit` rows of the order are kept (a top-k:
+    /// a LIMIT above it, through projections and BINDs, which keep every row).
+    Sort(Arc<Vec<(Expr, bool)>>, Option<usize>),
+    /// OFFSET/LIMIT, of all the rows or of each key's rows (the key columns).
+    Slice(usize, Option<usize>, Vec<usize>),
+    /// Projection (other columns cleared).
+    Project(Vec<usize>),
+    /// BIND / a SELECT expression: the column gets the expression's value, or stays unbound
+    /// when it is an error.
+    Extend(usize, Arc<Expr>),
+    /// A property path: every solution of `subject path object`, from the store.
+    Path(End, Arc<PathExpr>, End, PathGraphs),
+    /// VALUES: constant rows (their terms get ids when the plan is built for a run).
+    Values(Vec<usize>, Arc<Vec<Vec<Option<Term>>>>),
+    /// One row per graph id, the column bound to it.
+    Graphs(usize, Arc<Vec<Id>>),
+    /// GROUP BY the key columns, computing the aggregates (only the keys and the aggregates'
+    /// columns are bound in its output); in two phases when the flag is set (a partial
+    /// aggregation per input stream, the groups' states then merged: `exec/group.rs`).
+    Group(Vec<usize>, Arc<Vec<(usize, Agg)>>, bool),
+}
+
+/// A node of the physical plan.
+#[derive(Debug)]
+pub struct Phys {
+    /// The operator.
+    pub op: Op,
+    /// Its inputs.
+    pub inputs: Vec<Phys>,
+    /// Estimated rows out.
+    pub est: f64,
+    /// Columns bound in every row.
+    pub cert: BTreeSet<usize>,
+    /// Columns bound in some rows.
+    pub maybe: BTreeSet<usize>,
+    /// How its output is split into streams.
+    pub out: Partitioning,
+    /// Its counters.
+    pub stat: Arc<OpStat>,
+}
+
+impl Phys {
+    pub(super) fn new(
+        op: Op,
+        inputs: Vec<Phys>,
+        est: f64,
+        cert: BTreeSet<usize>,
+        maybe: BTreeSet<usize>,
+    ) -> Phys {
+        Phys {
+            op,
+            inputs,
+            est,
+            cert,
+            maybe,
+            out: Partitioning::Single,
+            stat: Arc::default(),
+        }
+    }
+
+    /// Over one input, keeping its columns and its partitioning.
+    pub(super) fn over(op: Op, input: Phys, est: f64) -> Phys {
+        let (cert, maybe, out) = (input.cert.clone(), input.maybe.clone(), input.out.clone());
+        let mut p = Phys::new(op, vec![input], est, cert, maybe);
+        p.out = out;
+        p
+    }
+
+    pub(super) fn empty(cert: BTreeSet<usize>) -> Phys {
+        Phys::new(Op::Empty, vec![], 0.0, cert, BTreeSet::new())
+    }
+
+    pub(super) fn unit() -> Phys {
+        Phys::new(Op::Unit, vec![], 1.0, BTreeSet::new(), BTreeSet::new())
+    }
+
+    /// Columns bound in some row.
+    pub fn bound(&self) -> BTreeSet<usize> {
+        self.cert.union(&self.maybe).copied().collect()
+    }
+}
+
+/// Whether a plan yields no row whatever the store holds beyond what planning saw: an
+/// [`Op::Empty`] (a constant the store lacks, SP²Bench Q3c and Q12c) that every path to the
+/// output passes through. Such a query is answered without a request.
+pub fn yields_nothing(p: &Phys) -> bool {
+    let input = |i: usize| yields_nothing(&p.inputs[i]);
+    match &p.op {
+        Op::Empty => true,
+        Op::Unit | Op::Scan { .. } | Op::Path(..) => false,
+        Op::Values(_, rows) => rows.is_empty(),
+        Op::Graphs(_, ids) => ids.is_empty(),
+        // Without keys, a group is one row even over no input.
+        Op::Group(keys, ..) => !keys.is_empty() && input(0),
+        Op::Slice(_, Some(0), _) => true,
+        Op::HashJoin { mode, .. } => match mode {
+            JoinMode::Inner | JoinMode::Semi => input(0) || input(1),
+            JoinMode::Left | JoinMode::Anti | JoinMode::Minus | JoinMode::Mark(_) => input(0),
+        },
+        Op::MergeJoin { .. } => input(0) || input(1),
+        Op::Union => p.inputs.iter().all(yields_nothing),
+        Op::IndexJoin { .. }
+        | Op::Exchange(_)
+        | Op::Filter(_)
+        | Op::Distinct
+        | Op::Sort(..)
+        | Op::Slice(..)
+        | Op::Project(_)
+        | Op::Extend(..) => input(0),
+    }
+}
+
+/// Whether a plan's one stream comes out in an ORDER BY's order: a sort, under operators that
+/// keep the order of one stream.
+pub fn is_ordered(p: &Phys) -> bool {
+    match &p.op {
+        Op::Sort(..) => true,
+        Op::Project(_) | Op::Extend(..) | Op::Filter(_) | Op::Distinct | Op::Slice(..) => {
+            p.out.count() == 1 && is_ordered(&p.inputs[0])
+        }
+        _ => false,
+    }
+}

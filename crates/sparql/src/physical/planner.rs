@@ -1,0 +1,559 @@
+//! The planner: a query's terms and graphs as the store's ids, and one plan node per algebra
+//! node (the basic graph patterns' join order is `join_order.rs`'s).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::algebra::{Agg, AggFunc, Node, QuadPat, TermPat};
+use crate::expr::Expr;
+use crate::path::{End, PathExpr};
+use nearflow_rdf::store::{Store, DEFAULT_GRAPH};
+use nearflow_rdf::term::{Id, Term};
+
+use super::join_order::conjuncts;
+use super::plan::*;
+use super::scan_ranges::graphs_of;
+
+/// The planner: one store version, one query's dataset.
+pub struct Planner<'s> {
+    /// The store (for ids, counts and statistics).
+    pub store: &'s Store,
+    /// Degree of parallelism for the parallel operators.
+    pub dop: usize,
+    /// The graphs merged into the dataset's default graph (those the store holds).
+    pub default: Vec<Id>,
+    /// The dataset's named graphs the store holds, in id order.
+    pub named: Arc<Vec<Id>>,
+}
+
+impl Planner<'_> {
+    pub(super) fn term_id(&self, t: &Term) -> Option<Id> {
+        self.store.id_of(t.as_ref())
+    }
+
+    pub(super) fn slot(&self, t: &TermPat) -> Slot {
+        match t {
+            TermPat::Var(c) => Slot::Var(*c),
+            TermPat::Term(t) => Slot::Const(self.term_id(t)),
+            TermPat::Fixed(c, t) => match self.term_id(t) {
+                Some(id) => Slot::Fixed(*c, id),
+                None => Slot::Const(None),
+            },
+        }
+    }
+
+    pub(super) fn named_id(&self, t: &Term) -> Option<Id> {
+        self.term_id(t)
+            .filter(|id| self.named.binary_search(id).is_ok())
+    }
+
+    /// The graph slot of a pattern reading `g` (`None`: the active graph, which must be one
+    /// graph here).
+    pub(super) fn graph_slot(&self, g: Option<&TermPat>, active: &[Id]) -> Slot {
+        match g {
+            None => match active {
+                [one] => Slot::Const(Some(*one)),
+                _ => Slot::Const(None),
+            },
+            Some(TermPat::Var(c)) => Slot::Var(*c),
+            Some(TermPat::Term(t)) => Slot::Const(self.named_id(t)),
+            Some(TermPat::Fixed(c, t)) => match self.named_id(t) {
+                Some(id) => Slot::Fixed(*c, id),
+                None => Slot::Const(None),
+            },
+        }
+    }
+
+    pub(super) fn pat(&self, q: &QuadPat, active: &[Id]) -> Pat {
+        [
+            self.slot(&q.t[0]),
+            self.slot(&q.t[1]),
+            self.slot(&q.t[2]),
+            self.graph_slot(q.g.as_ref(), active),
+        ]
+    }
+
+    /// The graphs a pattern's graph slot reads.
+    pub fn graphs_of(&self, g: Slot) -> Vec<Id> {
+        graphs_of(g, &self.named)
+    }
+
+    /// Triples matching a pattern, exactly.
+    pub(super) fn count(&self, p: &Pat) -> u64 {
+        self.graphs_of(p[3])
+            .into_iter()
+            .map(|g| self.store.count_in(g, bound_of(p)))
+            .sum()
+    }
+
+    /// Plans a logical node, patterns that read the active graph reading `active`.
+    ///
+    /// A dispatcher only: `plan` recurses once per nesting level (500 OPTIONALs on a 2 MiB
+    /// stack), so every node's planning is a function of its own, never inlined, and this
+    /// frame stays small.
+    pub fn plan(&self, node: &Node, active: &[Id]) -> Phys {
+        crate::deeper(|| self.plan_at(node, active))
+    }
+
+    pub(super) fn plan_at(&self, node: &Node, active: &[Id]) -> Phys {
+        match node {
+            Node::Bgp(pats) => self.bgp(pats, Vec::new(), active),
+            Node::Filter(e, inner) => self.filter(e, inner, active),
+            Node::Join(a, b) => self.join_nodes(a, b, active),
+            Node::LeftJoin(l, r, e) => self.binary(JoinMode::Left, l, r, e.as_ref(), active),
+            Node::Minus(l, r, pairs) => {
+                let (l, r) = (self.plan(l, active), self.plan(r, active));
+                let mut j = self.hash_join(JoinMode::Minus, l, r, None);
+                if let Op::HashJoin { pairs: p, .. } = &mut j.op {
+                    p.clone_from(pairs);
+                }
+                j
+            }
+            Node::SemiJoin {
+                left,
+                right,
+                cond,
+                anti,
+            } => {
+                let mode = if *anti {
+                    JoinMode::Anti
+                } else {
+                    JoinMode::Semi
+                };
+                self.binary(mode, left, right, cond.as_ref(), active)
+            }
+            Node::MarkJoin { left, right, col } => {
+                self.binary(JoinMode::Mark(*col), left, right, None, active)
+            }
+            Node::Path { s, path, o, g } => self.path(s, path, o, g.as_ref(), active),
+            Node::Values(cols, rows) => self.values(cols, rows),
+            Node::Group(i, keys, aggs) => self.group(i, keys, aggs, active),
+            Node::Graph(name, inner) => self.graph(name, inner),
+            Node::Graphs { col, only } => self.graph_rows(*col, only.as_ref()),
+            Node::Union(branches) => self.union_nodes(branches, active),
+            Node::Distinct(i) => self.distinct_node(i, active),
+            Node::OrderBy(i, keys) => self.order_by(i, keys, active),
+            Node::Project(i, cols) => self.project(i, cols, active),
+            Node::Extend(i, col, e) => self.extend(i, *col, e, active),
+            Node::Slice(i, start, len, per) => self.slice(i, *start, *len, per, active),
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn filter(&self, e: &Expr, inner: &Node, active: &[Id]) -> Phys {
+        let mut cs = Vec::new();
+        conjuncts(e.clone(), &mut cs);
+        match inner {
+            Node::Bgp(pats) => self.bgp(pats, cs, active),
+            other => {
+                let p = self.plan(other, active);
+                self.filters(p, cs)
+            }
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn join_nodes(&self, a: &Node, b: &Node, active: &[Id]) -> Phys {
+        let a = self.plan(a, active);
+        let b = self.plan(b, active);
+        self.join(a, b)
+    }
+
+    #[inline(never)]
+    pub(super) fn binary(
+        &self,
+        mode: JoinMode,
+        l: &Node,
+        r: &Node,
+        cond: Option<&Expr>,
+        active: &[Id],
+    ) -> Phys {
+        let l = self.plan(l, active);
+        let r = self.plan(r, active);
+        self.hash_join(mode, l, r, cond.cloned())
+    }
+
+    #[inline(never)]
+    pub(super) fn union_nodes(&self, branches: &[Node], active: &[Id]) -> Phys {
+        let ps: Vec<Phys> = branches.iter().map(|b| self.plan(b, active)).collect();
+        self.union(ps)
+    }
+
+    #[inline(never)]
+    pub(super) fn distinct_node(&self, i: &Node, active: &[Id]) -> Phys {
+        let p = self.plan(i, active);
+        let est = p.est;
+        // Over an ORDER BY (`SELECT DISTINCT … ORDER BY …` is DISTINCT over the ordered
+        // projection), one stream keeps the order.
+        let p = match self.par(est) {
+            _ if is_ordered(&p) => self.exchange(p, Partitioning::Single),
+            1 => self.exchange(p, Partitioning::Single),
+            n => {
+                let keys: Vec<usize> = p.bound().into_iter().collect();
+                self.exchange(
+                    p,
+                    Partitioning::Hash {
+                        keys,
+                        value: None,
+                        n,
+                    },
+                )
+            }
+        };
+        Phys::over(Op::Distinct, p, est)
+    }
+
+    #[inline(never)]
+    pub(super) fn order_by(&self, i: &Node, keys: &[(Expr, bool)], active: &[Id]) -> Phys {
+        let p = self.plan(i, active);
+        let est = p.est;
+        let p = self.exchange(p, Partitioning::Single);
+        Phys::over(Op::Sort(Arc::new(keys.to_vec()), None), p, est)
+    }
+
+    #[inline(never)]
+    pub(super) fn project(&self, i: &Node, cols: &[usize], active: &[Id]) -> Phys {
+        let p = self.plan(i, active);
+        let est = p.est;
+        let keep: BTreeSet<usize> = cols.iter().copied().collect();
+        let dropped: Vec<usize> = p.bound().difference(&keep).copied().collect();
+        let mut out = Phys::over(Op::Project(cols.to_vec()), p, est);
+        out.cert = out.cert.intersection(&keep).copied().collect();
+        out.maybe = out.maybe.intersection(&keep).copied().collect();
+        out.out = out.out.after_changing(&dropped);
+        out
+    }
+
+    #[inline(never)]
+    pub(super) fn extend(&self, i: &Node, col: usize, e: &Expr, active: &[Id]) -> Phys {
+        let p = self.plan(i, active);
+        let est = p.est;
+        // A constant, or a column bound in every row, cannot fail: always bound.
+        let always = crate::algebra::never_fails(e, &p.cert);
+        let mut out = Phys::over(Op::Extend(col, Arc::new(e.clone())), p, est);
+        out.out = out.out.after_changing(&[col]);
+        if always {
+            out.cert.insert(col);
+        } else {
+            out.maybe.insert(col);
+        }
+        out
+    }
+
+    #[inline(never)]
+    pub(super) fn slice(
+        &self,
+        i: &Node,
+        start: usize,
+        len: Option<usize>,
+        per: &[usize],
+        active: &[Id],
+    ) -> Phys {
+        let p = self.plan(i, active);
+        let mut p = self.exchange(p, Partitioning::Single);
+        // ORDER BY … LIMIT: the sort keeps only the rows the slice can take (a whole
+        // sort of `ORDER BY ?c LIMIT 1` would keep every row, 4 GB in 9 s, for one).
+        if let (Some(len), true) = (len, per.is_empty()) {
+            let mut below = &mut p;
+            while matches!(below.op, Op::Project(_) | Op::Extend(..)) {
+                below = &mut below.inputs[0];
+            }
+            if let Op::Sort(_, limit) = &mut below.op {
+                *limit = Some(start.saturating_add(len));
+            }
+        }
+        let est = (p.est - start as f64)
+            .max(0.0)
+            .min(len.map_or(f64::INFINITY, |l| l as f64));
+        Phys::over(Op::Slice(start, len, per.to_vec()), p, est)
+    }
+
+    // The plans of the less common nodes, each its own function and never inlined: `plan`
+    // recurses once per nesting level (500 OPTIONALs on a 2 MiB stack), so its frame stays
+    // small.
+
+    #[inline(never)]
+    pub(super) fn union(&self, ps: Vec<Phys>) -> Phys {
+        let ps: Vec<Phys> = ps
+            .into_iter()
+            .filter(|p| !matches!(p.op, Op::Empty))
+            .collect();
+        let mut cert = ps.first().map(|p| p.cert.clone()).unwrap_or_default();
+        let mut maybe = BTreeSet::new();
+        for p in &ps {
+            cert = cert.intersection(&p.cert).copied().collect();
+            maybe.extend(p.bound());
+        }
+        maybe = maybe.difference(&cert).copied().collect();
+        if ps.is_empty() {
+            return Phys::empty(cert);
+        }
+        let est = ps.iter().map(|p| p.est).sum();
+        let streams = ps.iter().map(|p| p.out.count()).sum();
+        let mut u = Phys::new(Op::Union, ps, est, cert, maybe);
+        u.out = Partitioning::any(streams);
+        u
+    }
+
+    /// `GRAPH ?g { inner }` that could not be pushed into the patterns: the block planned once
+    /// per named graph of the dataset, joined with `?g` bound to it.
+    #[inline(never)]
+    pub(super) fn graph(&self, name: &TermPat, inner: &Node) -> Phys {
+        let branches = match name {
+            TermPat::Var(c) => self
+                .named
+                .iter()
+                .map(|&g| {
+                    let p = self.plan(inner, &[g]);
+                    let one = self.graph_ids(*c, vec![g]);
+                    self.join(p, one)
+                })
+                .collect(),
+            // Constant names were pushed into the patterns (`rewrite::graphs`).
+            TermPat::Term(t) | TermPat::Fixed(_, t) => match self.named_id(t) {
+                Some(g) => vec![self.plan(inner, &[g])],
+                None => vec![],
+            },
+        };
+        let mut p = self.union(branches);
+        if let TermPat::Var(c) = name {
+            p.cert.insert(*c);
+            p.maybe.remove(c);
+        }
+        p
+    }
+
+    pub(super) fn graph_ids(&self, col: usize, ids: Vec<Id>) -> Phys {
+        if ids.is_empty() {
+            return Phys::empty([col].into());
+        }
+        let est = ids.len() as f64;
+        Phys::new(
+            Op::Graphs(col, Arc::new(ids)),
+            vec![],
+            est,
+            [col].into(),
+            BTreeSet::new(),
+        )
+    }
+
+    #[inline(never)]
+    pub(super) fn graph_rows(&self, col: Option<usize>, only: Option<&Term>) -> Phys {
+        let ids: Vec<Id> = match only {
+            Some(t) => self.named_id(t).into_iter().collect(),
+            None => self.named.to_vec(),
+        };
+        match col {
+            Some(c) => self.graph_ids(c, ids),
+            None if ids.is_empty() => Phys::empty(BTreeSet::new()),
+            None => Phys::unit(),
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn path(
+        &self,
+        s: &TermPat,
+        path: &Arc<PathExpr>,
+        o: &TermPat,
+        g: Option<&TermPat>,
+        active: &[Id],
+    ) -> Phys {
+        let end = |t: &TermPat| match t {
+            TermPat::Var(c) => End::Var(*c),
+            TermPat::Term(t) => End::Term(t.clone()),
+            // Paths are not fixed (`rewrite::fix_constants` fixes BGPs only).
+            TermPat::Fixed(c, _) => End::Var(*c),
+        };
+        let (s, o) = (end(s), end(o));
+        let graphs = match g {
+            None => PathGraphs {
+                graphs: active.to_vec(),
+                bind: None,
+            },
+            Some(TermPat::Var(c)) => PathGraphs {
+                graphs: self.named.to_vec(),
+                bind: Some(*c),
+            },
+            Some(TermPat::Term(t) | TermPat::Fixed(_, t)) => PathGraphs {
+                graphs: self.named_id(t).into_iter().collect(),
+                bind: None,
+            },
+        };
+        let mut cert: BTreeSet<usize> = [&s, &o]
+            .into_iter()
+            .filter_map(|e| match e {
+                End::Var(c) => Some(*c),
+                End::Term(_) => None,
+            })
+            .collect();
+        cert.extend(graphs.bind);
+        // A guess: a bound end reaches a few nodes; two free ends, a fraction of the
+        // store.
+        let free = [&s, &o].iter().filter(|e| matches!(e, End::Var(_))).count();
+        let est = match free {
+            0 => 1.0,
+            1 => 100.0,
+            _ => (self.store.len() as f64 / 4.0).max(100.0),
+        };
+        Phys::new(
+            Op::Path(s, path.clone(), o, graphs),
+            Vec::new(),
+            est,
+            cert,
+            BTreeSet::new(),
+        )
+    }
+
+    #[inline(never)]
+    pub(super) fn values(&self, cols: &[usize], rows: &[Vec<Option<Term>>]) -> Phys {
+        let mut cert = BTreeSet::new();
+        let mut maybe = BTreeSet::new();
+        for (i, &c) in cols.iter().enumerate() {
+            if rows.iter().all(|r| r[i].is_some()) {
+                cert.insert(c);
+            } else if rows.iter().any(|r| r[i].is_some()) {
+                maybe.insert(c);
+            }
+        }
+        if rows.is_empty() {
+            return Phys::empty(cert);
+        }
+        let est = rows.len() as f64;
+        Phys::new(
+            Op::Values(cols.to_vec(), Arc::new(rows.to_vec())),
+            Vec::new(),
+            est,
+            cert,
+            maybe,
+        )
+    }
+
+    #[inline(never)]
+    pub(super) fn group(
+        &self,
+        i: &Node,
+        keys: &[usize],
+        aggs: &[(usize, Agg)],
+        active: &[Id],
+    ) -> Phys {
+        let p = self.plan(i, active);
+        // One row per group: without keys exactly one; with keys at most the input's.
+        let est = if keys.is_empty() {
+            1.0
+        } else {
+            (p.est / 2.0).max(1.0)
+        };
+        let cert: BTreeSet<usize> = keys
+            .iter()
+            .copied()
+            .filter(|k| p.cert.contains(k))
+            .chain(
+                aggs.iter()
+                    .filter(|(_, a)| a.func == AggFunc::Count)
+                    .map(|(c, _)| *c),
+            )
+            .collect();
+        let maybe = keys
+            .iter()
+            .copied()
+            .chain(aggs.iter().map(|(c, _)| *c))
+            .filter(|c| !cert.contains(c))
+            .collect();
+        let n = self.par(p.est);
+        // Two phases when the input is already split and every aggregate merges (DISTINCT
+        // ones need every value in one place): only the groups' states cross streams.
+        // Partial aggregates pay when they shrink the input: with about as many groups as
+        // rows (authors of papers), routing the rows by key to one aggregation each is cheaper
+        // than aggregating twice.
+        let groups = self.distinct_keys(&p, keys);
+        let shrinks = groups.is_none_or(|g| g * 4.0 <= p.est);
+        let two_phase = shrinks && p.out.count() > 1 && aggs.iter().all(|(_, a)| !a.distinct);
+        let keyed = |n: usize| Partitioning::Hash {
+            keys: keys.to_vec(),
+            value: None,
+            n,
+        };
+        let (p, out) = if two_phase {
+            let out = if n > 1 && !keys.is_empty() {
+                keyed(n)
+            } else {
+                Partitioning::Single
+            };
+            (p, out)
+        } else {
+            let to = if n > 1 && !keys.is_empty() {
+                keyed(n)
+            } else {
+                Partitioning::Single
+            };
+            let p = self.exchange(p, to);
+            let out = p.out.clone();
+            (p, out)
+        };
+        let mut g = Phys::new(
+            Op::Group(keys.to_vec(), Arc::new(aggs.to_vec()), two_phase),
+            vec![p],
+            est,
+            cert,
+            maybe,
+        );
+        g.out = out;
+        g
+    }
+
+    /// The estimated number of distinct values of the columns `keys` in `p`'s rows: the
+    /// product of each key's distinct values where a pattern of `p` binds it with a constant
+    /// predicate (the store's per-predicate statistics); `None` when a key has no such
+    /// pattern. No keys: one group.
+    pub(super) fn distinct_keys(&self, p: &Phys, keys: &[usize]) -> Option<f64> {
+        let mut groups = 1.0f64;
+        for &k in keys {
+            groups *= self.column_distinct(p, k)?;
+        }
+        Some(groups.min(p.est.max(1.0)))
+    }
+
+    pub(super) fn column_distinct(&self, p: &Phys, col: usize) -> Option<f64> {
+        match &p.op {
+            Op::Scan { pat, .. } | Op::IndexJoin { pat }
+                if pat.iter().any(|s| s.var() == Some(col)) =>
+            {
+                let card = if matches!(p.op, Op::Scan { .. }) {
+                    p.est
+                } else {
+                    self.count(pat) as f64
+                };
+                Some(self.distinct(pat, col, card))
+            }
+            _ => p.inputs.iter().find_map(|i| self.column_distinct(i, col)),
+        }
+    }
+}
+
+/// The graphs of a dataset: the default graph's (merged) and the named ones, as ids of `store`.
+pub fn dataset_ids(
+    store: &Store,
+    dataset: Option<&crate::algebra::Dataset>,
+) -> (Vec<Id>, Arc<Vec<Id>>) {
+    match dataset {
+        None => (
+            vec![DEFAULT_GRAPH],
+            Arc::new(store.named_graphs().collect()),
+        ),
+        Some(d) => {
+            let id = |iri: &String| store.id_of(nearflow_rdf::term::TermRef::Iri(iri));
+            let mut default: Vec<Id> = d.default.iter().filter_map(id).collect();
+            default.sort_unstable();
+            default.dedup();
+            let mut named: Vec<Id> = if d.all_named {
+                store.named_graphs().collect()
+            } else {
+                d.named.iter().filter_map(id).collect()
+            };
+            named.sort_unstable();
+            named.dedup();
+            (default, Arc::new(named))
+        }
+    }
+}

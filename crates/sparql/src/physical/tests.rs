@@ -1,0 +1,198 @@
+//! Plan-shape tests of the planner's choices: a store whose statistics make one choice right,
+//! a query, and the physical plan as `--explain` prints it (operators and their order; the
+//! estimates are left out, so the tests read the choice, not the arithmetic).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use nearflow_rdf::{load, Store};
+
+/// A store of Turtle `ttl` on a 2-node preset machine.
+fn store(ttl: &str) -> Arc<Store> {
+    let machine = nearflow_topo::presets::build("nehalem-2x4").expect("a preset");
+    let mut l = load::Loaded::default();
+    load::load_reader(
+        &mut l,
+        "t.ttl".as_ref(),
+        load::Format::Turtle,
+        ttl.as_bytes(),
+        "",
+    )
+    .expect("valid Turtle");
+    Arc::new(l.into_store(&machine).expect("a store"))
+}
+
+/// `n` subjects `:s0 …` each with `p` → `:o{i % objects}`.
+fn many(n: usize, p: &str, objects: usize) -> String {
+    let mut s = String::from("@prefix : <http://ex/> .\n");
+    for i in 0..n {
+        let _ = writeln!(s, ":s{i} :{p} :o{} .", i % objects);
+    }
+    s
+}
+
+/// The physical plan of `query` over `store` with `dop` streams, each line without its
+/// estimate and row count.
+fn plan(store: &Arc<Store>, query: &str, dop: usize) -> String {
+    let options = crate::Options {
+        dop: Some(dop),
+        ..Default::default()
+    };
+    let p = crate::prepare(store, query, &options).expect("a valid query");
+    crate::explain::physical(&p)
+        .lines()
+        .map(|l| match l.find("; est ") {
+            Some(at) => format!("{})", &l[..at]),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `want` with the indentation it has in the test's source removed.
+fn lines(want: &str) -> String {
+    let ls: Vec<&str> = want.lines().filter(|l| !l.trim().is_empty()).collect();
+    let indent = ls
+        .iter()
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    ls.iter()
+        .map(|l| &l[indent..])
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// 30,000 `:common` triples (one per subject and object) and 3 `:rare` ones, on 2 nodes.
+fn skewed() -> Arc<Store> {
+    let mut ttl = many(30_000, "common", 30_000);
+    for line in many(3, "rare", 3).lines().skip(1) {
+        ttl.push_str(line);
+        ttl.push('\n');
+    }
+    store(&ttl)
+}
+
+const PRE: &str = "PREFIX : <http://ex/> SELECT * WHERE ";
+
+/// The pattern with the fewest matches is scanned first; the large one joins it by an index
+/// lookup per row, not by a scan of its 30,000 rows.
+#[test]
+fn the_rarest_pattern_goes_first_and_the_large_one_is_an_index_join() {
+    let s = skewed();
+    for q in [
+        "{ ?x :common ?y . ?x :rare ?z }",
+        "{ ?x :rare ?z . ?x :common ?y }",
+    ] {
+        assert_eq!(
+            plan(&s, &format!("{PRE}{q}"), 4),
+            lines(
+                "
+                project ?x ?y ?z  (1 stream)
+                  index join ?x <http://ex/common> ?y  (1 stream)
+                    scan POS ?x <http://ex/rare> ?z  (1 stream)
+                "
+            ),
+            "{q}"
+        );
+    }
+}
+
+/// Each filter runs where its variables are first bound: `?z`'s after the scan, `?y`'s after
+/// the join.
+#[test]
+fn filters_go_where_their_variables_are_first_bound() {
+    let q = format!(
+        "{PRE}{{ ?x :common ?y . ?x :rare ?z FILTER(STR(?z) != \"a\") FILTER(STR(?y) != \"b\") }}"
+    );
+    assert_eq!(
+        plan(&skewed(), &q, 4),
+        lines(
+            r#"
+            project ?x ?y ?z  (1 stream)
+              filter !(Str(?y) = "b")  (1 stream)
+                index join ?x <http://ex/common> ?y  (1 stream)
+                  filter !(Str(?z) = "a")  (1 stream)
+                    scan POS ?x <http://ex/rare> ?z  (1 stream)
+            "#
+        )
+    );
+}
+
+/// Two scans of one graph both sorted on the shared variable (POS of one predicate, on the
+/// object) are merge-joined; at 30,000 rows and 4 streams the join runs as 4 streams, each a
+/// range of the keys, with no exchange.
+#[test]
+fn scans_sorted_on_the_shared_variable_are_merge_joined() {
+    assert_eq!(
+        plan(
+            &skewed(),
+            &format!("{PRE}{{ ?x :common ?y . ?w :common ?y }}"),
+            4
+        ),
+        lines(
+            "
+            project ?w ?x ?y  (4 streams)
+              merge join on [?y]  (4 streams)
+                scan POS ?x <http://ex/common> ?y  (2 streams)
+                scan POS ?w <http://ex/common> ?y  (2 streams)
+            "
+        )
+    );
+}
+
+/// Two large sides sorted on another variable are hash-joined; at 4 streams both are routed by
+/// the hash of the key (an exchange each), and the join runs as 4 streams; at 1 stream each
+/// side is united into one.
+#[test]
+fn large_unsorted_sides_are_hash_joined_and_hash_partitioned() {
+    let s = skewed();
+    let q = format!("{PRE}{{ ?x :common ?y . ?x :common ?z }}");
+    assert_eq!(
+        plan(&s, &q, 4),
+        lines(
+            "
+            project ?x ?y ?z  (4 streams by hash)
+              Inner hash join on [?x]  (4 streams by hash)
+                exchange: route into 4 streams by hash of [?x]  (4 streams by hash)
+                  scan POS ?x <http://ex/common> ?z  (2 streams)
+                exchange: route into 4 streams by hash of [?x]  (4 streams by hash)
+                  scan POS ?x <http://ex/common> ?y  (2 streams)
+            "
+        )
+    );
+    assert_eq!(
+        plan(&s, &q, 1),
+        lines(
+            "
+            project ?x ?y ?z  (1 stream)
+              Inner hash join on [?x]  (1 stream)
+                exchange: unite into one stream  (1 stream)
+                  scan POS ?x <http://ex/common> ?z  (2 streams)
+                exchange: unite into one stream  (1 stream)
+                  scan POS ?x <http://ex/common> ?y  (2 streams)
+            "
+        )
+    );
+}
+
+/// `?y = ?z` across two unconnected patterns is a hash join on a value key, the `=` kept as a
+/// residual check (so `1` and `1.0` meet, and a non-matching pair is dropped exactly).
+#[test]
+fn an_equality_across_unconnected_patterns_is_a_value_key_hash_join() {
+    assert_eq!(
+        plan(
+            &skewed(),
+            &format!("{PRE}{{ ?x :rare ?y . ?w :rare ?z FILTER(?y = ?z) }}"),
+            4
+        ),
+        lines(
+            "
+            project ?w ?x ?y ?z  (1 stream)
+              Inner hash join on [] value key ?y = ?z if (?y = ?z)  (1 stream)
+                scan POS ?x <http://ex/rare> ?y  (1 stream)
+                scan POS ?w <http://ex/rare> ?z  (1 stream)
+            "
+        )
+    );
+}

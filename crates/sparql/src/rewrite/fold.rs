@@ -1,0 +1,111 @@
+//! Pass 4: expressions without variables are evaluated once (not `NOW()`, `RAND()`, `UUID()`,
+//! `STRUUID()` or `BNODE()`); a filter that is then always true goes, one always false leaves no
+//! solution.
+
+use super::*;
+
+/// Evaluates the expressions without variables.
+pub fn fold_constants(n: Node) -> Node {
+    let n = map_children(n, &mut fold_constants);
+    let n = map_exprs(n, &mut |e| {
+        let e = map_exists_patterns(e, &mut fold_constants);
+        fold(e)
+    });
+    match n {
+        Node::Filter(Expr::Const(t), inner) => {
+            match crate::expr::Val::from_term(t.as_ref()).ebv() {
+                Ok(true) => *inner,
+                _ => Node::Values(Vec::new(), Vec::new()),
+            }
+        }
+        other => other,
+    }
+}
+
+pub(super) fn deterministic(f: Func) -> bool {
+    !matches!(
+        f,
+        Func::Now | Func::Rand | Func::Uuid | Func::StrUuid | Func::BNode
+    )
+}
+
+/// Folds the constant subexpressions of `e`, bottom-up.
+pub fn fold(e: Expr) -> Expr {
+    let dict = nearflow_rdf::dict::Dict::new();
+    let minted = Minted::above(0);
+    let cx = EvalCx::over(&dict, &minted);
+    e.rewrite(&mut |x| {
+        let constant = match &x {
+            Expr::Var(_) | Expr::Bound(_) | Expr::Exists(_) | Expr::Const(_) => false,
+            Expr::Call(f, args) => deterministic(*f) && args.iter().all(is_const),
+            Expr::Or(a, b)
+            | Expr::And(a, b)
+            | Expr::Eq(a, b)
+            | Expr::SameTerm(a, b)
+            | Expr::Cmp(a, b, _)
+            | Expr::Arith(a, b, _) => is_const(a) && is_const(b),
+            Expr::Not(a) | Expr::Neg(a) | Expr::Plus(a) | Expr::Regex(a, _) => is_const(a),
+            Expr::In(a, l) => is_const(a) && l.iter().all(is_const),
+            Expr::If(a, b, c) => is_const(a) && is_const(b) && is_const(c),
+            Expr::Coalesce(l) => l.iter().all(is_const),
+        };
+        if !constant {
+            return x;
+        }
+        match x.eval(cx, &[]) {
+            Ok(v) => Expr::Const(Term::from(v.as_term())),
+            // An error stays an expression: it is an error in every solution.
+            Err(_) => x,
+        }
+    })
+}
+
+pub(super) fn is_const(e: &Expr) -> bool {
+    matches!(e, Expr::Const(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::shape::*;
+
+    const INT: &str = "<http://www.w3.org/2001/XMLSchema#integer>";
+
+    #[test]
+    fn constant_parts_of_a_filter_fold_and_per_run_functions_stay() {
+        check(
+            "PREFIX : <http://ex/> SELECT ?a WHERE { ?a :p ?b FILTER(?b > 3 * 2) BIND(NOW() AS ?t) BIND(STRLEN(\"abc\") AS ?n) }",
+            |n, _| fold_constants(n),
+            &format!(
+                "
+                project ?a
+                  filter (?b > \"6\"^^{INT})
+                    bind ?n := \"3\"^^{INT}
+                      bind ?t := Now()
+                        bgp
+                          ?a <http://ex/p> ?b
+                "
+            ),
+        );
+    }
+
+    #[test]
+    fn a_filter_always_false_leaves_no_solution_and_one_always_true_goes() {
+        check(
+            "PREFIX : <http://ex/> SELECT ?a WHERE { ?a :p ?b FILTER(1 = 2) }",
+            |n, _| fold_constants(n),
+            "
+            project ?a
+              values  (0 rows)
+            ",
+        );
+        check(
+            "PREFIX : <http://ex/> SELECT ?a WHERE { ?a :p ?b FILTER(2 > 1) }",
+            |n, _| fold_constants(n),
+            "
+            project ?a
+              bgp
+                ?a <http://ex/p> ?b
+            ",
+        );
+    }
+}
