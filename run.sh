@@ -10,5 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
-cargo build --release -q -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
+echo "== building nearflow and nearflow-lab (release): the first build is the long part (see the README for measured durations); cargo shows its progress"
+START=$SECONDS
+cargo build --release -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
+echo "== built in $((SECONDS - START)) s; the demo starts (each step prints the command that reruns it)"
 exec target/release/nearflow-lab demo "$@"

@@ -2,23 +2,30 @@
 # The whole test suite: formatting, clippy, every crate's tests (unit, behaviour, stress, CLI,
 # doctests), the LD_PRELOAD allocator on real programs, the placement checks on this host and
 # in a two-node QEMU guest, the loom models and Miri. Installs what it needs first.
+#
+# Each step's line says when it started ([mm:ss] since the start) and the last line says the
+# total; cargo shows its own progress while it builds (the first build is most of the time:
+# see the README for measured durations).
 set -euo pipefail
 cd "$(dirname "$0")"
+START=$SECONDS
+step() { printf '== [%02d:%02d] %s\n' $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)) "$*"; }
+trap 'step "the test suite stopped here (exit status $?)"' ERR
 scripts/deps.sh
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --release -q -- -D warnings
-echo "== cargo doc -D warnings"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
-echo "== cargo test (release: the stress tests count millions of tasks)"
+step "cargo clippy -D warnings (this builds the workspace: the longest wait of a first run)"
+cargo clippy --workspace --all-targets --release -- -D warnings
+step "cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+step "cargo test (release: the stress tests count millions of tasks)"
 # The property tests draw from a fixed seed so that a run is reproducible; set
 # PROPTEST_RNG_SEED (and PROPTEST_CASES) to explore others.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261123}"
 cargo test --workspace --release
-echo "== the tests on ../shared/data (SP²Bench against Oxigraph, the README's counts, VWAP's file)"
+step "the tests on ../shared/data (SP²Bench against Oxigraph, the README's counts, VWAP's file)"
 # They are #[ignore]d, so that `cargo test` alone never passes them having checked nothing;
 # here they run, and CI (.ci/run sets NEARFLOW_CI) fails when the data is missing.
 if [ -d ../shared/data ]; then
@@ -31,7 +38,7 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/data is absent here (CI fails on this): 6 tests did not run"
 fi
-echo "== the W3C SPARQL 1.1 query and update tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
+step "the W3C SPARQL 1.1 query and update tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
 if [ -d ../shared/w3c ]; then
   cargo test --release -q -p nearflow-testsuite --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
   cargo test --release -q -p nearflow-serve --test w3c_protocol --test w3c_gsp -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
@@ -41,42 +48,43 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/w3c is absent here (CI fails on this)"
 fi
-echo "== the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
+step "the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
 scripts/apt-install.sh nearflow-tests chromium
 cargo test --release -q -p nearflow-serve --test browser -- --ignored
-echo "== fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
+step "fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
 # here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-4096}" cargo test --release -q -p nearflow-serve --test fuzz
-cargo build --release -q -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
-echo "== bench alloc on the allocbench programs just built (ignored by plain cargo test, which does not build them)"
+cargo build --release -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
+step "bench alloc on the allocbench programs just built (ignored by plain cargo test, which does not build them)"
 cargo test --release -q -p nearflow-lab-cli --test lab -- --ignored --exact bench_alloc_runs_every_allocator
-echo "== the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
-cargo build --release -q -p nearflow-apps --examples
+step "the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
+cargo build --release -p nearflow-apps --examples
 for e in runtime custom_operator join allocator readme; do
   target/release/examples/"$e" 2000
 done
-echo "== the examples of the nearflow crate (crates/nearflow/examples): join, scope, parallel iterators, nested waits"
-cargo build --release -q -p nearflow --examples
+step "the examples of the nearflow crate (crates/nearflow/examples): join, scope, parallel iterators, nested waits"
+cargo build --release -p nearflow --examples
 target/release/examples/quicksort 200000
 for e in scope par_iter nested; do
   target/release/examples/"$e" >/dev/null
 done
-echo "== the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"
+step "the LD_PRELOAD allocator runs real programs (scripts/preload-test.sh)"
 scripts/preload-test.sh
-echo "== allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"
+step "allocator placement on this host and on two NUMA nodes in a QEMU guest (scripts/numa-vm-test.sh)"
 target/release/nearflow check placement
 scripts/numa-vm-test.sh target/release/nearflow
-echo "== loom models of sleep/wake (crates/rt/src/sleep/README.md), the join latch (crates/rt/src/join.rs), the task blocks' return stacks (crates/rt/src/task.rs), the operator states (crates/flow/src/state.rs), backpressure (crates/flow/src/channel.rs) and the recollection bins (crates/alloc/src/bin.rs)"
+step "loom models of sleep/wake (crates/rt/src/sleep/README.md), the join latch (crates/rt/src/join.rs), the task blocks' return stacks (crates/rt/src/task.rs), the operator states (crates/flow/src/state.rs), backpressure (crates/flow/src/channel.rs) and the recollection bins (crates/alloc/src/bin.rs)"
 # Preemption bound 2, as tokio's CI does: the unbounded search of the two-worker models takes
 # hours on 2 cores; bound 2 explores every interleaving with at most two forced preemptions.
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p nearflow-rt -p nearflow-flow -p nearflow-alloc --release --lib loom
-echo "== miri over the runtime's and the allocator's unsafe code (scripts/miri.sh)"
+step "miri over the runtime's and the allocator's unsafe code (scripts/miri.sh)"
 if cargo +nightly miri --version >/dev/null 2>&1; then
   scripts/miri.sh
 else
   echo "SKIPPED: the nightly toolchain with miri is not installed here"
   echo "         (rustup component add --toolchain nightly miri rust-src; then scripts/miri.sh)"
 fi
+step "done: the whole suite passed"

@@ -23,6 +23,7 @@
 #
 # Needs (installed when missing): qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio.
 # Usage: scripts/numa-vm-test.sh [path/to/nearflow]   (default: builds target/release/nearflow)
+# The guest gets `nearflow` and the `nearflow-lab` beside it (the experiments it runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,8 +43,13 @@ fi
 
 bin=${1:-}
 if [ -z "$bin" ]; then
-  cargo build --release -q -p nearflow-cli
+  cargo build --release -p nearflow-cli -p nearflow-lab-cli
   bin=target/release/nearflow
+fi
+lab=$(dirname "$bin")/nearflow-lab
+if [ ! -x "$lab" ]; then
+  echo "numa-vm-test: $lab is missing (cargo build --release -p nearflow-lab-cli)" >&2
+  exit 1
 fi
 
 work=$(mktemp -d)
@@ -55,8 +61,9 @@ for app in sh mount poweroff cat echo grep tr sleep uname; do
   ln -s busybox "$root/bin/$app"
 done
 cp "$bin" "$root/bin/nearflow"
-# The binary's shared libraries (hwloc, udev, libc, the loader) at their own paths.
-ldd "$bin" | grep -o '/[^ ]*' | while read -r lib; do
+cp "$lab" "$root/bin/nearflow-lab"
+# The binaries' shared libraries (hwloc, udev, libc, the loader) at their own paths.
+{ ldd "$bin"; ldd "$lab"; } | grep -o '/[^ ]*' | sort -u | while read -r lib; do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done
@@ -129,16 +136,19 @@ timeout 600 qemu-system-x86_64 \
   > "$log" 2>&1
 rc=$?
 set -e
-grep -E "NEARFLOW|PASS|FAIL|error" "$log" || true
+# The console's terminal control codes (the firmware's screen clear, line wrap off) and
+# carriage returns are the serial line's, not the guest's output: removed before printing.
+clean() { sed -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[c()][0-9A-Za-z]\?//g' -e 's/\r//g' "$@"; }
+clean "$log" | grep -E "NEARFLOW|PASS|FAIL|error" || true
 if [ $rc -ne 0 ]; then
   echo "numa-vm-test: qemu exited with $rc; console log:" >&2
-  tail -40 "$log" >&2
+  clean "$log" | tail -40 >&2
   exit 1
 fi
 if grep -q "NEARFLOW-VM-RESULT ok=1" "$log"; then
   echo "numa-vm-test: all placement checks passed on 2 NUMA nodes"
 else
   echo "numa-vm-test: FAILED" >&2
-  tail -60 "$log" >&2
+  clean "$log" | tail -60 >&2
   exit 1
 fi

@@ -10,7 +10,7 @@ use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rdf::snapshot;
 use nearflow_rt::Pinning;
-use nearflow_sparql::{self as sparql, results, Form, Options};
+use nearflow_sparql::{self as sparql, results, Options, QueryResults};
 
 use crate::args::{build_runtime, SourceArgs, TopoArgs};
 use nearflow_rdf::open;
@@ -223,65 +223,49 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         );
     }
     let started = Instant::now();
-    let mut running = q.start(&rt)?;
-    let minted = running.minted();
-    let cx = sparql::expr::EvalCx::new(&store, &minted);
+    let answer = q.execute(&rt, None)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     // Only the streamed formats print before the query has ended: a count, an ASK, a table or
     // a graph is printed once the run has succeeded, so a query stopped by --timeout or
     // --memory-limit prints its error and no partial answer.
-    let streamed =
-        matches!(q.form, Form::Select(_)) && !cmd.count && cmd.format != results::Format::Table;
-    let ran = running.request_id().is_some();
-    let (n, stats) = if streamed {
-        let Form::Select(vars) = &q.form else {
-            unreachable!("checked above")
-        };
-        let batches = std::iter::from_fn(|| running.next_batch());
-        let n = results::write_solutions(&mut out, cmd.format, cx, vars, batches)?;
-        out.flush()?;
-        (n, running.finish()?)
-    } else {
-        let batches = match q.hold_batches(&mut running) {
-            Ok(b) => b,
-            Err(e) => {
-                let _ = running.finish();
-                return Err(e.into());
+    let (n, stats) = match answer {
+        QueryResults::Solutions(s) if !cmd.count && cmd.format != results::Format::Table => {
+            let written = s.write(&mut out, cmd.format)?;
+            out.flush()?;
+            written
+        }
+        QueryResults::Solutions(s) => {
+            let vars = s.variables();
+            let all = s.collect()?;
+            let n = if cmd.count {
+                writeln!(out, "{}", all.rows.len())?;
+                all.rows.len() as u64
+            } else {
+                let cx = sparql::expr::EvalCx::new(&store, &all.minted);
+                results::write_solutions(&mut out, cmd.format, cx, vars, std::iter::once(all.rows))?
+            };
+            (n, all.stats)
+        }
+        QueryResults::Boolean(a) => {
+            if cmd.count {
+                writeln!(out, "{}", u8::from(a.value))?;
+            } else {
+                results::write_boolean(&mut out, cmd.format, a.value)?;
             }
-        };
-        let stats = running.finish()?;
-        let rows = batches.iter().map(|b| b.len()).sum::<usize>() as u64;
-        let n = match &q.form {
-            Form::Select(_) if cmd.count => {
-                writeln!(out, "{rows}")?;
-                rows
+            (u64::from(a.value), a.stats)
+        }
+        QueryResults::Graph(a) => {
+            if cmd.count {
+                writeln!(out, "{}", a.value.len())?;
+            } else {
+                results::write_graph(&mut out, &a.value, cmd.turtle)?;
             }
-            Form::Select(vars) => {
-                results::write_solutions(&mut out, cmd.format, cx, vars, batches.into_iter())?
-            }
-            Form::Ask => {
-                let yes = rows > 0;
-                if cmd.count {
-                    writeln!(out, "{}", u8::from(yes))?;
-                } else {
-                    results::write_boolean(&mut out, cmd.format, yes)?;
-                }
-                u64::from(yes)
-            }
-            Form::Construct(_) | Form::Describe(_) => {
-                let triples = q.graph(&minted, batches.iter().flat_map(|b| b.iter()));
-                if cmd.count {
-                    writeln!(out, "{}", triples.len())?;
-                } else {
-                    results::write_graph(&mut out, &triples, cmd.turtle)?;
-                }
-                triples.len() as u64
-            }
-        };
-        out.flush()?;
-        (n, stats)
+            (a.value.len() as u64, a.stats)
+        }
     };
+    out.flush()?;
+    let ran = stats.operators > 0;
     drop(out);
     let took = started.elapsed();
     if cmd.explain {

@@ -15,10 +15,28 @@ pub enum Bar {
     Missing,
 }
 
-/// Writes the chart: `groups` along the x axis, one bar per `series` in each, `bars[g][s]`.
+/// A time axis' tick: `50 µs`, `2 ms`, `1 s`, `20 s`.
+fn duration_label(secs: f64) -> String {
+    let (v, unit) = if secs >= 1.0 {
+        (secs, "s")
+    } else if secs >= 1e-3 {
+        (secs * 1e3, "ms")
+    } else {
+        (secs * 1e6, "µs")
+    };
+    if v >= 10.0 || (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0} {unit}")
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
+/// Writes the chart: `groups` along the x axis, one bar per `series` in each, `bars[g][s]`;
+/// the time axis described as `y_desc`.
 pub fn log_bars(
     path: &Path,
     title: &str,
+    y_desc: &str,
     groups: &[String],
     series: &[String],
     bars: &[Vec<Bar>],
@@ -52,8 +70,8 @@ pub fn log_bars(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
-        .y_desc("seconds (log scale)")
-        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .y_desc(y_desc)
+        .y_label_formatter(&|v| duration_label(*v))
         .draw()
         .map_err(err)?;
     let colour = |s: usize| Palette99::pick(s).to_rgba();
@@ -133,7 +151,11 @@ mod tests {
             vec![Bar::Secs(0.02), Bar::Secs(0.1)],
             vec![Bar::Secs(0.15), Bar::Over(30.0)],
         ];
-        log_bars(&path, "SP²Bench", &groups, &series, &bars).unwrap();
+        log_bars(&path, "SP²Bench", "time", &groups, &series, &bars).unwrap();
+        assert!(
+            std::fs::read_to_string(&path).unwrap().contains(" ms<"),
+            "ticks with units"
+        );
         let svg = std::fs::read_to_string(&path).unwrap();
         for needle in ["q2", "q5a", "las ×1", "oxigraph ×1", "&gt; 30", "<rect"] {
             assert!(svg.contains(needle), "the chart lacks {needle:?}");
@@ -141,11 +163,21 @@ mod tests {
         assert!(log_bars(
             &path,
             "empty",
+            "time",
             &groups,
             &series,
             &vec![vec![Bar::Missing; 2]; 2]
         )
         .is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ticks_carry_their_unit() {
+        let l = super::duration_label;
+        assert_eq!(
+            [l(0.00005), l(0.002), l(0.0125), l(1.0), l(20.0)],
+            ["50 µs", "2 ms", "12 ms", "1 s", "20 s"]
+        );
     }
 }

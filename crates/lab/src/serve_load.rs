@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{AllocatorKind, Pinning};
-use nearflow_sparql::{self as sparql, Form, Options};
+use nearflow_sparql::{self as sparql, Options, QueryResults};
 use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use nearflow_topo::TopologySpec;
 use serde::Serialize;
@@ -99,6 +99,8 @@ pub struct Engine {
     pub failed: u64,
     /// Answers per second, over the time driven.
     pub throughput: f64,
+    /// Answers per second in each round (the rounds interleave the engines).
+    pub per_round: Vec<f64>,
     /// Median latency over all requests (a failed one at the time it failed), in seconds.
     pub p50: f64,
     /// 99th percentile latency over all queries, in seconds.
@@ -227,6 +229,40 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// What an update stream did to a policy's throughput, from the per-round throughputs without
+/// (`a`) and with (`b`) it, each round's pair measured side by side: the median of the rounds'
+/// ratios and their range, or, with fewer than 3 rounds, that no ratio is given (a ratio of two
+/// short turns is mostly the host's noise).
+fn update_cost(policy: &str, cfg: &Config, a: &[f64], b: &[f64]) -> String {
+    let rounds = a.len().min(b.len());
+    if rounds < 3 {
+        return format!(
+            "{policy}: with {} updates/s: not compared — {rounds} round(s) of {} s cannot tell \
+             the update stream's cost from the host's noise (give --rounds 3 or more)",
+            cfg.updates_per_s, cfg.seconds
+        );
+    }
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(x, _)| **x > 0.0)
+        .map(|(x, y)| y / x)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    if ratios.is_empty() {
+        return format!("{policy}: no answer without updates to compare with");
+    }
+    format!(
+        "{policy}: with {} updates/s the throughput is {:.0} % of without (median of {} rounds' \
+         ratios; rounds {:.0}–{:.0} %)",
+        cfg.updates_per_s,
+        100.0 * percentile(&ratios, 0.5),
+        ratios.len(),
+        100.0 * ratios[0],
+        100.0 * ratios[ratios.len() - 1]
+    )
+}
+
 fn summarize(
     engine: &str,
     mix: &[(String, String, Expected)],
@@ -263,6 +299,7 @@ fn summarize(
         answered,
         failed: samples.iter().filter(|s| s.ok.is_err()).count() as u64,
         throughput: answered as f64 / time.max(1e-9),
+        per_round: Vec::new(),
         p50: percentile(&all, 0.5),
         p99: percentile(&all, 0.99),
         queries,
@@ -409,13 +446,20 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         for (name, text) in names.iter().zip(&texts) {
             let p = sparql::prepare(&store, text, &Options::default())
                 .with_context(|| format!("query {name}"))?;
-            let c = p
-                .run_collect(&rt)
+            let answer = p
+                .execute(&rt, None)
                 .with_context(|| format!("query {name}"))?;
-            let expected = match p.form {
-                Form::Ask => Expected::Boolean(c.boolean()),
-                Form::Select(_) => Expected::Rows(c.rows.len() as u64),
-                _ => bail!("query {name} is a CONSTRUCT or DESCRIBE; the mix takes SELECT and ASK"),
+            let expected = match answer {
+                QueryResults::Boolean(a) => Expected::Boolean(a.value),
+                QueryResults::Solutions(s) => Expected::Rows(
+                    s.collect()
+                        .with_context(|| format!("query {name}"))?
+                        .rows
+                        .len() as u64,
+                ),
+                QueryResults::Graph(_) => {
+                    bail!("query {name} is a CONSTRUCT or DESCRIBE; the mix takes SELECT and ASK")
+                }
             };
             mix.push((name.clone(), text.clone(), expected));
         }
@@ -491,6 +535,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     let mut update_samples: Vec<Vec<(f64, bool)>> = engines.iter().map(|_| Vec::new()).collect();
     let mut next_update = 0u64;
     let mut samples: Vec<(Vec<Sample>, f64)> = engines.iter().map(|_| (Vec::new(), 0.0)).collect();
+    let mut per_round: Vec<Vec<f64>> = engines.iter().map(|_| Vec::new()).collect();
     for round in 0..cfg.rounds {
         for (e, (name, endpoint, updates)) in engines.iter().enumerate() {
             if !cfg.quiet {
@@ -540,6 +585,8 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                     cfg.request_timeout,
                 ),
             };
+            let answered = s.iter().filter(|x| x.ok.is_ok()).count();
+            per_round[e].push(answered as f64 / t.max(1e-9));
             samples[e].0.extend(s);
             samples[e].1 += t;
         }
@@ -552,8 +599,10 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         .iter()
         .zip(&samples)
         .zip(&update_samples)
-        .map(|(((name, _, updates), (s, t)), u)| {
+        .zip(per_round)
+        .map(|((((name, _, updates), (s, t)), u), rounds)| {
             let mut e = summarize(name, &mix, s, *t);
+            e.per_round = rounds;
             if *updates {
                 let mut lat: Vec<f64> = u.iter().map(|(l, _)| *l).collect();
                 lat.sort_by(f64::total_cmp);
@@ -585,7 +634,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     for r in &results {
         let upd = match (with_updates, r.updates) {
             (false, _) => String::new(),
-            (true, None) => " — | — |".to_owned(),
+            (true, None) => " (no updates) | |".to_owned(),
             (true, Some((ok, failed, p50, p99))) => format!(
                 " {ok} / {failed} | {:.2} / {:.2} ms |",
                 p50 * 1e3,
@@ -605,15 +654,9 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     }
     if with_updates {
         for p in &policies {
-            let of = |n: &str| results.iter().find(|r| r.engine == n).map(|r| r.throughput);
+            let of = |n: &str| results.iter().find(|r| r.engine == n).map(|r| &r.per_round);
             if let (Some(a), Some(b)) = (of(&p.to_string()), of(&format!("{p}+updates"))) {
-                writeln!(
-                    out,
-                    "{p}: with {} updates/s the throughput is {:.0} % of without ({:+.1} %)",
-                    cfg.updates_per_s,
-                    100.0 * b / a,
-                    100.0 * (b - a) / a
-                )?;
+                writeln!(out, "{}", update_cost(&p.to_string(), cfg, a, b))?;
             }
         }
     }
@@ -637,13 +680,23 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                     format!("{p99:.6}"),
                 ]);
                 if p50.is_nan() {
-                    "—".to_owned()
+                    "not reached".to_owned()
                 } else {
                     format!("{:.2} / {:.2}", p50 * 1e3, p99 * 1e3)
                 }
             })
             .collect();
         writeln!(out, "| {name} | {} |", cells.join(" | "))?;
+    }
+    if results
+        .iter()
+        .any(|r| r.queries.iter().any(|(_, _, p50, _)| p50.is_nan()))
+    {
+        writeln!(
+            out,
+            "\nnot reached: no client came to that query before the turn ended (each client \
+             replays the mix in order from its own start; a longer --seconds reaches them all)"
+        )?;
     }
     for r in &results {
         for f in &r.failures {

@@ -425,7 +425,9 @@ fn draw(
         cmd.reps,
         host_cpu()
     );
-    log_bars(path, &title, names, &series, &bars)
+    let y_desc =
+        "time to answer (log scale; lower is better; ×N: N copies at once, until the last ends)";
+    log_bars(path, &title, y_desc, names, &series, &bars)
 }
 
 /// The table's columns: (engine, copies), in the order first measured.

@@ -580,12 +580,12 @@ impl Db {
     }
 
     /// Runs an update: `change` computes, from the current version, the new one and the quads
-    /// that differ (each with whether the new version holds it: [`Edit::changes`] and
-    /// [`Edit::finish`](crate::delta::Edit::finish)). Updates run one at a time; queries go on
+    /// that differ (each with whether the new version holds it: `Edit::changes` and
+    /// `Edit::finish`). Updates run one at a time; queries go on
     /// reading their versions meanwhile. Returns once the update's record is on disk and the
     /// new version is the current one.
     ///
-    /// [`Edit::changes`]: crate::delta::Edit::changes
+    /// `Edit::changes`: crate::delta::Edit::changes
     pub fn update<E>(
         &self,
         change: impl FnOnce(&Arc<Store>) -> Result<(Store, Vec<([Id; 4], bool)>), E>,

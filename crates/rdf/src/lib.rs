@@ -12,7 +12,7 @@
 //!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
 //!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
 //!   per-predicate statistics for the planner;
-//! - [`snapshot`], [`mapped`]: a binary image of the store that opens by mapping it (its
+//! - [`snapshot`]: a binary image of the store that opens by mapping it (its
 //!   columns and terms read in place, each section's checksum checked in the background);
 //! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
 //!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
@@ -28,24 +28,35 @@
 //! - `term.rs` — [`Term`] and [`TermRef`], their key encoding and N-Triples display.
 //! - `dict.rs` — the dictionary: terms to dense ids and back.
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
-//! - `store.rs` — [`Store`]: the permutations in partitions, scans, statistics.
-//! - `snapshot.rs` — the binary snapshot: save, open, validation (formats 1 and 2, read whole).
-//! - `mapped.rs` — format 3: written with a checksum per section, opened by mapping.
+//! - `layout.rs` — the indexes' layout: permutations, a partition's columns, statistics, and
+//!   building them from sorted quads.
+//! - `base.rs` — the sorted indexes a store's versions share.
+//! - `store.rs` — [`Store`]: one version (dictionary, base, delta), counts and matches, its
+//!   per-node copies.
+//! - `edit.rs` — making versions: edits, the merge, the rebase.
+//! - `index.rs` — [`index::QuadIndex`]: the seam through which the query engine reads a store.
+//! - `snapshot/` — the store's files, one format per file: `mapped.rs` (format 3: a checksum
+//!   per section, opened by mapping), `whole.rs` (formats 1 and 2, read whole), what they
+//!   share (`common.rs`), and saving and opening whichever it is (`mod.rs`).
 //! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
-//! - `delta.rs` — versions: the delta, edits, the merge and the rebase.
+//! - `delta.rs` — a version's delta: its sorted rows in each order, and merging them into a
+//!   scan.
 //! - `log.rs` — the update log's format: records framed with checksums, torn tails told from
 //!   damage.
 //! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
 //! - `open.rs` — opening a store as a program does: files or a snapshot, with progress, then
 //!   placed over the NUMA nodes.
 
+mod base;
 pub mod db;
 pub mod delta;
 pub mod dict;
+mod edit;
+pub mod index;
+pub mod layout;
 pub mod load;
 mod log;
-pub mod mapped;
 pub mod open;
 pub mod replica;
 pub mod shared;

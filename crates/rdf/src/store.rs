@@ -1,5 +1,7 @@
-//! The store: id quads in three sorted permutations (SPO, POS, OSP) per graph, each held
-//! column-wise in [`SplittableData`] partitions, one per NUMA node, and the planner's statistics.
+//! The store: one version of it ([`Store`]) — the dictionary, the sorted indexes it shares with
+//! its other versions (`base.rs`, in the layout of `layout.rs`: three permutations per graph,
+//! column-wise in `SplittableData` partitions, one per NUMA node), its delta (`delta.rs`) and its
+//! statistics; building one, counting and matching in it, its per-node copies.
 //!
 //! A quad is a triple and its graph: the default graph is [`DEFAULT_GRAPH`], a named graph is
 //! its IRI's id. Each permutation is sorted by graph first, then by its own key, so a graph's
@@ -21,180 +23,16 @@ use std::sync::Arc;
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
+use crate::base::Base;
+use crate::delta::Delta;
 use crate::dict::Dict;
-use crate::shared::Shared;
+use crate::layout::{graph_of_rows, runs, slice_of, split, StatsBuilder};
+pub use crate::layout::{
+    key_prefix, Columns, Permutation, PredStats, Quad, Stats, StoreError, DEFAULT_GRAPH,
+};
+use crate::replica::{PartView, ReplicaPlace, Replicas, Replication};
+use crate::snapshot::common::Health;
 use crate::term::{Id, TermRef};
-
-/// The graph id of the default graph (no term has id 0).
-pub const DEFAULT_GRAPH: Id = 0;
-
-/// A quad: subject, predicate, object and graph ([`DEFAULT_GRAPH`] or a named graph's IRI).
-pub type Quad = [Id; 4];
-
-/// A permutation: the order of the three positions in its sort key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Permutation {
-    /// subject, predicate, object.
-    Spo,
-    /// predicate, object, subject.
-    Pos,
-    /// object, subject, predicate.
-    Osp,
-}
-
-impl Permutation {
-    /// All three, in the order the store holds them.
-    pub const ALL: [Permutation; 3] = [Permutation::Spo, Permutation::Pos, Permutation::Osp];
-
-    /// For each key column, the triple position (0 = s, 1 = p, 2 = o) it holds.
-    pub fn positions(self) -> [usize; 3] {
-        match self {
-            Permutation::Spo => [0, 1, 2],
-            Permutation::Pos => [1, 2, 0],
-            Permutation::Osp => [2, 0, 1],
-        }
-    }
-
-    /// The permutation whose key starts with exactly the bound positions (`bound[i]`: position
-    /// `i` of s, p, o is bound), and how many key columns that prefix is.
-    pub fn for_bound(bound: [bool; 3]) -> (Permutation, usize) {
-        match bound {
-            [false, false, false] => (Permutation::Spo, 0),
-            [true, false, false] => (Permutation::Spo, 1),
-            [false, true, false] => (Permutation::Pos, 1),
-            [false, false, true] => (Permutation::Osp, 1),
-            [true, true, false] => (Permutation::Spo, 2),
-            [false, true, true] => (Permutation::Pos, 2),
-            [true, false, true] => (Permutation::Osp, 2),
-            [true, true, true] => (Permutation::Spo, 3),
-        }
-    }
-
-    /// Its name, for plans.
-    pub fn name(self) -> &'static str {
-        match self {
-            Permutation::Spo => "SPO",
-            Permutation::Pos => "POS",
-            Permutation::Osp => "OSP",
-        }
-    }
-
-    /// A key of this permutation (its columns in its order) as a triple (s, p, o).
-    #[inline]
-    pub fn triple(self, key: [Id; 3]) -> [Id; 3] {
-        let pos = self.positions();
-        let mut t = [0; 3];
-        for c in 0..3 {
-            t[pos[c]] = key[c];
-        }
-        t
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// One partition of one permutation: three key columns, sorted within each graph's run (owned,
-/// or slices of a mapped snapshot: [`Shared`]).
-#[derive(Debug, Default)]
-pub struct Columns {
-    /// Key columns, in the permutation's order.
-    pub cols: [Shared<Id>; 3],
-    /// The row of the whole permutation this partition's first row is.
-    pub first: usize,
-}
-
-impl Columns {
-    /// Rows held.
-    pub fn len(&self) -> usize {
-        self.cols[0].len()
-    }
-
-    /// Whether it holds no row.
-    pub fn is_empty(&self) -> bool {
-        self.cols[0].is_empty()
-    }
-
-    /// Row `i`'s key.
-    #[inline]
-    pub fn row(&self, i: usize) -> [Id; 3] {
-        [self.cols[0][i], self.cols[1][i], self.cols[2][i]]
-    }
-
-    /// The part of `rows` (the whole permutation's row numbers, one graph's run) this partition
-    /// holds, as its own row numbers.
-    pub fn local(&self, rows: &Range<usize>) -> Range<usize> {
-        let lo = rows.start.max(self.first);
-        let hi = rows.end.min(self.first + self.len());
-        if lo >= hi {
-            return 0..0;
-        }
-        lo - self.first..hi - self.first
-    }
-
-    /// The rows in `within` (this partition's row numbers, sorted by key: one graph's run)
-    /// whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
-    pub fn range_in(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
-        let cmp = |i: usize| -> std::cmp::Ordering {
-            for (c, &p) in prefix.iter().enumerate() {
-                match self.cols[c][i].cmp(&p) {
-                    std::cmp::Ordering::Equal => {}
-                    o => return o,
-                }
-            }
-            std::cmp::Ordering::Equal
-        };
-        let n = within.len();
-        let base = within.start;
-        let lo = partition_point(n, |i| cmp(base + i) == std::cmp::Ordering::Less);
-        let hi = lo
-            + partition_point(n - lo, |i| {
-                cmp(base + lo + i) != std::cmp::Ordering::Greater
-            });
-        base + lo..base + hi
-    }
-}
-
-fn partition_point(n: usize, mut pred: impl FnMut(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-/// Per-predicate statistics (the planner's), summed over the graphs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PredStats {
-    /// Quads with this predicate.
-    pub triples: u64,
-    /// Distinct subjects among them (per graph, summed).
-    pub subjects: u64,
-    /// Distinct objects among them (per graph, summed).
-    pub objects: u64,
-}
-
-/// Whole-store statistics: counts of distinct terms are per graph, summed over the graphs (for
-/// a store of one graph, the plain counts).
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    /// Quads.
-    pub triples: u64,
-    /// Distinct subjects.
-    pub subjects: u64,
-    /// Distinct predicates (over all graphs).
-    pub predicates: u64,
-    /// Distinct objects.
-    pub objects: u64,
-    /// Per predicate, by id.
-    pub per_predicate: hashbrown::HashMap<Id, PredStats>,
-}
 
 /// The in-memory store: one version of it. Cloning is cheap (the sorted indexes and the
 /// dictionary are shared); a version made by an update ([`Store::edit`], `delta.rs`) shares
@@ -204,44 +42,14 @@ pub struct Store {
     pub(crate) dict: Arc<Dict>,
     pub(crate) base: Arc<Base>,
     /// What this version holds beyond the base and lacks of it.
-    pub(crate) delta: Arc<crate::delta::Delta>,
+    pub(crate) delta: Arc<Delta>,
     /// The statistics of this version (the base's, counts adjusted by the delta).
     pub(crate) stats: Stats,
     /// The graphs that hold a quad in this version, in id order.
     pub(crate) live: Vec<Id>,
-}
-
-/// The sorted indexes a store's versions share.
-pub(crate) struct Base {
-    pub(crate) perms: [SplittableData<Columns>; 3],
-    /// Each graph that holds a quad and the row its run starts at, in graph id order; a run
-    /// ends where the next starts (the last at the base's length).
-    pub(crate) graphs: Vec<(Id, usize)>,
-    pub(crate) stats: Stats,
-    pub(crate) machine: Machine,
     /// For indexes read in place from a mapped snapshot: the background check of its
-    /// sections (`mapped.rs`).
-    pub(crate) health: Option<Arc<crate::mapped::Health>>,
-    /// Per-node copies of the permutations, once [`Store::replicate`] has built them
-    /// (`replica.rs`).
-    pub(crate) replicas: std::sync::OnceLock<crate::replica::Replicas>,
-}
-
-impl Base {
-    pub(crate) fn len(&self) -> usize {
-        self.stats.triples as usize
-    }
-
-    /// The rows of graph `g` in every permutation.
-    pub(crate) fn graph_rows(&self, g: Id) -> Range<usize> {
-        match self.graphs.binary_search_by_key(&g, |&(id, _)| id) {
-            Ok(i) => {
-                let end = self.graphs.get(i + 1).map_or(self.len(), |&(_, s)| s);
-                self.graphs[i].1..end
-            }
-            Err(_) => 0..0,
-        }
-    }
+    /// sections (`snapshot/mapped.rs`), shared by the versions over those indexes.
+    pub(crate) health: Option<Arc<Health>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -254,14 +62,6 @@ impl std::fmt::Debug for Store {
             .field("delta", &self.delta)
             .finish()
     }
-}
-
-/// A store could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Building the partitions failed.
-    #[error("building the store's partitions: {0}")]
-    Split(#[from] nearflow_split::SplitError),
 }
 
 impl Store {
@@ -301,7 +101,6 @@ impl Store {
                 graphs,
                 stats: stats.finish(),
                 machine: machine.clone(),
-                health: None,
                 replicas: Default::default(),
             },
         ))
@@ -346,26 +145,28 @@ impl Store {
                 graphs,
                 stats,
                 machine: machine.clone(),
-                health: None,
                 replicas: Default::default(),
             },
         ))
     }
 
     /// A store of indexes read in place from a mapped snapshot, and their dictionary.
-    pub(crate) fn of_mapped_base(dict: Dict, base: Base) -> Store {
-        Store::of_base(dict, base)
+    pub(crate) fn of_mapped_base(dict: Dict, base: Base, health: Arc<Health>) -> Store {
+        Store {
+            health: Some(health),
+            ..Store::of_base(dict, base)
+        }
     }
 
     /// What the check of a mapped snapshot's sections found damaged, naming the section
     /// (`None` for a store built in memory, or one whose check found nothing so far).
     pub fn damage(&self) -> Option<&str> {
-        self.base.health.as_ref().and_then(|h| h.damage())
+        self.health.as_ref().and_then(|h| h.damage())
     }
 
     /// The check of a mapped snapshot's sections, when the store was opened from one.
-    pub fn health(&self) -> Option<&Arc<crate::mapped::Health>> {
-        self.base.health.as_ref()
+    pub fn health(&self) -> Option<&Arc<Health>> {
+        self.health.as_ref()
     }
 
     /// Bytes of a mapped snapshot the store reads in place (its columns and terms).
@@ -388,6 +189,7 @@ impl Store {
             live: base.graphs.iter().map(|&(g, _)| g).collect(),
             base: Arc::new(base),
             delta: Arc::default(),
+            health: None,
         }
     }
 
@@ -435,7 +237,7 @@ impl Store {
 
     /// The rows of graph `g` in every permutation of the sorted indexes (empty when they hold
     /// nothing of it; the delta's quads are apart).
-    pub fn graph_rows(&self, g: Id) -> Range<usize> {
+    pub(crate) fn graph_rows(&self, g: Id) -> Range<usize> {
         self.base.graph_rows(g)
     }
 
@@ -446,7 +248,7 @@ impl Store {
     }
 
     /// A permutation's partitions.
-    pub fn perm(&self, order: Permutation) -> &SplittableData<Columns> {
+    pub(crate) fn perm(&self, order: Permutation) -> &SplittableData<Columns> {
         &self.base.perms[order.index()]
     }
 
@@ -458,7 +260,7 @@ impl Store {
     /// For each partition of `order` that holds some: the rows of graph `g` whose key starts
     /// with `prefix`, as `(partition, rows)`, in the sorted indexes (the delta's are apart:
     /// [`Delta::added`](crate::delta::Delta::added), [`Delta::removed`](crate::delta::Delta::removed)).
-    pub fn ranges(
+    pub(crate) fn ranges(
         &self,
         order: Permutation,
         g: Id,
@@ -575,133 +377,136 @@ impl Store {
     }
 }
 
-/// The first `k` ids of a pattern's key in `order`.
-pub fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
-    order.positions()[..k]
-        .iter()
-        .map(|&p| pattern[p].expect("bound by for_bound"))
-        .collect()
-}
-
-/// The runs of equal values among `n` values sorted by them: each value and its first index.
-fn runs(n: usize, value: impl Fn(usize) -> Id) -> Vec<(Id, usize)> {
-    let mut out: Vec<(Id, usize)> = Vec::new();
-    for i in 0..n {
-        let v = value(i);
-        if out.last().is_none_or(|&(last, _)| last != v) {
-            out.push((v, i));
+/// The per-node copies of the permutations (`replica.rs`) as a version reads them.
+impl Store {
+    /// Gives every NUMA node of the store's machine its own copy of the three permutations,
+    /// each built by a thread bound to its node, and makes `Store::part` read a reader's
+    /// node's copy. The memory cost is the columns once more per extra node. Idempotent; the
+    /// store's versions share the replicas.
+    pub fn replicate(&self) -> Result<Replication, StoreError> {
+        if self.base.replicas.get().is_some() {
+            return Ok(Replication::Already);
         }
-    }
-    out
-}
-
-/// Each row's graph, from the runs (for the statistics of a snapshot being opened).
-pub(crate) fn graph_of_rows(graphs: &[(Id, usize)], n: usize) -> Vec<Id> {
-    let mut out = Vec::with_capacity(n);
-    for (i, &(g, start)) in graphs.iter().enumerate() {
-        let end = graphs.get(i + 1).map_or(n, |&(_, s)| s);
-        out.resize(out.len() + (end - start), g);
-    }
-    out
-}
-
-fn slice_of(n: usize, index: usize, parts: usize) -> Range<usize> {
-    (n * index / parts)..(n * (index + 1) / parts)
-}
-
-fn split(
-    machine: &Machine,
-    sorted: &[Quad],
-    order: Permutation,
-) -> Result<SplittableData<Columns>, StoreError> {
-    let pos = order.positions();
-    let parts = nearflow_split::layout(machine, SplitBy::Node).len();
-    let sorted = Arc::new(sorted);
-    Ok(SplittableData::build(
-        machine,
-        SplitBy::Node,
-        |info: &PartInfo| {
-            let r = slice_of(sorted.len(), info.index, parts);
-            let first = r.start;
-            let rows = &sorted[r];
-            let mut cols: [Vec<Id>; 3] = [
-                Vec::with_capacity(rows.len()),
-                Vec::with_capacity(rows.len()),
-                Vec::with_capacity(rows.len()),
-            ];
-            for q in rows {
-                for c in 0..3 {
-                    cols[c].push(q[pos[c]]);
+        let machine = &self.base.machine;
+        if machine.node_count() <= 1 {
+            return Ok(Replication::OneNode);
+        }
+        let copy = |order: Permutation| {
+            let parts = self.perm(order).partitions();
+            SplittableData::build(machine, SplitBy::Node, |_: &PartInfo| {
+                let n: usize = parts.iter().map(|p| p.data.len()).sum();
+                let cols: [Vec<Id>; 3] = std::array::from_fn(|c| {
+                    let mut v = Vec::with_capacity(n);
+                    for p in parts {
+                        v.extend_from_slice(&p.data.cols[c]);
+                    }
+                    v
+                });
+                Columns {
+                    first: 0,
+                    cols: cols.map(Into::into),
                 }
-            }
-            Columns {
-                cols: cols.map(Shared::from),
-                first,
-            }
-        },
-    )?)
-}
+            })
+        };
+        let perms = [
+            copy(Permutation::Spo)?,
+            copy(Permutation::Pos)?,
+            copy(Permutation::Osp)?,
+        ];
+        let replicas = Replicas { perms };
+        let (nodes, bytes) = (replicas.perms[0].len(), replicas.heap_bytes());
+        // A concurrent call may have won: its replicas are as good as these.
+        Ok(match self.base.replicas.set(replicas) {
+            Ok(()) => Replication::Built { nodes, bytes },
+            Err(_) => Replication::Already,
+        })
+    }
 
-/// Statistics by linear passes over the permutations, each read in its own order through
-/// `key(i)` = `[graph, key columns…]` (no sorting: the permutations already are). A change of
-/// graph starts every count afresh, so distinct counts are per graph, summed.
-#[derive(Default)]
-struct StatsBuilder(Stats);
+    /// Whether the store reads per-node replicas ([`Store::replicate`]).
+    pub fn is_replicated(&self) -> bool {
+        self.base.replicas.get().is_some()
+    }
 
-impl StatsBuilder {
-    /// SPO keys `[g, s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
-    /// distinct `(g, s, p)`).
-    fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        let st = &mut self.0;
-        st.triples = n as u64;
-        let mut prev: Option<[Id; 4]> = None;
-        for i in 0..n {
-            let k = key(i);
-            if prev.is_none_or(|q| q[..2] != k[..2]) {
-                st.subjects += 1;
+    /// Partition `part` of `order`, as read by a task on NUMA node `node`: its node's replica's
+    /// rows where the store is replicated and the node has one, else the partition itself.
+    ///
+    /// # Panics
+    /// If `part` is not a partition of the permutation.
+    #[inline]
+    pub(crate) fn part(&self, order: Permutation, part: usize, node: usize) -> PartView<'_> {
+        let own = &self.perm(order).partitions()[part];
+        if let Some(r) = self.base.replicas.get() {
+            if let Some(copy) = r.perms[order.index()].partitions().get(node) {
+                return PartView {
+                    cols: &copy.data,
+                    at: own.data.first,
+                    len: own.data.len(),
+                    first: own.data.first,
+                    node: copy.info.node,
+                };
             }
-            if prev.is_none_or(|q| q[..3] != k[..3]) {
-                st.per_predicate.entry(k[2]).or_default().subjects += 1;
-            }
-            prev = Some(k);
+        }
+        PartView {
+            cols: &own.data,
+            at: 0,
+            len: own.data.len(),
+            first: own.data.first,
+            node: own.info.node,
         }
     }
 
-    /// POS keys `[g, p, o, s]`: each predicate's quads and distinct objects.
-    fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        let mut i = 0;
-        while i < n {
-            let gp = [key(i)[0], key(i)[1]];
-            let (mut triples, mut objects) = (0u64, 0u64);
-            let mut last_o = None;
-            while i < n {
-                let k = key(i);
-                if k[..2] != gp {
-                    break;
-                }
-                triples += 1;
-                if last_o != Some(k[2]) {
-                    objects += 1;
-                    last_o = Some(k[2]);
-                }
-                i += 1;
+    /// Whether every replica's pages lie on the node it was built for (its thread was bound
+    /// there, and the kernel says where each page is): the verdict, and a line per replica
+    /// that is not. Vacuously true without replicas.
+    pub fn replicas_on_their_nodes(&self) -> std::io::Result<(bool, Vec<String>)> {
+        let (mut ok, mut detail) = (true, Vec::new());
+        for (info, placed, cols) in self.replica_map().unwrap_or_default() {
+            // Pages per node, column by column.
+            let mut census: Vec<(i32, usize)> = Vec::new();
+            for c in cols {
+                census.extend(nearflow_alloc::placement::page_census(
+                    c.as_ptr().cast(),
+                    std::mem::size_of_val(c),
+                )?);
             }
-            let e = self.0.per_predicate.entry(gp[1]).or_default();
-            e.triples += triples;
-            e.objects += objects;
+            let right = placed == nearflow_split::Placed::Bound
+                && census.iter().all(|&(n, _)| n == info.node as i32);
+            ok &= right;
+            if !right {
+                detail.push(format!(
+                    "replica of node {}: {placed:?}, pages per node {census:?}",
+                    info.node
+                ));
+            }
         }
+        Ok((ok, detail))
     }
 
-    /// OSP keys `[g, o, s, p]`: distinct objects.
-    fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        self.0.objects = (0..n)
-            .filter(|&i| i == 0 || key(i)[..2] != key(i - 1)[..2])
-            .count() as u64;
+    /// Heap bytes of the replicas (0 without them).
+    pub fn replica_bytes(&self) -> usize {
+        self.base.replicas.get().map_or(0, Replicas::heap_bytes)
     }
 
-    fn finish(mut self) -> Stats {
-        self.0.predicates = self.0.per_predicate.len() as u64;
-        self.0
+    /// Where each replica was built, per permutation (`None` without replicas): the
+    /// placement check reads this.
+    pub fn replica_map(&self) -> Option<Vec<ReplicaPlace<'_>>> {
+        self.base.replicas.get().map(|r| {
+            r.perms
+                .iter()
+                .flat_map(|p| p.partitions().iter())
+                .map(|p| {
+                    (
+                        p.info,
+                        p.placed.clone(),
+                        [
+                            &p.data.cols[0][..],
+                            &p.data.cols[1][..],
+                            &p.data.cols[2][..],
+                        ],
+                    )
+                })
+                .collect()
+        })
     }
 }
 
@@ -903,6 +708,129 @@ mod tests {
             Store::from_sorted(&m, dict().0, perms, runs)
                 .unwrap()
                 .stats(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::*;
+    use crate::dict::Dict;
+    use crate::term::TermRef;
+    use nearflow_topo::{from_synthetic, Machine};
+
+    fn store(machine: &Machine, n: u32) -> Store {
+        let mut d = Dict::new();
+        let mut id = |s: &str| d.intern(TermRef::Iri(s)).unwrap();
+        let (p, q) = (id("http://p"), id("http://q"));
+        let quads = (0..n)
+            .map(|i| {
+                let s = id(&format!("http://s{}", i % 97));
+                let o = id(&format!("http://o{i}"));
+                [s, if i % 3 == 0 { p } else { q }, o, crate::DEFAULT_GRAPH]
+            })
+            .collect();
+        Store::build(machine, d, quads).unwrap()
+    }
+
+    #[test]
+    fn every_node_reads_the_same_rows_from_its_own_copy() {
+        let m = from_synthetic("pack:4 [numa] core:2 pu:1").unwrap();
+        let s = store(&m, 5000);
+        assert!(!s.is_replicated());
+        let plain: Vec<Vec<[Id; 3]>> = Permutation::ALL
+            .iter()
+            .flat_map(|&o| (0..s.perm(o).len()).map(move |p| (o, p)))
+            .map(|(o, p)| {
+                let v = s.part(o, p, 0);
+                (0..v.len()).map(|i| v.row(i)).collect()
+            })
+            .collect();
+        let Replication::Built { nodes, bytes } = s.replicate().unwrap() else {
+            panic!("a 4-node machine gets replicas")
+        };
+        assert_eq!(nodes, 4);
+        assert_eq!(
+            bytes,
+            4 * 3 * 3 * 4 * s.len() as usize,
+            "every column once per node"
+        );
+        assert_eq!(s.replica_bytes(), bytes);
+        assert_eq!(s.replicate().unwrap(), Replication::Already);
+        assert!(s.is_replicated());
+        let v = s.clone();
+        assert!(v.is_replicated(), "versions share the replicas");
+        for node in 0..4 {
+            let mut k = 0;
+            for &o in &Permutation::ALL {
+                for p in 0..s.perm(o).len() {
+                    let view = s.part(o, p, node);
+                    assert_eq!(view.node(), node, "read from the reader's node");
+                    let rows: Vec<[Id; 3]> = (0..view.len()).map(|i| view.row(i)).collect();
+                    assert_eq!(rows, plain[k], "{} partition {p} on node {node}", o.name());
+                    // Searches give the partition's row numbers, as the partition's own do.
+                    let own = &s.perm(o).partitions()[p].data;
+                    let all = 0..s.len() as usize;
+                    assert_eq!(view.local(&all), own.local(&all));
+                    if let Some(first) = rows.first() {
+                        let lo = view.local(&all);
+                        assert_eq!(
+                            view.range_in(lo.clone(), &first[..1]),
+                            own.range_in(lo, &first[..1])
+                        );
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_node_copies_nothing_and_reads_its_partitions() {
+        let m = from_synthetic("pack:1 core:2 pu:1").unwrap();
+        let s = store(&m, 300);
+        assert_eq!(s.replicate().unwrap(), Replication::OneNode);
+        assert!(!s.is_replicated());
+        assert_eq!(s.replica_bytes(), 0);
+        assert_eq!(s.part(Permutation::Spo, 0, 0).len(), 300);
+    }
+
+    #[test]
+    fn without_replicas_a_reader_reads_the_partition_where_it_lies() {
+        let m = from_synthetic("pack:2 [numa] core:2 pu:1").unwrap();
+        let s = store(&m, 1000);
+        for p in 0..2 {
+            for node in 0..2 {
+                assert_eq!(s.part(Permutation::Pos, p, node).node(), p);
+            }
+        }
+        s.replicate().unwrap();
+        for p in 0..2 {
+            for node in 0..2 {
+                assert_eq!(s.part(Permutation::Pos, p, node).node(), node);
+            }
+        }
+    }
+
+    #[test]
+    fn an_edit_shares_the_replicas_and_the_merge_builds_its_own() {
+        let m = from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
+        let s = store(&m, 400);
+        s.replicate().unwrap();
+        let mut e = s.edit();
+        let x = e.intern(TermRef::Iri("http://x")).unwrap();
+        e.insert([x, x, x, crate::DEFAULT_GRAPH]);
+        let v = e.finish();
+        assert!(v.is_replicated());
+        let merged = v.merged().unwrap();
+        assert!(merged.is_flat() && merged.is_replicated());
+        assert_eq!(merged.replica_bytes(), 2 * 3 * 3 * 4 * 401);
+        let view = merged.part(Permutation::Spo, 1, 1);
+        let own = &merged.perm(Permutation::Spo).partitions()[1].data;
+        assert_eq!(view.node(), 1);
+        assert_eq!(
+            (0..view.len()).map(|i| view.row(i)).collect::<Vec<_>>(),
+            (0..own.len()).map(|i| own.row(i)).collect::<Vec<_>>()
         );
     }
 }

@@ -21,9 +21,8 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use nearflow_rdf::term::{Term, TermRef};
 use nearflow_sparql::algebra::Dataset;
-use nearflow_sparql::expr::EvalCx;
 use nearflow_sparql::results;
-use nearflow_sparql::{Form, Options, Query, QueryError};
+use nearflow_sparql::{AnswerError, Form, Options, Query, QueryError, QueryResults};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::negotiate::{self, Chosen, Kind};
@@ -71,7 +70,7 @@ pub(crate) async fn query(
             tx: body_tx,
         };
         let r = run(&ep2, req, accept.as_deref(), flag, &mut out);
-        if !head_only && matches!(r, Err(ref e) if e.message == QueryError::Cancelled.to_string()) {
+        if !head_only && matches!(r, Err(ref e) if e.cancelled) {
             c.cancelled.fetch_add(1, Ordering::Relaxed);
         }
         // The query has ended: its turn is free before the client hears of it, so that a
@@ -149,44 +148,20 @@ fn run(
     let chosen = negotiate::choose(kind, accept, req.format.as_deref())?;
     out.chosen = Some(chosen);
     let prepared = Arc::new(q).plan(&ep.db.current(), &options);
-    let mut running = prepared.start(&ep.rt)?;
-    running.cancel_on(stop);
-    let minted = running.minted();
-    let cx = EvalCx::new(prepared.store(), &minted);
-    match (&prepared.form, chosen) {
-        (Form::Select(vars), Chosen::Results(f)) => {
-            let batches = std::iter::from_fn(|| running.next_batch());
-            if let Err(e) = results::write_solutions(out, f, cx, vars, batches) {
-                running.cancel();
-                let _ = running.finish();
-                return Err(written(e));
-            }
-            running.finish()?;
+    match (prepared.execute(&ep.rt, Some(stop))?, chosen) {
+        (QueryResults::Solutions(s), Chosen::Results(f)) => {
+            s.write(out, f).map_err(|e| match e {
+                AnswerError::Query(q) => ApiError::from(q),
+                AnswerError::Write(w) => written(w),
+            })?;
         }
-        (Form::Ask, Chosen::Results(f)) => {
-            let mut yes = false;
-            while let Some(b) = running.next_batch() {
-                yes |= !b.is_empty();
-            }
-            running.finish()?;
-            results::write_boolean(out, f, yes).map_err(written)?;
+        (QueryResults::Boolean(a), Chosen::Results(f)) => {
+            results::write_boolean(out, f, a.value).map_err(written)?;
         }
-        (Form::Construct(_) | Form::Describe(_), Chosen::Graph(f)) => {
-            // The solutions and the triples made of them count against the memory limit.
-            let batches = match prepared.hold_batches(&mut running) {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = running.finish();
-                    return Err(e.into());
-                }
-            };
-            running.finish()?;
-            let triples = prepared.graph(&minted, batches.iter().flat_map(|b| b.iter()));
-            results::write_graph_as(out, &triples, f).map_err(written)?;
+        (QueryResults::Graph(a), Chosen::Graph(f)) => {
+            results::write_graph_as(out, &a.value, f).map_err(written)?;
         }
-        _ => {
-            unreachable!("the format was chosen for the form")
-        }
+        _ => unreachable!("the format was chosen for the form"),
     }
     Ok(())
 }

@@ -145,6 +145,9 @@ pub struct ApiError {
     pub status: StatusCode,
     /// What went wrong, in words.
     pub message: String,
+    /// The query was cancelled ([`nearflow_sparql::QueryError::Cancelled`]: its client went
+    /// away), which the endpoint counts apart from failures.
+    pub cancelled: bool,
 }
 
 impl ApiError {
@@ -153,6 +156,7 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            cancelled: false,
         }
     }
 }
@@ -176,7 +180,10 @@ impl From<nearflow_sparql::QueryError> for ApiError {
             Q::Timeout(_) | Q::MemoryLimit { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Q::Cancelled | Q::Exec(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.to_string())
+        ApiError {
+            cancelled: matches!(e, Q::Cancelled),
+            ..ApiError::new(status, e.to_string())
+        }
     }
 }
 
@@ -697,6 +704,9 @@ async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
         "max_waiting": ep.config.max_waiting,
         "timeout_s": ep.config.timeout.as_secs_f64(),
         "workers": ep.rt.machine().pu_count(),
+        "machine": ep.rt.machine().label(),
+        "machine_is_host": ep.rt.machine().source().is_host(),
+        "host_cpus": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "queued_tasks": ep.rt.queued(),
         "groups": groups(&ep.rt),
     });

@@ -137,7 +137,12 @@ fn the_page_runs_a_query_and_pages_its_table_in_a_real_browser() {
         dom.contains("foaf: &lt;http://xmlns.com/foaf/0.1/&gt;"),
         "{dom}"
     );
-    // The live view shows the machine's core groups.
+    // The live view names the machine (and says when it is a model, not this host) and shows
+    // its core groups.
+    assert!(
+        dom.contains(&format!("machine: {}", machine.label())),
+        "{dom}"
+    );
     assert_eq!(
         dom.matches("<tr><td>").count() - 50,
         machine.groups().len(),

@@ -11,7 +11,7 @@ use super::expr::{ArithOp, CmpOp, Expr};
 use super::path;
 use super::physical::{JoinMode, Op, Partitioning, Phys, Slot};
 use super::Prepared;
-use nearflow_rdf::store::DEFAULT_GRAPH;
+use nearflow_rdf::index::DEFAULT_GRAPH;
 
 /// All three levels, each under its heading.
 pub fn all(p: &Prepared) -> String {

@@ -17,8 +17,8 @@ use oxsdatatypes::{Boolean, Decimal, Double, Float, Integer};
 
 use super::functions::{self, Cast, Temporal};
 use super::minted::Minted;
-use nearflow_rdf::dict::Dict;
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Dict;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";

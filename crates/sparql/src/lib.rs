@@ -37,8 +37,10 @@
 //!
 //! ## Files
 //!
-//! - `lib.rs` — [`Query`], [`Prepared`], running and streaming, CONSTRUCT and DESCRIBE output;
-//!   the error type.
+//! - `lib.rs` — [`Query`], [`Prepared`], running and streaming, CONSTRUCT and DESCRIBE output.
+//! - `answer.rs` — [`QueryResults`]: a run's answer by form (solutions streamed, a boolean, a
+//!   graph), the one type every consumer reads.
+//! - `error.rs` — [`QueryError`], which every stage returns.
 //! - `parse.rs`, `algebra.rs`, `rewrite.rs`, `physical.rs`, `exec/` — the four stages.
 //! - `expr.rs`, `functions.rs` — expression semantics: values, comparison, promotion,
 //!   functions and casts.
@@ -52,6 +54,8 @@
 //!   through the same four stages, the request's result a new version of the store.
 
 pub mod algebra;
+mod answer;
+mod error;
 pub mod exec;
 pub mod explain;
 pub mod expr;
@@ -92,66 +96,15 @@ use spargebra::term::NamedNodePattern;
 
 use self::algebra::{outer_projection, Dataset, Node, Translator};
 pub use self::algebra::{Form, TemplateSlot};
+pub use self::answer::{AnswerError, Answered, QueryResults, Solutions};
+pub use self::error::QueryError;
 pub use self::exec::Rows;
 use self::expr::EvalCx;
 use self::minted::Minted;
 pub use self::parse::{parse, parse_with_base, syntax_message, MAX_NESTING};
 use self::physical::{Phys, Planner};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
-
-/// Why a query could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum QueryError {
-    /// A syntax error: the position, what was expected, and the line with a caret.
-    #[error("SPARQL syntax error: {0}")]
-    Syntax(String),
-    /// Valid SPARQL this engine does not evaluate (refused rather than answered wrongly).
-    #[error("not supported: {0}")]
-    Unsupported(String),
-    /// A query that cannot be evaluated (a bad regular expression, …).
-    #[error("invalid query: {0}")]
-    Invalid(String),
-    /// The plan failed while running.
-    #[error("query execution failed: {0}")]
-    Exec(String),
-    /// The query was cancelled by its caller ([`Running::cancel_on`]: a client that went away).
-    #[error("the query was cancelled")]
-    Cancelled,
-    /// The query ran past [`Options::timeout`] and was stopped.
-    #[error("the query ran past its time limit of {0:.3?} and was stopped")]
-    Timeout(std::time::Duration),
-    /// The query's operators would have held more than [`Options::memory_limit`]; it was
-    /// stopped.
-    #[error("the query would hold more than its memory limit of {limit} bytes ({operator} asked for {wanted} in all) and was stopped")]
-    MemoryLimit {
-        /// The operator that asked.
-        operator: String,
-        /// The limit.
-        limit: usize,
-        /// What the query would have held.
-        wanted: usize,
-    },
-}
-
-impl QueryError {
-    fn from_flow(e: nearflow_flow::FlowError) -> Self {
-        use nearflow_flow::FlowError;
-        match e {
-            FlowError::TimeLimit { limit } => QueryError::Timeout(limit),
-            FlowError::MemoryLimit {
-                operator,
-                limit,
-                wanted,
-            } => QueryError::MemoryLimit {
-                operator,
-                limit,
-                wanted,
-            },
-            other => QueryError::Exec(other.to_string()),
-        }
-    }
-}
 
 /// How to run a query.
 #[derive(Clone, Debug, Default)]
@@ -618,6 +571,11 @@ impl Prepared {
         if let Some(flag) = stop {
             r.cancel_on(flag);
         }
+        self.held(r)
+    }
+
+    /// Every row of the run `r`, held (counted against the memory limit), and its counters.
+    pub(crate) fn held(&self, mut r: Running) -> Result<Collected, QueryError> {
         let batches = match self.hold_batches(&mut r) {
             Ok(b) => b,
             Err(e) => {

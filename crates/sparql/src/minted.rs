@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef};
 
 /// Runs started in this process (each run's blank nodes carry its number).
@@ -94,7 +94,7 @@ impl Minted {
     pub fn term(&self, id: Id) -> TermRef<'_> {
         match self.terms.get((id - self.base - 1) as usize) {
             Some(t) => t.as_ref(),
-            None => TermRef::Iri(&nearflow_rdf::dict::DAMAGED[1..]),
+            None => TermRef::Iri(&nearflow_rdf::index::DAMAGED[1..]),
         }
     }
 

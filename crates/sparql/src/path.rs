@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use hashbrown::HashSet;
 use spargebra::algebra::PropertyPathExpression;
 
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef};
 
 /// A property path over terms.

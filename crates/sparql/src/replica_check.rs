@@ -8,9 +8,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nearflow_alloc::placement::{page_census, Check};
-use nearflow_rdf::load;
-use nearflow_rdf::replica::Replication;
+use nearflow_alloc::placement::Check;
+use nearflow_rdf::index::{load, Replication};
 
 /// Runs the check on `host` over the Turtle document `doc` with the SELECT query `query` (the
 /// CLI passes a generated SP²Bench document and its q2: scans, hash joins and an index join).
@@ -50,28 +49,15 @@ fn check_replicas(
         }
         Replication::Already => return Err("a fresh store was already replicated".into()),
     };
-    let mut ok = true;
-    let mut detail = vec![format!(
-        "{} quads, {nodes} replicas of 3 permutations, {:.1} MiB",
-        store.len(),
-        bytes as f64 / (1 << 20) as f64
-    )];
-    for (info, placed, cols) in store.replica_map().expect("replicated above") {
-        // Pages per node, column by column.
-        let mut census: Vec<(i32, usize)> = Vec::new();
-        for c in cols {
-            census.extend(page_census(c.as_ptr().cast(), std::mem::size_of_val(c))?);
-        }
-        let right = placed == nearflow_split::Placed::Bound
-            && census.iter().all(|&(n, _)| n == info.node as i32);
-        ok &= right;
-        if !right {
-            detail.push(format!(
-                "replica of node {}: {placed:?}, pages per node {census:?}",
-                info.node
-            ));
-        }
-    }
+    let (mut ok, mut detail) = store.replicas_on_their_nodes()?;
+    detail.insert(
+        0,
+        format!(
+            "{} quads, {nodes} replicas of 3 permutations, {:.1} MiB",
+            store.len(),
+            bytes as f64 / (1 << 20) as f64
+        ),
+    );
     let rt = nearflow_rt::Runtime::builder(host.clone())
         .policy(nearflow_policy::PolicyKind::Las)
         .pinning(nearflow_rt::Pinning::Group)

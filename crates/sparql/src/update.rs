@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use nearflow_rdf::delta::Edit;
-use nearflow_rdf::store::{Store, DEFAULT_GRAPH};
+use nearflow_rdf::index::Edit;
+use nearflow_rdf::index::{Store, DEFAULT_GRAPH};
 use nearflow_rdf::term::{Id, Term, TermRef};
 use nearflow_rt::Runtime;
 use spargebra::algebra::GraphPattern;
@@ -660,7 +660,7 @@ fn load(
     e: &mut Edit<'_>,
     allowed: &LoadFrom,
 ) -> Result<(), String> {
-    use nearflow_rdf::load;
+    use nearflow_rdf::index::load;
     let path = load::file_path(source).ok_or_else(|| {
         format!("LOAD <{source}>: nearflow loads local files only (a file:// IRI); it fetches nothing from the network")
     })?;
@@ -706,7 +706,10 @@ fn load(
 /// Inserts the quads of `loaded` (a parsed file) into the edit, each of its blank nodes as a
 /// fresh one (Update §3.1.1: new data never shares the store's blank nodes). Returns how many
 /// quads it read.
-pub fn add_loaded(e: &mut Edit<'_>, loaded: &nearflow_rdf::load::Loaded) -> Result<usize, String> {
+pub fn add_loaded(
+    e: &mut Edit<'_>,
+    loaded: &nearflow_rdf::index::load::Loaded,
+) -> Result<usize, String> {
     let mut blanks = Blanks::default();
     let mut ids: HashMap<Id, Id> = HashMap::new();
     for q in &loaded.quads {

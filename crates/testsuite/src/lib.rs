@@ -404,26 +404,30 @@ fn evaluate(
     rt: &nearflow_rt::Runtime,
     text: &str,
 ) -> Result<Answer> {
-    use nearflow_sparql::{self as sparql, Form, Options};
+    use nearflow_sparql::{self as sparql, Options, QueryResults};
     let q = sparql::prepare(store, text, &Options::default()).map_err(|e| anyhow!("{e}"))?;
-    let out = q.run_collect(rt).map_err(|e| anyhow!("{e}"))?;
-    Ok(match &q.form {
-        Form::Select(vars) => Answer::Solutions(
-            out.rows
-                .iter()
-                .map(|r| {
-                    vars.iter()
-                        .enumerate()
-                        .filter_map(|(i, (v, _))| {
-                            out.term(r, i).map(|t| (v.clone(), t.to_string()))
-                        })
-                        .collect()
-                })
-                .collect(),
-        ),
-        Form::Ask => Answer::Boolean(out.boolean()),
-        Form::Construct(_) | Form::Describe(_) => Answer::Graph(
-            q.graph(&out.minted, &out.rows)
+    let answer = q.execute(rt, None).map_err(|e| anyhow!("{e}"))?;
+    Ok(match answer {
+        QueryResults::Solutions(s) => {
+            let vars = s.variables();
+            let out = s.collect().map_err(|e| anyhow!("{e}"))?;
+            Answer::Solutions(
+                out.rows
+                    .iter()
+                    .map(|r| {
+                        vars.iter()
+                            .enumerate()
+                            .filter_map(|(i, (v, _))| {
+                                out.term(r, i).map(|t| (v.clone(), t.to_string()))
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            )
+        }
+        QueryResults::Boolean(a) => Answer::Boolean(a.value),
+        QueryResults::Graph(a) => Answer::Graph(
+            a.value
                 .iter()
                 .map(|[s, p, o]| [s.to_string(), p.to_string(), o.to_string()])
                 .collect(),

@@ -319,6 +319,7 @@ fn chart(path: &Path, preset: &str, cells: &[Cell]) -> Result<()> {
     log_bars(
         path,
         &format!("SP²Bench on {preset}, SIMULATED (LAS paper Figs. 5–10); n/v: not validated on the host"),
+        "simulated time to answer (log scale; lower is better)",
         &groups,
         &series,
         &bars,

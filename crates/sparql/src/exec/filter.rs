@@ -10,7 +10,7 @@ use super::{per_packet, per_stream, row_ports, ExecCx, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 
 struct FilterOp<const N: usize> {
     expr: Arc<Expr>,

@@ -37,7 +37,7 @@ use crate::algebra::{Agg, AggFunc};
 use crate::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, UNBOUND};
 
 /// One aggregate's running state in one group.

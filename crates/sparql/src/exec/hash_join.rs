@@ -15,7 +15,7 @@ use super::{pump, row_ports, ExecCx, KeyFn, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{JoinMode, Op, OpStat, Phys};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, TermRef, UNBOUND};
 
 /// A hash join's build side: the rows end to end, and per key hash the last row with it, each

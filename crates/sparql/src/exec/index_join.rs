@@ -10,7 +10,7 @@ use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Sta
 
 use super::{bind, per_stream, pump, row_ports, ExecCx, Reads, Row, Timer};
 use crate::physical::{bound_of, OpStat, Pat, Phys, Slot};
-use nearflow_rdf::store::{Permutation, Store};
+use nearflow_rdf::index::{Lookup, Permutation, QuadIndex, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
 
 /// The graphs one row's lookup reads.
@@ -24,10 +24,11 @@ enum Graphs {
     None,
 }
 
-/// One input row's lookup of a pattern, resumable: the row, the graphs it reads, the
-/// permutation and key prefix its bound positions give, and where in which graph and
-/// partition the next match is. Nothing is allocated per row.
-struct Lookup<const N: usize> {
+/// One input row's lookup of a pattern, resumable: the row, the graphs it reads, and the
+/// store's lookup in the current one ([`nearflow_rdf::index::Lookup`]: the permutation and key
+/// prefix the row's bound positions give, and where the next match is). Nothing is allocated
+/// per row.
+struct RowLookup<const N: usize> {
     row: Row<N>,
     order: Permutation,
     prefix: [Id; 3],
@@ -35,16 +36,11 @@ struct Lookup<const N: usize> {
     graphs: Graphs,
     /// The graph being read (an index into the named graphs for [`Graphs::Named`]).
     graph: usize,
-    part: usize,
-    /// The rest of the current partition's range; `None` before the partition is searched.
-    range: Option<std::ops::Range<usize>>,
-    /// The store's delta rows of this graph and prefix: the added ones still to push (after
-    /// the partitions), and the removed ones the partitions' rows are checked against.
-    /// `None` before the graph's delta is searched.
-    delta: Option<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+    /// The lookup in that graph; `None` before it starts.
+    at: Option<Lookup>,
 }
 
-impl<const N: usize> Lookup<N> {
+impl<const N: usize> RowLookup<N> {
     fn new(pat: &Pat, row: Row<N>, named: &[Id]) -> Self {
         let mut bound = bound_of(pat);
         for i in 0..3 {
@@ -72,16 +68,14 @@ impl<const N: usize> Lookup<N> {
         for (i, &pos) in order.positions()[..k].iter().enumerate() {
             prefix[i] = bound[pos].expect("bound by for_bound");
         }
-        Lookup {
+        RowLookup {
             row,
             order,
             prefix,
             k,
             graphs,
             graph: 0,
-            part: 0,
-            range: None,
-            delta: None,
+            at: None,
         }
     }
 
@@ -106,68 +100,26 @@ impl<const N: usize> Lookup<N> {
         n: &mut u64,
         reads: &mut Reads<'_>,
     ) -> bool {
-        let parts = store.perm(self.order).len();
-        let delta = store.delta();
-        let (added, removed) = (delta.added_rows(self.order), delta.removed_rows(self.order));
         while let Some(g) = self.graph_at(named) {
-            let rows = store.graph_rows(g);
-            let prefix = &self.prefix[..self.k];
-            let (_, gone) = self.delta.get_or_insert_with(|| {
-                if delta.is_empty() {
-                    (0..0, 0..0)
-                } else {
-                    (
-                        delta.added_range(self.order, g, prefix),
-                        delta.removed_range(self.order, g, prefix),
-                    )
-                }
-            });
-            let gone = &removed[gone.clone()];
-            while self.part < parts {
-                // The partition's rows on this worker's node when the store is replicated.
-                let cols = store.part(self.order, self.part, reads.node);
-                let range = self.range.get_or_insert_with(|| {
-                    reads.add(cols.node(), 1);
-                    cols.range_in(cols.local(&rows), prefix)
-                });
-                for i in range.by_ref() {
-                    let key = cols.row(i);
-                    reads.add(cols.node(), 1);
-                    if !gone.is_empty() && gone.binary_search(&[g, key[0], key[1], key[2]]).is_ok()
-                    {
-                        continue;
-                    }
-                    let mut r = self.row;
-                    if bind(pat, self.order.triple(key), g, &mut r) {
-                        out.push(io, r);
-                        *n += 1;
-                        if io.blocked() {
-                            return false;
-                        }
-                    }
-                }
-                self.part += 1;
-                self.range = None;
-            }
-            let (more, _) = self.delta.as_mut().expect("searched above");
-            for i in more.by_ref() {
-                let mut r = self.row;
-                if bind(
-                    pat,
-                    self.order.triple(nearflow_rdf::delta::key_of(&added[i])),
-                    g,
-                    &mut r,
-                ) {
+            let (order, prefix, k) = (self.order, self.prefix, self.k);
+            let at = self
+                .at
+                .get_or_insert_with(|| Lookup::new(order, prefix, k, g));
+            let row = self.row;
+            let done = store.lookup(at, reads.tally(), |triple| {
+                let mut r = row;
+                if bind(pat, triple, g, &mut r) {
                     out.push(io, r);
                     *n += 1;
-                    if io.blocked() {
-                        return false;
-                    }
+                    return !io.blocked();
                 }
+                true
+            });
+            if !done {
+                return false;
             }
             self.graph += 1;
-            self.part = 0;
-            self.delta = None;
+            self.at = None;
         }
         true
     }
@@ -179,7 +131,7 @@ struct IndexJoinOp<const N: usize> {
     pat: Pat,
     queue: VecDeque<Row<N>>,
     /// An input row whose matches were interrupted.
-    looking: Option<Lookup<N>>,
+    looking: Option<RowLookup<N>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
@@ -208,7 +160,7 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
         let looking = &mut self.looking;
         let done = looking.is_none()
             && pump(io, &mut self.queue, 0, true, |io, row| {
-                let mut l = Lookup::new(pat, row, named);
+                let mut l = RowLookup::new(pat, row, named);
                 if !l.run(store, named, pat, io, out, &mut n, &mut reads) {
                     *looking = Some(l);
                 }

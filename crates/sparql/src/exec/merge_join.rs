@@ -12,104 +12,24 @@ use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Sta
 
 use super::{bind, row_ports, ExecCx, Reads, Row, Timer};
 use crate::physical::{bound_of, Op, OpStat, Pat, Phys};
-use nearflow_rdf::store::{key_prefix, Permutation, Store};
-use nearflow_rdf::term::{Id, UNBOUND};
+use nearflow_rdf::index::{key_prefix, KeyRun, Permutation, QuadIndex, Store, Tally};
+use nearflow_rdf::term::UNBOUND;
 
-/// A key range of one permutation in one graph across its partitions, read as one sorted
-/// sequence (the partitions are consecutive slices of one sorted permutation): `(partition,
-/// range)` pieces.
-#[derive(Clone, Debug)]
-struct KeyRange {
-    order: Permutation,
-    graph: Id,
-    pieces: Vec<(usize, std::ops::Range<usize>)>,
-}
-
-impl KeyRange {
-    /// The matches of `pat`'s bound prefix in `order`, in the pattern's one graph.
-    fn of(store: &Store, pat: &Pat, order: Permutation) -> KeyRange {
-        let bound = bound_of(pat);
-        let k = bound.iter().filter(|x| x.is_some()).count();
-        let prefix = key_prefix(order, bound, k);
-        let graph = pat[3].id().expect("a merge join reads one graph per side");
-        KeyRange {
-            order,
-            graph,
-            pieces: store.ranges(order, graph, &prefix).collect(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.pieces.iter().map(|(_, r)| r.len()).sum()
-    }
-
-    /// The key (in the order's column order) at position `i` of the run, read on the node of
-    /// `reads` (its replica, when the store has them) and counted there.
-    fn key(&self, store: &Store, mut i: usize, reads: &mut Reads<'_>) -> [Id; 3] {
-        for (part, r) in &self.pieces {
-            if i < r.len() {
-                let cols = store.part(self.order, *part, reads.node);
-                reads.add(cols.node(), 1);
-                return cols.row(r.start + i);
-            }
-            i -= r.len();
-        }
-        unreachable!("a position past the run")
-    }
-
-    /// The key at `i` as a triple (s, p, o).
-    fn triple(&self, store: &Store, i: usize, reads: &mut Reads<'_>) -> [Id; 3] {
-        self.order.triple(self.key(store, i, reads))
-    }
-
-    /// The first position in `from..len` whose key column `col` is not below `v` (or, with
-    /// `above`, is above `v`).
-    fn seek(
-        &self,
-        store: &Store,
-        from: usize,
-        col: usize,
-        v: Id,
-        above: bool,
-        reads: &mut Reads<'_>,
-    ) -> usize {
-        let (mut lo, mut hi) = (from, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let x = self.key(store, mid, reads)[col];
-            if x < v || (above && x == v) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
-    }
-
-    /// Positions `lo..hi` as a run of their own.
-    fn slice(&self, lo: usize, hi: usize) -> KeyRange {
-        let mut pieces = Vec::new();
-        let mut at = 0;
-        for (part, r) in &self.pieces {
-            let (a, b) = (lo.max(at), hi.min(at + r.len()));
-            if a < b {
-                pieces.push((*part, r.start + a - at..r.start + b - at));
-            }
-            at += r.len();
-        }
-        KeyRange {
-            order: self.order,
-            graph: self.graph,
-            pieces,
-        }
-    }
+/// The matches of `pat`'s bound prefix in `order`, in the pattern's one graph, as a run read
+/// by position.
+fn run_of(store: &Store, pat: &Pat, order: Permutation) -> KeyRun {
+    let bound = bound_of(pat);
+    let k = bound.iter().filter(|x| x.is_some()).count();
+    let prefix = key_prefix(order, bound, k);
+    let graph = pat[3].id().expect("a merge join reads one graph per side");
+    store.key_run(order, graph, &prefix)
 }
 
 /// One side of a merge join: its pattern, its run, the key column it is sorted on.
 #[derive(Clone, Debug)]
 struct Side {
     pat: Pat,
-    run: KeyRange,
+    run: KeyRun,
     col: usize,
 }
 
@@ -143,7 +63,8 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
         // As a scan: about two packets of rows per task, then the worker may take another.
         let budget = io.capacity_of::<Row<N>>() as u64 * 2;
         let mut n = 0u64;
-        let r = &mut Reads::new(io.numa_node(), &stat);
+        let mut reads = Reads::new(io.numa_node(), &stat);
+        let r = reads.tally();
         let status = loop {
             if io.blocked() || n >= budget {
                 break Status::More;
@@ -151,12 +72,22 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
             if let Some((g, i, j)) = &mut self.group {
                 if *i < g[0].end {
                     let mut left = [UNBOUND; N];
-                    if bind(&a.pat, a.run.triple(&store, *i, r), a.run.graph, &mut left) {
+                    if bind(
+                        &a.pat,
+                        store.run_triple(&a.run, *i, r),
+                        a.run.graph(),
+                        &mut left,
+                    ) {
                         // One left row may pair with a whole group: stop between two rows when
                         // the output blocks, and go on from `j` next time.
                         while *j < g[1].end && !io.blocked() {
                             let mut row = left;
-                            if bind(&b.pat, b.run.triple(&store, *j, r), b.run.graph, &mut row) {
+                            if bind(
+                                &b.pat,
+                                store.run_triple(&b.run, *j, r),
+                                b.run.graph(),
+                                &mut row,
+                            ) {
                                 self.out.push(io, row);
                                 n += 1;
                             }
@@ -177,18 +108,18 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
                 self.out.flush(io);
                 break Status::Done;
             }
-            let va = a.run.key(&store, self.at[0], r)[a.col];
-            let vb = b.run.key(&store, self.at[1], r)[b.col];
+            let va = store.run_key(&a.run, self.at[0], r)[a.col];
+            let vb = store.run_key(&b.run, self.at[1], r)[b.col];
             match va.cmp(&vb) {
                 std::cmp::Ordering::Less => {
-                    self.at[0] = a.run.seek(&store, self.at[0], a.col, vb, false, r);
+                    self.at[0] = store.run_seek(&a.run, self.at[0], a.col, vb, false, r);
                 }
                 std::cmp::Ordering::Greater => {
-                    self.at[1] = b.run.seek(&store, self.at[1], b.col, va, false, r);
+                    self.at[1] = store.run_seek(&b.run, self.at[1], b.col, va, false, r);
                 }
                 std::cmp::Ordering::Equal => {
-                    let ea = a.run.seek(&store, self.at[0], a.col, va, true, r);
-                    let eb = b.run.seek(&store, self.at[1], b.col, va, true, r);
+                    let ea = store.run_seek(&a.run, self.at[0], a.col, va, true, r);
+                    let eb = store.run_seek(&b.run, self.at[1], b.col, va, true, r);
                     let g = [self.at[0]..ea, self.at[1]..eb];
                     self.group = Some((g, self.at[0], self.at[1]));
                     self.at = [ea, eb];
@@ -197,6 +128,14 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
         };
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         Ok(status)
+    }
+}
+
+/// The permutation a merge join's side scans.
+fn order_of(side: &Phys) -> Permutation {
+    match &side.op {
+        Op::Scan { order, .. } => *order,
+        _ => unreachable!("a merge join joins two scans"),
     }
 }
 
@@ -214,7 +153,7 @@ pub(super) fn build<const N: usize>(
         let (_, k) = Permutation::for_bound(bound_of(pat).map(|x| x.is_some()));
         Side {
             pat: *pat,
-            run: KeyRange::of(&cx.store, pat, *order),
+            run: run_of(&cx.store, pat, *order),
             col: k,
         }
     };
@@ -229,17 +168,16 @@ pub(super) fn build<const N: usize>(
     let d = ranges.max(1);
     // The cuts' reads are the planning thread's, not a task's: not counted (and read from the
     // partitions themselves: no node is this thread's).
-    let uncounted = OpStat::default();
-    let r = &mut Reads::new(usize::MAX, &uncounted);
+    let r = &mut Tally::on(usize::MAX);
     let mut cuts: Vec<[usize; 2]> = vec![[0, 0]];
     for c in 1..d {
         if la == 0 {
             break;
         }
-        let v = sides[0].run.key(&cx.store, la * c / d, r)[sides[0].col];
+        let v = cx.store.run_key(&sides[0].run, la * c / d, r)[sides[0].col];
         let cut = [0, 1].map(|s| {
             let side = &sides[s];
-            side.run.seek(&cx.store, 0, side.col, v, false, r)
+            cx.store.run_seek(&side.run, 0, side.col, v, false, r)
         });
         if cut != *cuts.last().expect("one at least") {
             cuts.push(cut);
@@ -257,11 +195,10 @@ pub(super) fn build<const N: usize>(
                 run: sides[s].run.slice(w[0][s], w[1][s]),
                 ..sides[s].clone()
             });
-            let home = sides[0].run.pieces.first().map(|(part, _)| {
-                cx.store.perm(sides[0].run.order).partitions()[*part]
-                    .info
-                    .home
-            });
+            let home = sides[0]
+                .run
+                .first_partition()
+                .map(|part| cx.store.partition_home(order_of(&p.inputs[0]), part));
             let op = b.add(
                 "merge join",
                 MergeJoinOp::<N> {

@@ -49,7 +49,7 @@ use nearflow_flow::{Emitter, Io, PlanBuilder, PortType, Status, Stream};
 use super::expr::{value_key, EvalCx};
 use super::minted::Minted;
 use super::physical::{Op, OpStat, Phys, Slot};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::{Store, Tally};
 use nearflow_rdf::term::{Id, UNBOUND};
 
 /// The flow operator name of an index join (a lookup into the store per input row), as plan
@@ -235,40 +235,33 @@ impl Drop for Timer<'_> {
 /// (the store's placement decides which reads stay on the node), added to
 /// the operator's counters at the end of the run.
 pub(crate) struct Reads<'a> {
-    /// The node of the worker running the operator.
-    pub(crate) node: usize,
-    all: u64,
-    remote: u64,
+    /// The node of the worker running the operator, and what it read.
+    tally: Tally,
     stat: &'a OpStat,
 }
 
 impl<'a> Reads<'a> {
     pub(crate) fn new(node: usize, stat: &'a OpStat) -> Self {
         Reads {
-            node,
-            all: 0,
-            remote: 0,
+            tally: Tally::on(node),
             stat,
         }
     }
 
-    /// `n` reads of memory on node `from`.
+    /// The count the store's reads add to.
     #[inline]
-    pub(crate) fn add(&mut self, from: usize, n: u64) {
-        self.all += n;
-        if from != self.node {
-            self.remote += n;
-        }
+    pub(crate) fn tally(&mut self) -> &mut Tally {
+        &mut self.tally
     }
 }
 
 impl Drop for Reads<'_> {
     fn drop(&mut self) {
-        if self.all > 0 {
-            self.stat.reads.fetch_add(self.all, Ordering::Relaxed);
+        if self.tally.all > 0 {
+            self.stat.reads.fetch_add(self.tally.all, Ordering::Relaxed);
             self.stat
                 .remote_reads
-                .fetch_add(self.remote, Ordering::Relaxed);
+                .fetch_add(self.tally.remote, Ordering::Relaxed);
         }
     }
 }

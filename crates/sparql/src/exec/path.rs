@@ -12,7 +12,7 @@ use crate::expr::EvalCx;
 use crate::minted::Minted;
 use crate::path::{End, PathExpr, Walker};
 use crate::physical::{Op, OpStat, PathGraphs, Phys};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, UNBOUND};
 
 struct PathOp<const N: usize> {

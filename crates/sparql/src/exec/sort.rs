@@ -11,7 +11,7 @@ use super::{emit_queued, row_ports, ExecCx, Row, Timer};
 use crate::expr::{order_by_cmp, term_order, EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
-use nearflow_rdf::store::Store;
+use nearflow_rdf::index::Store;
 
 struct SortOp<const N: usize> {
     keys: Arc<Vec<(Expr, bool)>>,

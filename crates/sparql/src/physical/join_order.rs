@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::algebra::{vars_of, QuadPat};
 use crate::expr::Expr;
 use crate::rewrite::and_all;
-use nearflow_rdf::store::Permutation;
+use nearflow_rdf::index::Permutation;
 use nearflow_rdf::term::Id;
 
 use super::plan::*;
@@ -253,7 +253,7 @@ impl Planner<'_> {
                 let scan = self.scan(pat, cards[k]);
                 // A merge join reads the sorted indexes by position: not while the store has
                 // a delta beside them (a hash join over the scans, which merge it in).
-                let merge = if self.store.delta().is_empty() {
+                let merge = if self.store.is_flat() {
                     merge_column(&cur, &scan)
                 } else {
                     None

@@ -31,7 +31,7 @@
 //! - `join_order.rs` — a basic graph pattern's join order and algorithms, filter placement,
 //!   the estimates they use.
 //! - `distribution.rs` — how many streams a node runs and the exchanges between partitionings.
-//! - `scan_ranges.rs` — the rows each stream of a scan reads, the store's delta given to them.
+//! - `scan_ranges.rs` — the streams a scan reads.
 
 mod distribution;
 mod join_order;
@@ -45,4 +45,4 @@ pub use distribution::PAR_MIN_ROWS;
 pub use join_order::sorted_on;
 pub use plan::*;
 pub use planner::{dataset_ids, Planner};
-pub use scan_ranges::{graphs_of, scan_pieces, ScanPiece, ScanRange};
+pub use scan_ranges::{graphs_of, scan_pieces};

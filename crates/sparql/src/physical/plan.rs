@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::algebra::Agg;
 use crate::expr::Expr;
 use crate::path::{End, PathExpr};
-use nearflow_rdf::store::Permutation;
+use nearflow_rdf::index::Permutation;
 use nearflow_rdf::term::{Id, Term};
 
 /// Counters of one operator, filled while it runs.

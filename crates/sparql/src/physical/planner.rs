@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::algebra::{Agg, AggFunc, Node, QuadPat, TermPat};
 use crate::expr::Expr;
 use crate::path::{End, PathExpr};
-use nearflow_rdf::store::{Store, DEFAULT_GRAPH};
+use nearflow_rdf::index::{Store, DEFAULT_GRAPH};
 use nearflow_rdf::term::{Id, Term};
 
 use super::join_order::conjuncts;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use nearflow_rdf::{load, Store};
+use nearflow_rdf::index::{load, Store};
 
 /// A store of Turtle `ttl` on a 2-node preset machine.
 fn store(ttl: &str) -> Arc<Store> {

@@ -31,7 +31,7 @@ pub(super) fn deterministic(f: Func) -> bool {
 
 /// Folds the constant subexpressions of `e`, bottom-up.
 pub fn fold(e: Expr) -> Expr {
-    let dict = nearflow_rdf::dict::Dict::new();
+    let dict = nearflow_rdf::index::Dict::new();
     let minted = Minted::above(0);
     let cx = EvalCx::over(&dict, &minted);
     e.rewrite(&mut |x| {

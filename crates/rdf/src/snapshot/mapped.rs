@@ -30,16 +30,17 @@
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
+use super::common::{graph_table, Health, SnapshotError, MAGIC};
+use crate::base::Base;
 use crate::dict::{Dict, MappedTerms};
 use crate::shared::Shared;
-use crate::snapshot::SnapshotError;
-use crate::store::{Base, Columns, Permutation, PredStats, Stats, Store};
+use crate::store::{Columns, Permutation, PredStats, Stats, Store};
 use crate::term::Id;
 
 pub(crate) const VERSION: u16 = 3;
@@ -65,33 +66,6 @@ const NAMES: [&str; SECTIONS] = [
     "OSP column 3",
     "reserved",
 ];
-
-/// What the background check of a mapped store's big sections found.
-#[derive(Debug, Default)]
-pub struct Health {
-    damage: OnceLock<String>,
-    done: AtomicBool,
-}
-
-impl Health {
-    /// The damage found so far, naming the section.
-    pub fn damage(&self) -> Option<&str> {
-        self.damage.get().map(String::as_str)
-    }
-
-    /// Whether every section has been checked.
-    pub fn checked(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    /// Waits until every section has been checked; the damage, if any.
-    pub fn wait(&self) -> Option<&str> {
-        while !self.checked() {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.damage()
-    }
-}
 
 fn align(n: u64) -> u64 {
     n.div_ceil(PAGE) * PAGE
@@ -188,7 +162,7 @@ pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Re
     crcs[SECTIONS - 1] = crc32fast::hash(&[]);
     // The header, at the start.
     let mut head = Vec::with_capacity(HEADER);
-    head.extend_from_slice(crate::snapshot::MAGIC);
+    head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
     for n in [n_terms as u64, arena_len, quads, graphs.len() as u64] {
         head.extend_from_slice(&n.to_le_bytes());
@@ -346,7 +320,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             )));
         }
     }
-    let graphs = crate::snapshot::graph_table(bytes_of(3), terms, quads).map_err(invalid)?;
+    let graphs = graph_table(bytes_of(3), terms, quads).map_err(invalid)?;
     let stats = decode_stats(bytes_of(4), terms)
         .map_err(|why| invalid(format!("the section 'statistics' is bad: {why}")))?;
     if stats.triples != quads {
@@ -423,9 +397,9 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             graphs,
             stats,
             machine: machine.clone(),
-            health: Some(health),
             replicas: Default::default(),
         },
+        health,
     ))
 }
 

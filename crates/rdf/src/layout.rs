@@ -1,0 +1,323 @@
+//! The sorted indexes' layout: a quad's ids, the three permutations (SPO, POS, OSP) and the
+//! key order each gives, one partition's key columns ([`Columns`]) and the searches over them,
+//! the planner's statistics, and how sorted quads become partitions and statistics. Every
+//! format of the store (in memory, mapped from a snapshot) holds its indexes in this layout;
+//! the query engine never sees it (`index.rs` is its view of a store).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use nearflow_split::{PartInfo, SplitBy, SplittableData};
+use nearflow_topo::Machine;
+
+use crate::shared::Shared;
+use crate::term::Id;
+
+/// The graph id of the default graph (no term has id 0).
+pub const DEFAULT_GRAPH: Id = 0;
+
+/// A quad: subject, predicate, object and graph ([`DEFAULT_GRAPH`] or a named graph's IRI).
+pub type Quad = [Id; 4];
+
+/// A permutation: the order of the three positions in its sort key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Permutation {
+    /// subject, predicate, object.
+    Spo,
+    /// predicate, object, subject.
+    Pos,
+    /// object, subject, predicate.
+    Osp,
+}
+
+impl Permutation {
+    /// All three, in the order the store holds them.
+    pub const ALL: [Permutation; 3] = [Permutation::Spo, Permutation::Pos, Permutation::Osp];
+
+    /// For each key column, the triple position (0 = s, 1 = p, 2 = o) it holds.
+    pub fn positions(self) -> [usize; 3] {
+        match self {
+            Permutation::Spo => [0, 1, 2],
+            Permutation::Pos => [1, 2, 0],
+            Permutation::Osp => [2, 0, 1],
+        }
+    }
+
+    /// The permutation whose key starts with exactly the bound positions (`bound[i]`: position
+    /// `i` of s, p, o is bound), and how many key columns that prefix is.
+    pub fn for_bound(bound: [bool; 3]) -> (Permutation, usize) {
+        match bound {
+            [false, false, false] => (Permutation::Spo, 0),
+            [true, false, false] => (Permutation::Spo, 1),
+            [false, true, false] => (Permutation::Pos, 1),
+            [false, false, true] => (Permutation::Osp, 1),
+            [true, true, false] => (Permutation::Spo, 2),
+            [false, true, true] => (Permutation::Pos, 2),
+            [true, false, true] => (Permutation::Osp, 2),
+            [true, true, true] => (Permutation::Spo, 3),
+        }
+    }
+
+    /// Its name, for plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Permutation::Spo => "SPO",
+            Permutation::Pos => "POS",
+            Permutation::Osp => "OSP",
+        }
+    }
+
+    /// A key of this permutation (its columns in its order) as a triple (s, p, o).
+    #[inline]
+    pub fn triple(self, key: [Id; 3]) -> [Id; 3] {
+        let pos = self.positions();
+        let mut t = [0; 3];
+        for c in 0..3 {
+            t[pos[c]] = key[c];
+        }
+        t
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One partition of one permutation: three key columns, sorted within each graph's run (owned,
+/// or slices of a mapped snapshot: [`Shared`]).
+#[derive(Debug, Default)]
+pub struct Columns {
+    /// Key columns, in the permutation's order.
+    pub cols: [Shared<Id>; 3],
+    /// The row of the whole permutation this partition's first row is.
+    pub first: usize,
+}
+
+impl Columns {
+    /// Rows held.
+    pub fn len(&self) -> usize {
+        self.cols[0].len()
+    }
+
+    /// Whether it holds no row.
+    pub fn is_empty(&self) -> bool {
+        self.cols[0].is_empty()
+    }
+
+    /// Row `i`'s key.
+    #[inline]
+    pub fn row(&self, i: usize) -> [Id; 3] {
+        [self.cols[0][i], self.cols[1][i], self.cols[2][i]]
+    }
+
+    /// The part of `rows` (the whole permutation's row numbers, one graph's run) this partition
+    /// holds, as its own row numbers.
+    pub fn local(&self, rows: &Range<usize>) -> Range<usize> {
+        let lo = rows.start.max(self.first);
+        let hi = rows.end.min(self.first + self.len());
+        if lo >= hi {
+            return 0..0;
+        }
+        lo - self.first..hi - self.first
+    }
+
+    /// The rows in `within` (this partition's row numbers, sorted by key: one graph's run)
+    /// whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
+    pub fn range_in(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
+        let cmp = |i: usize| -> std::cmp::Ordering {
+            for (c, &p) in prefix.iter().enumerate() {
+                match self.cols[c][i].cmp(&p) {
+                    std::cmp::Ordering::Equal => {}
+                    o => return o,
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        let n = within.len();
+        let base = within.start;
+        let lo = partition_point(n, |i| cmp(base + i) == std::cmp::Ordering::Less);
+        let hi = lo
+            + partition_point(n - lo, |i| {
+                cmp(base + lo + i) != std::cmp::Ordering::Greater
+            });
+        base + lo..base + hi
+    }
+}
+
+fn partition_point(n: usize, mut pred: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Per-predicate statistics (the planner's), summed over the graphs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PredStats {
+    /// Quads with this predicate.
+    pub triples: u64,
+    /// Distinct subjects among them (per graph, summed).
+    pub subjects: u64,
+    /// Distinct objects among them (per graph, summed).
+    pub objects: u64,
+}
+
+/// Whole-store statistics: counts of distinct terms are per graph, summed over the graphs (for
+/// a store of one graph, the plain counts).
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Quads.
+    pub triples: u64,
+    /// Distinct subjects.
+    pub subjects: u64,
+    /// Distinct predicates (over all graphs).
+    pub predicates: u64,
+    /// Distinct objects.
+    pub objects: u64,
+    /// Per predicate, by id.
+    pub per_predicate: hashbrown::HashMap<Id, PredStats>,
+}
+
+/// A store could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Building the partitions failed.
+    #[error("building the store's partitions: {0}")]
+    Split(#[from] nearflow_split::SplitError),
+}
+
+/// The first `k` ids of a pattern's key in `order`.
+pub fn key_prefix(order: Permutation, pattern: [Option<Id>; 3], k: usize) -> Vec<Id> {
+    order.positions()[..k]
+        .iter()
+        .map(|&p| pattern[p].expect("bound by for_bound"))
+        .collect()
+}
+
+/// The runs of equal values among `n` values sorted by them: each value and its first index.
+pub(crate) fn runs(n: usize, value: impl Fn(usize) -> Id) -> Vec<(Id, usize)> {
+    let mut out: Vec<(Id, usize)> = Vec::new();
+    for i in 0..n {
+        let v = value(i);
+        if out.last().is_none_or(|&(last, _)| last != v) {
+            out.push((v, i));
+        }
+    }
+    out
+}
+
+/// Each row's graph, from the runs (for the statistics of a snapshot being opened).
+pub(crate) fn graph_of_rows(graphs: &[(Id, usize)], n: usize) -> Vec<Id> {
+    let mut out = Vec::with_capacity(n);
+    for (i, &(g, start)) in graphs.iter().enumerate() {
+        let end = graphs.get(i + 1).map_or(n, |&(_, s)| s);
+        out.resize(out.len() + (end - start), g);
+    }
+    out
+}
+
+pub(crate) fn slice_of(n: usize, index: usize, parts: usize) -> Range<usize> {
+    (n * index / parts)..(n * (index + 1) / parts)
+}
+
+pub(crate) fn split(
+    machine: &Machine,
+    sorted: &[Quad],
+    order: Permutation,
+) -> Result<SplittableData<Columns>, StoreError> {
+    let pos = order.positions();
+    let parts = nearflow_split::layout(machine, SplitBy::Node).len();
+    let sorted = Arc::new(sorted);
+    Ok(SplittableData::build(
+        machine,
+        SplitBy::Node,
+        |info: &PartInfo| {
+            let r = slice_of(sorted.len(), info.index, parts);
+            let first = r.start;
+            let rows = &sorted[r];
+            let mut cols: [Vec<Id>; 3] = [
+                Vec::with_capacity(rows.len()),
+                Vec::with_capacity(rows.len()),
+                Vec::with_capacity(rows.len()),
+            ];
+            for q in rows {
+                for c in 0..3 {
+                    cols[c].push(q[pos[c]]);
+                }
+            }
+            Columns {
+                cols: cols.map(Shared::from),
+                first,
+            }
+        },
+    )?)
+}
+
+/// Statistics by linear passes over the permutations, each read in its own order through
+/// `key(i)` = `[graph, key columns…]` (no sorting: the permutations already are). A change of
+/// graph starts every count afresh, so distinct counts are per graph, summed.
+#[derive(Default)]
+pub(crate) struct StatsBuilder(Stats);
+
+impl StatsBuilder {
+    /// SPO keys `[g, s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
+    /// distinct `(g, s, p)`).
+    pub(crate) fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
+        let st = &mut self.0;
+        st.triples = n as u64;
+        let mut prev: Option<[Id; 4]> = None;
+        for i in 0..n {
+            let k = key(i);
+            if prev.is_none_or(|q| q[..2] != k[..2]) {
+                st.subjects += 1;
+            }
+            if prev.is_none_or(|q| q[..3] != k[..3]) {
+                st.per_predicate.entry(k[2]).or_default().subjects += 1;
+            }
+            prev = Some(k);
+        }
+    }
+
+    /// POS keys `[g, p, o, s]`: each predicate's quads and distinct objects.
+    pub(crate) fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
+        let mut i = 0;
+        while i < n {
+            let gp = [key(i)[0], key(i)[1]];
+            let (mut triples, mut objects) = (0u64, 0u64);
+            let mut last_o = None;
+            while i < n {
+                let k = key(i);
+                if k[..2] != gp {
+                    break;
+                }
+                triples += 1;
+                if last_o != Some(k[2]) {
+                    objects += 1;
+                    last_o = Some(k[2]);
+                }
+                i += 1;
+            }
+            let e = self.0.per_predicate.entry(gp[1]).or_default();
+            e.triples += triples;
+            e.objects += objects;
+        }
+    }
+
+    /// OSP keys `[g, o, s, p]`: distinct objects.
+    pub(crate) fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
+        self.0.objects = (0..n)
+            .filter(|&i| i == 0 || key(i)[..2] != key(i - 1)[..2])
+            .count() as u64;
+    }
+
+    pub(crate) fn finish(mut self) -> Stats {
+        self.0.predicates = self.0.per_predicate.len() as u64;
+        self.0
+    }
+}

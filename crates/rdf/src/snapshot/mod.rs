@@ -1,0 +1,180 @@
+//! The binary snapshot: the dictionary, the graphs' runs and the three sorted permutations as
+//! they are in memory, so opening a store is reading it (no parsing, no sorting).
+//!
+//! [`save`] writes format 3 (`mapped.rs`): sections at page boundaries with a checksum each,
+//! opened by mapping the file and read in place. [`open`] reads formats 1 and 2 too (the
+//! snapshots of earlier builds, `whole.rs`): read whole and checked.
+//!
+//! Each format is its own file; what they share (the magic number, the error, the graph
+//! table's check, the background check of a mapped store) is `common.rs`. The query engine
+//! never sees a format: it reads every store through `nearflow_rdf::index`.
+//!
+//! Layout of format 2 (`whole.rs`), all integers little-endian:
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 8 | magic `NFRDF\0` and format version (u16) |
+//! | 8 × 4 | terms, arena bytes, quads, graphs |
+//! | arena | the terms' keys, one after another (`term.rs`) |
+//! | 8 × terms | each term's end offset |
+//! | 16 × graphs | each graph's id (0: the default graph) and the row its run starts at |
+//! | 4 × quads × 9 | SPO, POS, OSP, each as three key columns, graph by graph |
+//! | 8 | a checksum of everything before it |
+//!
+//! Format 1 (before named graphs) has no graph count and no graph table: its triples open as the
+//! default graph.
+//!
+//! The checksum is FNV-1a over 8-byte little-endian words, section by section: the header, the
+//! arena, the end offsets, the graph table and each of the nine key columns, each section's
+//! last word padded with zeros. It depends only on the bytes of each section, not on how a
+//! writer cuts them: a column is written partition by partition (one per NUMA node), read
+//! whole, and both give one sum.
+//!
+//! A short file, a bad checksum, an id out of range, a graph table out of order, a permutation
+//! out of order within a graph, or three permutations that do not hold the same quads is an
+//! error that names the file; nothing is half-opened. The permutations are compared by an
+//! order-independent hash of their quads (every row read once, in the pass that checks the
+//! order), so an SPO that disagrees with POS is refused instead of answering differently by
+//! access path.
+//!
+//! [`save`] (either format) writes a temporary file beside the target, syncs it, and renames it
+//! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
+//! snapshot whole, and the temporary file is removed on error.
+
+pub(crate) mod common;
+mod mapped;
+#[cfg(test)]
+mod tests;
+mod whole;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use nearflow_topo::Machine;
+
+use crate::store::Store;
+use common::Capped;
+pub(crate) use common::MAGIC;
+pub use common::{Health, SnapshotError};
+
+/// Whether `target` may receive a snapshot built from `inputs`: it must not be one of them (a
+/// `load x.ttl --save x.ttl` would replace the data with its snapshot), and a file already
+/// there must be a snapshot (its magic number), so a typo cannot overwrite other data. Checked
+/// before loading, so the user does not wait for a refusal.
+pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotError> {
+    let refuse = |why: String| SnapshotError::Refused {
+        path: target.to_owned(),
+        why,
+    };
+    let Ok(meta) = std::fs::metadata(target) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    let same = |a: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(target)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if let Some(input) = inputs.iter().find(|i| same(i)) {
+        return Err(refuse(format!(
+            "is the input {}; save the snapshot under another name",
+            input.display()
+        )));
+    }
+    let mut magic = [0u8; 6];
+    let is_snapshot = File::open(target)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == MAGIC;
+    if !is_snapshot && meta.len() > 0 {
+        return Err(refuse(
+            "exists and is not a nearflow store snapshot; remove it or choose another name".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `store` to `path`, atomically: into a temporary file in the same directory, synced,
+/// then renamed over `path` (and the directory synced). On any error the temporary file is
+/// removed and whatever was at `path` before is untouched.
+pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
+    if !store.is_flat() {
+        // A version with a delta is written as its merged indexes.
+        return save_capped(&store.merged()?, path, u64::MAX, Format::Mapped);
+    }
+    save_capped(store, path, u64::MAX, Format::Mapped)
+}
+
+/// Which format [`save`] writes: 3 (mapped, the default), or 2 (read whole; kept for the tests
+/// of its reader, which opens the snapshots of earlier builds).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Mapped,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Read,
+}
+
+fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
+    let io = |source| SnapshotError::Io {
+        path: path.to_owned(),
+        error: source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io(std::io::Error::other("not a file name")))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|source| SnapshotError::Io {
+            path: tmp.clone(),
+            error: source,
+        })?;
+    let mut capped = Capped { file, room };
+    let body = match format {
+        Format::Read => whole::write_to(store, capped, &tmp),
+        Format::Mapped => mapped::write(store, &mut capped)
+            .and_then(|()| capped.file.sync_all())
+            .map_err(|error| SnapshotError::Io {
+                path: tmp.clone(),
+                error,
+            }),
+    };
+    let written = body.and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(io)?;
+        // The rename is durable once the directory is: a failure to sync it (some filesystems
+        // do not support it) leaves the file whole either way, so it is not an error.
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Opens the snapshot at `path`, for `machine`: format 3 by mapping it, formats 1 and 2 read
+/// whole.
+pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
+    let mut head = [0u8; 8];
+    let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    if read.is_ok()
+        && &head[..6] == MAGIC
+        && u16::from_le_bytes([head[6], head[7]]) == mapped::VERSION
+    {
+        return mapped::open(path, machine);
+    }
+    whole::open(path, machine)
+}

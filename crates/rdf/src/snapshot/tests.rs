@@ -1,0 +1,321 @@
+//! Saving and opening snapshots of every format: round trips, damage, refusals, a full disk.
+
+use super::whole::Sum;
+use super::*;
+use crate::dict::Dict;
+use crate::store::{Permutation, DEFAULT_GRAPH};
+use crate::term::Id;
+use crate::term::TermRef;
+use proptest::prelude::*;
+
+fn dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("nearflow-snapshot-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A store of `n` distinct quads over seven terms of a dictionary of nine, every third in
+/// one of two named graphs.
+fn store(machine: &Machine, n: usize) -> Store {
+    let mut d = Dict::new();
+    let ids: Vec<Id> = (0..9)
+        .map(|i| d.intern(TermRef::Iri(&format!("http://t/{i}"))).unwrap())
+        .collect();
+    let graphs = [DEFAULT_GRAPH, ids[7], ids[8]];
+    let quads = (0..n).map(|i| {
+        [
+            ids[i % 7],
+            ids[(i / 7) % 3],
+            ids[(i / 21) % 7],
+            graphs[(i / 147) % 3],
+        ]
+    });
+    Store::build(machine, d, quads.collect()).unwrap()
+}
+
+/// Writes format 2 (the format of earlier builds, still read).
+fn save2(s: &Store, f: &Path) {
+    save_capped(s, f, u64::MAX, Format::Read).unwrap();
+}
+
+fn all(s: &Store) -> Vec<crate::store::Quad> {
+    let mut v = s.quads();
+    v.sort();
+    v
+}
+
+/// A snapshot written with one partition per NUMA node, with odd and
+/// even row counts per partition, opens on machines of one, two and four nodes.
+#[test]
+fn a_snapshot_from_several_nodes_opens_anywhere() {
+    let d = dir("nodes");
+    let machines = [
+        nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap(),
+        nearflow_topo::from_synthetic("pack:4 [numa] core:1 pu:1").unwrap(),
+        nearflow_topo::from_synthetic("core:2 pu:1").unwrap(),
+    ];
+    for n in [0, 1, 2, 3, 5, 7, 63, 64, 65, 150, 300, 441] {
+        for (i, m) in machines.iter().enumerate() {
+            let s = store(m, n);
+            let f = d.join(format!("s{n}-{i}.nfs"));
+            for format in [Format::Mapped, Format::Read] {
+                save_capped(&s, &f, u64::MAX, format).unwrap();
+                for other in &machines {
+                    let o = open(&f, other).unwrap_or_else(|e| panic!("{n} triples: {e}"));
+                    assert_eq!(all(&o), all(&s), "{n} triples, written on machine {i}");
+                    assert_eq!(o.stats().triples, s.stats().triples);
+                    assert_eq!(o.stats().per_predicate, s.stats().per_predicate);
+                }
+            }
+        }
+    }
+}
+
+/// Rewrites the checksum of a snapshot's bytes (format 2) after a test changed them on
+/// purpose.
+fn reseal(bytes: &mut [u8]) {
+    let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let (terms, arena, quads, graphs) =
+        (n(0) as usize, n(1) as usize, n(2) as usize, n(3) as usize);
+    let mut sections = vec![40, arena, terms * 8, graphs * 16];
+    sections.extend([quads * 4; 9]);
+    let mut sum = Sum::new();
+    let mut at = 0;
+    for len in sections {
+        sum.add(&bytes[at..at + len]);
+        sum.end();
+        at += len;
+    }
+    bytes[at..at + 8].copy_from_slice(&sum.value.to_le_bytes());
+}
+
+/// A snapshot whose checksum holds but whose POS disagrees with SPO is
+/// refused, saying so.
+#[test]
+fn permutations_that_disagree_are_refused() {
+    let d = dir("disagree");
+    let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+    let s = store(&m, 30);
+    let f = d.join("s.nfs");
+    save2(&s, &f);
+    let mut bytes = std::fs::read(&f).unwrap();
+    let mut copy = bytes.clone();
+    reseal(&mut copy);
+    assert_eq!(copy, bytes, "reseal recomputes the same checksum");
+    // POS's last row's subject (its third column), raised to the largest id: still sorted,
+    // still in range, but no longer a triple SPO holds.
+    let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let (terms, arena, t, g) = (n(0) as usize, n(1) as usize, n(2) as usize, n(3) as usize);
+    assert_eq!(g, 1, "one graph: the default");
+    let pos_s = 40 + arena + terms * 8 + g * 16 + 3 * t * 4 + 2 * t * 4;
+    let last = pos_s + (t - 1) * 4;
+    let old = u32::from_le_bytes(bytes[last..last + 4].try_into().unwrap());
+    assert!(old < terms as u32, "the test needs room to raise it");
+    bytes[last..last + 4].copy_from_slice(&(terms as u32).to_le_bytes());
+    reseal(&mut bytes);
+    std::fs::write(&f, &bytes).unwrap();
+    let e = open(&f, &m).unwrap_err().to_string();
+    assert!(e.contains("SPO and POS do not hold the same quads"), "{e}");
+}
+
+/// A write that fails part way (a full disk) leaves the previous snapshot
+/// whole and no temporary file; a good write replaces it.
+#[test]
+fn a_failed_write_keeps_the_previous_snapshot() {
+    let d = dir("atomic");
+    let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+    let f = d.join("s.nfs");
+    let small = store(&m, 5);
+    save(&small, &f).unwrap();
+    let before = std::fs::read(&f).unwrap();
+    let big = store(&m, 100);
+    for room in [0, 10, 100, 1000] {
+        for format in [Format::Mapped, Format::Read] {
+            let e = save_capped(&big, &f, room, format).unwrap_err().to_string();
+            assert!(e.contains("no space left"), "{e}");
+            assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
+        }
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["s.nfs"], "room {room}: no temporary file is left");
+    }
+    save(&big, &f).unwrap();
+    assert_eq!(all(&open(&f, &m).unwrap()), all(&big));
+    let e = save(&big, &d.join("no-such-dir/s.nfs"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no-such-dir"), "{e}");
+}
+
+/// A snapshot of format 1 (before named graphs: no graph table) opens, its triples in the
+/// default graph; a graph table out of order is refused.
+#[test]
+fn format_one_opens_as_the_default_graph_and_a_bad_graph_table_is_refused() {
+    let d = dir("format1");
+    let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+    // 100 quads: all in the default graph (the first 147 are).
+    let s = store(&m, 100);
+    assert_eq!(s.graphs(), [(DEFAULT_GRAPH, 0)]);
+    let f = d.join("s.nfs");
+    save2(&s, &f);
+    let v2 = std::fs::read(&f).unwrap();
+    // Format 1: version 1, three counts, no graph table; the rest as it is.
+    let n = |i: usize| u64::from_le_bytes(v2[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let (terms, arena) = (n(0) as usize, n(1) as usize);
+    let mut v1 = v2[..32].to_vec();
+    v1[6..8].copy_from_slice(&1u16.to_le_bytes());
+    let body = 40 + arena + terms * 8;
+    v1.extend_from_slice(&v2[40..body]);
+    v1.extend_from_slice(&v2[body + 16..v2.len() - 8]);
+    let mut sum = Sum::new();
+    let mut at = 0;
+    let mut sections = vec![32, arena, terms * 8];
+    sections.extend([100 * 4; 9]);
+    for len in sections {
+        sum.add(&v1[at..at + len]);
+        sum.end();
+        at += len;
+    }
+    v1.extend_from_slice(&sum.value.to_le_bytes());
+    std::fs::write(&f, &v1).unwrap();
+    let o = open(&f, &m).unwrap();
+    assert_eq!(all(&o), all(&s));
+    // Two named graphs, their table's entries swapped.
+    let s = store(&m, 441);
+    assert_eq!(s.graphs().len(), 3);
+    save2(&s, &f);
+    assert_eq!(all(&open(&f, &m).unwrap()), all(&s));
+    let mut bytes = std::fs::read(&f).unwrap();
+    let n = |i: usize| u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let table = 40 + n(1) as usize + n(0) as usize * 8;
+    let (a, b) = (table + 16, table + 32);
+    let first: Vec<u8> = bytes[a..a + 8].to_vec();
+    let second: Vec<u8> = bytes[b..b + 8].to_vec();
+    bytes[a..a + 8].copy_from_slice(&second);
+    bytes[b..b + 8].copy_from_slice(&first);
+    reseal(&mut bytes);
+    std::fs::write(&f, &bytes).unwrap();
+    let e = open(&f, &m).unwrap_err().to_string();
+    assert!(e.contains("the graph table is bad at entry 2"), "{e}");
+}
+
+/// Format 3 opens by mapping: the same quads, statistics and terms; lookups by binary
+/// search; nothing of the columns or terms copied into memory; the background check finds
+/// nothing wrong.
+#[test]
+fn a_mapped_snapshot_reads_as_the_store_it_was() {
+    let d = dir("mapped");
+    let m = nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
+    let s = store(&m, 441);
+    let f = d.join("s.nfs");
+    save(&s, &f).unwrap();
+    let o = open(&f, &m).unwrap();
+    assert_eq!(all(&o), all(&s));
+    assert_eq!(o.graphs(), s.graphs());
+    assert!(o.dict().is_mapped());
+    assert_eq!(o.dict().len(), s.dict().len());
+    for id in 1..=s.dict().len() as Id {
+        assert_eq!(o.dict().term(id), s.dict().term(id));
+        assert_eq!(o.dict().lookup(s.dict().term(id)), Some(id));
+    }
+    assert_eq!(o.dict().lookup(TermRef::Iri("http://t/none")), None);
+    assert!(o.mapped_bytes() >= 441 * 36, "{}", o.mapped_bytes());
+    let columns: usize = Permutation::ALL
+        .iter()
+        .flat_map(|&p| o.perm(p).partitions().iter())
+        .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
+        .sum();
+    assert_eq!(columns, 0, "the columns are read in place");
+    assert_eq!(o.health().unwrap().wait(), None);
+    // An update over it, merged, written (a dictionary of two levels) and mapped again.
+    let mut e = o.edit();
+    let q = [
+        e.intern(TermRef::Iri("http://t/new")).unwrap(),
+        1,
+        2,
+        DEFAULT_GRAPH,
+    ];
+    e.insert(q);
+    let v = e.finish();
+    let merged = v.merged().unwrap();
+    save(&merged, &f).unwrap();
+    let again = open(&f, &m).unwrap();
+    assert_eq!(all(&again), all(&v));
+    assert_eq!(
+        again.dict().lookup(TermRef::Iri("http://t/new")),
+        Some(q[0])
+    );
+}
+
+/// Damage to a mapped snapshot: in the header or a small section, refused at open naming
+/// it; in a column or the terms, found by the background check, naming the section, and
+/// reading it meanwhile does not panic.
+#[test]
+fn damage_to_a_mapped_snapshot_names_its_section() {
+    let d = dir("mapped-damage");
+    let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
+    let s = store(&m, 300);
+    let f = d.join("s.nfs");
+    save(&s, &f).unwrap();
+    let good = std::fs::read(&f).unwrap();
+    let section = |i: usize| {
+        let at = 48 + 24 * i;
+        let w = |k: usize| u64::from_le_bytes(good[k..k + 8].try_into().unwrap()) as usize;
+        (w(at), w(at + 8))
+    };
+    let damaged = |at: usize| {
+        let mut b = good.clone();
+        b[at] ^= 0x5a;
+        std::fs::write(&f, &b).unwrap();
+        open(&f, &m)
+    };
+    let e = damaged(20).unwrap_err().to_string();
+    assert!(e.contains("header is damaged"), "{e}");
+    let (graphs, _) = section(3);
+    let e = damaged(graphs + 3).unwrap_err().to_string();
+    assert!(e.contains("'graph table' is damaged"), "{e}");
+    for (i, name) in [(6, "SPO column 2"), (0, "term keys"), (12, "OSP column 2")] {
+        let (off, len) = section(i);
+        let o = damaged(off + len / 2).unwrap();
+        let said = o.health().unwrap().wait().map(str::to_owned);
+        assert!(
+            said.as_deref().is_some_and(|x| x.contains(name)),
+            "{name}: {said:?}"
+        );
+        assert_eq!(o.damage(), said.as_deref());
+        // Reading the damaged store does not panic.
+        let _ = o.quads();
+        for id in 1..=o.dict().len() as Id {
+            let _ = o.dict().term(id);
+        }
+    }
+    std::fs::write(&f, &good[..good.len() - 5000]).unwrap();
+    let e = open(&f, &m).unwrap_err().to_string();
+    assert!(e.contains("outside the file"), "{e}");
+}
+
+proptest! {
+    /// The checksum of a section does not depend on how it is cut into pieces.
+    #[test]
+    fn a_section_sums_alike_in_any_pieces(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        cuts in proptest::collection::vec(0usize..200, 0..8),
+    ) {
+        let mut whole = Sum::new();
+        whole.add(&bytes);
+        whole.end();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+        cuts.sort_unstable();
+        let mut pieces = Sum::new();
+        let mut at = 0;
+        for c in cuts.into_iter().chain([bytes.len()]) {
+            pieces.add(&bytes[at..c]);
+            at = c;
+        }
+        pieces.end();
+        prop_assert_eq!(whole.value, pieces.value);
+    }
+}

@@ -1,0 +1,162 @@
+//! A query's answer by its form, as every consumer reads it: the CLI, the endpoint, the W3C
+//! test suite and the benchmarks all start a query with [`Prepared::execute`] and match on
+//! [`QueryResults`] (as Oxigraph's users match on its `QueryResults`), instead of each running
+//! the plan and telling SELECT, ASK, CONSTRUCT and DESCRIBE apart on its own.
+//!
+//! SELECT solutions stream: [`Solutions`] hands out batches as the plan makes them, or writes
+//! them in a format while they come, or holds them all ([`Solutions::collect`], counted against
+//! the memory limit). ASK, CONSTRUCT and DESCRIBE are answered once the run has ended, so that
+//! a run stopped by its time or memory limit never shows a partial answer; their triples count
+//! against the memory limit while they are made. How a run ended is a [`QueryError`] variant
+//! (cancelled, timed out, over its memory limit), never a message to compare.
+
+use std::io;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use nearflow_flow::PlanStats;
+use nearflow_rdf::term::Term;
+use nearflow_rt::Runtime;
+
+use crate::expr::EvalCx;
+use crate::minted::Minted;
+use crate::results::{self, Format};
+use crate::{Collected, Form, Prepared, QueryError, Rows, Running};
+
+/// A run's answer, by the query's form.
+pub enum QueryResults<'p> {
+    /// SELECT: the solutions, streamed.
+    Solutions(Solutions<'p>),
+    /// ASK: whether there is a solution.
+    Boolean(Answered<bool>),
+    /// CONSTRUCT and DESCRIBE: the graph, each triple once.
+    Graph(Answered<Vec<[Term; 3]>>),
+}
+
+/// An answer given once its run has ended, with the run's counters.
+pub struct Answered<T> {
+    /// The answer.
+    pub value: T,
+    /// The plan's counters.
+    pub stats: PlanStats,
+}
+
+/// Why an answer could not be given: the run failed, or writing it did.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The run failed or was stopped.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// Writing failed: the output went away, or the format cannot hold a term of the answer
+    /// ([`io::ErrorKind::InvalidData`]: XML and a control character).
+    #[error("cannot write the answer: {0}")]
+    Write(#[from] io::Error),
+}
+
+/// The solutions of a running SELECT.
+pub struct Solutions<'p> {
+    prepared: &'p Prepared,
+    running: Running,
+    minted: Arc<Minted>,
+}
+
+impl<'p> Solutions<'p> {
+    /// The projected variables: each name and its column in a row.
+    pub fn variables(&self) -> &'p [(String, usize)] {
+        match &self.prepared.form {
+            Form::Select(vars) => vars,
+            _ => unreachable!("solutions are a SELECT's"),
+        }
+    }
+
+    /// The next batch of solution rows (every column; [`variables`](Self::variables) says
+    /// which are output), or `None` at the end of the run.
+    pub fn next_batch(&mut self) -> Option<Rows> {
+        self.running.next_batch()
+    }
+
+    /// The terms of the rows' ids: the store's and the ones the run made.
+    pub fn cx(&self) -> EvalCx<'_> {
+        EvalCx::new(self.prepared.store(), &self.minted)
+    }
+
+    /// The run, to cancel it or read its shape.
+    pub fn running(&self) -> &Running {
+        &self.running
+    }
+
+    /// Waits for the end of the run: its counters, or how it failed.
+    pub fn finish(self) -> Result<PlanStats, QueryError> {
+        self.running.finish()
+    }
+
+    /// Writes every solution in `format` while the run makes them; the number written and
+    /// the run's counters. A write that fails cancels the run.
+    pub fn write(
+        mut self,
+        out: &mut dyn io::Write,
+        format: Format,
+    ) -> Result<(u64, PlanStats), AnswerError> {
+        let vars = self.variables();
+        let minted = self.minted.clone();
+        let cx = EvalCx::new(self.prepared.store(), &minted);
+        let running = &mut self.running;
+        let batches = std::iter::from_fn(|| running.next_batch());
+        match results::write_solutions(out, format, cx, vars, batches) {
+            Ok(n) => Ok((n, self.running.finish()?)),
+            Err(e) => {
+                self.running.cancel();
+                let _ = self.running.finish();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Every solution, held (they count against the memory limit: past it the run stops with
+    /// [`QueryError::MemoryLimit`]).
+    pub fn collect(self) -> Result<Collected, QueryError> {
+        self.prepared.held(self.running)
+    }
+}
+
+impl Prepared {
+    /// Starts the query as one request of `rt` and gives its answer by form; a set `stop`
+    /// (a client that went away) cancels the run. SELECT's solutions stream; the other forms
+    /// are answered once the run has ended.
+    pub fn execute(
+        &self,
+        rt: &Runtime,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> Result<QueryResults<'_>, QueryError> {
+        let mut running = self.start(rt)?;
+        if let Some(flag) = stop {
+            running.cancel_on(flag);
+        }
+        let minted = running.minted();
+        if matches!(self.form, Form::Select(_)) {
+            return Ok(QueryResults::Solutions(Solutions {
+                prepared: self,
+                running,
+                minted,
+            }));
+        }
+        let batches = match self.hold_batches(&mut running) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = running.finish();
+                return Err(e);
+            }
+        };
+        let stats = running.finish()?;
+        Ok(match self.form {
+            Form::Ask => QueryResults::Boolean(Answered {
+                value: batches.iter().any(|b| !b.is_empty()),
+                stats,
+            }),
+            _ => QueryResults::Graph(Answered {
+                value: self.graph(&minted, batches.iter().flat_map(|b| b.iter())),
+                stats,
+            }),
+        })
+    }
+}
