@@ -75,7 +75,7 @@
 //! - `thread.rs` — which local allocator a thread uses (a `const` thread-local) and its teardown
 //!   (a pthread key destructor).
 //! - `global.rs` — [`GLOBAL`] and [`Nearflow`], the `GlobalAlloc`.
-//! - `placement.rs` — checks with `move_pages` that pages are where §5.2 says.
+//! - `checks.rs` — checks with `move_pages` that pages are where §5.2 says.
 //! - `config.rs` — the settings and the sub-allocators' block sizes.
 //! - `stats.rs` — counters of rare events (superblocks, allocators).
 //! - `sync.rs` — the loom shim every primitive of the bin protocol comes through.
@@ -128,6 +128,8 @@
 
 #[cfg(not(loom))]
 mod alloc;
+#[cfg(all(not(loom), not(miri)))]
+pub mod checks;
 #[cfg(not(loom))]
 mod config;
 #[cfg(not(loom))]
@@ -150,8 +152,6 @@ mod node;
 pub mod options;
 #[cfg(not(loom))]
 mod os;
-#[cfg(all(not(loom), not(miri)))]
-pub mod placement;
 #[cfg(not(loom))]
 mod posix;
 #[cfg(not(loom))]

@@ -130,7 +130,7 @@ fn allocate_on_node_and_its_errors() {
         a.alloc_on_node(4096, MAX_NODES),
         Err(AllocError::NoSuchNode { .. })
     ));
-    let nodes = nearflow_alloc::placement::nodes();
+    let nodes = nearflow_alloc::checks::nodes();
     let missing = nodes.iter().map(|n| n.0).max().unwrap() + 1;
     let e = a.alloc_on_node(4096, missing).unwrap_err();
     assert!(
@@ -147,7 +147,7 @@ fn allocate_on_node_and_its_errors() {
 #[test]
 fn placement_checks_pass_on_this_machine() {
     let a = Allocator::new(Config::DEFAULT).unwrap();
-    let checks = nearflow_alloc::placement::run_all(a);
+    let checks = nearflow_alloc::checks::run_all(a);
     assert!(checks.len() >= 4);
     for c in &checks {
         assert!(c.ok, "{c}");

@@ -455,3 +455,60 @@ pub fn checksum(bargains: &[Bargain]) -> u64 {
         acc.wrapping_add(h)
     })
 }
+
+/// One run of the VWAP plan on a runtime: what `nearflow run vwap` reports.
+pub struct Run {
+    /// The bargains, the largest index first (then by sequence number).
+    pub bargains: Vec<Bargain>,
+    /// Tuples in.
+    pub tuples: u64,
+    /// From submitting the plan to its end.
+    pub seconds: f64,
+    /// The packet size the plan ran with.
+    pub packet_bytes: usize,
+    /// [`checksum`] of the bargains (order-independent).
+    pub checksum: u64,
+    /// Whether the bargains equal a sequential pass's (`None` when not compared).
+    pub matches_reference: Option<bool>,
+    /// The request it ran as and its operators' names (for a timeline).
+    pub request: nearflow_policy::RequestId,
+    /// The operators' names, in plan order.
+    pub operators: Vec<String>,
+}
+
+/// Runs VWAP over `ticks` with `branches` parallel branches and a window of `window` ticks, as
+/// one request of the runtime `b` was made for; with `check`, compares the bargains with
+/// [`reference`] (computed before the run, not timed).
+pub fn run(
+    rt: &nearflow_rt::Runtime,
+    mut b: PlanBuilder,
+    ticks: Vec<Tick>,
+    branches: usize,
+    window: usize,
+    check: bool,
+) -> Result<Run, Box<dyn std::error::Error + Send + Sync>> {
+    let tuples = ticks.len() as u64;
+    let reference = check.then(|| reference(&ticks, window));
+    let src = b.source(ticks);
+    let sink = build(&mut b, src, branches, window);
+    let plan = b.build()?;
+    let t = std::time::Instant::now();
+    let handle = plan.submit(rt);
+    let (operators, request) = (handle.names(), handle.request_id());
+    let out = handle.wait()?;
+    let seconds = t.elapsed().as_secs_f64();
+    let mut bargains = out.take(&sink);
+    let sum = checksum(&bargains);
+    let matches_reference = reference.map(|r| checksum(&r) == sum && r.len() == bargains.len());
+    bargains.sort_by(|a, b| b.index.total_cmp(&a.index).then(a.seq.cmp(&b.seq)));
+    Ok(Run {
+        bargains,
+        tuples,
+        seconds,
+        packet_bytes: out.stats.packet_bytes,
+        checksum: sum,
+        matches_reference,
+        request,
+        operators,
+    })
+}

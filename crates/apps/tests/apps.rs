@@ -165,7 +165,7 @@ fn lois_matches_reference_for_every_thread_count_policy_and_mapping() {
     }
     let m = nearflow_topo::from_synthetic("pack:1 core:6 pu:1").unwrap();
     let rt = Runtime::builder(m)
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .build()
         .unwrap();
     for pus in [[0, 1, 2, 3, 4, 5], [5, 5, 0, 0, 1, 1], [3, 3, 3, 3, 3, 3]] {
@@ -180,7 +180,7 @@ fn vwap_threads_mapped_match_reference() {
     let ticks = vwap::generate(30_000, 5);
     let m = nearflow_topo::from_synthetic("pack:1 core:4 pu:1").unwrap();
     let rt = Runtime::builder(m)
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .build()
         .unwrap();
     for window in [5, 75_000] {

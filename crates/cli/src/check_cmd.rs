@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nearflow_alloc::placement;
+use nearflow_alloc::checks as alloc_checks;
 use serde::Serialize;
 
 #[derive(Args, Debug)]
@@ -93,15 +93,17 @@ struct CheckOut {
 }
 
 pub fn placement(cmd: &PlacementCmd) -> Result<()> {
-    let mut checks = placement::run_all(&nearflow_alloc::GLOBAL);
+    let mut checks = alloc_checks::run_all(&nearflow_alloc::GLOBAL);
     let host = nearflow_topo::detect_host().context("cannot detect this machine")?;
     checks.push(
-        nearflow_rt::placement::worker_nodes(host.clone())
+        nearflow_rt::checks::worker_nodes(host.clone())
             .context("cannot check the runtime's workers")?,
     );
-    checks.push(nearflow_split::placement::partitions_on_their_nodes(&host));
-    checks.push(nearflow_split::placement::dispatched_tasks_run_where_counted(&host));
-    checks.push(nearflow_split::placement::homed_tasks_run_at_home_when_no_worker_is_idle(&host));
+    checks.push(nearflow_split::checks::partitions_on_their_nodes(&host));
+    checks.push(nearflow_split::checks::dispatched_tasks_run_where_counted(
+        &host,
+    ));
+    checks.push(nearflow_split::checks::homed_tasks_run_at_home_when_no_worker_is_idle(&host));
     // The replica check's store: a generated SP²Bench document of 60,000 triples; its query
     // q2 has scans, hash joins and an index join.
     let mut doc = Vec::new();
@@ -110,7 +112,7 @@ pub fn placement(cmd: &PlacementCmd) -> Result<()> {
     checks.push(nearflow_sparql::replica_check::replicas_on_their_nodes(
         &host, &doc, &q2,
     ));
-    let nodes = placement::nodes();
+    let nodes = alloc_checks::nodes();
     // On one node every page and thread is on node 0: the checks then show that the kernel
     // answers and the counts agree, but cannot tell a right node from a wrong one.
     let across_nodes = nodes.len() > 1;

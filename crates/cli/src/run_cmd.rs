@@ -9,7 +9,6 @@
 //! Both take `--trace FILE.svg` to write a per-PU timeline of the run.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -173,37 +172,25 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
             format!("generated ({} ticks)", cmd.ticks),
         ),
     };
-    let (rt, mut b) = runtime_and_builder(c)?;
-    let n = ticks.len() as u64;
-    let reference = (!cmd.no_check).then(|| vwap::reference(&ticks, cmd.window));
-    let src = b.source(ticks);
-    let sink = vwap::build(&mut b, src, cmd.branches, cmd.window);
-    let plan = b.build()?;
-    let t = Instant::now();
-    let handle = plan.submit(&rt);
-    let names = handle.names();
-    let req = handle.request_id();
-    let out = handle.wait()?;
-    let secs = t.elapsed().as_secs_f64();
-    let mut bargains = out.take(&sink);
-    let matches = reference
-        .map(|r| vwap::checksum(&r) == vwap::checksum(&bargains) && r.len() == bargains.len());
-    let checksum = vwap::checksum(&bargains);
-    bargains.sort_by(|a, b| b.index.total_cmp(&a.index).then(a.seq.cmp(&b.seq)));
+    let (rt, b) = runtime_and_builder(c)?;
+    let run = vwap::run(&rt, b, ticks, cmd.branches, cmd.window, !cmd.no_check)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (n, secs, matches) = (run.tuples, run.seconds, run.matches_reference);
     let report = VwapReport {
         machine: rt.machine().label(),
         policy: c.policy.name().into(),
         branches: cmd.branches,
         window: cmd.window,
-        packet_bytes: out.stats.packet_bytes,
+        packet_bytes: run.packet_bytes,
         input,
         tuples_in: n,
-        bargains: bargains.len(),
-        checksum: format!("{checksum:016x}"),
+        bargains: run.bargains.len(),
+        checksum: format!("{:016x}", run.checksum),
         seconds: secs,
         tuples_per_s: n as f64 / secs,
         matches_reference: matches,
-        top: bargains
+        top: run
+            .bargains
             .iter()
             .take(cmd.top)
             .map(|b| BargainOut {
@@ -217,7 +204,7 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     };
     if let Some(path) = &c.trace {
         let mut nm = trace::Names::new();
-        nm.add(req, names);
+        nm.add(run.request, run.operators.clone());
         write_trace(
             &rt,
             path,

@@ -79,7 +79,7 @@ impl PlanHandle {
     /// returns at once.
     /// Moves the plan's threads while it runs (online re-mapping, beyond StreamMap's §IV.A):
     /// thread `t`'s operators (and those it alone feeds) send their next tasks to PU `pus[t]`
-    /// under the `mapped` policy. A task already queued runs where it was queued; the
+    /// under the `pinned` policy. A task already queued runs where it was queued; the
     /// operator's state follows it to the new PU at its next run.
     pub fn remap(&self, pus: &[usize]) -> Result<(), crate::PlanError> {
         let e = &self.exec;

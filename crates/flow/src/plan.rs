@@ -582,7 +582,7 @@ impl Plan {
 
     /// Maps the plan's threads onto PUs of `rt`'s machine (StreamMap's enforced mapping,
     /// §IV.A): every operator of thread `t` gets PU `pus[t]` as its home, so under the
-    /// `mapped` policy all its tasks run there and nowhere else. An operator without a thread
+    /// `pinned` policy all its tasks run there and nowhere else. An operator without a thread
     /// runs on the thread that feeds it (pinned there when one thread feeds all its inputs;
     /// left free, a shared operator, when several do).
     pub fn map_threads(

@@ -14,6 +14,17 @@ use nearflow_split::SplitBy;
 use crate::report::print_report;
 use nearflow_cli::args::{SourceArgs, TopoArgs};
 
+/// The machine a benchmark runs on and how its threads are bound: every `bench` that starts a
+/// runtime takes these.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub topo: TopoArgs,
+    /// Thread binding (only applied on the host).
+    #[arg(long, default_value = "group")]
+    pub pinning: Pinning,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
     /// Spawn+run cost of empty tasks, every policy beside rayon and crossbeam-deque.
@@ -56,7 +67,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Overhead(c) => print_report(&lab::overhead::run(&c.config()?)?, c.json),
         BenchCmd::Queues(c) => print_report(&lab::queues::run(&c.config()?)?, c.json),
         BenchCmd::PacketSize(c) => print_report(&lab::packet_size::run(&c.config()?)?, c.json),
-        BenchCmd::Plans(c) => print_report(&lab::plans::run(&c.config()?)?, c.json),
+        BenchCmd::Plans(c) => print_report(&lab::concurrent_plans::run(&c.config()?)?, c.json),
         BenchCmd::Alloc(c) => print_report(&lab::alloc::run(&c.config()?)?, c.json),
         BenchCmd::Split(c) => print_report(&lab::split::run(&c.config()?)?, c.json),
         BenchCmd::Sp2bench(c) => print_report(&lab::sp2bench::run(&c.config()?)?, false),
@@ -131,7 +142,7 @@ impl RayonCmd {
 #[derive(Args, Debug)]
 pub struct OverheadCmd {
     #[command(flatten)]
-    pub topo: TopoArgs,
+    pub run: RunArgs,
     /// Policies to measure (comma-separated).
     #[arg(
         long,
@@ -168,9 +179,6 @@ pub struct OverheadCmd {
     /// the runtime's default alone).
     #[arg(long, value_name = "LIST")]
     pub barriers: Option<String>,
-    /// Thread binding for nearflow (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -179,7 +187,7 @@ pub struct OverheadCmd {
 impl OverheadCmd {
     fn config(&self) -> Result<lab::overhead::Config> {
         Ok(lab::overhead::Config {
-            topology: self.topo.spec()?,
+            topology: self.run.topo.spec()?,
             policies: self.policies.clone(),
             tasks: self.tasks,
             fib: self.fib,
@@ -188,7 +196,7 @@ impl OverheadCmd {
             reps: self.reps,
             warmup: self.warmup,
             barriers: self.barriers.clone(),
-            pinning: self.pinning,
+            pinning: self.run.pinning,
             quiet: self.json,
         })
     }
@@ -204,7 +212,7 @@ pub enum SpawnKind {
 #[derive(Args, Debug, Clone)]
 pub struct QueuesCmd {
     #[command(flatten)]
-    pub topo: TopoArgs,
+    pub run: RunArgs,
     /// Matrix sizes (comma-separated).
     #[arg(long, default_value = "128,256,512,1024,2048")]
     pub sizes: String,
@@ -239,9 +247,6 @@ pub struct QueuesCmd {
         default_missing_value = "youngest-first,oldest-first,both-ends,blocks"
     )]
     pub orders: Option<String>,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -253,7 +258,7 @@ pub struct QueuesCmd {
 impl QueuesCmd {
     fn config(&self) -> Result<lab::queues::Config> {
         Ok(lab::queues::Config {
-            topology: self.topo.spec()?,
+            topology: self.run.topo.spec()?,
             sizes: self.sizes.clone(),
             with_4096: self.with_4096,
             policies: self.policies.clone(),
@@ -264,7 +269,7 @@ impl QueuesCmd {
             reps: self.reps,
             warmup: self.warmup,
             orders: self.orders.clone(),
-            pinning: self.pinning,
+            pinning: self.run.pinning,
             csv: self.csv.clone(),
             quiet: self.json,
         })
@@ -274,7 +279,7 @@ impl QueuesCmd {
 #[derive(Args, Debug, Clone)]
 pub struct PacketSizeCmd {
     #[command(flatten)]
-    pub topo: TopoArgs,
+    pub run: RunArgs,
     /// Packet sizes in KiB (comma-separated); the default size is added if missing.
     #[arg(long, default_value = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")]
     pub sizes_kib: String,
@@ -285,9 +290,6 @@ pub struct PacketSizeCmd {
     /// Scheduling policy.
     #[arg(long, default_value = "las")]
     pub policy: PolicyKind,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
     /// Timed repetitions per size (median reported).
     /// Range: 1..=1000.
     #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 3)]
@@ -300,11 +302,11 @@ pub struct PacketSizeCmd {
 impl PacketSizeCmd {
     fn config(&self) -> Result<lab::packet_size::Config> {
         Ok(lab::packet_size::Config {
-            topology: self.topo.spec()?,
+            topology: self.run.topo.spec()?,
             sizes_kib: self.sizes_kib.clone(),
             rows: self.rows,
             policy: self.policy,
-            pinning: self.pinning,
+            pinning: self.run.pinning,
             reps: self.reps,
             quiet: self.json,
         })
@@ -314,7 +316,7 @@ impl PacketSizeCmd {
 #[derive(Args, Debug, Clone)]
 pub struct PlansCmd {
     #[command(flatten)]
-    pub topo: TopoArgs,
+    pub run: RunArgs,
     /// Grid of NxM entries: N·M plans run concurrently.
     #[arg(long, default_value = "1x1,2x2,4x4")]
     pub grid: String,
@@ -333,9 +335,6 @@ pub struct PlansCmd {
     /// Range: 64..=1 GiB.
     #[arg(value_parser = nearflow_cli::args::int_in(64usize, 1 << 30), long, value_name = "BYTES")]
     pub packet_bytes: Option<usize>,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
     /// Timed repetitions per cell (median reported).
     /// Range: 1..=1000.
     #[arg(value_parser = nearflow_cli::args::int_in(1usize, 1000), long, default_value_t = 5)]
@@ -356,15 +355,15 @@ pub struct PlansCmd {
 }
 
 impl PlansCmd {
-    fn config(&self) -> Result<lab::plans::Config> {
-        Ok(lab::plans::Config {
-            topology: self.topo.spec()?,
+    fn config(&self) -> Result<lab::concurrent_plans::Config> {
+        Ok(lab::concurrent_plans::Config {
+            topology: self.run.topo.spec()?,
             grid: self.grid.clone(),
             policies: self.policies.clone(),
             allocators: self.allocators.clone(),
             rows: self.rows,
             packet_bytes: self.packet_bytes,
-            pinning: self.pinning,
+            pinning: self.run.pinning,
             reps: self.reps,
             warmup: self.warmup,
             csv: self.csv.clone(),
@@ -425,7 +424,7 @@ pub enum By {
 #[derive(Args, Debug, Clone)]
 pub struct SplitCmd {
     #[command(flatten)]
-    pub topo: TopoArgs,
+    pub run: RunArgs,
     /// Policies (comma-separated).
     #[arg(long, default_value = "las,nls,bobox2011")]
     pub policies: String,
@@ -456,9 +455,6 @@ pub struct SplitCmd {
     /// Range: 0..=1e6.
     #[arg(value_parser = nearflow_cli::args::int_in(0usize, 1_000_000), long, default_value_t = 100)]
     pub check_queries: usize,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -470,7 +466,7 @@ pub struct SplitCmd {
 impl SplitCmd {
     fn config(&self) -> Result<lab::split::Config> {
         Ok(lab::split::Config {
-            topology: self.topo.spec()?,
+            topology: self.run.topo.spec()?,
             policies: self.policies.clone(),
             queries: self.queries,
             points: self.points,
@@ -482,7 +478,7 @@ impl SplitCmd {
             },
             reps: self.reps,
             check_queries: self.check_queries,
-            pinning: self.pinning,
+            pinning: self.run.pinning,
             csv: self.csv.clone(),
             quiet: self.json,
         })
@@ -528,10 +524,7 @@ pub struct Sp2benchCmd {
     #[arg(value_parser = nearflow_cli::args::real_in(0.001, 86_400.0), long, default_value_t = 60.0)]
     pub peer_timeout: f64,
     #[command(flatten)]
-    pub topo: TopoArgs,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
+    pub run: RunArgs,
     /// Also write the table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -562,8 +555,8 @@ impl Sp2benchCmd {
             reps: self.reps,
             peer: self.peer.clone(),
             peer_timeout: self.peer_timeout,
-            topology: self.topo.spec()?,
-            pinning: self.pinning,
+            topology: self.run.topo.spec()?,
+            pinning: self.run.pinning,
             csv: self.csv.clone(),
             svg: self.svg.clone(),
             store_placement: self.store_placement.into(),
@@ -614,10 +607,7 @@ pub struct ServeLoadCmd {
     #[arg(long, default_value = "0")]
     pub updates: f64,
     #[command(flatten)]
-    pub topo: TopoArgs,
-    /// Thread binding (only applied on the host).
-    #[arg(long, default_value = "group")]
-    pub pinning: Pinning,
+    pub run: RunArgs,
     /// Also write the per-query table as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -643,8 +633,8 @@ impl ServeLoadCmd {
             request_timeout: self.request_timeout,
             max_running: self.max_running,
             updates_per_s: self.updates,
-            topology: self.topo.spec()?,
-            pinning: self.pinning,
+            topology: self.run.topo.spec()?,
+            pinning: self.run.pinning,
             csv: self.csv.clone(),
             quiet: self.quiet,
         })

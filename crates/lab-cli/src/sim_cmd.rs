@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use nearflow_lab::sim::{self, Workload};
 use nearflow_rdf::open::Source;
 
@@ -28,44 +28,13 @@ pub fn run(cmd: &SimCmd) -> Result<()> {
     print_report(&sim::run(&cmd.config()?)?, cmd.json)
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SimWorkload {
-    /// Requests of packets through a chain of operators (`--grid NxM`: N·M requests).
-    Pipeline,
-    /// Fork-join Fibonacci, `--size` = n (bench overhead's fib), one request per grid cell.
-    Fib,
-    /// One task spawning `--size` deferred tasks (bench overhead's fan-out), per request.
-    Fanout,
-    /// The queue study's matrix product, `--size` = n (load-balancing-queues.txt §III).
-    Matmul,
-    /// Random spawn trees of `--size` tasks (nearflow stress), per request.
-    Stress,
-    /// `bench split`'s similarity search, plain: `--size` queries per request over a
-    /// `--db-bytes` database built on node 0 (256 chunks, 16 ranked per query, 0.25 ns/B).
-    FerretPlain,
-    /// The same queries over the database split per node (SplittableData), one homed task per
-    /// partition a query reads.
-    FerretSplit,
-    /// The generated plan of `bench plans` (`--rows` per source), its operators' costs
-    /// calibrated from a traced run on this host; `--grid NxM`: N·M plans at once.
-    Plans,
-    /// The VWAP plan of `run vwap` (`--ticks`, `--branches`), calibrated from a traced run on
-    /// this host as `plans` is; `--grid NxM`: N·M plans at once.
-    Vwap,
-    /// SP²Bench query plans (`--queries`, `--concurrent` copies at once), each calibrated from
-    /// a traced run of the SPARQL engine on a runtime of the simulated machine (on this host,
-    /// oversubscribed where that machine is larger), over `--data`, `--store` or `--triples`
-    /// generated ones.
-    Sp2bench,
-}
-
 #[derive(Args, Debug)]
 pub struct SimCmd {
     #[command(flatten)]
     pub topo: TopoArgs,
     /// What runs.
     #[arg(long, value_enum, default_value = "pipeline")]
-    pub workload: SimWorkload,
+    pub workload: Workload,
     /// Grid of NxM entries: N·M requests at once (matmul ignores it: one request).
     #[arg(long, default_value = "1x1,4x4")]
     pub grid: String,
@@ -200,18 +169,7 @@ impl SimCmd {
     fn config(&self) -> Result<sim::Config> {
         Ok(sim::Config {
             topology: self.topo.spec()?,
-            workload: match self.workload {
-                SimWorkload::Pipeline => Workload::Pipeline,
-                SimWorkload::Fib => Workload::Fib,
-                SimWorkload::Fanout => Workload::Fanout,
-                SimWorkload::Matmul => Workload::Matmul,
-                SimWorkload::Stress => Workload::Stress,
-                SimWorkload::FerretPlain => Workload::FerretPlain,
-                SimWorkload::FerretSplit => Workload::FerretSplit,
-                SimWorkload::Plans => Workload::Plans,
-                SimWorkload::Vwap => Workload::Vwap,
-                SimWorkload::Sp2bench => Workload::Sp2bench,
-            },
+            workload: self.workload,
             grid: self.grid.clone(),
             policies: self.policies.clone(),
             allocators: self.allocators.clone(),

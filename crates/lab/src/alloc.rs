@@ -70,7 +70,7 @@ fn program(dir: &std::path::Path, allocator: &str) -> Result<PathBuf> {
 
 /// The CPU model, L2 and count of this machine and its NUMA nodes, for the tables.
 pub fn host_label() -> String {
-    let nodes = nearflow_alloc::placement::nodes().len();
+    let nodes = nearflow_alloc::checks::nodes().len();
     format!("{}, {nodes} NUMA node(s)", nearflow_topo::host::cpu_label())
 }
 

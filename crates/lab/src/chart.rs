@@ -153,7 +153,10 @@ mod tests {
         ];
         log_bars(&path, "SP²Bench", "time", &groups, &series, &bars).unwrap();
         assert!(
-            std::fs::read_to_string(&path).unwrap().contains(" ms<"),
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .any(|l| l.trim().ends_with(" ms")),
             "ticks with units"
         );
         let svg = std::fs::read_to_string(&path).unwrap();

@@ -12,7 +12,7 @@
 //! - [`harness`] — interleaved rounds' statistics (median, percentiles), CSV tables, progress,
 //!   the runtimes every experiment starts; [`phase`] — the host-phase probe sampled between
 //!   rounds; [`chart`] — SVG bar charts.
-//! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`plans`],
+//! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`concurrent_plans`],
 //!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`streammap`],
 //!   [`numa_factor`], [`taskpar`] (`bench rayon`: the task-parallel set against rayon).
 //! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
@@ -24,13 +24,13 @@
 
 pub mod alloc;
 pub mod chart;
+pub mod concurrent_plans;
 pub mod harness;
 pub mod map;
 pub mod numa_factor;
 pub mod overhead;
 pub mod packet_size;
 pub mod phase;
-pub mod plans;
 pub mod queues;
 pub mod serve_load;
 pub mod sim;

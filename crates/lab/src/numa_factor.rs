@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use nearflow_alloc::placement;
+use nearflow_alloc::checks;
 use nearflow_split::NodeBuffer;
 use nearflow_topo::host::{cpu_label as host_cpu, in_a_vm};
 use serde::Serialize;
@@ -85,7 +85,7 @@ pub fn run(cmd: &Config) -> Result<Report<Factors>> {
     if cmd.mib == 0 || cmd.reps == 0 {
         bail!("--mib and --reps must be positive");
     }
-    let nodes = placement::nodes();
+    let nodes = checks::nodes();
     let len = cmd.mib * (1 << 20) / 8;
     let mut seconds = vec![vec![0.0; nodes.len()]; nodes.len()];
     for (i, (ni, cpus)) in nodes.iter().enumerate() {
@@ -95,8 +95,7 @@ pub fn run(cmd: &Config) -> Result<Report<Factors>> {
         for (j, (nj, _)) in nodes.iter().enumerate() {
             let row = std::thread::scope(|s| {
                 s.spawn(|| -> Result<f64> {
-                    placement::pin_to_cpu(cpu)
-                        .with_context(|| format!("cannot pin to CPU {cpu}"))?;
+                    checks::pin_to_cpu(cpu).with_context(|| format!("cannot pin to CPU {cpu}"))?;
                     let mut buf = NodeBuffer::<u64>::zeroed(*nj, len)
                         .with_context(|| format!("cannot allocate {} MiB on node {nj}", cmd.mib))?;
                     buf.iter_mut().enumerate().for_each(|(k, x)| *x = k as u64);

@@ -174,7 +174,7 @@ fn round_trip_ns(cpus: [usize; 2]) -> Option<f64> {
     // `mine + 1`. The first times its round trips 1..=TRIPS (the 0th meets the other thread's
     // start). Returns the time, or `None` if it gave up.
     let play = |cpu: usize, first: bool| -> Option<Duration> {
-        if nearflow_alloc::placement::pin_to_cpu(cpu).is_err() {
+        if nearflow_alloc::checks::pin_to_cpu(cpu).is_err() {
             word.store(u64::MAX, Ordering::Relaxed);
             return None;
         }

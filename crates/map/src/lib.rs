@@ -5,7 +5,7 @@
 //! long-lived thread of a dataflow runs on, from a [`Profile`] of the application (bytes sent
 //! between threads, data they share, their demand on shared caches) and the machine's
 //! [`CacheTree`]. Everything here is a pure function of profile × tree; measuring profiles and
-//! running mapped plans is the engine's part (`nearflow-flow`, the `mapped` policy, and
+//! running mapped plans is the engine's part (`nearflow-flow`, the `pinned` policy, and
 //! `nearflow map`).
 //!
 //! | mapper | paper | input |

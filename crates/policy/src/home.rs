@@ -19,7 +19,7 @@
 //! | `nls`, `central` | the one shared queue, as without a home: these designs have no per-node queue |
 //!
 //! A home can also name one PU ([`Home::pu`], StreamMap's mapping of a thread to a core): the
-//! task goes to a queue that PU's worker is fed from — under `mapped` its own queue, which no
+//! task goes to a queue that PU's worker is fed from — under `pinned` its own queue, which no
 //! other worker takes from, so the task runs there; under the other policies the queue its
 //! own deferred spawns go to (its group's, for LAS), from which it may be stolen as usual.
 
@@ -215,8 +215,8 @@ mod tests {
         assert!(Home::group(&m, 9).is_err());
     }
 
-    /// A PU home: under `mapped` (and the per-worker designs) that PU's own queue, which only
-    /// its worker probes under `mapped`; under LAS its group's deferred queue; a PU that does
+    /// A PU home: under `pinned` (and the per-worker designs) that PU's own queue, which only
+    /// its worker probes under `pinned`; under LAS its group's deferred queue; a PU that does
     /// not exist is refused.
     #[test]
     fn a_pu_home_is_its_workers_queue() {
@@ -224,7 +224,7 @@ mod tests {
         let h = Home::pu(&m, 5).unwrap();
         assert_eq!((h.pu_index(), h.group_index()), (Some(5), Some(2)));
         assert_eq!(Home::pu(&m, 8), Err(HomeError::NoSuchPu { pu: 8, pus: 8 }));
-        let p = Policy::new(PolicyKind::Mapped, &m);
+        let p = Policy::new(PolicyKind::Pinned, &m);
         assert_eq!(queues(&p, h), vec![QueueRef::Shared(5)]);
         let reach: Vec<usize> = (0..8)
             .filter(|&w| crate::search_reaches(p.search(w), QueueRef::Shared(5)))
@@ -274,7 +274,7 @@ mod tests {
                 PolicyKind::FifoRr
                 | PolicyKind::PerThread
                 | PolicyKind::RandomSteal
-                | PolicyKind::Mapped => {
+                | PolicyKind::Pinned => {
                     node1_workers.iter().map(|&w| QueueRef::Shared(w)).collect()
                 }
             };

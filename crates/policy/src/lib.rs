@@ -21,7 +21,7 @@
 //! | `bobox2011` | `task-scheduling-in-data-stream-processing.txt` §5 |
 //! | `fifo-rr` | the same paper, §6 (its baseline) |
 //! | `central`, `per-thread`, `random-steal` | `load-balancing-queues.txt` §II |
-//! | `mapped` | `streammap-cache-topology-mapping.txt` §IV.A: threads bound to cores, no stealing |
+//! | `pinned` | `streammap-cache-topology-mapping.txt` §IV.A: threads bound to cores, no stealing |
 //!
 //! Worker `w` is the thread of PU `w`: the runtime creates one thread per PU, grouped into one
 //! pool per core group (§4.1).
@@ -38,7 +38,7 @@
 //! - `view.rs` — [`QueueView`]: decisions over a runtime's queues that the threaded runtime
 //!   and the simulator share (the wake chain's test, the balancer's node loads).
 //! - `simple.rs` — NLS, FIFO+RR, the three queue designs of load-balancing-queues.txt, and
-//!   the `mapped` policy StreamMap runs under.
+//!   the `pinned` policy StreamMap runs under.
 
 mod bobox;
 pub mod dataflow;
@@ -84,7 +84,7 @@ pub enum PolicyKind {
     Central,
     PerThread,
     RandomSteal,
-    Mapped,
+    Pinned,
 }
 
 impl PolicyKind {
@@ -97,7 +97,7 @@ impl PolicyKind {
         PolicyKind::Central,
         PolicyKind::PerThread,
         PolicyKind::RandomSteal,
-        PolicyKind::Mapped,
+        PolicyKind::Pinned,
     ];
 
     /// The CLI name.
@@ -110,7 +110,7 @@ impl PolicyKind {
             PolicyKind::Central => "central",
             PolicyKind::PerThread => "per-thread",
             PolicyKind::RandomSteal => "random-steal",
-            PolicyKind::Mapped => "mapped",
+            PolicyKind::Pinned => "pinned",
         }
     }
 
@@ -139,7 +139,7 @@ impl PolicyKind {
             PolicyKind::Central => &["1 central queue"],
             PolicyKind::PerThread => &["1 own queue"],
             PolicyKind::RandomSteal => &["1 own deque (youngest)", "2 random steal (oldest)"],
-            PolicyKind::Mapped => &["1 own queue (oldest)"],
+            PolicyKind::Pinned => &["1 own queue (oldest)"],
         }
     }
 }
@@ -152,7 +152,7 @@ impl fmt::Display for PolicyKind {
 
 /// A policy name that is not one of [`PolicyKind::ALL`].
 #[derive(Debug, thiserror::Error)]
-#[error("unknown policy `{0}`; known policies: las, nls, bobox2011, fifo-rr, central, per-thread, random-steal, mapped")]
+#[error("unknown policy `{0}`; known policies: las, nls, bobox2011, fifo-rr, central, per-thread, random-steal, pinned")]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for PolicyKind {
@@ -283,7 +283,7 @@ impl Policy {
             PolicyKind::Central => simple::central(machine),
             PolicyKind::PerThread => simple::per_thread(machine),
             PolicyKind::RandomSteal => simple::random_steal(machine),
-            PolicyKind::Mapped => simple::mapped(machine),
+            PolicyKind::Pinned => simple::pinned(machine),
         };
         p.homes = home::HomeQueues::derive(&p, machine);
         p

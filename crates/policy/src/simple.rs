@@ -148,9 +148,9 @@ pub(crate) fn per_thread(m: &Machine) -> Policy {
 /// a Threaded Port runs on the thread that delivers its input); a task homed at a PU
 /// ([`crate::Home::pu`]) goes to that PU's worker, which is how a mapping pins each thread's
 /// operators. Requests from outside are dealt in round robin.
-pub(crate) fn mapped(m: &Machine) -> Policy {
+pub(crate) fn pinned(m: &Machine) -> Policy {
     let mut p = per_thread(m);
-    p.kind = PolicyKind::Mapped;
+    p.kind = PolicyKind::Pinned;
     let n = p.workers;
     p.place_immediate = (0..n).map(|w| Place::Queue(QueueRef::Shared(w))).collect();
     p.place_deferred = p.place_immediate.clone();

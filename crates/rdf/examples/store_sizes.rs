@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p nearflow-rdf --example store_sizes -- STORE.nfs`
 //!
-//! It reads the file's header and sections directly (format 3, see `src/mapped.rs`) and
+//! It reads the file's header and sections directly (format 3, see `src/snapshot/mapped.rs`) and
 //! counts, exactly, the bytes each alternative encoding of the same columns and terms would
 //! write; nothing is estimated from samples. The alternatives:
 //!

@@ -19,7 +19,7 @@ use hashbrown::HashTable;
 use crate::shared::Shared;
 use crate::term::{Id, TermRef};
 
-/// The terms of a mapped snapshot (`mapped.rs`): the arena and end offsets as written, and the
+/// The terms of a mapped snapshot (`snapshot/mapped.rs`): the arena and end offsets as written, and the
 /// ids sorted by key, so that a lookup is a binary search and no hash table is built at open.
 /// A damaged section never panics here: a key out of its arena or not UTF-8 reads as
 /// [`DAMAGED`] (and the section's checksum, checked in the background, says where).
@@ -77,7 +77,7 @@ impl MappedTerms {
     }
 
     /// Marks the terms whole (see `whole`): by the background check, once it has found every
-    /// key's extent, boundaries, UTF-8 and tag right (`mapped.rs`).
+    /// key's extent, boundaries, UTF-8 and tag right (`snapshot/mapped.rs`).
     pub(crate) fn set_whole(&self) {
         self.whole.store(true, std::sync::atomic::Ordering::Release);
     }

@@ -2,7 +2,7 @@
 //! file (the pages the kernel maps, kept mapped while any slice of them lives).
 //!
 //! The store's columns and the dictionary's arena are slices of this kind, so one store can be
-//! built in memory (loading) or opened by mapping its snapshot (`mapped.rs`) and read by the
+//! built in memory (loading) or opened by mapping its snapshot (`snapshot/mapped.rs`) and read by the
 //! same code, with no branch on the read path: a `Shared` is a pointer and a length, and the
 //! owner only keeps the memory alive.
 

@@ -464,7 +464,7 @@ impl Store {
             // Pages per node, column by column.
             let mut census: Vec<(i32, usize)> = Vec::new();
             for c in cols {
-                census.extend(nearflow_alloc::placement::page_census(
+                census.extend(nearflow_alloc::checks::page_census(
                     c.as_ptr().cast(),
                     std::mem::size_of_val(c),
                 )?);

@@ -56,16 +56,16 @@
 //! - `balancer.rs` — the Bobox-2011 load balancer thread (§5.2).
 //! - `counters.rs` — per-worker and per-request counters.
 //! - `trace.rs` — the optional task timeline.
-//! - `placement.rs` — checks that workers run on their group's node (`nearflow check placement`).
+//! - `checks.rs` — checks that workers run on their group's node (`nearflow check placement`).
 //! - `sync.rs` — the loom shim every synchronisation primitive comes through.
 //! - `stress.rs` — the random-DAG stress workload (feature `stress`: tests and `nearflow stress`).
 
 mod balancer;
+#[cfg(all(not(loom), not(miri)))]
+pub mod checks;
 mod config;
 mod counters;
 mod join;
-#[cfg(all(not(loom), not(miri)))]
-pub mod placement;
 mod queue;
 mod registry;
 mod request;

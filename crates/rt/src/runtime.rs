@@ -291,7 +291,7 @@ impl Runtime {
         Home::node(&self.shared.machine, node)
     }
 
-    /// PU `pu` of this runtime's machine as a [`Home`]: under the `mapped` policy a task
+    /// PU `pu` of this runtime's machine as a [`Home`]: under the `pinned` policy a task
     /// homed there runs on that PU's worker only (StreamMap's thread-to-core mapping).
     pub fn home_on_pu(&self, pu: usize) -> Result<Home, HomeError> {
         Home::pu(&self.shared.machine, pu)

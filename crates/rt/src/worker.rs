@@ -165,7 +165,7 @@ impl TaskCx<'_> {
 
     /// Spawns a task of the given kind whose data lives at `home`: as
     /// [`spawn_deferred_at`](Self::spawn_deferred_at), for either kind. With a PU home under
-    /// the `mapped` policy the task runs on that PU's worker and nowhere else, which is how a
+    /// the `pinned` policy the task runs on that PU's worker and nowhere else, which is how a
     /// mapped plan keeps each thread's operators on its core.
     pub fn spawn_at<F>(&self, kind: TaskKind, home: Home, f: F)
     where

@@ -328,11 +328,11 @@ fn homed_tasks_are_counted_local_or_remote_exactly() {
 #[test]
 fn a_burst_of_deferred_tasks_runs_in_parallel() {
     use std::sync::atomic::AtomicUsize;
-    // `mapped` keeps a task without a home on its spawner's worker by design (StreamMap: no
+    // `pinned` keeps a task without a home on its spawner's worker by design (StreamMap: no
     // stealing), so a burst runs one task after another there; it is checked below instead.
     for kind in PolicyKind::ALL
         .into_iter()
-        .filter(|&k| k != PolicyKind::Mapped)
+        .filter(|&k| k != PolicyKind::Pinned)
     {
         // Two groups of two PUs; four tasks from a task of the request, twice over, so that the
         // second burst meets workers that searched or slept after the first.
@@ -422,7 +422,7 @@ fn a_lone_task_wakes_no_second_worker() {
     }
 }
 
-/// Under `mapped`, tasks homed on four different PUs run on those four PUs, at once: each
+/// Under `pinned`, tasks homed on four different PUs run on those four PUs, at once: each
 /// waits until all four have started, which completes only if each PU's worker was woken for
 /// its own task (the wake of `Home::pu` reaches exactly that worker).
 #[test]
@@ -433,7 +433,7 @@ fn mapped_tasks_run_on_their_pus_at_once() {
             .load()
             .unwrap(),
     )
-    .policy(PolicyKind::Mapped)
+    .policy(PolicyKind::Pinned)
     .build()
     .unwrap();
     for round in 0..3 {

@@ -68,7 +68,7 @@ pub struct OpModel {
     pub input_bytes_per_tuple: f64,
     /// The node its deferred tasks go to (and a reading source's data lies on).
     pub home: Option<usize>,
-    /// The PU every task of it runs on, when the plan is mapped (StreamMap; the `mapped`
+    /// The PU every task of it runs on, when the plan is mapped (StreamMap; the `pinned`
     /// policy keeps it there).
     #[serde(default)]
     pub pu: Option<usize>,

@@ -1,13 +1,13 @@
 //! The logical algebra: SPARQL 1.1's algebra (§18.2) over **terms**, with variables as row
 //! columns, translated from `spargebra`'s. It knows no store: a constant is a term, whether a
 //! store holds it or not, so a query translated once can be planned against any store version
-//! (the physical planner gives terms their ids, `physical.rs`). What the engine cannot evaluate
+//! (the physical planner gives terms their ids, `physical/`). What the engine cannot evaluate
 //! is refused here with "not supported: …".
 //!
 //! Quad patterns carry their graph: `None` reads the *active graph* (the dataset's default
 //! graph, or the graph a `GRAPH` block evaluates in), `Some` a named graph by IRI or variable.
 //! A `GRAPH` block is translated as [`Node::Graph`] around its pattern; the rewrite passes
-//! (`rewrite.rs`) push its name into the patterns where that is exact.
+//! (`rewrite/`) push its name into the patterns where that is exact.
 //!
 //! The analyses every later pass needs live here too: the columns a node mentions, binds in
 //! every solution ([`certain`]) or may bind ([`maybe`]), and the columns an expression reads.
@@ -33,7 +33,7 @@ pub enum TermPat {
     Var(usize),
     /// A constant term.
     Term(Term),
-    /// A variable fixed to a constant by an equality filter (`rewrite.rs`): matched as the
+    /// A variable fixed to a constant by an equality filter (`rewrite/`): matched as the
     /// constant, and the column still receives it.
     Fixed(usize, Term),
 }
@@ -88,7 +88,7 @@ pub enum Node {
     /// OPTIONAL, with its filter.
     LeftJoin(Box<Node>, Box<Node>, Option<Expr>),
     /// MINUS; the columns listed pair the two sides' solutions exactly without counting as a
-    /// shared variable (a correlated EXISTS's copies of the outer values, `rewrite.rs`).
+    /// shared variable (a correlated EXISTS's copies of the outer values, `rewrite/`).
     Minus(Box<Node>, Box<Node>, Vec<usize>),
     /// FILTER.
     Filter(Expr, Box<Node>),
@@ -124,7 +124,7 @@ pub enum Node {
     },
     /// The solutions of `left` that have (`anti`: have no) a compatible solution in `right`
     /// for which `cond` holds on the merged solution: `FILTER [NOT] EXISTS` decorrelated
-    /// (`rewrite.rs`), and OPTIONAL with `!bound` (an anti-join).
+    /// (`rewrite/`), and OPTIONAL with `!bound` (an anti-join).
     SemiJoin {
         /// The solutions kept or dropped.
         left: Box<Node>,

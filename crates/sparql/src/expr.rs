@@ -61,7 +61,7 @@ pub enum Expr {
     /// `REGEX` with a constant pattern and flags, compiled once.
     Regex(Box<Expr>, Box<regex::Regex>),
     /// `EXISTS { pattern }`: only in the logical algebra. The rewrite passes make every one a
-    /// semi-, anti- or mark join (`rewrite.rs`), so a plan never evaluates it.
+    /// semi-, anti- or mark join (`rewrite/`), so a plan never evaluates it.
     Exists(Box<super::algebra::Node>),
 }
 

@@ -6,12 +6,12 @@
 //!    error names its line and column and shows the line with a caret);
 //! 2. **algebra** (`algebra.rs`): SPARQL's algebra over terms, variables as columns, quad
 //!    patterns with their graph — no store in sight;
-//! 3. **rewrites** (`rewrite.rs`): passes that keep every answer on every store (GRAPH into
+//! 3. **rewrites** (`rewrite/`): passes that keep every answer on every store (GRAPH into
 //!    patterns, EXISTS to semi-, anti- and mark joins, OPTIONAL + `!bound` to anti-joins,
 //!    constant folding, filter pushdown, BGP merging, constants fixed by `=`);
-//! 4. **physical plan** (`physical.rs`): when the query meets a store, terms become its ids and
+//! 4. **physical plan** (`physical/`): when the query meets a store, terms become its ids and
 //!    the planner picks join order, join algorithms and partitioning from its statistics;
-//!    **lowering** (`exec/`) builds one flow plan of it, one request of the runtime.
+//!    **lowering** (`lower/`) builds one flow plan of it, one request of the runtime.
 //!
 //! Stages 1–3 make a [`Query`], which knows no store and can be planned against any number of
 //! stores (or store versions); [`prepare`] does all four. Queries started together run
@@ -41,7 +41,7 @@
 //! - `answer.rs` — [`QueryResults`]: a run's answer by form (solutions streamed, a boolean, a
 //!   graph), the one type every consumer reads.
 //! - `error.rs` — [`QueryError`], which every stage returns.
-//! - `parse.rs`, `algebra.rs`, `rewrite.rs`, `physical.rs`, `exec/` — the four stages.
+//! - `parse.rs`, `algebra.rs`, `rewrite/`, `physical/`, `lower/` — the four stages (parsing, the algebra, the rewrite passes, the physical plan and its lowering to flow operators).
 //! - `expr.rs`, `functions.rs` — expression semantics: values, comparison, promotion,
 //!   functions and casts.
 //! - `path.rs` — property paths over terms, and their walker over the store.
@@ -56,10 +56,10 @@
 pub mod algebra;
 mod answer;
 mod error;
-pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod functions;
+pub mod lower;
 pub mod minted;
 mod parse;
 pub mod path;
@@ -98,8 +98,8 @@ use self::algebra::{outer_projection, Dataset, Node, Translator};
 pub use self::algebra::{Form, TemplateSlot};
 pub use self::answer::{AnswerError, Answered, QueryResults, Solutions};
 pub use self::error::QueryError;
-pub use self::exec::Rows;
 use self::expr::EvalCx;
+pub use self::lower::Rows;
 use self::minted::Minted;
 pub use self::parse::{parse, parse_with_base, syntax_message, MAX_NESTING};
 use self::physical::{Phys, Planner};
@@ -239,12 +239,12 @@ impl Query {
         };
         let translated = node.clone();
         let optimized = rewrite::optimize(node, &mut tr.vars)?;
-        if tr.vars.len() > exec::MAX_WIDTH {
+        if tr.vars.len() > lower::MAX_WIDTH {
             return Err(QueryError::Unsupported(format!(
                 "a query of {} variables (at most {}, counting a column per EXISTS inside an \
                  expression)",
                 tr.vars.len(),
-                exec::MAX_WIDTH
+                lower::MAX_WIDTH
             )));
         }
         Ok(Query {
@@ -527,7 +527,7 @@ impl Prepared {
             b.packet_bytes(p);
         }
         b.profile_threads(self.options.profile);
-        let cx = exec::ExecCx {
+        let cx = lower::ExecCx {
             store: self.store.clone(),
             minted: minted.clone(),
             width: self.width,
@@ -536,7 +536,7 @@ impl Prepared {
             named: self.named.clone(),
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        exec::build_into(&cx, &mut b, &self.phys, tx);
+        lower::build_into(&cx, &mut b, &self.phys, tx);
         let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
         let shape = plan.shape();
         let deadline = self

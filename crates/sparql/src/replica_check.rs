@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nearflow_alloc::placement::Check;
+use nearflow_alloc::checks::Check;
 use nearflow_rdf::index::{load, Replication};
 
 /// Runs the check on `host` over the Turtle document `doc` with the SELECT query `query` (the

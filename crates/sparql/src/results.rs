@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use oxrdf::{BlankNodeRef, LiteralRef, NamedNodeRef, VariableRef};
 use sparesults::{QueryResultsFormat, QueryResultsSerializer};
 
-use super::exec::Rows;
 use super::expr::EvalCx;
+use super::lower::Rows;
 use nearflow_rdf::term::{Term, TermRef, UNBOUND};
 
 /// An output format.

@@ -57,13 +57,13 @@
 //! - `build.rs` — building partitions on their nodes.
 //! - `dispatch.rs` — dispatch to partitions and the ordered merge.
 //! - `buffer.rs` — [`NodeBuffer`].
-//! - `placement.rs` — the checks of `nearflow check placement`.
+//! - `checks.rs` — the checks of `nearflow check placement`.
 
 mod buffer;
 mod build;
-mod dispatch;
 #[cfg(all(target_os = "linux", not(miri)))]
-pub mod placement;
+pub mod checks;
+mod dispatch;
 
 use std::sync::Arc;
 

@@ -112,7 +112,7 @@ impl App {
         let flat = nearflow_topo::from_synthetic(&format!("pack:1 core:{threads} pu:1"))
             .context("profiling machine")?;
         let rt = Runtime::builder(flat)
-            .policy(PolicyKind::Mapped)
+            .policy(PolicyKind::Pinned)
             .build()
             .context("profiling runtime")?;
         let counters = LlcCounters::open(&rt.worker_thread_ids());

@@ -3,7 +3,7 @@
 //! machine, and measure them beside the OS default, a random mapping and Exhaustive's best and
 //! worst (§V, Figs. 12, 14, 15), normalised to the single-threaded OS-default run.
 //!
-//! Measuring needs the machine: on the host the mappings run for real (the `mapped` policy,
+//! Measuring needs the machine: on the host the mappings run for real (the `pinned` policy,
 //! workers bound to their PUs; the OS default runs the same threads unbound); on any other
 //! machine `--simulate` runs them in the simulator (SIMULATED), and without it only the
 //! mappings are printed.
@@ -98,7 +98,7 @@ pub fn run(cmd: &Config) -> Result<crate::Report<Mapped>> {
     let mut reports = Vec::new();
     let baseline = if measure_host {
         let one = Runtime::builder(nearflow_topo::from_synthetic("pack:1 core:1 pu:1")?)
-            .policy(PolicyKind::Mapped)
+            .policy(PolicyKind::Pinned)
             .build()?;
         let mut v: Vec<f64> = (0..cmd.repeat)
             .map(|_| {
@@ -265,13 +265,13 @@ fn measure_on_host(
         );
     }
     let bound = Runtime::builder(host.clone())
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .pinning(Pinning::Pu)
         .build()?;
     let unbound = Runtime::builder(nearflow_topo::from_synthetic(&format!(
         "pack:1 core:{n} pu:1"
     ))?)
-    .policy(PolicyKind::Mapped)
+    .policy(PolicyKind::Pinned)
     .build()?;
     let mut checksum = None;
     let mut eval = |pus: Option<&[usize]>| -> Result<Option<f64>> {

@@ -92,7 +92,7 @@ pub fn run(cmd: &Config, threads: usize) -> Result<(Online, String)> {
     let profile = small.profile(threads, cmd.packet_bytes)?;
     let first = nearflow_map::map(mapper, &tree, &profile)?;
     let rt = Runtime::builder(host.clone())
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .pinning(Pinning::Pu)
         .build()?;
     let names: Vec<String> = (0..threads)

@@ -4,7 +4,7 @@
 //!
 //! The application is calibrated on this host (`sim::calibrate::flow_app`: per-tuple costs of
 //! each operator, and the state it keeps), then every mapping runs as one request under the
-//! `mapped` policy: each operator's tasks on its thread's PU, each operator's state a block
+//! `pinned` policy: each operator's tasks on its thread's PU, each operator's state a block
 //! that is read and written back by every run (so it stays in the caches of its PU, and moves
 //! when a shared operator runs elsewhere), packets written where they are made and read
 //! where they are consumed — the communication and contention of §III, by the simulator's
@@ -105,7 +105,7 @@ impl SimApp {
 }
 
 /// Runs one request of `model` (whose shape is `shape`) on a model of `machine` under the
-/// `mapped` policy, thread `t` on PU `pus[t]` (SIMULATED).
+/// `pinned` policy, thread `t` on PU `pus[t]` (SIMULATED).
 pub fn simulate_mapped(
     machine: &Machine,
     model: &PlanModel,
@@ -121,7 +121,7 @@ pub fn simulate_mapped(
     }
     let (report, _) = simulate_plan(
         machine,
-        PolicyKind::Mapped,
+        PolicyKind::Pinned,
         &Model::default(),
         &plan,
         1,

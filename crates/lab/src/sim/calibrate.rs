@@ -286,7 +286,7 @@ pub(crate) fn sparql(
     // and its matching rows (a row of a permutation is three ids).
     let row = 3.0 * std::mem::size_of::<nearflow_rdf::Id>() as f64;
     for op in &mut model.operators {
-        if op.name == nearflow_sparql::exec::INDEX_JOIN_OPERATOR {
+        if op.name == nearflow_sparql::lower::INDEX_JOIN_OPERATOR {
             op.lookup_bytes_per_tuple =
                 LOOKUP_SEARCH_BYTES + row * op.out_per_in.first().copied().unwrap_or(0.0);
         }
@@ -921,7 +921,7 @@ mod tests {
             assert_eq!(m.store.nodes, vec![0, 1], "{q}");
             assert_eq!(m.store.bytes, store.len() * 36, "{q}");
             for o in &m.operators {
-                let is_lookup = o.name == nearflow_sparql::exec::INDEX_JOIN_OPERATOR;
+                let is_lookup = o.name == nearflow_sparql::lower::INDEX_JOIN_OPERATOR;
                 assert_eq!(o.lookup_bytes_per_tuple > 0.0, is_lookup, "{q}: {}", o.name);
             }
             if q == "q4" {

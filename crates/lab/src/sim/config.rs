@@ -6,8 +6,8 @@ use nearflow_topo::TopologySpec;
 
 use nearflow_rdf::open::Source;
 
-/// What runs in the simulator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What runs in the simulator (its doc comments are `nearflow-lab sim --workload`'s help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
     /// Requests of packets through a chain of operators (`--grid NxM`: N·M requests).
     Pipeline,

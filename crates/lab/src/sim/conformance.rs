@@ -142,7 +142,7 @@ mod tests {
         assert_eq!(kinds.len(), 2, "the workload spawns both kinds");
         let mut failures = Vec::new();
         for p in PolicyKind::ALL {
-            if p == PolicyKind::Mapped {
+            if p == PolicyKind::Pinned {
                 continue; // it runs only mapped plans (a PU home per task)
             }
             let real = runtime_order(&m, p, &g).unwrap();

@@ -42,11 +42,11 @@ impl Rts {
         }
         Ok(Rts {
             bound: Runtime::builder(host)
-                .policy(PolicyKind::Mapped)
+                .policy(PolicyKind::Pinned)
                 .pinning(Pinning::Pu)
                 .build()?,
             unbound: Runtime::builder(nearflow_topo::from_synthetic("pack:1 core:2 pu:1")?)
-                .policy(PolicyKind::Mapped)
+                .policy(PolicyKind::Pinned)
                 .build()?,
         })
     }

@@ -1,5 +1,5 @@
 //! `nearflow bench streammap`: StreamMap's micro-benchmarks (`streammap-cache-topology-mapping.txt`
-//! §III) on this host, each thread mapped to a PU by the `mapped` policy:
+//! §III) on this host, each thread mapped to a PU by the `pinned` policy:
 //!
 //! - **pc** (Fig. 4): a producer thread sending tuples to a consumer thread, on the same PU,
 //!   on two PUs, and unbound (the OS decides);

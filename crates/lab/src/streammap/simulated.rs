@@ -1,7 +1,7 @@
 //! `nearflow bench streammap --simulate x5355,e5320-uma,nehalem-2x4`: StreamMap's three
 //! micro-benchmarks (§III: Fig. 4, Tables I–II, Fig. 5) on models of its machines
 //! (SIMULATED). Each plan is calibrated once on this host (per-tuple costs, operator state
-//! sizes; `map_sim::calibrate_plan`) and then run in the simulator under the `mapped` policy
+//! sizes; `map_sim::calibrate_plan`) and then run in the simulator under the `pinned` policy
 //! with its two threads on two PUs at every distance the machine has: the same PU, under one
 //! L2, in one package or node, across the machine.
 

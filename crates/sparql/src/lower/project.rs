@@ -6,9 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, Status, Stream};
 
-use super::{per_packet, per_stream, row_ports, ExecCx, Row};
+use super::{per_packet, per_stream, ExecCx, Row};
 use crate::physical::{OpStat, Phys};
 use nearflow_rdf::term::UNBOUND;
 
@@ -19,13 +19,7 @@ struct ProjectOp<const N: usize> {
 }
 
 impl<const N: usize> Operator for ProjectOp<N> {
-    fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
+    super::one_row_stream_in_and_out!();
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let keep = &self.keep;
@@ -90,13 +84,7 @@ struct SlicePerKeyOp<const N: usize> {
 }
 
 impl<const N: usize> Operator for SlicePerKeyOp<N> {
-    fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
+    super::one_row_stream_in_and_out!();
 
     fn state_bytes(&self) -> usize {
         self.seen.len() * (self.keys.len() * 4 + 32)

@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, Status, Stream};
 
-use super::{bind, per_stream, pump, row_ports, ExecCx, Reads, Row, Timer};
+use super::{bind, per_stream, pump, ExecCx, Reads, Row, Timer};
 use crate::physical::{bound_of, OpStat, Pat, Phys, Slot};
 use nearflow_rdf::index::{Lookup, Permutation, QuadIndex, Store};
 use nearflow_rdf::term::{Id, UNBOUND};
@@ -138,13 +138,7 @@ struct IndexJoinOp<const N: usize> {
 }
 
 impl<const N: usize> Operator for IndexJoinOp<N> {
-    fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
+    super::one_row_stream_in_and_out!();
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();

@@ -177,6 +177,21 @@ impl<'a> IntoIterator for &'a Rows {
     }
 }
 
+/// The ports of an operator that takes one stream of rows and gives one (most of them), inside
+/// its `impl<const N: usize> Operator`.
+macro_rules! one_row_stream_in_and_out {
+    () => {
+        fn inputs(&self) -> Vec<nearflow_flow::PortType> {
+            super::row_ports::<N>(1)
+        }
+
+        fn outputs(&self) -> Vec<nearflow_flow::PortType> {
+            super::row_ports::<N>(1)
+        }
+    };
+}
+pub(crate) use one_row_stream_in_and_out;
+
 /// `n` ports of rows.
 pub(crate) fn row_ports<const N: usize>(n: usize) -> Vec<PortType> {
     vec![PortType::of::<Row<N>>(); n]

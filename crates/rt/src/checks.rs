@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nearflow_alloc::placement::Check;
+use nearflow_alloc::checks::Check;
 use nearflow_topo::Machine;
 
 use crate::{Pinning, RequestError, RtError, Runtime};
@@ -23,7 +23,7 @@ pub enum PlacementError {
 /// Builds a runtime on `machine` (the detected host) with threads bound to their core group,
 /// runs busy tasks on every worker, and checks with `getcpu` that each worker ran only on its
 /// group's NUMA node (LAS §4.1). The runtime's half of `nearflow check placement`; the
-/// allocator's is [`nearflow_alloc::placement`].
+/// allocator's is [`nearflow_alloc::checks`].
 pub fn worker_nodes(machine: Machine) -> Result<Check, PlacementError> {
     let expected: Vec<usize> = (0..machine.pu_count())
         .map(|w| machine.node_of(w))

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nearflow_alloc::placement::{page_census, Check};
+use nearflow_alloc::checks::{page_census, Check};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{Pinning, Runtime};
 use nearflow_topo::Machine;

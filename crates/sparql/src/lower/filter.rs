@@ -4,9 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, Status, Stream};
 
-use super::{per_packet, per_stream, row_ports, ExecCx, Row, Timer};
+use super::{per_packet, per_stream, ExecCx, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
@@ -22,13 +22,7 @@ struct FilterOp<const N: usize> {
 }
 
 impl<const N: usize> Operator for FilterOp<N> {
-    fn inputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
-
-    fn outputs(&self) -> Vec<PortType> {
-        row_ports::<N>(1)
-    }
+    super::one_row_stream_in_and_out!();
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();

@@ -1,6 +1,6 @@
 //! Mapped execution (StreamMap, `streammap-cache-topology-mapping.txt` §IV.A) and the
 //! thread profiles the mappers read: a plan's threads mapped to PUs run there and only there
-//! under the `mapped` policy, whatever the mapping; the profile counts every byte sent and puts
+//! under the `pinned` policy, whatever the mapping; the profile counts every byte sent and puts
 //! it between the right workers.
 
 use nearflow_flow::PlanBuilder;
@@ -61,7 +61,7 @@ fn mapped_threads_run_only_on_their_pus() {
     // 6 PUs, not the host's: workers are not bound, so this runs on any machine.
     let m = nearflow_topo::from_synthetic("pack:2 l2:3(size=1MiB) core:1 pu:1").unwrap();
     let rt = Runtime::builder(m)
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .build()
         .unwrap();
     let want = expected();
@@ -140,7 +140,7 @@ fn mapped_threads_run_only_on_their_pus() {
 fn a_shared_operator_moves_its_state_between_threads() {
     let m = nearflow_topo::from_synthetic("pack:1 core:2 pu:1").unwrap();
     let rt = Runtime::builder(m)
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .build()
         .unwrap();
     let mut moved_once = false;
@@ -188,7 +188,7 @@ fn a_shared_operator_moves_its_state_between_threads() {
 fn remapping_a_running_plan_moves_its_threads() {
     let m = nearflow_topo::from_synthetic("pack:2 l2:3(size=1MiB) core:1 pu:1").unwrap();
     let rt = Runtime::builder(m)
-        .policy(PolicyKind::Mapped)
+        .policy(PolicyKind::Pinned)
         .build()
         .unwrap();
     let want = expected();
