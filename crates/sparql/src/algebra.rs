@@ -23,7 +23,7 @@ use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern, TriplePattern};
 use super::expr::{compile_regex, ArithOp, CmpOp, Expr, Func};
 use super::functions::Cast;
 use super::path::PathExpr;
-use super::QueryError;
+use crate::error::QueryError;
 use nearflow_rdf::term::{Term, XSD_STRING};
 
 /// A position of a quad pattern.

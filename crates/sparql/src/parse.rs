@@ -1,7 +1,7 @@
 //! Parsing a query's text: its nesting checked first, then `spargebra`; a syntax error as a
 //! user reads it (line and column, what was expected in plain words, the line with a caret).
 
-use super::QueryError;
+use crate::error::QueryError;
 
 /// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
 /// (`!`, `-`, `+`) may follow each other: the parser recurses once per level, and about 3,500

@@ -50,9 +50,9 @@ use crate::algebra::{
     certain, correlation, has_exists, limited_vars, maybe, mentioned, unless_bound_reads, vars_of,
     visible, Node, QuadPat, TermPat, Vars,
 };
+use crate::error::QueryError;
 use crate::expr::{EvalCx, Expr, Func};
 use crate::minted::Minted;
-use crate::QueryError;
 use nearflow_rdf::term::{Term, TermRef, XSD_STRING};
 
 /// Every pass, in order.
