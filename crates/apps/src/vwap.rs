@@ -478,7 +478,7 @@ pub struct Run {
 
 /// Runs VWAP over `ticks` with `branches` parallel branches and a window of `window` ticks, as
 /// one request of the runtime `b` was made for; with `check`, compares the bargains with
-/// [`reference`] (computed before the run, not timed).
+/// [`reference()`] (computed before the run, not timed).
 pub fn run(
     rt: &nearflow_rt::Runtime,
     mut b: PlanBuilder,
