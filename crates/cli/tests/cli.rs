@@ -3,18 +3,7 @@
 
 mod common;
 
-use common::nearflow;
-use serde_json::Value;
-
-fn json(args: &[&str]) -> Value {
-    let out = nearflow(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
+use common::{json, nearflow};
 
 #[test]
 fn topo_json_of_presets() {

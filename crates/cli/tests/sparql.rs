@@ -3,32 +3,9 @@
 
 mod common;
 
-use std::fmt::Debug;
 use std::path::PathBuf;
 
-use common::{nearflow, ok};
-
-/// [`common::fails_with`], and the first line of stderr says it (clap adds a "try --help" line
-/// to usage errors).
-fn fails_with<S: AsRef<std::ffi::OsStr> + Debug>(args: &[S], needle: &str) -> String {
-    let err = common::fails_with(args, needle);
-    let first = err.lines().next().unwrap_or("");
-    assert!(
-        first.contains(needle),
-        "{args:?}: the first line lacks {needle:?}: {err}"
-    );
-    err
-}
-
-/// `sparql --quiet SOURCE_FLAG SOURCE -e QUERY EXTRA…`.
-fn sparql(source_flag: &str, source: &str, query: &str, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = ["sparql", "--quiet", source_flag, source, "-e", query]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
-}
+use common::{fails_on_first_line as fails_with, nearflow, ok, sparql};
 
 fn scratch(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sparql-cli");

@@ -4,18 +4,8 @@
 #[path = "../../cli/tests/common/mod.rs"]
 mod common;
 
-use common::{fails_with, nearflow};
+use common::{fails_with, json, nearflow};
 use serde_json::Value;
-
-fn json(args: &[&str]) -> Value {
-    let out = nearflow(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
-}
 
 #[test]
 fn bad_input_is_a_clear_error() {

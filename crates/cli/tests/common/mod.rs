@@ -43,3 +43,36 @@ pub fn fails_with<S: AsRef<OsStr> + Debug>(args: &[S], needle: &str) -> String {
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     err
 }
+
+/// [`fails_with`], and the first line of stderr says it (clap adds a "try --help" line to usage
+/// errors).
+pub fn fails_on_first_line<S: AsRef<OsStr> + Debug>(args: &[S], needle: &str) -> String {
+    let err = fails_with(args, needle);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains(needle),
+        "{args:?}: the first line lacks {needle:?}: {err}"
+    );
+    err
+}
+
+/// Its standard output as one JSON document; it must succeed.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    let out = nearflow(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"))
+}
+
+/// `sparql --quiet SOURCE_FLAG SOURCE -e QUERY EXTRA…`.
+pub fn sparql(source_flag: &str, source: &str, query: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["sparql", "--quiet", source_flag, source, "-e", query]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
