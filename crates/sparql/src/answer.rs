@@ -80,11 +80,6 @@ impl<'p> Solutions<'p> {
         EvalCx::new(self.prepared.store(), &self.minted)
     }
 
-    /// The run, to cancel it or read its shape.
-    pub fn running(&self) -> &Running {
-        &self.running
-    }
-
     /// Waits for the end of the run: its counters, or how it failed.
     pub fn finish(self) -> Result<PlanStats, QueryError> {
         self.running.finish()

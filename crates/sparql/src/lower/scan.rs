@@ -41,7 +41,7 @@ impl<const N: usize> Operator for ScanOp<N> {
         let budget = io.capacity_of::<Row<N>>() * 2;
         let mut n = 0;
         let (pat, out) = (&self.pat, &mut self.out);
-        if n < budget && !io.blocked() {
+        if !io.blocked() {
             self.store
                 .read_scan(&mut self.stream, reads.tally(), |graph, triple| {
                     let mut row = [UNBOUND; N];
