@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Two builds side by side on SP²Bench: `bench sp2bench` of each, alternated, ROUNDS rounds with
-# the order reversed every round; per query, the median over the rounds of B's time over A's in
-# the same round, and the range. Every query's row count must agree across all runs.
+# Two builds, or two stores, side by side on SP²Bench: `bench sp2bench` of each, alternated,
+# ROUNDS rounds with the order reversed every round; per query, the median over the rounds of
+# B's time over A's in the same round, and the range. Every query's row count must agree
+# across all runs.
 #
-# Usage: scripts/compare-sp2bench.sh A_BIN B_BIN STORE [ROUNDS]
+# Usage: scripts/compare-sp2bench.sh A_BIN B_BIN STORE [ROUNDS] [B_STORE]
 #   A_BIN, B_BIN: binaries that have `bench sp2bench` (nearflow-lab, or an older nearflow)
 #   STORE: a snapshot (`nearflow load DATA --save STORE`); run from the checkout, so that
 #          ../shared/data/sp2bench/queries gives the original queries.
+#   B_STORE: the snapshot B reads (default: STORE), e.g. the same data in another format.
 set -euo pipefail
-a=$1 b=$2 store=$3 rounds=${4:-9}
+a=$1 b=$2 store=$3 rounds=${4:-9} store_b=${5:-$3}
 q=q1,q2,q3a,q3b,q3c,q4,q5a,q5b,q6,q7,q8,q9,q10,q11,q12a,q12b,q12c
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) -eq 1 ]; then order="a b"; else order="b a"; fi
   for w in $order; do
-    bin=$a; [ "$w" = b ] && bin=$b
-    "$bin" bench sp2bench --store "$store" --queries $q --concurrent 1 --reps 1 --policies las \
+    bin=$a st=$store; [ "$w" = b ] && bin=$b st=$store_b
+    "$bin" bench sp2bench --store "$st" --queries $q --concurrent 1 --reps 1 --policies las \
       --quiet --csv "$out/$w-$r.csv" > /dev/null
   done
   echo "round $r of $rounds" >&2

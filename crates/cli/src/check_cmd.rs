@@ -57,7 +57,7 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
     let opened = t.elapsed();
     let s = db.current();
     let verdict = match s.health() {
-        Some(h) => h.wait().map(str::to_owned),
+        Some(h) => h.check_all().map(str::to_owned),
         None => None,
     };
     let st = db.stats();
@@ -67,10 +67,15 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
         s.len(),
         s.dict().len(),
         opened.as_secs_f64(),
-        if s.health().is_some() {
+        if let Some(h) = s.health() {
             format!(
-                " by mapping {:.1} MiB, every section's checksum checked in {:.3} s",
+                " by mapping {:.1} MiB, every {}'s checksum checked in {:.3} s",
                 s.mapped_bytes() as f64 / (1 << 20) as f64,
+                if h.checked_as_read() {
+                    "chunk"
+                } else {
+                    "section"
+                },
                 t.elapsed().as_secs_f64()
             )
         } else {

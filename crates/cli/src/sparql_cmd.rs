@@ -293,11 +293,17 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
                 }
             );
         }
+        if let Some((read, all)) = store.chunks_read() {
+            eprintln!(
+                "store chunks read and checked: {read} of {all} (each checked on its first read)"
+            );
+        }
     }
-    // A mapped snapshot's sections are checked in the background while the query runs; the
-    // answer is printed first, and the exit waits for the check, so that a damaged store
-    // never gives a success (a query the check has already failed is refused outright).
-    if let Some(d) = store.health().and_then(|h| h.wait()) {
+    // A mapped snapshot is checked as it is read (format 4: each chunk before its first read)
+    // or in the background (format 3); the answer is printed first, and the exit waits for
+    // the background check, so that a damaged store never gives a success (a query the check
+    // has already failed is refused outright).
+    if let Some(d) = store.health().and_then(|h| h.settled()) {
         bail!("the store's snapshot file is damaged: {d}; the answer above may be wrong");
     }
     Ok(())

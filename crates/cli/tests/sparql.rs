@@ -175,16 +175,16 @@ fn a_snapshot_answers_as_the_files_do() {
         &sparql("--store", cut.to_str().unwrap(), q, &[]),
         "truncated",
     );
-    // A byte of a column changed (format 3: the header's section table says where the SPO
-    // column 1 section lies): the background check names it, and the command fails.
+    // A byte of the index the query reads changed (format 4: the header's section table says
+    // where the POS bits lie): the query's read checks that chunk, names it, and fails.
     let mut bad = bytes.clone();
-    let spo = u64::from_le_bytes(bytes[48 + 24 * 5..56 + 24 * 5].try_into().unwrap()) as usize;
-    bad[spo + 1] ^= 0x55;
+    let pos = u64::from_le_bytes(bytes[56 + 24 * 10..64 + 24 * 10].try_into().unwrap()) as usize;
+    bad[pos + 1] ^= 0x55;
     let bad_f = scratch("bad.store");
     std::fs::write(&bad_f, &bad).unwrap();
     fails_with(
         &sparql("--store", bad_f.to_str().unwrap(), q, &[]),
-        "the section 'SPO column 1'",
+        "the POS index is damaged in its rows 0..",
     );
     // The header damaged: refused at open.
     let mut bad = bytes.clone();

@@ -19,14 +19,20 @@ use hashbrown::HashTable;
 use crate::shared::Shared;
 use crate::term::{Id, TermRef};
 
-/// The terms of a mapped snapshot (`snapshot/mapped.rs`): the arena and end offsets as written, and the
-/// ids sorted by key, so that a lookup is a binary search and no hash table is built at open.
-/// A damaged section never panics here: a key out of its arena or not UTF-8 reads as
-/// [`DAMAGED`] (and the section's checksum, checked in the background, says where).
+/// The terms of a mapped snapshot (`snapshot/mapped.rs`, `snapshot/packed.rs`): the arena and
+/// end offsets as written, and the ids sorted by key, so that a lookup is a binary search and
+/// no hash table is built at open (ids `1..=ordered` are in key order already, and `sorted`
+/// holds the others). A damaged section never panics here: a key out of its arena or not
+/// UTF-8 reads as [`DAMAGED`] (and the checks say where).
 pub struct MappedTerms {
     pub(crate) bytes: Shared<u8>,
     pub(crate) ends: Shared<u64>,
     pub(crate) sorted: Shared<u32>,
+    /// Ids `1..=ordered` are in key order (not in `sorted`).
+    pub(crate) ordered: usize,
+    /// The checks of a snapshot checked as it is read, chunk by chunk (format 4); `None` for
+    /// one checked in the background (format 3: then `whole`).
+    pub(crate) as_read: Option<TermChecks>,
     /// Set once the background check has found the terms whole: every key in its arena, on
     /// character boundaries, valid UTF-8, with a valid tag. Until then each read checks its
     /// key; after, a read is a slice (the checks cost 10 % of a query that compares many
@@ -37,15 +43,133 @@ pub struct MappedTerms {
 /// The key a damaged term of a mapped snapshot reads as (an IRI that says so).
 pub const DAMAGED: &str = "\u{1}urn:nearflow:damaged-term";
 
+/// Terms per checked chunk of the keys and their ends.
+pub(crate) const TERM_CHUNK: usize = 256;
+/// Entries per checked chunk of the sorted ids.
+pub(crate) const SORTED_CHUNK: usize = 1024;
+
+/// The chunk-by-chunk checks of a mapped snapshot's terms: a chunk of [`TERM_CHUNK`] terms is
+/// whole when the CRC-32 of its end offsets and then its keys' bytes is the one written, its
+/// ends increase inside the arena, and its keys are UTF-8 with a valid tag; a chunk of
+/// [`SORTED_CHUNK`] sorted ids when the CRC-32 of its bytes is. Each is checked before its first
+/// read.
+pub(crate) struct TermChecks {
+    pub(crate) keys: crate::health::ChunkMarks,
+    pub(crate) key_crcs: Shared<u32>,
+    pub(crate) sorted: crate::health::ChunkMarks,
+    pub(crate) sorted_crcs: Shared<u32>,
+    pub(crate) health: Arc<crate::health::Health>,
+}
+
 impl MappedTerms {
     fn len(&self) -> usize {
         self.ends.len()
     }
 
+    /// Whether term chunk `c` is whole, checking it on its first read.
+    #[inline]
+    fn key_chunk_whole(&self, ch: &TermChecks, c: usize) -> bool {
+        match ch.keys.state(c) {
+            Some(whole) => whole,
+            None => self.check_key_chunk(ch, c),
+        }
+    }
+
+    #[cold]
+    fn check_key_chunk(&self, ch: &TermChecks, c: usize) -> bool {
+        let ids = c * TERM_CHUNK..((c + 1) * TERM_CHUNK).min(self.len());
+        let whole = (|| {
+            let mut prev = if ids.start == 0 {
+                0
+            } else {
+                self.ends[ids.start - 1]
+            };
+            let first = prev;
+            for &e in &self.ends[ids.clone()] {
+                if e <= prev || e as usize > self.bytes.len() {
+                    return false;
+                }
+                let key = &self.bytes[prev as usize..e as usize];
+                if key[0] > crate::term::TAG_TYPED || std::str::from_utf8(key).is_err() {
+                    return false;
+                }
+                prev = e;
+            }
+            let mut h = crc32fast::Hasher::new();
+            for e in &self.ends[ids.clone()] {
+                h.update(&e.to_le_bytes());
+            }
+            h.update(&self.bytes[first as usize..prev as usize]);
+            ch.key_crcs.get(c) == Some(&h.finalize())
+        })();
+        if !whole {
+            ch.health.report(format!(
+                "the terms {}..={} are damaged (term chunk {c}: checksum mismatch or a bad key)",
+                ids.start + 1,
+                ids.end
+            ));
+        }
+        ch.keys.set(c, whole);
+        whole
+    }
+
+    /// Sorted id `i`, its chunk checked on its first read (`None` when damaged).
+    #[inline]
+    fn sorted_at(&self, i: usize) -> Option<Id> {
+        let Some(ch) = &self.as_read else {
+            return Some(self.sorted[i]);
+        };
+        let c = i / SORTED_CHUNK;
+        let whole = match ch.sorted.state(c) {
+            Some(whole) => whole,
+            None => {
+                let r = c * SORTED_CHUNK..((c + 1) * SORTED_CHUNK).min(self.sorted.len());
+                let mut h = crc32fast::Hasher::new();
+                for x in &self.sorted[r.clone()] {
+                    h.update(&x.to_le_bytes());
+                }
+                let whole = ch.sorted_crcs.get(c) == Some(&h.finalize());
+                if !whole {
+                    ch.health.report(format!(
+                        "the term index is damaged in its entries {}..{} (checksum mismatch)",
+                        r.start, r.end
+                    ));
+                }
+                ch.sorted.set(c, whole);
+                whole
+            }
+        };
+        whole.then(|| self.sorted[i])
+    }
+
+    /// Checks every chunk of the terms not checked yet.
+    pub(crate) fn check_all(&self) {
+        if let Some(ch) = &self.as_read {
+            for c in 0..self.len().div_ceil(TERM_CHUNK) {
+                self.key_chunk_whole(ch, c);
+            }
+            for c in 0..self.sorted.len().div_ceil(SORTED_CHUNK) {
+                self.sorted_at(c * SORTED_CHUNK);
+            }
+        }
+    }
+
     /// The key of term `id` (1-based).
     #[inline]
     fn key(&self, id: Id) -> &str {
-        let i = id as usize - 1;
+        let i = (id as usize).wrapping_sub(1);
+        if let Some(ch) = &self.as_read {
+            if i < self.len() && self.key_chunk_whole(ch, i / TERM_CHUNK) {
+                let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+                let end = self.ends[i] as usize;
+                // SAFETY: the chunk's check found each of its keys' extents inside the arena
+                // and increasing, and each key valid UTF-8; the mapping's bytes do not change.
+                return unsafe {
+                    std::str::from_utf8_unchecked(self.bytes.get_unchecked(start..end))
+                };
+            }
+            return DAMAGED;
+        }
         if self.whole.load(std::sync::atomic::Ordering::Acquire) && i < self.ends.len() {
             let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
             let end = self.ends[i] as usize;
@@ -83,11 +207,21 @@ impl MappedTerms {
     }
 
     fn lookup(&self, key: &str) -> Option<Id> {
+        // Ids `1..=ordered` first, by id.
+        let (mut lo, mut hi) = (1, self.ordered.min(self.len()) + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid as Id).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid as Id),
+            }
+        }
         let n = self.sorted.len();
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let id = self.sorted[mid];
+            let id = self.sorted_at(mid)?;
             if id == 0 || id as usize > self.len() {
                 return None;
             }
@@ -267,7 +401,12 @@ impl Dict {
     /// Bytes of a mapped snapshot it reads.
     pub fn mapped_bytes(&self) -> usize {
         self.mapped.as_ref().map_or(0, |m| {
-            m.bytes.mapped_bytes() + m.ends.mapped_bytes() + m.sorted.mapped_bytes()
+            m.bytes.mapped_bytes()
+                + m.ends.mapped_bytes()
+                + m.sorted.mapped_bytes()
+                + m.as_read.as_ref().map_or(0, |c| {
+                    c.key_crcs.mapped_bytes() + c.sorted_crcs.mapped_bytes()
+                })
         }) + self.under.as_ref().map_or(0, |u| u.mapped_bytes())
     }
 

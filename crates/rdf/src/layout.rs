@@ -10,6 +10,7 @@ use std::sync::Arc;
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
+use crate::blocks::PackedRows;
 use crate::shared::Shared;
 use crate::term::Id;
 
@@ -83,31 +84,111 @@ impl Permutation {
     }
 }
 
-/// One partition of one permutation: three key columns, sorted within each graph's run (owned,
-/// or slices of a mapped snapshot: [`Shared`]).
+/// One partition of one permutation: its rows' three key columns, sorted within each graph's
+/// run — plain (owned, or slices of a mapped format-3 snapshot: [`Shared`]) or a row range of
+/// a permutation packed in blocks (`blocks.rs`, a mapped format-4 snapshot).
 #[derive(Debug, Default)]
 pub struct Columns {
-    /// Key columns, in the permutation's order.
-    pub cols: [Shared<Id>; 3],
+    pub(crate) rows: Rows,
     /// The row of the whole permutation this partition's first row is.
     pub first: usize,
 }
 
+/// How a partition's rows are held.
+#[derive(Debug)]
+pub(crate) enum Rows {
+    /// Three columns of ids, in the permutation's order.
+    Plain([Shared<Id>; 3]),
+    /// Rows `at..at + len` of a packed permutation.
+    Packed {
+        rows: Arc<PackedRows>,
+        at: usize,
+        len: usize,
+    },
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows::Plain(Default::default())
+    }
+}
+
 impl Columns {
+    /// Plain columns starting at row `first` of the permutation.
+    pub(crate) fn plain(cols: [Shared<Id>; 3], first: usize) -> Columns {
+        Columns {
+            rows: Rows::Plain(cols),
+            first,
+        }
+    }
+
     /// Rows held.
     pub fn len(&self) -> usize {
-        self.cols[0].len()
+        match &self.rows {
+            Rows::Plain(cols) => cols[0].len(),
+            Rows::Packed { len, .. } => *len,
+        }
     }
 
     /// Whether it holds no row.
     pub fn is_empty(&self) -> bool {
-        self.cols[0].is_empty()
+        self.len() == 0
     }
 
     /// Row `i`'s key.
     #[inline]
     pub fn row(&self, i: usize) -> [Id; 3] {
-        [self.cols[0][i], self.cols[1][i], self.cols[2][i]]
+        match &self.rows {
+            Rows::Plain(cols) => [cols[0][i], cols[1][i], cols[2][i]],
+            Rows::Packed { rows, at, len } => {
+                debug_assert!(i < *len);
+                rows.row(at + i)
+            }
+        }
+    }
+
+    /// Key column `c` of row `i`.
+    #[inline]
+    fn value(&self, c: usize, i: usize) -> Id {
+        match &self.rows {
+            Rows::Plain(cols) => cols[c][i],
+            Rows::Packed { rows, at, .. } => rows.value(c, at + i),
+        }
+    }
+
+    /// Key column `c`, whole (a copy when the rows are packed).
+    pub fn column(&self, c: usize) -> std::borrow::Cow<'_, [Id]> {
+        match &self.rows {
+            Rows::Plain(cols) => std::borrow::Cow::Borrowed(&cols[c][..]),
+            Rows::Packed { .. } => (0..self.len()).map(|i| self.value(c, i)).collect(),
+        }
+    }
+
+    /// The plain columns, when they are (what the placement check reads of a replica).
+    pub(crate) fn plain_columns(&self) -> Option<&[Shared<Id>; 3]> {
+        match &self.rows {
+            Rows::Plain(cols) => Some(cols),
+            Rows::Packed { .. } => None,
+        }
+    }
+
+    /// Heap bytes it owns.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.rows {
+            Rows::Plain(cols) => cols.iter().map(|c| c.heap_bytes()).sum(),
+            Rows::Packed { .. } => 0,
+        }
+    }
+
+    /// Bytes of a mapped snapshot it reads in place (a packed partition: its share of the
+    /// permutation's bytes).
+    pub fn mapped_bytes(&self) -> usize {
+        match &self.rows {
+            Rows::Plain(cols) => cols.iter().map(|c| c.mapped_bytes()).sum(),
+            Rows::Packed { rows, len, .. } => {
+                (rows.mapped_bytes() as u128 * *len as u128 / rows.len().max(1) as u128) as usize
+            }
+        }
     }
 
     /// The part of `rows` (the whole permutation's row numbers, one graph's run) this partition
@@ -124,9 +205,16 @@ impl Columns {
     /// The rows in `within` (this partition's row numbers, sorted by key: one graph's run)
     /// whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
     pub fn range_in(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
+        if let Rows::Packed { rows, at, .. } = &self.rows {
+            let key_cmp = |key: [Id; 3]| key[..prefix.len()].cmp(prefix);
+            let within = within.start + at..within.end + at;
+            let lo = rows.partition_point(within.clone(), |k| key_cmp(k).is_lt());
+            let hi = rows.partition_point(lo..within.end, |k| key_cmp(k).is_le());
+            return lo - at..hi - at;
+        }
         let cmp = |i: usize| -> std::cmp::Ordering {
             for (c, &p) in prefix.iter().enumerate() {
-                match self.cols[c][i].cmp(&p) {
+                match self.value(c, i).cmp(&p) {
                     std::cmp::Ordering::Equal => {}
                     o => return o,
                 }
@@ -251,10 +339,7 @@ pub(crate) fn split(
                     cols[c].push(q[pos[c]]);
                 }
             }
-            Columns {
-                cols: cols.map(Shared::from),
-                first,
-            }
+            Columns::plain(cols.map(Shared::from), first)
         },
     )?)
 }

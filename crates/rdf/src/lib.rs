@@ -12,8 +12,8 @@
 //!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
 //!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
 //!   per-predicate statistics for the planner;
-//! - [`snapshot`]: a binary image of the store that opens by mapping it (its
-//!   columns and terms read in place, each section's checksum checked in the background);
+//! - [`snapshot`]: a binary image of the store that opens by mapping it (its indexes packed
+//!   in blocks and its terms read in place, each chunk checked the first time it is read);
 //! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
 //!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
 //!   the read path), merged into new indexes in the background;
@@ -28,16 +28,21 @@
 //! - `term.rs` — [`Term`] and [`TermRef`], their key encoding and N-Triples display.
 //! - `dict.rs` — the dictionary: terms to dense ids and back.
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
-//! - `layout.rs` — the indexes' layout: permutations, a partition's columns, statistics, and
-//!   building them from sorted quads.
+//! - `layout.rs` — the indexes' layout: permutations, a partition's rows (plain columns, or
+//!   packed blocks), statistics, and building them from sorted quads.
+//! - `blocks.rs` — key columns packed in blocks (frame of reference, bit-packed), read in place
+//!   by row, each chunk checked on its first read.
+//! - `health.rs` — what a mapped store's checks found, and which chunks have been checked.
 //! - `base.rs` — the sorted indexes a store's versions share.
 //! - `store.rs` — [`Store`]: one version (dictionary, base, delta), counts and matches, its
 //!   per-node copies.
 //! - `edit.rs` — making versions: edits, the merge, the rebase.
 //! - `index.rs` — [`index::QuadIndex`]: the seam through which the query engine reads a store.
-//! - `snapshot/` — the store's files, one format per file: `mapped.rs` (format 3: a checksum
-//!   per section, opened by mapping), `whole.rs` (formats 1 and 2, read whole), what they
-//!   share (`common.rs`), and saving and opening whichever it is (`mod.rs`).
+//! - `snapshot/` — the store's files, one format per file: `packed.rs` (format 4, written:
+//!   packed indexes, a checksum per chunk checked as it is read), `mapped.rs` (format 3: plain
+//!   columns, a checksum per section checked in the background), `whole.rs` (formats 1 and 2,
+//!   read whole), what they share (`common.rs`), and saving and opening whichever it is
+//!   (`mod.rs`).
 //! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — a version's delta: its sorted rows in each order, and merging them into a
@@ -49,10 +54,12 @@
 //!   placed over the NUMA nodes.
 
 mod base;
+mod blocks;
 pub mod db;
 pub mod delta;
 pub mod dict;
 mod edit;
+pub mod health;
 pub mod index;
 pub mod layout;
 pub mod load;

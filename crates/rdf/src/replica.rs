@@ -39,7 +39,7 @@ impl Replicas {
         self.perms
             .iter()
             .flat_map(|p| p.partitions().iter())
-            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
+            .map(|p| p.data.heap_bytes())
             .sum()
     }
 }

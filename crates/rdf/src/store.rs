@@ -26,12 +26,12 @@ use nearflow_topo::Machine;
 use crate::base::Base;
 use crate::delta::Delta;
 use crate::dict::Dict;
+use crate::health::Health;
 use crate::layout::{graph_of_rows, runs, slice_of, split, StatsBuilder};
 pub use crate::layout::{
     key_prefix, Columns, Permutation, PredStats, Quad, Stats, StoreError, DEFAULT_GRAPH,
 };
 use crate::replica::{PartView, ReplicaPlace, Replicas, Replication};
-use crate::snapshot::common::Health;
 use crate::term::{Id, TermRef};
 
 /// The in-memory store: one version of it. Cloning is cheap (the sorted indexes and the
@@ -128,14 +128,14 @@ impl Store {
             SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
                 let parts = nearflow_split::layout(machine, SplitBy::Node).len();
                 let r = slice_of(cols[0].len(), info.index, parts);
-                Columns {
-                    first: r.start,
-                    cols: [
+                Columns::plain(
+                    [
                         cols[0][r.clone()].to_vec().into(),
                         cols[1][r.clone()].to_vec().into(),
-                        cols[2][r].to_vec().into(),
+                        cols[2][r.clone()].to_vec().into(),
                     ],
-                }
+                    r.start,
+                )
             })
         };
         Ok(Store::of_base(
@@ -169,6 +169,23 @@ impl Store {
         self.health.as_ref()
     }
 
+    /// For indexes packed in a format-4 snapshot, checked chunk by chunk as they are read: how
+    /// many chunks of the three permutations have been read (and checked) so far, of how many.
+    pub fn chunks_read(&self) -> Option<(usize, usize)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Option<(usize, usize)> = None;
+        for p in self.base.perms.iter().flat_map(|p| p.partitions().iter()) {
+            if let crate::layout::Rows::Packed { rows, .. } = &p.data.rows {
+                if seen.insert(Arc::as_ptr(rows)) {
+                    let (c, t) = rows.checked();
+                    let o = out.get_or_insert((0, 0));
+                    *o = (o.0 + c, o.1 + t);
+                }
+            }
+        }
+        out
+    }
+
     /// Bytes of a mapped snapshot the store reads in place (its columns and terms).
     pub fn mapped_bytes(&self) -> usize {
         let idx: usize = self
@@ -176,7 +193,7 @@ impl Store {
             .perms
             .iter()
             .flat_map(|p| p.partitions().iter())
-            .map(|p| p.data.cols.iter().map(|c| c.mapped_bytes()).sum::<usize>())
+            .map(|p| p.data.mapped_bytes())
             .sum();
         idx + self.dict.mapped_bytes()
     }
@@ -368,7 +385,7 @@ impl Store {
             .perms
             .iter()
             .flat_map(|p| p.partitions().iter())
-            .map(|p| p.data.cols.iter().map(|c| c.heap_bytes()).sum::<usize>())
+            .map(|p| p.data.heap_bytes())
             .sum();
         idx + self.replica_bytes()
             + self.dict.heap_bytes()
@@ -398,14 +415,11 @@ impl Store {
                 let cols: [Vec<Id>; 3] = std::array::from_fn(|c| {
                     let mut v = Vec::with_capacity(n);
                     for p in parts {
-                        v.extend_from_slice(&p.data.cols[c]);
+                        v.extend_from_slice(&p.data.column(c));
                     }
                     v
                 });
-                Columns {
-                    first: 0,
-                    cols: cols.map(Into::into),
-                }
+                Columns::plain(cols.map(Into::into), 0)
             })
         };
         let perms = [
@@ -495,14 +509,11 @@ impl Store {
                 .iter()
                 .flat_map(|p| p.partitions().iter())
                 .map(|p| {
+                    let cols = p.data.plain_columns().expect("replicas are plain columns");
                     (
                         p.info,
                         p.placed.clone(),
-                        [
-                            &p.data.cols[0][..],
-                            &p.data.cols[1][..],
-                            &p.data.cols[2][..],
-                        ],
+                        [&cols[0][..], &cols[1][..], &cols[2][..]],
                     )
                 })
                 .collect()

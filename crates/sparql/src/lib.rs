@@ -338,6 +338,8 @@ pub struct Running {
     /// Set by the caller to stop the run ([`Running::cancel_on`]); the reader checks it.
     stop: Option<Arc<std::sync::atomic::AtomicBool>>,
     stopped: bool,
+    /// The store it reads: damage its reads found fails the query at its end.
+    store: Arc<Store>,
 }
 
 impl Running {
@@ -423,6 +425,7 @@ impl Running {
             timed_out,
             stop: _,
             stopped,
+            store,
         } = self;
         let Some((handle, _)) = run else {
             return Ok(PlanStats::default());
@@ -446,8 +449,19 @@ impl Running {
                 minted.len()
             )));
         }
+        // A store checked as it is read may have found damage in what this query read.
+        if let Some(d) = store.damage() {
+            return Err(damaged(d));
+        }
         Ok(stats)
     }
+}
+
+/// The error of a query on a store whose file is damaged.
+fn damaged(d: &str) -> QueryError {
+    QueryError::Exec(format!(
+        "the store's snapshot file is damaged: {d}; rebuild it (`nearflow load … --save`) or restore a copy"
+    ))
 }
 
 /// All the results of a query, collected.
@@ -499,9 +513,7 @@ impl Prepared {
     /// the store does not hold), answers it at once without a request.
     pub fn start(&self, rt: &Runtime) -> Result<Running, QueryError> {
         if let Some(d) = self.store.damage() {
-            return Err(QueryError::Exec(format!(
-                "the store's snapshot file is damaged: {d}; rebuild it (`nearflow load … --save`) or restore a copy"
-            )));
+            return Err(damaged(d));
         }
         reset(&self.phys);
         let minted = Arc::new(Minted::new(&self.store));
@@ -515,6 +527,7 @@ impl Prepared {
                 timed_out: false,
                 stop: None,
                 stopped: false,
+                store: self.store.clone(),
             });
         }
         let mut b = PlanBuilder::for_runtime(rt);
@@ -551,6 +564,7 @@ impl Prepared {
             timed_out: false,
             stop: None,
             stopped: false,
+            store: self.store.clone(),
         })
     }
 

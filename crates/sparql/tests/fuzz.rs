@@ -167,10 +167,10 @@ fn snapshot_bytes() -> &'static [u8] {
 proptest! {
     #![proptest_config(config())]
 
-    /// A damaged snapshot (format 3, mapped) is refused at open with a reason, or opens; then
-    /// reading it and querying it never panic, and either the background check names a
-    /// damaged section (and a query says so) or the damage was in no section (the padding
-    /// between them) and the store holds exactly the valid one's quads.
+    /// A damaged snapshot (format 4, mapped, checked chunk by chunk) is refused at open with a
+    /// reason, or opens; then reading it and querying it never panic, and either the check of
+    /// every chunk names damaged rows or terms (and a query says so) or the damage was in no
+    /// chunk (the padding between sections) and the store holds exactly the valid one's quads.
     #[test]
     fn snapshot_reader(e in edits()) {
         let bytes = apply(snapshot_bytes().to_vec(), &e);
@@ -183,7 +183,7 @@ proptest! {
                 let (_, rt) = env();
                 let q = sparql::prepare(&s, "SELECT * WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } } ORDER BY ?o", &Options::default());
                 let ran = q.map(|q| q.run_collect(rt).map(|c| c.rows.len()));
-                match s.health().expect("format 3 is mapped").wait() {
+                match s.health().expect("a snapshot is mapped").check_all() {
                     Some(d) => {
                         prop_assert!(d.contains("damaged"), "{}", d);
                         let again = sparql::prepare(&s, "ASK { ?s ?p ?o }", &Options::default()).unwrap();

@@ -1,11 +1,9 @@
 //! What the snapshot formats share: the magic number, the error, the graph table's check, the
-//! capped file they are written into, and the background check of a mapped store.
+//! capped file they are written into.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 
 use crate::layout::StoreError;
 use crate::term::Id;
@@ -101,32 +99,5 @@ impl Write for Capped {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.file.flush()
-    }
-}
-
-/// What the background check of a mapped store's big sections found.
-#[derive(Debug, Default)]
-pub struct Health {
-    pub(super) damage: OnceLock<String>,
-    pub(super) done: AtomicBool,
-}
-
-impl Health {
-    /// The damage found so far, naming the section.
-    pub fn damage(&self) -> Option<&str> {
-        self.damage.get().map(String::as_str)
-    }
-
-    /// Whether every section has been checked.
-    pub fn checked(&self) -> bool {
-        self.done.load(Ordering::Acquire)
-    }
-
-    /// Waits until every section has been checked; the damage, if any.
-    pub fn wait(&self) -> Option<&str> {
-        while !self.checked() {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.damage()
     }
 }

@@ -1,4 +1,5 @@
-//! The mapped snapshot (format 3): a store that opens by mapping its file — no full read, no
+//! The mapped snapshot (format 3, written by earlier builds; opened, and written by the tests
+//! of its reader): a store that opens by mapping its file — no full read, no
 //! hash table built, no statistics recounted — and reads its columns and terms in place.
 //!
 //! Layout, all integers little-endian, every section at a 4 KiB boundary:
@@ -36,9 +37,10 @@ use std::sync::Arc;
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
-use super::common::{graph_table, Health, SnapshotError, MAGIC};
+use super::common::{graph_table, SnapshotError, MAGIC};
 use crate::base::Base;
 use crate::dict::{Dict, MappedTerms};
+use crate::health::Health;
 use crate::shared::Shared;
 use crate::store::{Columns, Permutation, PredStats, Stats, Store};
 use crate::term::Id;
@@ -144,7 +146,7 @@ pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Re
             pad_to(out, &mut written, offsets[i])?;
             let mut h = crc32fast::Hasher::new();
             for part in store.perm(order).partitions() {
-                for chunk in part.data.cols[c].chunks(1 << 14) {
+                for chunk in part.data.column(c).chunks(1 << 14) {
                     buf.clear();
                     for x in chunk {
                         buf.extend_from_slice(&x.to_le_bytes());
@@ -186,7 +188,7 @@ pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Re
     file.flush()
 }
 
-fn encode_stats(st: &Stats) -> Vec<u8> {
+pub(super) fn encode_stats(st: &Stats) -> Vec<u8> {
     let mut out = Vec::new();
     for n in [st.triples, st.subjects, st.predicates, st.objects] {
         out.extend_from_slice(&n.to_le_bytes());
@@ -203,7 +205,7 @@ fn encode_stats(st: &Stats) -> Vec<u8> {
     out
 }
 
-fn decode_stats(b: &[u8], terms: u64) -> Result<Stats, String> {
+pub(super) fn decode_stats(b: &[u8], terms: u64) -> Result<Stats, String> {
     let word = |i: usize| -> Result<u64, String> {
         b.get(i * 8..i * 8 + 8)
             .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
@@ -335,6 +337,8 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
         bytes: Shared::mapped(&map, sec[0].0 as usize, arena as usize),
         ends: Shared::mapped(&map, sec[1].0 as usize, terms as usize),
         sorted: Shared::mapped(&map, sec[2].0 as usize, terms as usize),
+        ordered: 0,
+        as_read: None,
         whole: Arc::default(),
     });
     let dict = Dict::of_mapped(terms_of.clone());
@@ -348,10 +352,10 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
         perms.push(
             SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
                 let r = (n * info.index / parts)..(n * (info.index + 1) / parts);
-                Columns {
-                    first: r.start,
-                    cols: [col(0, r.clone()), col(1, r.clone()), col(2, r)],
-                }
+                Columns::plain(
+                    [col(0, r.clone()), col(1, r.clone()), col(2, r.clone())],
+                    r.start,
+                )
             })
             .map_err(|e| SnapshotError::Store(crate::store::StoreError::Split(e)))?,
         );

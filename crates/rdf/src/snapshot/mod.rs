@@ -1,12 +1,14 @@
 //! The binary snapshot: the dictionary, the graphs' runs and the three sorted permutations as
 //! they are in memory, so opening a store is reading it (no parsing, no sorting).
 //!
-//! [`save`] writes format 3 (`mapped.rs`): sections at page boundaries with a checksum each,
-//! opened by mapping the file and read in place. [`open`] reads formats 1 and 2 too (the
-//! snapshots of earlier builds, `whole.rs`): read whole and checked.
+//! [`save`] writes format 4 (`packed.rs`): sections at page boundaries, the indexes packed in
+//! blocks (`blocks.rs`), opened by mapping the file and read in place, each chunk of the
+//! indexes and terms checked the first time it is read. [`open`] reads the snapshots of earlier
+//! builds too: format 3 (`mapped.rs`: plain columns, mapped, checked in the background) and
+//! formats 1 and 2 (`whole.rs`: read whole and checked).
 //!
 //! Each format is its own file; what they share (the magic number, the error, the graph
-//! table's check, the background check of a mapped store) is `common.rs`. The query engine
+//! table's check, the capped file) is `common.rs`. The query engine
 //! never sees a format: it reads every store through `nearflow_rdf::index`.
 //!
 //! Layout of format 2 (`whole.rs`), all integers little-endian:
@@ -43,6 +45,7 @@
 
 pub(crate) mod common;
 mod mapped;
+mod packed;
 #[cfg(test)]
 mod tests;
 mod whole;
@@ -53,10 +56,11 @@ use std::path::{Path, PathBuf};
 
 use nearflow_topo::Machine;
 
+pub use crate::health::Health;
 use crate::store::Store;
 use common::Capped;
+pub use common::SnapshotError;
 pub(crate) use common::MAGIC;
-pub use common::{Health, SnapshotError};
 
 /// Whether `target` may receive a snapshot built from `inputs`: it must not be one of them (a
 /// `load x.ttl --save x.ttl` would replace the data with its snapshot), and a file already
@@ -102,15 +106,17 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
     if !store.is_flat() {
         // A version with a delta is written as its merged indexes.
-        return save_capped(&store.merged()?, path, u64::MAX, Format::Mapped);
+        return save_capped(&store.merged()?, path, u64::MAX, Format::Packed);
     }
-    save_capped(store, path, u64::MAX, Format::Mapped)
+    save_capped(store, path, u64::MAX, Format::Packed)
 }
 
-/// Which format [`save`] writes: 3 (mapped, the default), or 2 (read whole; kept for the tests
-/// of its reader, which opens the snapshots of earlier builds).
+/// Which format [`save`] writes: 4 (packed, the default), or 3 and 2 (kept for the tests of
+/// their readers, which open the snapshots of earlier builds).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
+    Packed,
+    #[cfg_attr(not(test), allow(dead_code))]
     Mapped,
     #[cfg_attr(not(test), allow(dead_code))]
     Read,
@@ -143,12 +149,19 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
     let mut capped = Capped { file, room };
     let body = match format {
         Format::Read => whole::write_to(store, capped, &tmp),
-        Format::Mapped => mapped::write(store, &mut capped)
-            .and_then(|()| capped.file.sync_all())
-            .map_err(|error| SnapshotError::Io {
-                path: tmp.clone(),
-                error,
-            }),
+        Format::Mapped | Format::Packed => {
+            let written = if format == Format::Packed {
+                packed::write(store, &mut capped)
+            } else {
+                mapped::write(store, &mut capped)
+            };
+            written
+                .and_then(|()| capped.file.sync_all())
+                .map_err(|error| SnapshotError::Io {
+                    path: tmp.clone(),
+                    error,
+                })
+        }
     };
     let written = body.and_then(|()| {
         std::fs::rename(&tmp, path).map_err(io)?;
@@ -165,16 +178,17 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
     written
 }
 
-/// Opens the snapshot at `path`, for `machine`: format 3 by mapping it, formats 1 and 2 read
-/// whole.
+/// Opens the snapshot at `path`, for `machine`: formats 4 and 3 by mapping it, formats 1 and 2
+/// read whole.
 pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let mut head = [0u8; 8];
     let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
-    if read.is_ok()
-        && &head[..6] == MAGIC
-        && u16::from_le_bytes([head[6], head[7]]) == mapped::VERSION
-    {
-        return mapped::open(path, machine);
+    if read.is_ok() && &head[..6] == MAGIC {
+        match u16::from_le_bytes([head[6], head[7]]) {
+            packed::VERSION => return packed::open(path, machine),
+            mapped::VERSION => return mapped::open(path, machine),
+            _ => {}
+        }
     }
     whole::open(path, machine)
 }

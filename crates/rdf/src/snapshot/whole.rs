@@ -161,7 +161,7 @@ pub(super) fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), S
     for order in Permutation::ALL {
         for c in 0..3 {
             for part in store.perm(order).partitions() {
-                w.u32s(&part.data.cols[c])?;
+                w.u32s(&part.data.column(c))?;
             }
             w.sum.end();
         }
