@@ -1,5 +1,5 @@
 //! What a mapped store's checks have found ([`Health`]), and the marks of which chunks of a
-//! file have been checked ([`ChunkMarks`]).
+//! file have been checked (`ChunkMarks`).
 //!
 //! A mapped store is read in place, so its checksums are checked apart from the open. Format 3
 //! checks every section once, in the background (`snapshot/mapped.rs`); format 4 checks each
