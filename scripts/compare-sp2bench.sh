@@ -9,8 +9,10 @@
 #   STORE: a snapshot (`nearflow load DATA --save STORE`); run from the checkout, so that
 #          ../shared/data/sp2bench/queries gives the original queries.
 #   B_STORE: the snapshot B reads (default: STORE), e.g. the same data in another format.
+#   REPS (environment): repetitions of each query in one run, their median taken (default 1;
+#          3 or more measures warm times, past the first reads of the store).
 set -euo pipefail
-a=$1 b=$2 store=$3 rounds=${4:-9} store_b=${5:-$3}
+a=$1 b=$2 store=$3 rounds=${4:-9} store_b=${5:-$3} reps=${REPS:-1}
 q=q1,q2,q3a,q3b,q3c,q4,q5a,q5b,q6,q7,q8,q9,q10,q11,q12a,q12b,q12c
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -18,7 +20,7 @@ for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) -eq 1 ]; then order="a b"; else order="b a"; fi
   for w in $order; do
     bin=$a st=$store; [ "$w" = b ] && bin=$b st=$store_b
-    "$bin" bench sp2bench --store "$st" --queries $q --concurrent 1 --reps 1 --policies las \
+    "$bin" bench sp2bench --store "$st" --queries $q --concurrent 1 --reps "$reps" --policies las \
       --quiet --csv "$out/$w-$r.csv" > /dev/null
   done
   echo "round $r of $rounds" >&2

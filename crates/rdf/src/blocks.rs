@@ -422,6 +422,7 @@ impl PackedRows {
         within: Range<usize>,
         pred: impl Fn([Id; 3]) -> bool,
     ) -> usize {
+        assert!(within.end <= self.rows, "rows {within:?} of {}", self.rows);
         // The blocks whose first row lies in `within`.
         let (b_lo, b_hi) = (within.start.div_ceil(BLOCK), within.end.div_ceil(BLOCK));
         let (mut lo, mut hi) = (b_lo, b_hi.max(b_lo));
