@@ -91,6 +91,12 @@ pub struct LoadCmd {
     /// one atomically (the old one stays whole until then).
     #[arg(long)]
     pub add: bool,
+    /// Memory the load may hold (e.g. 4GiB): a new store is loaded in sorted runs spilled to
+    /// a temporary folder beside --save and merged, so a store many times larger than the
+    /// budget loads in it [default: a quarter of the machine's memory]. Not with --add, which
+    /// loads in memory.
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes, conflicts_with = "add")]
+    pub memory_budget: Option<usize>,
     #[command(flatten)]
     pub read: crate::args::ReadArgs,
     #[command(flatten)]
@@ -124,11 +130,7 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
         db.rewrite(store)?;
         (db, t)
     } else {
-        let store = open::load_files(&machine, &cmd.files, &cmd.read.options(), cmd.quiet)?;
-        let t = Instant::now();
-        // A new store: the log of any store saved there before is started afresh.
-        nearflow_rdf::db::Db::replace(&cmd.save, &store)?;
-        (nearflow_rdf::db::Db::read_only(store), t)
+        return load_new(cmd);
     };
     let (_db, t) = store;
     if !cmd.quiet {
@@ -141,6 +143,95 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Set by the first Ctrl-C during a load (which then restores the default action, so a second
+/// one ends the process at once).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: `signal` is async-signal-safe.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+}
+
+/// `load` of a new store: in bounded memory, straight into the snapshot; Ctrl-C stops it with
+/// its temporary files removed and the previous store whole.
+fn load_new(cmd: &LoadCmd) -> Result<()> {
+    let budget = cmd
+        .memory_budget
+        .map_or_else(nearflow_rdf::bulk::default_budget, |b| b as u64);
+    if budget < nearflow_rdf::bulk::MIN_BUDGET {
+        bail!(
+            "--memory-budget {budget}: give at least {} MiB",
+            nearflow_rdf::bulk::MIN_BUDGET >> 20
+        );
+    }
+    // SAFETY: installs a handler that only stores to an atomic and calls `signal`.
+    let handler: extern "C" fn(libc::c_int) = on_interrupt;
+    unsafe { libc::signal(libc::SIGINT, handler as libc::sighandler_t) };
+    let t = Instant::now();
+    let r = open::load_to_snapshot(
+        &cmd.files,
+        &cmd.read.options(),
+        budget,
+        &cmd.save,
+        cmd.quiet,
+        &INTERRUPTED,
+    );
+    // SAFETY: restores the default action.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+    let report = match r {
+        Err(open::OpenError::Load(nearflow_rdf::load::LoadError::Interrupted)) => {
+            bail!("interrupted: nothing saved, {} as it was", cmd.save.display())
+        }
+        r => r?,
+    };
+    if !cmd.quiet {
+        let secs = t.elapsed().as_secs_f64();
+        let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        eprintln!(
+            "loaded {} statements ({} distinct quads{}, {} terms) in {secs:.2} s: {:.0} statements/s, \
+             {} run{} spilled (temporary files {:.1} MiB at most), peak resident {:.1} MiB of a {:.1} MiB budget",
+            report.statements,
+            report.quads,
+            match report.graphs {
+                0 | 1 => String::new(),
+                n => format!(" in {n} graphs"),
+            },
+            report.terms,
+            report.statements as f64 / secs,
+            report.runs,
+            if report.runs == 1 { "" } else { "s" },
+            mib(report.temp_peak),
+            mib(peak_resident()),
+            mib(budget)
+        );
+        let [parse, terms, sort, quads] = report.pass_secs;
+        eprintln!(
+            "passes: parsing {parse:.1} s, merging terms {terms:.1} s, sorting runs {sort:.1} s, merging quads {quads:.1} s"
+        );
+        eprintln!(
+            "saved {} ({:.1} MiB, {:.1} bytes/quad)",
+            cmd.save.display(),
+            mib(size),
+            size as f64 / report.quads.max(1) as f64
+        );
+    }
+    Ok(())
+}
+
+/// This process's peak resident memory (`VmHWM`), 0 where the system does not say.
+fn peak_resident() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// The files a query over no store names in its `FROM` and `FROM NAMED` clauses, each loaded

@@ -514,14 +514,25 @@ impl Db {
     /// old log are in `store`, or deliberately replaced by it), under the store's write lock:
     /// `nearflow load --save` and `load --add`.
     pub fn replace(path: &Path, store: &Store) -> Result<(), DbError> {
+        Db::replace_by(path, || Ok(snapshot::save(store, path)?))
+    }
+
+    /// [`replace`](Self::replace) with the snapshot written by `save` (a load in bounded
+    /// memory writes it as it merges), under the store's lock; the log is started afresh once
+    /// `save` has succeeded.
+    pub fn replace_by<T, E: From<DbError>>(
+        path: &Path,
+        save: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
         let _lock = lock(path)?;
         let lp = log_path(path);
         let base_seq = match std::fs::read(&lp) {
             Ok(b) => read_log(&lp, &b).map(|r| r.last_seq).unwrap_or(0),
             Err(_) => 0,
         };
-        snapshot::save(store, path)?;
-        write_log(&lp, base_seq, &[])
+        let out = save()?;
+        write_log(&lp, base_seq, &[])?;
+        Ok(out)
     }
 
     /// Replaces the store's contents with `store` (`nearflow load --add` over a store opened

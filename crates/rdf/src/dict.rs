@@ -286,6 +286,30 @@ impl Dict {
         }
     }
 
+    /// An empty dictionary with room for `terms` terms of `bytes` key bytes in all: it does not
+    /// reallocate until one of them is passed ([`room`](Self::room) says how far off that is).
+    pub(crate) fn with_capacity(terms: usize, bytes: usize) -> Self {
+        let mut d = Dict::new();
+        d.bytes.reserve_exact(bytes);
+        d.ends.reserve_exact(terms);
+        d.table.reserve(terms, |_| 0);
+        d
+    }
+
+    /// Bytes of its own terms' keys held in memory (0 for a mapped dictionary).
+    pub(crate) fn own_key_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Room left before its own terms' storage reallocates: terms, key bytes.
+    pub(crate) fn room(&self) -> (usize, usize) {
+        (
+            (self.ends.capacity() - self.ends.len())
+                .min(self.table.capacity() - self.table.len()),
+            self.bytes.capacity() - self.bytes.len(),
+        )
+    }
+
     /// An empty dictionary over `under`: its ids continue `under`'s, and a term `under` holds
     /// keeps its id. `under` must not itself lie over another (one level: see
     /// [`flattened`](Self::flattened)).

@@ -344,51 +344,59 @@ pub(crate) fn split(
     )?)
 }
 
-/// Statistics by linear passes over the permutations, each read in its own order through
-/// `key(i)` = `[graph, key columns…]` (no sorting: the permutations already are). A change of
-/// graph starts every count afresh, so distinct counts are per graph, summed.
+/// Statistics by linear passes over the permutations, each read in its own order as keys
+/// `[graph, key columns…]` (no sorting: the permutations already are), whole
+/// ([`spo`](Self::spo), …) or row by row as they are merged ([`spo_row`](Self::spo_row), …). A
+/// change of graph starts every count afresh, so distinct counts are per graph, summed.
 #[derive(Default)]
-pub(crate) struct StatsBuilder(Stats);
+pub(crate) struct StatsBuilder {
+    st: Stats,
+    /// The POS pass's current `(graph, predicate)` and its quads and distinct objects so far.
+    pos_run: Option<([Id; 2], u64, u64)>,
+}
 
 impl StatsBuilder {
     /// SPO keys `[g, s, p, o]`: distinct subjects, and each predicate's distinct subjects (the
     /// distinct `(g, s, p)`).
     pub(crate) fn spo(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        let st = &mut self.0;
-        st.triples = n as u64;
-        let mut prev: Option<[Id; 4]> = None;
-        for i in 0..n {
-            let k = key(i);
-            if prev.is_none_or(|q| q[..2] != k[..2]) {
-                st.subjects += 1;
-            }
-            if prev.is_none_or(|q| q[..3] != k[..3]) {
-                st.per_predicate.entry(k[2]).or_default().subjects += 1;
-            }
-            prev = Some(k);
+        (0..n).for_each(|i| self.spo_row(i.checked_sub(1).map(&key), key(i)));
+    }
+
+    /// One row of the SPO pass: its key `k` and the one before it.
+    pub(crate) fn spo_row(&mut self, prev: Option<[Id; 4]>, k: [Id; 4]) {
+        let st = &mut self.st;
+        st.triples += 1;
+        if prev.is_none_or(|q| q[..2] != k[..2]) {
+            st.subjects += 1;
+        }
+        if prev.is_none_or(|q| q[..3] != k[..3]) {
+            st.per_predicate.entry(k[2]).or_default().subjects += 1;
         }
     }
 
     /// POS keys `[g, p, o, s]`: each predicate's quads and distinct objects.
     pub(crate) fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        let mut i = 0;
-        while i < n {
-            let gp = [key(i)[0], key(i)[1]];
-            let (mut triples, mut objects) = (0u64, 0u64);
-            let mut last_o = None;
-            while i < n {
-                let k = key(i);
-                if k[..2] != gp {
-                    break;
-                }
-                triples += 1;
-                if last_o != Some(k[2]) {
-                    objects += 1;
-                    last_o = Some(k[2]);
-                }
-                i += 1;
-            }
-            let e = self.0.per_predicate.entry(gp[1]).or_default();
+        (0..n).for_each(|i| self.pos_row(i.checked_sub(1).map(&key), key(i)));
+        self.end_pos_run();
+    }
+
+    /// One row of the POS pass (the run of a predicate is counted when it ends, or at
+    /// [`finish`](Self::finish)).
+    pub(crate) fn pos_row(&mut self, prev: Option<[Id; 4]>, k: [Id; 4]) {
+        let gp = [k[0], k[1]];
+        if self.pos_run.is_some_and(|(r, _, _)| r != gp) {
+            self.end_pos_run();
+        }
+        let run = self.pos_run.get_or_insert((gp, 0, 0));
+        run.1 += 1;
+        if prev.is_none_or(|q| q[..3] != k[..3]) {
+            run.2 += 1;
+        }
+    }
+
+    fn end_pos_run(&mut self) {
+        if let Some((gp, triples, objects)) = self.pos_run.take() {
+            let e = self.st.per_predicate.entry(gp[1]).or_default();
             e.triples += triples;
             e.objects += objects;
         }
@@ -396,13 +404,19 @@ impl StatsBuilder {
 
     /// OSP keys `[g, o, s, p]`: distinct objects.
     pub(crate) fn osp(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
-        self.0.objects = (0..n)
-            .filter(|&i| i == 0 || key(i)[..2] != key(i - 1)[..2])
-            .count() as u64;
+        (0..n).for_each(|i| self.osp_row(i.checked_sub(1).map(&key), key(i)));
+    }
+
+    /// One row of the OSP pass.
+    pub(crate) fn osp_row(&mut self, prev: Option<[Id; 4]>, k: [Id; 4]) {
+        if prev.is_none_or(|q| q[..2] != k[..2]) {
+            self.st.objects += 1;
+        }
     }
 
     pub(crate) fn finish(mut self) -> Stats {
-        self.0.predicates = self.0.per_predicate.len() as u64;
-        self.0
+        self.end_pos_run();
+        self.st.predicates = self.st.per_predicate.len() as u64;
+        self.st
     }
 }

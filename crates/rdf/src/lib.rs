@@ -12,6 +12,8 @@
 //!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
 //!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
 //!   per-predicate statistics for the planner;
+//! - [`bulk`]: loading files straight into a snapshot in bounded memory (sorted runs spilled
+//!   to disk, merged);
 //! - [`snapshot`]: a binary image of the store that opens by mapping it (its indexes packed
 //!   in blocks and its terms read in place, each chunk checked the first time it is read);
 //! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
@@ -28,6 +30,8 @@
 //! - `term.rs` — [`Term`] and [`TermRef`], their key encoding and N-Triples display.
 //! - `dict.rs` — the dictionary: terms to dense ids and back.
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
+//! - `bulk.rs` — a load in bounded memory: runs spilled, terms merged into ids in key order,
+//!   quads sorted and merged into the snapshot.
 //! - `layout.rs` — the indexes' layout: permutations, a partition's rows (plain columns, or
 //!   packed blocks), statistics, and building them from sorted quads.
 //! - `blocks.rs` — key columns packed in blocks (frame of reference, bit-packed), read in place
@@ -55,6 +59,7 @@
 
 mod base;
 mod blocks;
+pub mod bulk;
 pub mod db;
 pub mod delta;
 pub mod dict;

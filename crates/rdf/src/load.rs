@@ -212,6 +212,20 @@ pub enum LoadError {
     /// Building the store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Writing the snapshot failed.
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+    /// The load was stopped ([`Progress::cancel`]).
+    #[error("interrupted")]
+    Interrupted,
+    /// A load in bounded memory could not write or read its temporary files or the snapshot.
+    #[error("{path}: {error}")]
+    Spill {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: std::io::Error,
+    },
 }
 
 /// Progress of a load, readable from another thread (for a progress bar).
@@ -223,6 +237,9 @@ pub struct Progress {
     pub bytes_total: AtomicU64,
     /// Statements (triples and quads) parsed so far.
     pub triples: AtomicU64,
+    /// Set (by a Ctrl-C handler) to stop the load: it ends with [`LoadError::Interrupted`]
+    /// after the batch it is encoding.
+    pub cancel: std::sync::atomic::AtomicBool,
 }
 
 struct Counting<R> {
@@ -423,6 +440,20 @@ pub fn load_files_onto(
     options: &LoadOptions,
     progress: &Arc<Progress>,
 ) -> Result<Loaded, LoadError> {
+    load_files_into(&mut out, paths, options, progress, &mut |_| Ok(()))?;
+    Ok(out)
+}
+
+/// [`load_files_onto`] into `out`, calling `after` with it after each batch of statements
+/// encoded: a load in bounded memory (`bulk.rs`) moves what `out` holds to disk there and
+/// leaves it empty.
+pub(crate) fn load_files_into(
+    out: &mut Loaded,
+    paths: &[PathBuf],
+    options: &LoadOptions,
+    progress: &Arc<Progress>,
+    after: &mut dyn FnMut(&mut Loaded) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
     let fresh = if out.quads.is_empty() && out.dict.is_empty() {
         String::new()
     } else {
@@ -477,12 +508,8 @@ pub fn load_files_onto(
             None if stdin => None,
             None => Some(file_iri(path)),
         };
-        let graph = match graph {
-            Some(g) => out.dict.intern(TermRef::Iri(g))?,
-            None => DEFAULT_GRAPH,
-        };
         load_one(
-            &mut out,
+            out,
             path,
             format,
             reader,
@@ -492,17 +519,19 @@ pub fn load_files_onto(
                 graph,
             },
             progress,
+            after,
         )?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Where a document's statements go: its blank nodes' label prefix, its base IRI, and the
-/// graph its triples go to (a quads format's named graphs keep their own).
+/// graph its triples go to (`None`: the default graph; a quads format's named graphs keep their
+/// own).
 struct Target<'a> {
     prefix: &'a str,
     base: Option<&'a str>,
-    graph: Id,
+    graph: Option<&'a str>,
 }
 
 /// Parses one document from a reader into `out` (`prefix` scopes its blank nodes).
@@ -521,9 +550,10 @@ pub fn load_reader(
         &Target {
             prefix,
             base: None,
-            graph: DEFAULT_GRAPH,
+            graph: None,
         },
         &Arc::default(),
+        &mut |_| Ok(()),
     )
 }
 
@@ -545,9 +575,10 @@ pub fn load_reader_with_base(
         &Target {
             prefix,
             base: Some(base),
-            graph: DEFAULT_GRAPH,
+            graph: None,
         },
         &Arc::default(),
+        &mut |_| Ok(()),
     )
 }
 
@@ -570,7 +601,6 @@ pub fn load_reader_into_graph(
     if format.has_graphs() {
         return Err(LoadError::QuadsIntoGraph(name.to_owned()));
     }
-    let graph = out.dict.intern(TermRef::Iri(graph))?;
     load_one(
         out,
         name,
@@ -579,9 +609,10 @@ pub fn load_reader_into_graph(
         &Target {
             prefix,
             base: Some(base),
-            graph,
+            graph: Some(graph),
         },
         &Arc::default(),
+        &mut |_| Ok(()),
     )
 }
 
@@ -645,7 +676,7 @@ impl SyntaxLike for oxttl::TurtleSyntaxError {
 }
 
 /// Triples per batch from the parser thread to the encoder.
-const BATCH: usize = 4096;
+pub(crate) const BATCH: usize = 4096;
 
 type Batch = Result<Vec<oxrdf::Quad>, LoadError>;
 
@@ -752,14 +783,17 @@ fn load_one(
     reader: Box<dyn Read + Send + '_>,
     target: &Target<'_>,
     progress: &Arc<Progress>,
+    after: &mut dyn FnMut(&mut Loaded) -> Result<(), LoadError>,
 ) -> Result<(), LoadError> {
-    let mut enc = Encoder {
-        dict: &mut out.dict,
-        prefix: target.prefix,
-        blank: String::new(),
-    };
-    let quads = &mut out.quads;
+    let mut blank = String::new();
     let base = target.base;
+    // The graph of the document's triples, interned again after `after` (which may have
+    // emptied the dictionary).
+    let graph_of = |out: &mut Loaded| match target.graph {
+        Some(g) => out.dict.intern(TermRef::Iri(g)),
+        None => Ok(DEFAULT_GRAPH),
+    };
+    let mut default_graph = graph_of(out)?;
     std::thread::scope(|scope| {
         let (tx, rx) = sync_channel::<Batch>(8);
         std::thread::Builder::new()
@@ -772,9 +806,15 @@ fn load_one(
         // On an error `rx` is dropped with this closure's return, which stops the parser.
         for batch in rx {
             let batch = batch?;
+            let mut enc = Encoder {
+                dict: &mut out.dict,
+                prefix: target.prefix,
+                blank: std::mem::take(&mut blank),
+            };
+            let quads = &mut out.quads;
             for q in &batch {
                 let graph = match &q.graph_name {
-                    oxrdf::GraphName::DefaultGraph => target.graph,
+                    oxrdf::GraphName::DefaultGraph => default_graph,
                     oxrdf::GraphName::NamedNode(n) => enc.iri(n.as_str())?,
                     oxrdf::GraphName::BlankNode(b) => enc.blank(b.as_str())?,
                 };
@@ -792,9 +832,15 @@ fn load_one(
                 ];
                 quads.push(id);
             }
+            blank = enc.blank;
             progress
                 .triples
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            if progress.cancel.load(Ordering::Relaxed) {
+                return Err(LoadError::Interrupted);
+            }
+            after(out)?;
+            default_graph = graph_of(out)?;
         }
         Ok(())
     })

@@ -117,15 +117,7 @@ fn load_onto(
     options: &load::LoadOptions,
     quiet: bool,
 ) -> Result<Store> {
-    let all = || files.iter().chain(options.named.iter().map(|(_, f)| f));
-    for f in all() {
-        if f.as_os_str() != "-" && !f.exists() {
-            return Err(OpenError::NoSuchFile(f.clone()));
-        }
-    }
-    if all().filter(|f| f.as_os_str() == "-").count() > 1 {
-        return Err(OpenError::StdinTwice);
-    }
+    check_inputs(files, options)?;
     let progress = Arc::new(load::Progress::default());
     let started = Instant::now();
     let bar = (!quiet).then(|| {
@@ -182,6 +174,93 @@ fn load_onto(
         );
     }
     Ok(store)
+}
+
+/// Loads `files` straight into a snapshot at `target` in about `budget` bytes of memory
+/// (`bulk.rs`), the store's log started afresh, with a progress bar on stderr unless `quiet`
+/// (bytes while parsing, then each pass's work with its rate and time left); `cancel`, once
+/// set (by a Ctrl-C handler), stops the load with [`LoadError::Interrupted`], its temporary
+/// files removed and the previous store whole.
+pub fn load_to_snapshot(
+    files: &[PathBuf],
+    options: &load::LoadOptions,
+    budget: u64,
+    target: &Path,
+    quiet: bool,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<crate::bulk::BulkReport> {
+    check_inputs(files, options)?;
+    let progress = Arc::new(load::Progress::default());
+    let stage = crate::bulk::Stage::default();
+    let bar = (!quiet).then(|| indicatif::ProgressBar::new(0));
+    let style = |template: &str| {
+        indicatif::ProgressStyle::with_template(template).expect("a valid template")
+    };
+    let mut shown = usize::MAX;
+    std::thread::scope(|s| {
+        let main = std::thread::current();
+        let (progress, stage) = (&progress, &stage);
+        let worker = s.spawn(move || {
+            let r = Db::replace_by(target, || {
+                let stale = crate::bulk::TempDir::remove_stale(target);
+                if stale > 0 && !quiet {
+                    eprintln!("removed {stale} temporary folder(s) of an earlier load that was killed");
+                }
+                crate::bulk::load_to_snapshot(files, options, budget, target, progress, stage)
+                    .map_err(OpenError::from)
+            });
+            main.unpark();
+            r
+        });
+        while !worker.is_finished() {
+            if cancel.load(Ordering::Relaxed) {
+                progress.cancel.store(true, Ordering::Relaxed);
+            }
+            if let Some(b) = &bar {
+                let i = stage.index.load(Ordering::Relaxed);
+                if i != shown {
+                    shown = i;
+                    b.set_style(style(if i == 0 {
+                        "parsing {bar:30} {bytes}/{total_bytes} {msg} ({elapsed}, {eta} left)"
+                    } else {
+                        "{prefix} {bar:30} {human_pos}/{human_len} ({per_sec}, {eta} left)"
+                    }));
+                    b.set_prefix(crate::bulk::STAGES[i]);
+                    b.reset_eta();
+                }
+                if i == 0 {
+                    b.set_length(progress.bytes_total.load(Ordering::Relaxed));
+                    b.set_position(progress.bytes_read.load(Ordering::Relaxed));
+                    b.set_message(format!(
+                        "{} triples",
+                        progress.triples.load(Ordering::Relaxed)
+                    ));
+                } else {
+                    b.set_length(stage.total.load(Ordering::Relaxed));
+                    b.set_position(stage.done.load(Ordering::Relaxed));
+                }
+            }
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        if let Some(b) = &bar {
+            b.finish_and_clear();
+        }
+        worker.join().expect("the loader does not panic")
+    })
+}
+
+/// Refuses a missing file, or standard input named twice, before anything is read.
+fn check_inputs(files: &[PathBuf], options: &load::LoadOptions) -> Result<()> {
+    let all = || files.iter().chain(options.named.iter().map(|(_, f)| f));
+    for f in all() {
+        if f.as_os_str() != "-" && !f.exists() {
+            return Err(OpenError::NoSuchFile(f.clone()));
+        }
+    }
+    if all().filter(|f| f.as_os_str() == "-").count() > 1 {
+        return Err(OpenError::StdinTwice);
+    }
+    Ok(())
 }
 
 /// Opens a snapshot with the updates of its log, reporting the time.

@@ -45,7 +45,7 @@
 
 pub(crate) mod common;
 mod mapped;
-mod packed;
+pub(crate) mod packed;
 #[cfg(test)]
 mod tests;
 mod whole;
@@ -123,6 +123,35 @@ enum Format {
 }
 
 fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
+    write_atomically(path, |file, tmp| {
+        let mut capped = Capped { file, room };
+        match format {
+            Format::Read => whole::write_to(store, capped, tmp),
+            Format::Mapped | Format::Packed => {
+                let written = if format == Format::Packed {
+                    packed::write(store, &mut capped)
+                } else {
+                    mapped::write(store, &mut capped)
+                };
+                written
+                    .and_then(|()| capped.file.sync_all())
+                    .map_err(|error| SnapshotError::Io {
+                        path: tmp.to_owned(),
+                        error,
+                    })
+            }
+        }
+    })
+}
+
+/// Writes the file at `path` atomically: `write` is given a new temporary file in the same
+/// directory (and its path), which it fills and syncs; the file is then renamed over `path`
+/// (and the directory synced). On any error the temporary file is removed and whatever was at
+/// `path` before is untouched.
+pub(crate) fn write_atomically<T, E: From<SnapshotError>>(
+    path: &Path,
+    write: impl FnOnce(File, &Path) -> Result<T, E>,
+) -> Result<T, E> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
         error: source,
@@ -146,31 +175,14 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
             path: tmp.clone(),
             error: source,
         })?;
-    let mut capped = Capped { file, room };
-    let body = match format {
-        Format::Read => whole::write_to(store, capped, &tmp),
-        Format::Mapped | Format::Packed => {
-            let written = if format == Format::Packed {
-                packed::write(store, &mut capped)
-            } else {
-                mapped::write(store, &mut capped)
-            };
-            written
-                .and_then(|()| capped.file.sync_all())
-                .map_err(|error| SnapshotError::Io {
-                    path: tmp.clone(),
-                    error,
-                })
-        }
-    };
-    let written = body.and_then(|()| {
+    let written = write(file, &tmp).and_then(|out| {
         std::fs::rename(&tmp, path).map_err(io)?;
         // The rename is durable once the directory is: a failure to sync it (some filesystems
         // do not support it) leaves the file whole either way, so it is not an error.
         if let Ok(d) = File::open(&dir) {
             let _ = d.sync_all();
         }
-        Ok(())
+        Ok(out)
     });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -23,7 +23,7 @@
 //! the statistics are small and checked whole at open.
 
 use std::fs::File;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -69,12 +69,12 @@ const NAMES: [&str; SECTIONS] = [
 /// What the damage reports call each permutation.
 const INDEX_NAMES: [&str; 3] = ["the SPO index", "the POS index", "the OSP index"];
 
-/// Writes sections one after another, each at a page boundary.
+/// Writes sections one after another, each at a page boundary, recording each in the table
+/// under its index in [`NAMES`] (the file's order need not be the table's).
 struct Sections<W: Write> {
     out: W,
     written: u64,
     table: [(u64, u64, u32); SECTIONS],
-    next: usize,
 }
 
 impl<W: Write> Sections<W> {
@@ -87,10 +87,9 @@ impl<W: Write> Sections<W> {
         Ok(to)
     }
 
-    /// Records the section just written (from `at`), with `crc`.
-    fn end(&mut self, at: u64, crc: u32) {
-        self.table[self.next] = (at, self.written - at, crc);
-        self.next += 1;
+    /// Records section `i` as the bytes written since `at`, with `crc`.
+    fn end(&mut self, i: usize, at: u64, crc: u32) {
+        self.table[i] = (at, self.written - at, crc);
     }
 
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
@@ -99,11 +98,11 @@ impl<W: Write> Sections<W> {
         Ok(())
     }
 
-    /// A whole section at once.
-    fn section(&mut self, bytes: &[u8], crc: u32) -> std::io::Result<()> {
+    /// Section `i` whole at once.
+    fn section(&mut self, i: usize, bytes: &[u8], crc: u32) -> std::io::Result<()> {
         let at = self.start()?;
         self.write(bytes)?;
-        self.end(at, crc);
+        self.end(i, at, crc);
         Ok(())
     }
 }
@@ -130,136 +129,234 @@ fn u32s(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// Writes a format-4 snapshot as its parts come, in this order: the terms in id order
+/// ([`terms`](Self::terms)), the index of those not in key order ([`term_index`](Self::term_index)),
+/// each permutation's rows in key order ([`permutation`](Self::permutation)), the graph table
+/// and the statistics, then [`finish`](Self::finish) writes the header. Nothing but the block
+/// headers and the checksums is kept in memory, so a store larger than memory is written as it
+/// is merged (`bulk.rs`).
+pub(crate) struct Writer<W: Write + Seek> {
+    s: Sections<BufWriter<W>>,
+    terms: u64,
+    arena: u64,
+    ordered: u64,
+    quads: Option<u64>,
+    graphs: u64,
+}
+
+impl<W: Write + Seek> Writer<W> {
+    /// A writer into `file` (empty), the header's room left at its start.
+    pub(crate) fn new(file: W) -> std::io::Result<Self> {
+        let mut s = Sections {
+            out: BufWriter::with_capacity(1 << 20, file),
+            written: 0,
+            table: [(0, 0, 0); SECTIONS],
+        };
+        s.write(&vec![0u8; HEADER])?;
+        Ok(Writer {
+            s,
+            terms: 0,
+            arena: 0,
+            ordered: 0,
+            quads: None,
+            graphs: 0,
+        })
+    }
+
+    /// The terms' keys in id order, from `fill` (each key handed to its argument). Their end
+    /// offsets go to `spool` as they come (8 bytes a term) and are copied after the keys; the
+    /// leading ids whose keys increase are counted as in key order. `err` makes the caller's
+    /// error of a failed write (to the file or the spool).
+    pub(crate) fn terms<S: Read + Write + Seek, E>(
+        &mut self,
+        mut spool: S,
+        err: impl Fn(std::io::Error) -> E,
+        fill: impl FnOnce(&mut dyn FnMut(&str) -> std::io::Result<()>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let at = self.s.start().map_err(&err)?;
+        let mut n = 0usize;
+        let mut arena = 0u64;
+        let mut ordered = 0usize;
+        let mut in_order = true;
+        let mut prev: Vec<u8> = Vec::new();
+        // Each chunk's checksum is of its ends, then its keys: both hashed as they come and
+        // combined at the chunk's end.
+        let mut ends_crc = crc32fast::Hasher::new();
+        let mut keys_crc = crc32fast::Hasher::new();
+        let mut crcs: Vec<u32> = Vec::new();
+        {
+            let s = &mut self.s;
+            let mut ends = BufWriter::with_capacity(1 << 16, &mut spool);
+            let mut push = |k: &str| -> std::io::Result<()> {
+                if n % TERM_CHUNK == 0 && n > 0 {
+                    let mut h = std::mem::replace(&mut ends_crc, crc32fast::Hasher::new());
+                    h.combine(&std::mem::replace(&mut keys_crc, crc32fast::Hasher::new()));
+                    crcs.push(h.finalize());
+                }
+                in_order &= n == 0 || prev.as_slice() < k.as_bytes();
+                if in_order {
+                    ordered = n + 1;
+                    prev.clear();
+                    prev.extend_from_slice(k.as_bytes());
+                }
+                s.write(k.as_bytes())?;
+                keys_crc.update(k.as_bytes());
+                arena += k.len() as u64;
+                ends.write_all(&arena.to_le_bytes())?;
+                ends_crc.update(&arena.to_le_bytes());
+                n += 1;
+                Ok(())
+            };
+            fill(&mut push)?;
+            ends.flush().map_err(&err)?;
+        }
+        if n > 0 {
+            let mut h = ends_crc;
+            h.combine(&keys_crc);
+            crcs.push(h.finalize());
+        }
+        self.s.end(0, at, 0);
+        let at = self.s.start().map_err(&err)?;
+        spool.seek(SeekFrom::Start(0)).map_err(&err)?;
+        let copied = std::io::copy(&mut (&mut spool).take(n as u64 * 8), &mut self.s.out)
+            .map_err(&err)?;
+        if copied != n as u64 * 8 {
+            return Err(err(std::io::Error::other("the term ends' spool is cut short")));
+        }
+        self.s.written += copied;
+        self.s.end(1, at, 0);
+        self.s.section(2, &u32s(&crcs), 0).map_err(&err)?;
+        (self.terms, self.arena, self.ordered) = (n as u64, arena, ordered as u64);
+        Ok(())
+    }
+
+    /// How many leading ids [`terms`](Self::terms) found in key order.
+    pub(crate) fn ordered(&self) -> usize {
+        self.ordered as usize
+    }
+
+    /// The ids after the ordered ones, sorted by key.
+    pub(crate) fn term_index(&mut self, sorted: &[u32]) -> std::io::Result<()> {
+        let crcs: Vec<u32> = sorted
+            .chunks(SORTED_CHUNK)
+            .map(|c| crc32fast::hash(&u32s(c)))
+            .collect();
+        self.s.section(3, &u32s(sorted), 0)?;
+        self.s.section(4, &u32s(&crcs), 0)
+    }
+
+    /// Permutation `order`'s rows in key order (graph by graph), from `fill`; packed as they
+    /// come, the block headers and checksums written after them. `err` makes the caller's
+    /// error of a failed write.
+    pub(crate) fn permutation<E>(
+        &mut self,
+        order: Permutation,
+        err: impl Fn(std::io::Error) -> E,
+        fill: impl FnOnce(&mut dyn FnMut([Id; 3]) -> std::io::Result<()>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let at = self.s.start().map_err(&err)?;
+        let mut w = PackWriter::new(Counting {
+            out: &mut self.s.out,
+            n: 0,
+        });
+        let mut rows = 0u64;
+        fill(&mut |k| {
+            rows += 1;
+            w.push(k)
+        })?;
+        let (c, packed) = w.finish().map_err(&err)?;
+        debug_assert_eq!(c.n, packed.bits_len);
+        if self.quads.is_some_and(|q| q != rows) {
+            return Err(err(std::io::Error::other(format!(
+                "{} has {rows} rows, another permutation {}",
+                order.name(),
+                self.quads.unwrap_or(0)
+            ))));
+        }
+        self.quads = Some(rows);
+        let s = 7 + 3 * order.index();
+        self.s.written += packed.bits_len;
+        self.s.end(s, at, 0);
+        self.s
+            .section(s + 1, &packed.heads, 0)
+            .and_then(|()| self.s.section(s + 2, &u32s(&packed.crcs), 0))
+            .map_err(err)
+    }
+
+    /// The graph table (each graph and the row its run starts at) and the statistics.
+    pub(crate) fn graphs_and_stats(
+        &mut self,
+        graphs: &[(Id, usize)],
+        stats: &crate::store::Stats,
+    ) -> std::io::Result<()> {
+        let mut table = Vec::with_capacity(graphs.len() * 16);
+        for &(g, start) in graphs {
+            table.extend_from_slice(&u64::from(g).to_le_bytes());
+            table.extend_from_slice(&(start as u64).to_le_bytes());
+        }
+        self.s.section(5, &table, crc32fast::hash(&table))?;
+        self.graphs = graphs.len() as u64;
+        let stats = encode_stats(stats);
+        self.s.section(6, &stats, crc32fast::hash(&stats))
+    }
+
+    /// Writes the header at the start, and flushes: the file is whole (not yet synced).
+    pub(crate) fn finish(self) -> std::io::Result<W> {
+        let mut head = Vec::with_capacity(HEADER);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&VERSION.to_le_bytes());
+        for n in [
+            self.terms,
+            self.arena,
+            self.quads.unwrap_or(0),
+            self.graphs,
+            self.ordered,
+        ] {
+            head.extend_from_slice(&n.to_le_bytes());
+        }
+        head.extend_from_slice(&(SECTIONS as u32).to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
+        for (off, len, crc) in self.s.table {
+            head.extend_from_slice(&off.to_le_bytes());
+            head.extend_from_slice(&len.to_le_bytes());
+            head.extend_from_slice(&crc.to_le_bytes());
+            head.extend_from_slice(&0u32.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&head);
+        head.extend_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(head.len(), HEADER);
+        let mut file = self.s.out.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&head)?;
+        file.seek(SeekFrom::End(0))?;
+        file.flush()?;
+        Ok(file)
+    }
+}
+
 /// Writes `store` (a version without a delta) in format 4 to `file` (the caller's temporary
 /// file, empty).
 pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Result<()> {
     let dict = store.dict();
-    let n_terms = dict.len();
-    let mut s = Sections {
-        out: BufWriter::with_capacity(1 << 20, &mut *file),
-        written: 0,
-        table: [(0, 0, 0); SECTIONS],
-        next: 0,
-    };
-    s.write(&vec![0u8; HEADER])?;
-    // The keys, and each chunk's checksum of its ends and keys.
-    let mut ends = Vec::with_capacity(n_terms);
-    let mut key_crcs = Vec::with_capacity(n_terms.div_ceil(TERM_CHUNK));
-    let at = s.start()?;
-    let mut arena = 0u64;
-    let mut keys_crc = crc32fast::Hasher::new();
-    let mut ordered = 0usize;
-    let mut prev_key: Option<&str> = None;
-    let mut in_order = true;
-    for (i, k) in dict.keys().enumerate() {
-        if i % TERM_CHUNK == 0 && i > 0 {
-            key_crcs.push(std::mem::replace(&mut keys_crc, crc32fast::Hasher::new()));
-        }
-        in_order &= prev_key.is_none_or(|p| p < k);
-        if in_order {
-            ordered = i + 1;
-        }
-        prev_key = Some(k);
-        s.write(k.as_bytes())?;
-        keys_crc.update(k.as_bytes());
-        arena += k.len() as u64;
-        ends.push(arena);
-    }
-    if n_terms > 0 {
-        key_crcs.push(keys_crc);
-    }
-    s.end(at, 0);
-    // Each chunk's checksum is of its ends first, then its keys: the keys' checksum, taken as
-    // they were written, is combined after the ends'.
-    let key_crcs: Vec<u32> = key_crcs
-        .into_iter()
-        .enumerate()
-        .map(|(c, keys)| {
-            let r = c * TERM_CHUNK..((c + 1) * TERM_CHUNK).min(n_terms);
-            let mut h = crc32fast::Hasher::new();
-            for e in &ends[r.clone()] {
-                h.update(&e.to_le_bytes());
-            }
-            h.combine(&keys);
-            h.finalize()
-        })
-        .collect();
-    let ends_bytes: Vec<u8> = ends.iter().flat_map(|e| e.to_le_bytes()).collect();
-    drop(ends);
-    s.section(&ends_bytes, 0)?;
-    drop(ends_bytes);
-    s.section(&u32s(&key_crcs), 0)?;
-    // The index of the terms after the ordered ones.
-    let mut sorted: Vec<u32> = ((ordered + 1) as Id..=n_terms as Id).collect();
+    let mut w = Writer::new(&mut *file)?;
+    let spool = std::io::Cursor::new(Vec::with_capacity(dict.len() * 8));
+    w.terms(spool, |e| e, |push| dict.keys().try_for_each(push))?;
+    let mut sorted: Vec<u32> = ((w.ordered() + 1) as Id..=dict.len() as Id).collect();
     sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(dict.key_of(b)));
-    let sorted_crcs: Vec<u32> = sorted
-        .chunks(SORTED_CHUNK)
-        .map(|c| crc32fast::hash(&u32s(c)))
-        .collect();
-    s.section(&u32s(&sorted), 0)?;
+    w.term_index(&sorted)?;
     drop(sorted);
-    s.section(&u32s(&sorted_crcs), 0)?;
-    // The small sections.
-    let graphs = store.graphs();
-    let mut table = Vec::with_capacity(graphs.len() * 16);
-    for &(g, start) in graphs {
-        table.extend_from_slice(&u64::from(g).to_le_bytes());
-        table.extend_from_slice(&(start as u64).to_le_bytes());
-    }
-    s.section(&table, crc32fast::hash(&table))?;
-    let stats = encode_stats(store.stats());
-    s.section(&stats, crc32fast::hash(&stats))?;
-    // The permutations: bits as they are packed, then headers and checksums.
     for order in Permutation::ALL {
-        let at = s.start()?;
-        let mut w = PackWriter::new(Counting {
-            out: &mut s.out,
-            n: 0,
-        });
-        for part in store.perm(order).partitions() {
-            for i in 0..part.data.len() {
-                w.push(part.data.row(i))?;
-            }
-        }
-        let (c, packed) = w.finish()?;
-        debug_assert_eq!(c.n, packed.bits_len);
-        s.written += packed.bits_len;
-        s.end(at, 0);
-        s.section(&packed.heads, 0)?;
-        s.section(&u32s(&packed.crcs), 0)?;
+        w.permutation(order, |e| e, |push| {
+            store
+                .perm(order)
+                .partitions()
+                .iter()
+                .try_for_each(|part| (0..part.data.len()).try_for_each(|i| push(part.data.row(i))))
+        })?;
     }
-    debug_assert_eq!(s.next, SECTIONS);
-    // The header, at the start.
-    let mut head = Vec::with_capacity(HEADER);
-    head.extend_from_slice(MAGIC);
-    head.extend_from_slice(&VERSION.to_le_bytes());
-    for n in [
-        n_terms as u64,
-        arena,
-        store.len(),
-        graphs.len() as u64,
-        ordered as u64,
-    ] {
-        head.extend_from_slice(&n.to_le_bytes());
-    }
-    head.extend_from_slice(&(SECTIONS as u32).to_le_bytes());
-    head.extend_from_slice(&0u32.to_le_bytes());
-    for (off, len, crc) in s.table {
-        head.extend_from_slice(&off.to_le_bytes());
-        head.extend_from_slice(&len.to_le_bytes());
-        head.extend_from_slice(&crc.to_le_bytes());
-        head.extend_from_slice(&0u32.to_le_bytes());
-    }
-    let crc = crc32fast::hash(&head);
-    head.extend_from_slice(&crc.to_le_bytes());
-    debug_assert_eq!(head.len(), HEADER);
-    let mut out = s.out;
-    out.flush()?;
-    let file = out.get_mut();
-    file.seek(SeekFrom::Start(0))?;
-    file.write_all(&head)?;
-    file.seek(SeekFrom::End(0))?;
-    file.flush()
+    w.graphs_and_stats(store.graphs(), store.stats())?;
+    w.finish()?;
+    Ok(())
 }
 
 /// Opens a format-4 snapshot by mapping it (see the module's text).

@@ -1,0 +1,179 @@
+//! `nearflow load` in bounded memory, as a user runs it on a file of a few million triples:
+//! under a budget small enough to spill many runs it writes the same store, quad for quad, as
+//! the load in memory; Ctrl-C stops it with its temporary files removed and the previous store
+//! whole.
+
+mod common;
+
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{nearflow, BIN};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("load-cli");
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Triples in the generated document.
+const TRIPLES: u64 = 2_000_000;
+
+/// The document: SP²Bench's shape from the project's generator (blank nodes, literals of
+/// several kinds), generated once per test process.
+fn document() -> &'static Path {
+    static DOC: OnceLock<PathBuf> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let f = scratch(&format!("sp2b-{TRIPLES}.ttl"));
+        let w = std::io::BufWriter::new(std::fs::File::create(&f).unwrap());
+        nearflow_apps::sp2bench::generate(TRIPLES, 1, w).unwrap();
+        f
+    })
+}
+
+/// Each quad of a store as a 128-bit hash of its four terms, sorted: equal lists are equal
+/// stores (up to a collision of 128-bit hashes), at 16 bytes a quad.
+fn fingerprints(s: &nearflow_rdf::Store) -> Vec<u128> {
+    let d = s.dict();
+    let seeds = [
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
+        std::hash::BuildHasherDefault::default(),
+    ];
+    let mut out: Vec<u128> = s
+        .quads()
+        .iter()
+        .map(|q| {
+            let text = format!(
+                "{}\t{}\t{}\t{}",
+                d.term(q[0]),
+                d.term(q[1]),
+                d.term(q[2]),
+                if q[3] == 0 {
+                    String::new()
+                } else {
+                    d.term(q[3]).to_string()
+                }
+            );
+            let mut h = seeds[0].build_hasher();
+            h.write(text.as_bytes());
+            let mut g = seeds[1].build_hasher();
+            g.write_u8(1);
+            g.write(text.as_bytes());
+            (u128::from(h.finish()) << 64) | u128::from(g.finish())
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn a_load_under_a_small_budget_is_the_load_in_memory_quad_for_quad() {
+    let doc = document();
+    let target = scratch("bounded.nfs");
+    let out = nearflow(&[
+        "load",
+        doc.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+        "--memory-budget",
+        "64MiB",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let runs: usize = err
+        .split(" runs spilled")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of runs: {err}"));
+    assert!(runs >= 3, "a budget of 64 MiB spilled {runs} runs: {err}");
+    let machine = nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
+    let want = nearflow_rdf::load::load_files(&[doc.to_owned()], &Arc::default())
+        .unwrap()
+        .into_store(&machine)
+        .unwrap();
+    let got = nearflow_rdf::snapshot::open(&target, &machine).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got.len() as f64 > TRIPLES as f64 * 0.9);
+    assert_eq!(got.dict().len(), want.dict().len());
+    assert_eq!(got.graphs(), want.graphs());
+    assert_eq!(fingerprints(&got), fingerprints(&want));
+    assert!(got.health().unwrap().check_all().is_none());
+}
+
+#[test]
+fn ctrl_c_stops_a_load_with_nothing_left_behind() {
+    let doc = document();
+    let target = scratch("interrupted.nfs");
+    // A previous store, small, which the interrupted load must leave as it was.
+    let small = scratch("small.nt");
+    std::fs::write(&small, "<http://a> <http://b> <http://c> .\n").unwrap();
+    let out = nearflow(&[
+        "load",
+        small.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    let before = std::fs::read(&target).unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "load",
+            doc.to_str().unwrap(),
+            "--save",
+            target.to_str().unwrap(),
+            "--memory-budget",
+            "64MiB",
+            "--quiet",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupted once it has started spilling (its temporary folder exists).
+    let dir = target.parent().unwrap();
+    let started = Instant::now();
+    let spilling = || {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with(".interrupted.nfs.load-"))
+    };
+    while !spilling() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the load never made its temporary folder"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: a signal to the child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the load was not interrupted: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!spilling(), "the temporary folder was left behind");
+    assert_eq!(std::fs::read(&target).unwrap(), before);
+    // The folder a load killed outright (no chance to clean up) leaves is removed by the next
+    // load of the same store.
+    let stale = dir.join(".interrupted.nfs.load-4000000");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("terms-0"), b"left").unwrap();
+    let out = nearflow(&[
+        "load",
+        small.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("removed 1 temporary folder"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stale.exists());
+}
