@@ -183,7 +183,10 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
     unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let report = match r {
         Err(open::OpenError::Load(nearflow_rdf::load::LoadError::Interrupted)) => {
-            bail!("interrupted: nothing saved, {} as it was", cmd.save.display())
+            bail!(
+                "interrupted: nothing saved, {} as it was",
+                cmd.save.display()
+            )
         }
         r => r?,
     };

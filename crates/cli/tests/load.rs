@@ -140,7 +140,11 @@ fn ctrl_c_stops_a_load_with_nothing_left_behind() {
         std::fs::read_dir(dir)
             .unwrap()
             .filter_map(Result::ok)
-            .any(|e| e.file_name().to_string_lossy().starts_with(".interrupted.nfs.load-"))
+            .any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".interrupted.nfs.load-")
+            })
     };
     while !spilling() {
         assert!(

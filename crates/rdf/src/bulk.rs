@@ -126,10 +126,9 @@ impl TempDir {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
             _ => PathBuf::from("."),
         };
-        let name = target.file_name().map_or_else(
-            || "store".into(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let name = target
+            .file_name()
+            .map_or_else(|| "store".into(), |n| n.to_string_lossy().into_owned());
         let path = dir.join(format!(".{name}.load-{}", std::process::id()));
         std::fs::create_dir(&path).map_err(|error| LoadError::Spill {
             path: path.clone(),
@@ -326,9 +325,7 @@ impl RunReader {
         }
         self.buf.clear();
         self.at = 0;
-        (&mut self.file)
-            .take(1 << 18)
-            .read_to_end(&mut self.buf)?;
+        (&mut self.file).take(1 << 18).read_to_end(&mut self.buf)?;
         self.crc.update(&self.buf);
         Ok(!self.buf.is_empty())
     }
@@ -448,7 +445,15 @@ pub fn load_to_snapshot(
     stage: &Stage,
 ) -> Result<BulkReport, LoadError> {
     let room = (budget.max(MIN_BUDGET) - RESERVE) / 20 * 17;
-    load_spilling_at(paths, options, room, target, progress, stage, &mut |_, _| {})
+    load_spilling_at(
+        paths,
+        options,
+        room,
+        target,
+        progress,
+        stage,
+        &mut |_, _| {},
+    )
 }
 
 /// The time of each pass.
@@ -554,7 +559,7 @@ fn load_spilling_at(
         let tmp = &tmp;
         let mut pending: Option<std::thread::ScopedJoinHandle<'_, Result<Run, LoadError>>> = None;
         let spilled = |runs: &mut Vec<Run>,
-                           pending: &mut Option<std::thread::ScopedJoinHandle<'_, _>>|
+                       pending: &mut Option<std::thread::ScopedJoinHandle<'_, _>>|
          -> Result<(), LoadError> {
             if let Some(h) = pending.take() {
                 runs.push(h.join().expect("a spill does not panic")?);
@@ -564,7 +569,7 @@ fn load_spilling_at(
         let parsed = crate::load::load_files_into(&mut run, paths, options, progress, &mut |run| {
             if is_full(run) {
                 shape = Shape::of(run);
-                let full = std::mem::replace(run, Loaded::default());
+                let full = std::mem::take(run);
                 spilled(&mut runs, &mut pending)?;
                 let r = runs.len();
                 pending = Some(
@@ -652,19 +657,20 @@ fn merge_terms<W: Write + std::io::Seek>(
         ));
     }
     // The next key of run `r` and its id in the run, or `None` when it has no more.
-    let next = |rd: &mut (RunReader, PathBuf, u64), key: &mut Vec<u8>| -> Result<Option<Id>, LoadError> {
-        let (reader, path, read) = rd;
-        if *read == reader.count {
-            return Ok(None);
-        }
-        *read += 1;
-        let n = reader.varint().map_err(spill_err(path))?;
-        if n == 0 || n > 1 << 30 {
-            return Err(spill_err(path)(damaged("a term's length out of range")));
-        }
-        reader.bytes(n as usize, key).map_err(spill_err(path))?;
-        reader.id().map(Some).map_err(spill_err(path))
-    };
+    let next =
+        |rd: &mut (RunReader, PathBuf, u64), key: &mut Vec<u8>| -> Result<Option<Id>, LoadError> {
+            let (reader, path, read) = rd;
+            if *read == reader.count {
+                return Ok(None);
+            }
+            *read += 1;
+            let n = reader.varint().map_err(spill_err(path))?;
+            if n == 0 || n > 1 << 30 {
+                return Err(spill_err(path)(damaged("a term's length out of range")));
+            }
+            reader.bytes(n as usize, key).map_err(spill_err(path))?;
+            reader.id().map(Some).map_err(spill_err(path))
+        };
     let mut heap = BinaryHeap::with_capacity(runs.len());
     for (r, rd) in readers.iter_mut().enumerate() {
         let mut key = Vec::new();
@@ -690,9 +696,8 @@ fn merge_terms<W: Write + std::io::Seek>(
                     return Err(LoadError::Full(DictFull));
                 }
                 global += 1;
-                let text = std::str::from_utf8(&key).map_err(|_| {
-                    spill_err(&readers[r].1)(damaged("a term that is not UTF-8"))
-                })?;
+                let text = std::str::from_utf8(&key)
+                    .map_err(|_| spill_err(&readers[r].1)(damaged("a term that is not UTF-8")))?;
                 if text.as_bytes()[0] > crate::term::TAG_TYPED {
                     return Err(spill_err(&readers[r].1)(damaged("a term with a bad tag")));
                 }
@@ -724,7 +729,9 @@ fn merge_terms<W: Write + std::io::Seek>(
         tmp.added(map.finish().map_err(spill_err(&map_path))?);
     }
     if w.ordered() != global as usize {
-        return Err(spill_err(tmp.path())(damaged("the merged terms are out of order")));
+        return Err(spill_err(tmp.path())(damaged(
+            "the merged terms are out of order",
+        )));
     }
     Ok(u64::from(global))
 }
@@ -1009,7 +1016,14 @@ mod tests {
         let mut per: Vec<_> = st
             .per_predicate
             .iter()
-            .map(|(&p, c)| (s.dict().term(p).to_string(), c.triples, c.subjects, c.objects))
+            .map(|(&p, c)| {
+                (
+                    s.dict().term(p).to_string(),
+                    c.triples,
+                    c.subjects,
+                    c.objects,
+                )
+            })
             .collect();
         per.sort();
         (st.triples, st.subjects, st.objects, st.predicates, per)
@@ -1050,8 +1064,14 @@ mod tests {
             assert_eq!(terms_of(&got), terms_of(&want));
             assert_eq!(stats_of(&got), stats_of(&want));
             assert_eq!(
-                got.graphs().iter().map(|&(_, start)| start).collect::<Vec<_>>(),
-                want.graphs().iter().map(|&(_, start)| start).collect::<Vec<_>>()
+                got.graphs()
+                    .iter()
+                    .map(|&(_, start)| start)
+                    .collect::<Vec<_>>(),
+                want.graphs()
+                    .iter()
+                    .map(|&(_, start)| start)
+                    .collect::<Vec<_>>()
             );
             assert!(got.health().unwrap().check_all().is_none());
             // Every term is found by a lookup (ids in key order: no term index).

@@ -38,6 +38,8 @@ pub struct MappedTerms {
     /// key; after, a read is a slice (the checks cost 10 % of a query that compares many
     /// terms).
     pub(crate) whole: Arc<std::sync::atomic::AtomicBool>,
+    /// The ids of the simple literals among ids `1..=ordered`, found on first use.
+    pub(crate) string_ids: std::sync::OnceLock<std::ops::Range<Id>>,
 }
 
 /// The key a damaged term of a mapped snapshot reads as (an IRI that says so).
@@ -206,6 +208,26 @@ impl MappedTerms {
         self.whole.store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// The ids among `1..=ordered` whose keys are of kind `tag` (a run: the keys are in
+    /// order, and a key starts with its kind).
+    fn ordered_of_kind(&self, tag: u8) -> std::ops::Range<Id> {
+        let n = self.ordered.min(self.len());
+        // The first id whose kind is `t` or after.
+        let first = |t: u8| {
+            let (mut lo, mut hi) = (1, n + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if self.key(mid as Id).as_bytes()[0] < t {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo as Id
+        };
+        first(tag)..first(tag + 1)
+    }
+
     fn lookup(&self, key: &str) -> Option<Id> {
         // Ids `1..=ordered` first, by id.
         let (mut lo, mut hi) = (1, self.ordered.min(self.len()) + 1);
@@ -296,6 +318,23 @@ impl Dict {
         d
     }
 
+    /// Ids of simple literals (`xsd:string`) whose order is their strings' order: for two ids
+    /// in this range, comparing the ids compares the strings by code point, as SPARQL's `<`
+    /// does, with no term read. The ids a snapshot holds in key order (a store loaded by
+    /// `nearflow load`: all of them) give such a run; a dictionary built in memory gives none.
+    pub fn ordered_strings(&self) -> std::ops::Range<Id> {
+        if let Some(u) = &self.under {
+            return u.ordered_strings();
+        }
+        match &self.mapped {
+            Some(m) => m
+                .string_ids
+                .get_or_init(|| m.ordered_of_kind(crate::term::TAG_STRING))
+                .clone(),
+            None => 0..0,
+        }
+    }
+
     /// Bytes of its own terms' keys held in memory (0 for a mapped dictionary).
     pub(crate) fn own_key_bytes(&self) -> usize {
         self.bytes.len()
@@ -304,8 +343,7 @@ impl Dict {
     /// Room left before its own terms' storage reallocates: terms, key bytes.
     pub(crate) fn room(&self) -> (usize, usize) {
         (
-            (self.ends.capacity() - self.ends.len())
-                .min(self.table.capacity() - self.table.len()),
+            (self.ends.capacity() - self.ends.len()).min(self.table.capacity() - self.table.len()),
             self.bytes.capacity() - self.bytes.len(),
         )
     }

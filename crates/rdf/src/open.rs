@@ -204,7 +204,9 @@ pub fn load_to_snapshot(
             let r = Db::replace_by(target, || {
                 let stale = crate::bulk::TempDir::remove_stale(target);
                 if stale > 0 && !quiet {
-                    eprintln!("removed {stale} temporary folder(s) of an earlier load that was killed");
+                    eprintln!(
+                        "removed {stale} temporary folder(s) of an earlier load that was killed"
+                    );
                 }
                 crate::bulk::load_to_snapshot(files, options, budget, target, progress, stage)
                     .map_err(OpenError::from)

@@ -666,6 +666,17 @@ impl<'s> EvalCx<'s> {
         }
     }
 
+    /// The id `e` evaluates to when it is a variable bound to a simple literal of the store
+    /// whose id is in key order ([`Dict::ordered_strings`]).
+    #[inline]
+    fn ordered_strings(&self, e: &Expr, row: &[Id]) -> Option<Id> {
+        let Expr::Var(c) = e else {
+            return None;
+        };
+        let id = row[*c];
+        (self.dict.ordered_strings().contains(&id) && !self.minted.holds(id)).then_some(id)
+    }
+
     /// The context over a dictionary (constant folding uses an empty one).
     pub fn over(dict: &'s Dict, minted: &'s Minted) -> Self {
         EvalCx { dict, minted }
@@ -740,7 +751,12 @@ impl Expr {
             Expr::Eq(a, b) => Val::boolean(equal(&a.eval(cx, row)?, &b.eval(cx, row)?)?),
             Expr::SameTerm(a, b) => Val::boolean(a.eval(cx, row)? == b.eval(cx, row)?),
             Expr::Cmp(a, b, op) => {
-                let o = compare(&a.eval(cx, row)?, &b.eval(cx, row)?)?;
+                let o = match (cx.ordered_strings(a, row), cx.ordered_strings(b, row)) {
+                    // Two simple literals of the store with ids in key order: their ids
+                    // compare as their strings do.
+                    (Some(x), Some(y)) => x.cmp(&y),
+                    _ => compare(&a.eval(cx, row)?, &b.eval(cx, row)?)?,
+                };
                 Val::boolean(match op {
                     CmpOp::Lt => o == Ordering::Less,
                     CmpOp::Le => o != Ordering::Greater,

@@ -218,10 +218,12 @@ impl<W: Write + Seek> Writer<W> {
         self.s.end(0, at, 0);
         let at = self.s.start().map_err(&err)?;
         spool.seek(SeekFrom::Start(0)).map_err(&err)?;
-        let copied = std::io::copy(&mut (&mut spool).take(n as u64 * 8), &mut self.s.out)
-            .map_err(&err)?;
+        let copied =
+            std::io::copy(&mut (&mut spool).take(n as u64 * 8), &mut self.s.out).map_err(&err)?;
         if copied != n as u64 * 8 {
-            return Err(err(std::io::Error::other("the term ends' spool is cut short")));
+            return Err(err(std::io::Error::other(
+                "the term ends' spool is cut short",
+            )));
         }
         self.s.written += copied;
         self.s.end(1, at, 0);
@@ -346,13 +348,15 @@ pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Re
     w.term_index(&sorted)?;
     drop(sorted);
     for order in Permutation::ALL {
-        w.permutation(order, |e| e, |push| {
-            store
-                .perm(order)
-                .partitions()
-                .iter()
-                .try_for_each(|part| (0..part.data.len()).try_for_each(|i| push(part.data.row(i))))
-        })?;
+        w.permutation(
+            order,
+            |e| e,
+            |push| {
+                store.perm(order).partitions().iter().try_for_each(|part| {
+                    (0..part.data.len()).try_for_each(|i| push(part.data.row(i)))
+                })
+            },
+        )?;
     }
     w.graphs_and_stats(store.graphs(), store.stats())?;
     w.finish()?;
@@ -469,6 +473,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             health: health.clone(),
         }),
         whole: Arc::default(),
+        string_ids: Default::default(),
     });
     let dict = Dict::of_mapped(terms_of.clone());
     let n = quads as usize;
