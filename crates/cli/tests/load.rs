@@ -1,7 +1,7 @@
 //! `nearflow load` in bounded memory, as a user runs it on a file of a few million triples:
 //! under a budget small enough to spill many runs it writes the same store, quad for quad, as
-//! the load in memory; Ctrl-C stops it with its temporary files removed and the previous store
-//! whole.
+//! the load in memory; Ctrl-C, and a disk that fills up, stop it with its temporary files
+//! removed and the previous store whole.
 
 mod common;
 
@@ -180,4 +180,86 @@ fn ctrl_c_stops_a_load_with_nothing_left_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!stale.exists());
+}
+
+/// A disk that fills up during the load, stood for by a limit on the size of any file the
+/// process writes (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored, so a write past it fails with
+/// `EFBIG` as one on a full disk fails with `ENOSPC`): once while the runs spill, once while
+/// the snapshot is written. Each time the load fails with the system's error and the file it
+/// was writing, never a panic, with its temporary files removed and the previous store whole.
+#[test]
+fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
+    use std::os::unix::process::CommandExt;
+    let doc = document();
+    let target = scratch("full.nfs");
+    let small = scratch("full-small.nt");
+    std::fs::write(&small, "<http://a> <http://b> <http://c> .\n").unwrap();
+    let out = nearflow(&[
+        "load",
+        small.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    let before = std::fs::read(&target).unwrap();
+    let dir = target.parent().unwrap();
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".full.nfs"))
+            .collect()
+    };
+    // 1 MiB: a run file in the temporary folder passes it; 40 MiB: every run file fits (a run
+    // holds 14 MiB at most under this budget) and the snapshot, about 66 MB, written to a
+    // temporary name beside the store, does not.
+    for (limit, failing) in [(1u64 << 20, ".full.nfs.load-"), (40 << 20, ".tmp: ")] {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "load",
+            doc.to_str().unwrap(),
+            "--save",
+            target.to_str().unwrap(),
+            "--memory-budget",
+            "64MiB",
+            "--quiet",
+        ]);
+        // SAFETY: between fork and exec the child only calls `setrlimit` and `signal`, both
+        // async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let l = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &l) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            })
+        };
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "the load passed a {limit}-byte limit"
+        );
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains("os error 27"), "{err}");
+        assert!(
+            err.contains(failing) && err.contains("/.full.nfs."),
+            "{err}"
+        );
+        assert_eq!(err.contains(".load-"), failing.contains(".load-"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(
+            leftovers(),
+            Vec::<String>::new(),
+            "after a {limit}-byte limit"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), before);
+    }
 }

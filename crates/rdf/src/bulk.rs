@@ -605,14 +605,14 @@ fn load_spilling_at(
     let mut report = crate::snapshot::write_atomically(target, |file, tmp_path| {
         let io = spill_err(tmp_path);
         let mut w = crate::snapshot::packed::Writer::new(file).map_err(&io)?;
-        let terms = merge_terms(&tmp, &runs, &mut w, stage, &cancelled)?;
+        let terms = merge_terms(&tmp, &runs, (&mut w, tmp_path), stage, &cancelled)?;
         w.term_index(&[]).map_err(&io)?;
         laps.lap(1);
         between(2, tmp.path());
         sort_runs(&tmp, &runs, terms, stage, &cancelled)?;
         laps.lap(2);
         between(3, tmp.path());
-        let (graphs, stats) = merge_quads(&tmp, &runs, &mut w, stage, &cancelled)?;
+        let (graphs, stats) = merge_quads(&tmp, &runs, (&mut w, tmp_path), stage, &cancelled)?;
         w.graphs_and_stats(&graphs, &stats).map_err(&io)?;
         let file = w.finish().map_err(&io)?;
         file.sync_all().map_err(&io)?;
@@ -631,12 +631,13 @@ fn load_spilling_at(
     Ok(report)
 }
 
-/// Pass 2: the k-way merge of the runs' terms into the snapshot, in key order, each distinct
-/// key one id; each run's map from its ids to those written to `map-R`. The terms written.
+/// Pass 2: the k-way merge of the runs' terms into the snapshot (written at `out`), in key
+/// order, each distinct key one id; each run's map from its ids to those written to `map-R`.
+/// The terms written. A failed write of the keys or their ends is an error of `out`.
 fn merge_terms<W: Write + std::io::Seek>(
     tmp: &TempDir,
     runs: &[Run],
-    w: &mut crate::snapshot::packed::Writer<W>,
+    (w, out): (&mut crate::snapshot::packed::Writer<W>, &Path),
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
 ) -> Result<u64, LoadError> {
@@ -688,7 +689,7 @@ fn merge_terms<W: Write + std::io::Seek>(
     let mut global: Id = 0;
     let mut last: Vec<u8> = Vec::new();
     let done = &stage.done;
-    w.terms(spool, spill_err(tmp.path()), |push| {
+    w.terms(spool, spill_err(out), |push| {
         let mut n = 0u64;
         while let Some(Reverse((mut key, r, id))) = heap.pop() {
             if global == 0 || key != last {
@@ -701,7 +702,7 @@ fn merge_terms<W: Write + std::io::Seek>(
                 if text.as_bytes()[0] > crate::term::TAG_TYPED {
                     return Err(spill_err(&readers[r].1)(damaged("a term with a bad tag")));
                 }
-                push(text).map_err(spill_err(tmp.path()))?;
+                push(text).map_err(spill_err(out))?;
                 std::mem::swap(&mut last, &mut key);
             }
             let (m, path) = &mut maps[r];
@@ -862,12 +863,12 @@ impl SortedRun {
     }
 }
 
-/// Pass 4: for each permutation, the k-way merge of the runs' sorted rows into the snapshot,
-/// duplicates dropped; the graph table (from SPO) and the statistics.
+/// Pass 4: for each permutation, the k-way merge of the runs' sorted rows into the snapshot
+/// (written at `out`), duplicates dropped; the graph table (from SPO) and the statistics.
 fn merge_quads<W: Write + std::io::Seek>(
     tmp: &TempDir,
     runs: &[Run],
-    w: &mut crate::snapshot::packed::Writer<W>,
+    (w, out): (&mut crate::snapshot::packed::Writer<W>, &Path),
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
 ) -> Result<(Vec<(Id, usize)>, crate::store::Stats), LoadError> {
@@ -895,7 +896,7 @@ fn merge_quads<W: Write + std::io::Seek>(
             }
         }
         let mut rows = 0usize;
-        w.permutation(order, spill_err(tmp.path()), |push| {
+        w.permutation(order, spill_err(out), |push| {
             let mut last: Option<[Id; 4]> = None;
             let mut n = 0u64;
             while let Some(Reverse((k, r))) = heap.pop() {
@@ -910,7 +911,7 @@ fn merge_quads<W: Write + std::io::Seek>(
                         Permutation::Pos => stats.pos_row(last, k),
                         Permutation::Osp => stats.osp_row(last, k),
                     }
-                    push([k[1], k[2], k[3]]).map_err(spill_err(tmp.path()))?;
+                    push([k[1], k[2], k[3]]).map_err(spill_err(out))?;
                     rows += 1;
                     last = Some(k);
                 }
