@@ -104,12 +104,24 @@ fn a_load_under_a_small_budget_is_the_load_in_memory_quad_for_quad() {
     assert!(got.health().unwrap().check_all().is_none());
 }
 
-#[test]
-fn ctrl_c_stops_a_load_with_nothing_left_behind() {
-    let doc = document();
-    let target = scratch("interrupted.nfs");
-    // A previous store, small, which the interrupted load must leave as it was.
-    let small = scratch("small.nt");
+/// `nearflow load DOC --save TARGET` under a budget that spills several runs.
+fn bounded_load(doc: &Path, target: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "load",
+        doc.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+    ])
+    .args(["--memory-budget", "64MiB", "--quiet"]);
+    cmd
+}
+
+/// A store `NAME.nfs` of one triple, which a failed load must leave as it was: its path, the
+/// file it was loaded from, and its bytes.
+fn previous_store(name: &str) -> (PathBuf, PathBuf, Vec<u8>) {
+    let target = scratch(&format!("{name}.nfs"));
+    let small = scratch(&format!("{name}-small.nt"));
     std::fs::write(&small, "<http://a> <http://b> <http://c> .\n").unwrap();
     let out = nearflow(&[
         "load",
@@ -120,16 +132,14 @@ fn ctrl_c_stops_a_load_with_nothing_left_behind() {
     ]);
     assert!(out.status.success());
     let before = std::fs::read(&target).unwrap();
-    let child = Command::new(BIN)
-        .args([
-            "load",
-            doc.to_str().unwrap(),
-            "--save",
-            target.to_str().unwrap(),
-            "--memory-budget",
-            "64MiB",
-            "--quiet",
-        ])
+    (target, small, before)
+}
+
+#[test]
+fn ctrl_c_stops_a_load_with_nothing_left_behind() {
+    let doc = document();
+    let (target, small, before) = previous_store("interrupted");
+    let child = bounded_load(doc, &target)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -191,18 +201,7 @@ fn ctrl_c_stops_a_load_with_nothing_left_behind() {
 fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
     use std::os::unix::process::CommandExt;
     let doc = document();
-    let target = scratch("full.nfs");
-    let small = scratch("full-small.nt");
-    std::fs::write(&small, "<http://a> <http://b> <http://c> .\n").unwrap();
-    let out = nearflow(&[
-        "load",
-        small.to_str().unwrap(),
-        "--save",
-        target.to_str().unwrap(),
-        "--quiet",
-    ]);
-    assert!(out.status.success());
-    let before = std::fs::read(&target).unwrap();
+    let (target, _, before) = previous_store("full");
     let dir = target.parent().unwrap();
     let leftovers = || -> Vec<String> {
         std::fs::read_dir(dir)
@@ -216,16 +215,7 @@ fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
     // holds 14 MiB at most under this budget) and the snapshot, about 66 MB, written to a
     // temporary name beside the store, does not.
     for (limit, failing) in [(1u64 << 20, ".full.nfs.load-"), (40 << 20, ".tmp: ")] {
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "load",
-            doc.to_str().unwrap(),
-            "--save",
-            target.to_str().unwrap(),
-            "--memory-budget",
-            "64MiB",
-            "--quiet",
-        ]);
+        let mut cmd = bounded_load(doc, &target);
         // SAFETY: between fork and exec the child only calls `setrlimit` and `signal`, both
         // async-signal-safe.
         unsafe {
