@@ -605,14 +605,14 @@ fn load_spilling_at(
     let mut report = crate::snapshot::write_atomically(target, |file, tmp_path| {
         let io = spill_err(tmp_path);
         let mut w = crate::snapshot::packed::Writer::new(file).map_err(&io)?;
-        let terms = merge_terms(&tmp, &runs, (&mut w, tmp_path), stage, &cancelled)?;
+        let terms = merge_terms(&tmp, &runs, &mut w, tmp_path, stage, &cancelled)?;
         w.term_index(&[]).map_err(&io)?;
         laps.lap(1);
         between(2, tmp.path());
         sort_runs(&tmp, &runs, terms, stage, &cancelled)?;
         laps.lap(2);
         between(3, tmp.path());
-        let (graphs, stats) = merge_quads(&tmp, &runs, (&mut w, tmp_path), stage, &cancelled)?;
+        let (graphs, stats) = merge_quads(&tmp, &runs, &mut w, tmp_path, stage, &cancelled)?;
         w.graphs_and_stats(&graphs, &stats).map_err(&io)?;
         let file = w.finish().map_err(&io)?;
         file.sync_all().map_err(&io)?;
@@ -637,7 +637,8 @@ fn load_spilling_at(
 fn merge_terms<W: Write + std::io::Seek>(
     tmp: &TempDir,
     runs: &[Run],
-    (w, out): (&mut crate::snapshot::packed::Writer<W>, &Path),
+    w: &mut crate::snapshot::packed::Writer<W>,
+    out: &Path,
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
 ) -> Result<u64, LoadError> {
@@ -868,7 +869,8 @@ impl SortedRun {
 fn merge_quads<W: Write + std::io::Seek>(
     tmp: &TempDir,
     runs: &[Run],
-    (w, out): (&mut crate::snapshot::packed::Writer<W>, &Path),
+    w: &mut crate::snapshot::packed::Writer<W>,
+    out: &Path,
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
 ) -> Result<(Vec<(Id, usize)>, crate::store::Stats), LoadError> {

@@ -860,21 +860,58 @@ fn parse_lines_into(
             }
         });
         // Cut the input after the last newline of each chunk; the rest starts the next one.
+        // Chunk `i` goes to worker `i % workers`.
+        let mut i = 0;
+        let mut send = |work: Lines| {
+            let sent = to_workers[i % workers].send(work).is_ok();
+            i += 1;
+            sent
+        };
         let mut line = 0u64;
         let mut rest = Vec::new();
-        for i in 0.. {
+        loop {
             let mut buf = std::mem::take(&mut rest);
             buf.reserve(chunk);
-            let (cut, end) = match fill_to_newline(&mut reader, &mut buf, chunk) {
-                Ok(end) => (buf.iter().rposition(|&b| b == b'\n').map(|p| p + 1), end),
+            let filled = fill_to_newline(&mut reader, &mut buf, chunk);
+            let cut = buf.iter().rposition(|&b| b == b'\n').map(|p| p + 1);
+            let end = match filled {
+                Ok(end) => end,
                 Err(error) => {
-                    let _ = to_workers[i % workers].send(Lines::Fail(LoadError::Io {
+                    // The whole lines read before the failure are parsed first, as one parser
+                    // reading the same input would.
+                    if let Some(cut) = cut {
+                        buf.truncate(cut);
+                        if !send(Lines::Chunk(line, buf)) {
+                            return;
+                        }
+                    }
+                    send(Lines::Fail(LoadError::Io {
                         path: path.to_owned(),
                         error,
                     }));
                     return;
                 }
             };
+            if buf.len() > MAX_LINE {
+                // A line past the limit: the lines before it are parsed, then it is refused.
+                let mut at = 0;
+                for (k, l) in buf.split(|&b| b == b'\n').enumerate() {
+                    if l.len() > MAX_LINE {
+                        if at > 0 {
+                            buf.truncate(at);
+                            if !send(Lines::Chunk(line, buf)) {
+                                return;
+                            }
+                        }
+                        send(Lines::Fail(LoadError::TermTooLong {
+                            path: path.to_owned(),
+                            line: line + k as u64 + 1,
+                        }));
+                        return;
+                    }
+                    at += l.len() + 1;
+                }
+            }
             let work = match cut {
                 _ if end => Lines::Chunk(line, buf),
                 Some(cut) => {
@@ -890,7 +927,7 @@ fn parse_lines_into(
                 }),
             };
             let last = end || matches!(work, Lines::Fail(_));
-            if to_workers[i % workers].send(work).is_err() || last {
+            if !send(work) || last {
                 return;
             }
         }
@@ -1370,6 +1407,56 @@ mod tests {
             );
             assert!(got.1.is_some());
         }
+    }
+
+    /// The bad input of a parallel parse: a line past [`MAX_LINE`] is refused with its line
+    /// number, and a failed read is the read's error, each after the statements before it.
+    #[test]
+    fn a_parallel_parse_refuses_a_line_too_long_and_passes_on_a_failed_read() {
+        let path = Path::new("t.nt");
+        let mut text = String::new();
+        for i in 0..1000 {
+            text.push_str(&format!("<a:s{i}> <a:p> <a:o> .\n"));
+        }
+        let long = format!(
+            "{text}<a:s> <a:p> \"{}\" .\n<a:t> <a:p> <a:o> .\n",
+            "x".repeat(MAX_LINE)
+        );
+        let (quads, error) = parsed(&long, |r, tx| {
+            parse_lines_into(path, Format::NTriples, r, tx, 2, 4096)
+        });
+        assert_eq!(quads.len(), 1000);
+        let error = error.unwrap();
+        assert!(error.starts_with("t.nt:1001:"), "{error}");
+        struct Failing<'a>(&'a [u8]);
+        impl Read for Failing<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    return Err(std::io::Error::other("disk on fire"));
+                }
+                let n = buf.len().min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let (tx, rx) = sync_channel(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let r = Failing(text.as_bytes());
+                parse_lines_into(path, Format::NTriples, r, &tx, 3, 1000);
+                drop(tx);
+            });
+            let (mut quads, mut errors) = (0, Vec::new());
+            for b in rx {
+                match b {
+                    Ok(b) => quads += b.len(),
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            assert_eq!(quads, 1000);
+            assert_eq!(errors, ["t.nt: disk on fire"]);
+        });
     }
 
     /// A source read ahead by its own thread gives the same bytes, across chunk boundaries, and
