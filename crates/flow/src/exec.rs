@@ -78,6 +78,9 @@ type InEdge = (Arc<dyn Chan>, usize);
 pub(crate) struct Exec {
     pub(crate) ops: Vec<OperatorRt>,
     pub(crate) packet_bytes: usize,
+    /// The size of an emitter's first packet (`PlanBuilder::first_packet_bytes`, at most
+    /// `packet_bytes`).
+    pub(crate) first_packet_bytes: usize,
     pub(crate) error: Mutex<Option<FlowError>>,
     pub(crate) done_ops: AtomicUsize,
     runs: AtomicU64,
@@ -171,6 +174,9 @@ impl ThreadProfile {
 impl Exec {
     pub(crate) fn new(plan: Plan, packet_bytes: usize, workers: usize) -> Self {
         // Only a plan with threads pays for its shape on submission.
+        let first_packet_bytes = plan
+            .first_packet_bytes
+            .map_or(packet_bytes, |f| f.min(packet_bytes));
         let threads = plan.threads();
         let threads_of = if threads > 0 {
             plan.shape().effective_threads()
@@ -244,6 +250,7 @@ impl Exec {
         Exec {
             ops,
             packet_bytes,
+            first_packet_bytes,
             error: Mutex::new(None),
             done_ops: AtomicUsize::new(0),
             runs: AtomicU64::new(0),

@@ -173,6 +173,12 @@ impl Io<'_> {
         packet_capacity(self.exec.packet_bytes, std::mem::size_of::<T>())
     }
 
+    /// Tuples of `T` in an emitter's first packet (`PlanBuilder::first_packet_bytes`; the
+    /// plan's packet size when it sets none).
+    pub fn first_capacity_of<T>(&self) -> usize {
+        packet_capacity(self.exec.first_packet_bytes, std::mem::size_of::<T>())
+    }
+
     /// The NUMA node of the worker running this operator now (of the runtime's machine): an
     /// operator that reads data kept once per node reads this node's copy.
     pub fn numa_node(&self) -> usize {

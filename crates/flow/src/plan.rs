@@ -166,6 +166,7 @@ pub struct PlanBuilder {
     pub(crate) sinks: Vec<SinkSlot>,
     errors: Vec<PlanError>,
     packet_bytes: Option<usize>,
+    first_packet_bytes: Option<usize>,
     buffer_packets: usize,
     dop: Option<usize>,
     thread: Option<usize>,
@@ -212,6 +213,7 @@ impl PlanBuilder {
             sinks: Vec::new(),
             errors: Vec::new(),
             packet_bytes: None,
+            first_packet_bytes: None,
             buffer_packets: DEFAULT_BUFFER_PACKETS,
             dop: None,
             thread: None,
@@ -250,6 +252,16 @@ impl PlanBuilder {
     /// topology, 001 §5.2).
     pub fn packet_bytes(&mut self, bytes: usize) -> &mut Self {
         self.packet_bytes = Some(bytes);
+        self
+    }
+
+    /// Starts every [`Emitter`](crate::Emitter)'s packets at `bytes` (when less than the
+    /// packet size), each next packet twice the last, up to the packet size: a plan whose
+    /// consumer stops after a few rows (a `LIMIT`) gets them after one small packet per
+    /// operator instead of after a full packet's work, and one that reads everything pays a
+    /// handful of small packets per emitter before they reach full size.
+    pub fn first_packet_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.first_packet_bytes = Some(bytes);
         self
     }
 
@@ -479,7 +491,7 @@ impl PlanBuilder {
         if self.nodes.is_empty() {
             return Err(PlanError::Empty);
         }
-        if self.packet_bytes == Some(0) {
+        if self.packet_bytes == Some(0) || self.first_packet_bytes == Some(0) {
             return Err(PlanError::Setting(
                 "packet size must be at least 1 byte".into(),
             ));
@@ -527,6 +539,7 @@ impl PlanBuilder {
             nodes: self.nodes,
             sinks: self.sinks,
             packet_bytes: self.packet_bytes,
+            first_packet_bytes: self.first_packet_bytes,
             buffer_packets: self.buffer_packets,
             profile_threads: self.profile_threads,
             limits: self.limits,
@@ -539,6 +552,7 @@ pub struct Plan {
     pub(crate) nodes: Vec<OperatorDecl>,
     pub(crate) sinks: Vec<SinkSlot>,
     pub(crate) packet_bytes: Option<usize>,
+    pub(crate) first_packet_bytes: Option<usize>,
     pub(crate) buffer_packets: usize,
     pub(crate) profile_threads: bool,
     pub(crate) limits: Limits,

@@ -143,3 +143,72 @@ fn large_packets_are_reused_without_new_mappings() {
         );
     }
 }
+
+/// Records the length of every packet it receives.
+struct Lengths {
+    seen: Arc<std::sync::Mutex<Vec<usize>>>,
+}
+
+impl Operator for Lengths {
+    fn inputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<u64>()]
+    }
+    fn outputs(&self) -> Vec<PortType> {
+        Vec::new()
+    }
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        while let Some(p) = io.recv::<u64>(0) {
+            self.seen.lock().unwrap().push(p.len());
+        }
+        if io.finished::<u64>(0) {
+            return Ok(Status::Done);
+        }
+        Ok(Status::Idle)
+    }
+}
+
+/// With `first_packet_bytes`, an emitter's packets start at that size and double up to the
+/// plan's packet size; every value still arrives once. Without it, every packet but the last is
+/// full.
+#[test]
+fn first_packets_are_small_and_double_up_to_the_packet_size() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let machine = nearflow_topo::from_synthetic("pack:1 core:2 pu:1").unwrap();
+    let rt = Runtime::builder(machine).build().unwrap();
+    let lengths = |first: Option<usize>| {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut b = PlanBuilder::for_runtime(&rt);
+        b.packet_bytes(64 << 10); // 8192 u64
+        if let Some(f) = first {
+            b.first_packet_bytes(f);
+        }
+        let s = b.source(0..100_000u64);
+        let l = b.add("lengths", Lengths { seen: seen.clone() });
+        b.connect(s.operator(), 0, l, 0).unwrap();
+        b.build().unwrap().submit(&rt).wait().unwrap();
+        let v = seen.lock().unwrap().clone();
+        assert_eq!(v.iter().sum::<usize>(), 100_000);
+        v
+    };
+    let grown = lengths(Some(1024));
+    assert_eq!(
+        grown[..7],
+        [128, 256, 512, 1024, 2048, 4096, 8192],
+        "{grown:?}"
+    );
+    assert!(
+        grown[7..grown.len() - 1].iter().all(|&n| n == 8192),
+        "{grown:?}"
+    );
+    let full = lengths(None);
+    assert!(
+        full[..full.len() - 1].iter().all(|&n| n == 8192),
+        "{full:?}"
+    );
+    // A first packet larger than the packet size is the packet size.
+    let capped = lengths(Some(1 << 20));
+    assert!(
+        capped[..capped.len() - 1].iter().all(|&n| n == 8192),
+        "{capped:?}"
+    );
+}

@@ -106,6 +106,10 @@ use self::physical::{Phys, Planner};
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
 
+/// The least packet of a plan that stops after its first rows (`Prepared::first_rows_packet`):
+/// a few dozen rows, so a scan's task does more than a handful of lookups.
+pub const FIRST_ROWS_PACKET_MIN: usize = 1024;
+
 /// How to run a query.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -270,6 +274,7 @@ impl Query {
             dop,
             default: default.clone(),
             named: named.clone(),
+            needed: Default::default(),
         };
         let phys = planner.plan(&self.optimized, &default);
         Prepared {
@@ -499,6 +504,25 @@ impl Collected {
 }
 
 impl Prepared {
+    /// The first packets' size of a plan whose consumer stops after a few rows and whose
+    /// operators pass rows on as they come ([`Phys::first_rows`]): about those rows (at least
+    /// [`FIRST_ROWS_PACKET_MIN`] bytes), doubling from there to the plan's packet size
+    /// ([`PlanBuilder::first_packet_bytes`]). So the first packet the scans fill answers the
+    /// query and the slice stops the rest, where a packet of half the L2 would read and join
+    /// tens of thousands of rows first; and a plan that reads everything after all (a filter
+    /// that passes fewer rows than the limit) reaches full packets after a few. `None` for any
+    /// other plan, and when the rows fill full packets anyway.
+    fn first_rows_packet(&self, rt: &Runtime) -> Option<usize> {
+        let rows = self.phys.first_rows()?;
+        let row = self.width.max(1) * std::mem::size_of::<Id>();
+        let bytes = rows.saturating_mul(row).max(FIRST_ROWS_PACKET_MIN);
+        let full = self
+            .options
+            .packet_bytes
+            .unwrap_or_else(|| nearflow_flow::default_packet_bytes(rt.machine()));
+        (bytes < full).then_some(bytes)
+    }
+
     /// The store it runs on.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
@@ -538,6 +562,9 @@ impl Prepared {
         });
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
+        }
+        if let Some(p) = self.first_rows_packet(rt) {
+            b.first_packet_bytes(p);
         }
         b.profile_threads(self.options.profile);
         let cx = lower::ExecCx {

@@ -42,12 +42,16 @@ pub mod window_agg;
 pub mod window_join;
 pub mod zip;
 
-/// Buffers tuples into packets of the plan's size and sends each full one.
+/// Buffers tuples into packets of the plan's size and sends each full one (the first packets
+/// smaller when the plan says so: [`PlanBuilder::first_packet_bytes`](crate::PlanBuilder::first_packet_bytes)).
 #[derive(Debug)]
 pub struct Emitter<T> {
     port: usize,
     buf: Vec<T>,
+    /// Tuples in the packet being filled (0 before the first push).
     cap: usize,
+    /// Tuples in a full-size packet.
+    full: usize,
 }
 
 impl<T: Send + 'static> Emitter<T> {
@@ -57,6 +61,7 @@ impl<T: Send + 'static> Emitter<T> {
             port,
             buf: Vec::new(),
             cap: 0,
+            full: 0,
         }
     }
 
@@ -81,12 +86,24 @@ impl<T: Send + 'static> Emitter<T> {
     #[inline(never)]
     fn push_last(&mut self, io: &mut Io<'_>, x: T) {
         if self.cap == 0 {
-            self.cap = io.capacity_of::<T>();
+            self.full = io.capacity_of::<T>();
+            self.cap = io.first_capacity_of::<T>().min(self.full);
             self.buf.reserve(self.cap);
         }
         self.buf.push(x);
         if self.buf.len() >= self.cap {
             self.send(io);
+        }
+    }
+
+    /// Tuples in the packet being filled: the plan's packet size, or while packets grow
+    /// ([`PlanBuilder::first_packet_bytes`](crate::PlanBuilder::first_packet_bytes)) the size
+    /// they have reached. A source that bounds its work per run by packets bounds it by this.
+    pub fn capacity(&self, io: &Io<'_>) -> usize {
+        if self.cap == 0 {
+            io.first_capacity_of::<T>()
+        } else {
+            self.cap
         }
     }
 
@@ -98,6 +115,8 @@ impl<T: Send + 'static> Emitter<T> {
     }
 
     fn send(&mut self, io: &mut Io<'_>) {
+        // Packets grow from the first packet's size to the full one, doubling.
+        self.cap = self.cap.saturating_mul(2).min(self.full);
         let full = std::mem::replace(&mut self.buf, Vec::with_capacity(self.cap));
         io.send(self.port, full);
     }

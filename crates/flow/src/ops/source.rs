@@ -36,7 +36,8 @@ where
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
-        for _ in 0..io.capacity_of::<I::Item>() {
+        // One packet per run, of the size packets have now.
+        for _ in 0..self.out.capacity(io) {
             match self.it.next() {
                 Some(x) => self.out.push(io, x),
                 None => {

@@ -60,8 +60,9 @@ impl<const N: usize> Operator for MergeJoinOp<N> {
         let _t = Timer::new(self.timing, &stat);
         let store = self.store.clone();
         let [a, b] = &self.sides;
-        // As a scan: about two packets of rows per task, then the worker may take another.
-        let budget = io.capacity_of::<Row<N>>() as u64 * 2;
+        // As a scan: about two packets of rows per task (of the size packets have now), then
+        // the worker may take another.
+        let budget = self.out.capacity(io) as u64 * 2;
         let mut n = 0u64;
         let mut reads = Reads::new(io.numa_node(), &stat);
         let r = reads.tally();

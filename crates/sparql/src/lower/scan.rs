@@ -37,8 +37,9 @@ impl<const N: usize> Operator for ScanOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         let mut reads = Reads::new(io.numa_node(), &stat);
-        // About two packets of rows per task, then the worker may take another.
-        let budget = io.capacity_of::<Row<N>>() * 2;
+        // About two packets of rows per task, then the worker may take another (of the size
+        // packets have now: while they grow, the operators below see the first rows early).
+        let budget = self.out.capacity(io) * 2;
         let mut n = 0;
         let (pat, out) = (&self.pat, &mut self.out);
         if !io.blocked() {

@@ -167,8 +167,39 @@ impl Planner<'_> {
         }
     }
 
-    /// Plans a basic graph pattern with the filter conjuncts of its group.
+    /// Rows of a join's input of `input` rows that its consumer reads, when the join yields
+    /// `output`: all of them, or under a row limit ([`Planner::needed`]) the share that yields
+    /// the rows needed, assuming matches spread evenly over the input. An index join costs a
+    /// lookup per row read and a hash join its whole build side, so under `LIMIT 10` the join
+    /// that reads a few rows of its input is an index join even when the input is large.
+    pub(super) fn rows_read(&self, input: f64, output: f64) -> f64 {
+        match self.needed.get() {
+            Some(n) => (input * n / output.max(1.0)).clamp(1.0, input.max(1.0)),
+            None => input,
+        }
+    }
+
+    /// Plans a basic graph pattern with the filter conjuncts of its group. Under a row limit
+    /// ([`Planner::needed`]) the plan that reads only the share of its inputs the limit needs
+    /// is kept when it passes rows on as they come ([`Phys::streams`]: its joins index or merge
+    /// joins); when it has to wait for a whole side anyway (a hash join on a `=` edge) the limit
+    /// saves nothing, and the pattern is planned as without one.
     pub(super) fn bgp(&self, quads: &[QuadPat], cs: Vec<Expr>, active: &[Id]) -> Phys {
+        if self.needed.get().is_none() {
+            return self.bgp_for(quads, cs, active);
+        }
+        let first_rows = self.bgp_for(quads, cs.clone(), active);
+        if first_rows.streams() {
+            return first_rows;
+        }
+        let needed = self.needed.replace(None);
+        let p = self.bgp_for(quads, cs, active);
+        self.needed.set(needed);
+        p
+    }
+
+    /// [`bgp`](Self::bgp) with the row limit as it is.
+    fn bgp_for(&self, quads: &[QuadPat], cs: Vec<Expr>, active: &[Id]) -> Phys {
         let all_vars: BTreeSet<usize> = quads.iter().flat_map(QuadPat::vars).collect();
         if quads.is_empty() {
             return self.filters(Phys::unit(), cs);
@@ -237,11 +268,12 @@ impl Planner<'_> {
             let pat = pats[k];
             let vars: BTreeSet<usize> = pat.iter().filter_map(|s| s.var()).collect();
             let shares = !vars.is_disjoint(&cur.cert);
-            cur = if shares && cur.est * 4.0 < cards[k] {
+            let read = self.rows_read(cur.est, est);
+            cur = if shares && read * 4.0 < cards[k] {
                 let mut cert = cur.cert.clone();
                 cert.extend(vars);
                 let maybe = cur.maybe.clone();
-                let cur = match self.par(cur.est) {
+                let cur = match self.par(read) {
                     n if n > cur.out.count() => self.exchange(cur, Partitioning::Any(n)),
                     _ => cur,
                 };

@@ -249,6 +249,44 @@ pub struct Phys {
 }
 
 impl Phys {
+    /// Rows the plan's consumer takes when the plan stops early and no operator on the way
+    /// waits for all of its input: a slice (`LIMIT`, `ASK`) at its top, under projections,
+    /// BINDs, filters and exchanges only, over scans, index and merge joins, unions, DISTINCT
+    /// and other operators that pass rows on as they come — no hash join's build side, sort or
+    /// group. `start + len` of that slice.
+    pub fn first_rows(&self) -> Option<usize> {
+        match &self.op {
+            Op::Project(_) | Op::Extend(..) | Op::Exchange(_) | Op::Filter(_) => {
+                self.inputs[0].first_rows()
+            }
+            Op::Slice(start, Some(len), per) if per.is_empty() && self.inputs[0].streams() => {
+                Some(start.saturating_add(*len))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether every operator of the plan passes rows on as they come.
+    pub(crate) fn streams(&self) -> bool {
+        matches!(
+            self.op,
+            Op::Unit
+                | Op::Empty
+                | Op::Scan { .. }
+                | Op::IndexJoin { .. }
+                | Op::MergeJoin { .. }
+                | Op::Exchange(_)
+                | Op::Filter(_)
+                | Op::Union
+                | Op::Distinct
+                | Op::Slice(..)
+                | Op::Project(_)
+                | Op::Extend(..)
+                | Op::Values(..)
+                | Op::Graphs(..)
+        ) && self.inputs.iter().all(Phys::streams)
+    }
+
     pub(super) fn new(
         op: Op,
         inputs: Vec<Phys>,

@@ -1,6 +1,7 @@
 //! The planner: a query's terms and graphs as the store's ids, and one plan node per algebra
 //! node (the basic graph patterns' join order is `join_order.rs`'s).
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -24,6 +25,12 @@ pub struct Planner<'s> {
     pub default: Vec<Id>,
     /// The dataset's named graphs the store holds, in id order.
     pub named: Arc<Vec<Id>>,
+    /// Rows the consumer of the node being planned takes at most (`LIMIT`, `ASK`), when it stops
+    /// early: set by a slice for the nodes below it that pass rows on as they come (projections,
+    /// BINDs, filters, unions, basic graph patterns), cleared under any other. A basic graph
+    /// pattern planned under it reads the share of its inputs that yields these rows
+    /// (`join_order.rs`). `None`: every row is read.
+    pub needed: Cell<Option<f64>>,
 }
 
 impl Planner<'_> {
@@ -96,6 +103,25 @@ impl Planner<'_> {
     }
 
     pub(super) fn plan_at(&self, node: &Node, active: &[Id]) -> Phys {
+        let needed = self.needed.get();
+        let streams_through = matches!(
+            node,
+            Node::Bgp(_)
+                | Node::Filter(..)
+                | Node::Union(_)
+                | Node::Project(..)
+                | Node::Extend(..)
+                | Node::Slice(..)
+        );
+        if !streams_through {
+            self.needed.set(None);
+        }
+        let p = self.plan_node(node, active);
+        self.needed.set(needed);
+        p
+    }
+
+    fn plan_node(&self, node: &Node, active: &[Id]) -> Phys {
         match node {
             Node::Bgp(pats) => self.bgp(pats, Vec::new(), active),
             Node::Filter(e, inner) => self.filter(e, inner, active),
@@ -249,7 +275,13 @@ impl Planner<'_> {
         per: &[usize],
         active: &[Id],
     ) -> Phys {
+        let needed = self.needed.get();
+        if let (Some(len), true) = (len, per.is_empty()) {
+            let take = start.saturating_add(len) as f64;
+            self.needed.set(Some(needed.map_or(take, |n| n.min(take))));
+        }
         let p = self.plan(i, active);
+        self.needed.set(needed);
         let mut p = self.exchange(p, Partitioning::Single);
         // ORDER BY … LIMIT: the sort keeps only the rows the slice can take (a whole
         // sort of `ORDER BY ?c LIMIT 1` would keep every row, 4 GB in 9 s, for one).

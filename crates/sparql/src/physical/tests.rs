@@ -196,3 +196,76 @@ fn an_equality_across_unconnected_patterns_is_a_value_key_hash_join() {
         )
     );
 }
+
+/// Under `LIMIT 5` the join reads a few rows of its input, not all of them: the second pattern
+/// is an index join (a lookup per row read) where without the limit both sides are read whole
+/// into a hash join; the plan passes rows on as they come, so it runs with small first packets
+/// (`Phys::first_rows`).
+#[test]
+fn under_a_small_limit_a_join_is_an_index_join() {
+    let s = skewed();
+    let q = format!("{PRE}{{ ?x :common ?y . ?x :common ?z }}");
+    assert!(plan(&s, &q, 1).contains("Inner hash join on [?x]"));
+    let limited = format!("{q} LIMIT 5");
+    assert_eq!(
+        plan(&s, &limited, 1),
+        lines(
+            "
+            slice offset 0 limit 5  (1 stream)
+              exchange: unite into one stream  (1 stream)
+                project ?x ?y ?z  (2 streams)
+                  index join ?x <http://ex/common> ?z  (2 streams)
+                    scan POS ?x <http://ex/common> ?y  (2 streams)
+            "
+        )
+    );
+    let options = crate::Options {
+        dop: Some(1),
+        ..Default::default()
+    };
+    let first = |q: &str| crate::prepare(&s, q, &options).unwrap().phys.first_rows();
+    assert_eq!(first(&limited), Some(5));
+    assert_eq!(first(&format!("{q} OFFSET 10 LIMIT 5")), Some(15));
+    assert_eq!(first(&q), None);
+    // ASK takes one row.
+    assert_eq!(
+        first("PREFIX : <http://ex/> ASK { ?x :common ?y . ?x :common ?z }"),
+        Some(1)
+    );
+    // A sort waits for every row: no first rows, and the join below it is planned as without
+    // the limit.
+    let sorted = format!("{PRE}{{ ?x :common ?y . ?x :common ?z }} ORDER BY ?y LIMIT 5");
+    assert_eq!(first(&sorted), None);
+    assert!(plan(&s, &sorted, 1).contains("Inner hash join on [?x]"));
+}
+
+/// A join that waits for a whole side anyway (a hash join on the `=` edge between two
+/// unconnected parts) gains nothing from a limit: the pattern is planned as without it, and the
+/// plan has no first rows.
+#[test]
+fn a_limit_over_a_hash_join_on_an_equality_changes_nothing() {
+    let s = skewed();
+    let q = format!("{PRE}{{ ?x :common ?y . ?w :common ?z FILTER(?y = ?z) }}");
+    let limited = format!("{q} LIMIT 1");
+    let joins = |p: String| {
+        p.lines()
+            .filter(|l| l.contains("join") || l.contains("scan"))
+            .map(str::trim)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let unlimited = joins(plan(&s, &q, 1));
+    assert!(unlimited[0].contains("value key"), "{unlimited:?}");
+    assert_eq!(joins(plan(&s, &limited, 1)), unlimited);
+    let options = crate::Options {
+        dop: Some(1),
+        ..Default::default()
+    };
+    assert_eq!(
+        crate::prepare(&s, &limited, &options)
+            .unwrap()
+            .phys
+            .first_rows(),
+        None
+    );
+}
