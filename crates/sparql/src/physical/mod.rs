@@ -14,6 +14,13 @@
 //! a residual check, so it is exact for every literal; an equality between the two sides
 //! inside an OPTIONAL's filter becomes its key the same way.
 //!
+//! **First rows.** Under a `LIMIT` or an `ASK` ([`Planner::needed`]) a basic graph pattern is
+//! planned to read the share of its inputs the limit needs, so a large input joins by index
+//! lookups too, and kept so when the whole plan under the slice passes rows on as they come
+//! ([`Phys::first_rows`]); the query then runs with small first packets that double to the full
+//! size (`Prepared` sets `PlanBuilder::first_packet_bytes`), and the slice stops the rest after
+//! the first few.
+//!
 //! **Parallelism is part of the plan** (as DataFusion's `EnforceDistribution` makes it): every
 //! node says how its output is partitioned ([`Partitioning`]: one stream, `n` streams, or `n`
 //! streams routed by the hash of key columns), and the planner inserts an [`Op::Exchange`]
