@@ -256,7 +256,16 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
         Op::Unit => "unit".to_string(),
         Op::Empty => "empty".to_string(),
         Op::Scan { pat: q, order } => format!("scan {} {}", order.name(), pat(q)),
-        Op::IndexJoin { pat: q } => format!("index join {}", pat(q)),
+        Op::IndexJoin { pat: q, eq: None } => format!("index join {}", pat(q)),
+        Op::IndexJoin {
+            pat: q,
+            eq: Some((a, b)),
+        } => format!(
+            "index join {} on {} = {}",
+            pat(q),
+            name(names, *a),
+            name(names, *b)
+        ),
         Op::HashJoin {
             mode,
             keys,

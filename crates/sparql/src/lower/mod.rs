@@ -443,9 +443,9 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
         }
         Op::Empty => vec![b.source(Vec::<Row<N>>::new())],
         Op::Scan { pat, order } => scan::build::<N>(cx, b, p, pat, *order),
-        Op::IndexJoin { pat } => {
+        Op::IndexJoin { pat, eq } => {
             let input = build::<N>(cx, b, &p.inputs[0]);
-            index_join::build(cx, b, p, *pat, input)
+            index_join::build(cx, b, p, *pat, *eq, input)
         }
         Op::HashJoin { .. } => {
             let probe = build::<N>(cx, b, &p.inputs[0]);

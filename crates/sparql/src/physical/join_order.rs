@@ -278,8 +278,28 @@ impl Planner<'_> {
                     _ => cur,
                 };
                 let out = cur.out.clone();
-                let mut j = Phys::new(Op::IndexJoin { pat }, vec![cur], est.max(1.0), cert, maybe);
+                let op = Op::IndexJoin { pat, eq: None };
+                let mut j = Phys::new(op, vec![cur], est.max(1.0), cert, maybe);
                 j.out = out;
+                j
+            } else if let Some((a, b)) = edge.filter(|_| read * 4.0 < cards[k]) {
+                // Joined by the `=` alone: a lookup per row of the term `=` to its `?a`
+                // (`lower/index_join.rs`), the `=` checked there.
+                let mut cert = cur.cert.clone();
+                cert.extend(vars);
+                let maybe = cur.maybe.clone();
+                let cur = match self.par(read) {
+                    n if n > cur.out.count() => self.exchange(cur, Partitioning::Any(n)),
+                    _ => cur,
+                };
+                let out = cur.out.clone();
+                let op = Op::IndexJoin {
+                    pat,
+                    eq: Some((a, b)),
+                };
+                let mut j = Phys::new(op, vec![cur], est.max(1.0), cert, maybe);
+                j.out = out;
+                cs.retain(|c| var_eq(c) != Some((a, b)) && var_eq(c) != Some((b, a)));
                 j
             } else {
                 let scan = self.scan(pat, cards[k]);

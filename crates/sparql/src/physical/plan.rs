@@ -173,6 +173,9 @@ pub enum Op {
     IndexJoin {
         /// The pattern (its variables bound by the input are looked up).
         pat: Pat,
+        /// An `=` edge `(a, b)`: the input's column `a` is `=` to the pattern's `b`, which
+        /// shares no other variable with the input (`lower/index_join.rs`).
+        eq: Option<(usize, usize)>,
     },
     /// A hash join: input 0 probes, input 1 is built.
     HashJoin {

@@ -548,7 +548,7 @@ impl Planner<'_> {
 
     pub(super) fn column_distinct(&self, p: &Phys, col: usize) -> Option<f64> {
         match &p.op {
-            Op::Scan { pat, .. } | Op::IndexJoin { pat }
+            Op::Scan { pat, .. } | Op::IndexJoin { pat, .. }
                 if pat.iter().any(|s| s.var() == Some(col)) =>
             {
                 let card = if matches!(p.op, Op::Scan { .. }) {
