@@ -23,6 +23,14 @@ pub fn all(p: &Prepared) -> String {
     node(&p.query().optimized, names, 0, &mut s);
     s.push_str("== physical plan\n");
     s.push_str(&physical(p));
+    if let Some(rows) = p.phys.first_rows() {
+        let _ = writeln!(
+            s,
+            "first rows: the slice takes {rows}, and nothing under it waits for all its input: \
+             packets start at {} bytes and double up to the full size",
+            p.first_packet_bytes(rows)
+        );
+    }
     s
 }
 
@@ -257,6 +265,11 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
         Op::Empty => "empty".to_string(),
         Op::Scan { pat: q, order } => format!("scan {} {}", order.name(), pat(q)),
         Op::IndexJoin { pat: q, eq: None } => format!("index join {}", pat(q)),
+        Op::IndexCount { pat: q, col, count } => format!(
+            "{} := count of {} from the indexes: {count}",
+            name(names, *col),
+            pat(q)
+        ),
         Op::IndexJoin {
             pat: q,
             eq: Some((a, b)),

@@ -513,14 +513,18 @@ impl Prepared {
     /// that passes fewer rows than the limit) reaches full packets after a few. `None` for any
     /// other plan, and when the rows fill full packets anyway.
     fn first_rows_packet(&self, rt: &Runtime) -> Option<usize> {
-        let rows = self.phys.first_rows()?;
-        let row = self.width.max(1) * std::mem::size_of::<Id>();
-        let bytes = rows.saturating_mul(row).max(FIRST_ROWS_PACKET_MIN);
+        let bytes = self.first_packet_bytes(self.phys.first_rows()?);
         let full = self
             .options
             .packet_bytes
             .unwrap_or_else(|| nearflow_flow::default_packet_bytes(rt.machine()));
         (bytes < full).then_some(bytes)
+    }
+
+    /// The first packets' size for `rows` rows of this query's width.
+    pub(crate) fn first_packet_bytes(&self, rows: usize) -> usize {
+        let row = self.width.max(1) * std::mem::size_of::<Id>();
+        rows.saturating_mul(row).max(FIRST_ROWS_PACKET_MIN)
     }
 
     /// The store it runs on.

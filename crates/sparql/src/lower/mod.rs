@@ -513,6 +513,19 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
             stat.rows.store(out.len() as u64, Ordering::Relaxed);
             vec![b.source(out)]
         }
+        Op::IndexCount { col, count, .. } => {
+            let mut row = [UNBOUND; N];
+            row[*col] = cx
+                .eval()
+                .id_of_term(nearflow_rdf::term::TermRef::Literal {
+                    value: &count.to_string(),
+                    datatype: "http://www.w3.org/2001/XMLSchema#integer",
+                    lang: None,
+                })
+                .unwrap_or(UNBOUND);
+            stat.rows.store(1, Ordering::Relaxed);
+            vec![b.source(vec![row])]
+        }
         Op::Graphs(col, ids) => {
             let out: Vec<Row<N>> = ids
                 .iter()

@@ -169,6 +169,16 @@ pub enum Op {
         /// The permutation read.
         order: Permutation,
     },
+    /// `COUNT(*)` of one pattern's matches, counted by the indexes when the plan is made
+    /// (binary searches, no row read): one row, `count` as an `xsd:integer` in column `col`.
+    IndexCount {
+        /// The pattern counted.
+        pat: Pat,
+        /// The aggregate's column.
+        col: usize,
+        /// Its matches.
+        count: u64,
+    },
     /// A lookup of `pat` per input row.
     IndexJoin {
         /// The pattern (its variables bound by the input are looked up).
@@ -286,6 +296,7 @@ impl Phys {
                 | Op::Project(_)
                 | Op::Extend(..)
                 | Op::Values(..)
+                | Op::IndexCount { .. }
                 | Op::Graphs(..)
         ) && self.inputs.iter().all(Phys::streams)
     }
@@ -339,6 +350,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::Empty => true,
         Op::Unit | Op::Scan { .. } | Op::Path(..) => false,
         Op::Values(_, rows) => rows.is_empty(),
+        Op::IndexCount { .. } => false,
         Op::Graphs(_, ids) => ids.is_empty(),
         // Without keys, a group is one row even over no input.
         Op::Group(keys, ..) => !keys.is_empty() && input(0),

@@ -461,6 +461,56 @@ impl Planner<'_> {
         )
     }
 
+    /// `COUNT(*)` (or `COUNT(?x)` of a variable the pattern binds) of one triple pattern
+    /// with no GROUP BY: the indexes count its matches exactly ([`Planner::count`], binary
+    /// searches in each graph it reads), so no row is read — `SELECT (COUNT(*) AS ?n) WHERE
+    /// { ?s ?p ?o }` answers at once over any store. Only where a count of matches is the
+    /// count of solutions: no variable twice in the pattern (`?x ?p ?x` matches fewer), no
+    /// filter, one graph or the named graphs (a default graph merged from several `FROM`s
+    /// counts a triple once however many hold it), not `DISTINCT`.
+    fn index_count(
+        &self,
+        i: &Node,
+        keys: &[usize],
+        aggs: &[(usize, Agg)],
+        active: &[Id],
+    ) -> Option<Phys> {
+        let (Node::Bgp(quads), true, [(col, agg)]) = (i, keys.is_empty(), aggs) else {
+            return None;
+        };
+        let [q] = quads.as_slice() else {
+            return None;
+        };
+        if agg.func != AggFunc::Count || agg.distinct || (active.len() > 1 && q.g.is_none()) {
+            return None;
+        }
+        let pat = self.pat(q, active);
+        let vars: Vec<usize> = pat.iter().filter_map(|s| s.var()).collect();
+        let once = vars
+            .iter()
+            .all(|v| vars.iter().filter(|w| *w == v).count() == 1);
+        let counts_rows = match &agg.expr {
+            None => true,
+            Some(Expr::Var(c)) => vars.contains(c),
+            Some(_) => false,
+        };
+        if !once || !counts_rows {
+            return None;
+        }
+        let count = if pat.contains(&Slot::Const(None)) {
+            0
+        } else {
+            self.count(&pat)
+        };
+        let cert = BTreeSet::from([*col]);
+        let op = Op::IndexCount {
+            pat,
+            col: *col,
+            count,
+        };
+        Some(Phys::new(op, Vec::new(), 1.0, cert, BTreeSet::new()))
+    }
+
     #[inline(never)]
     pub(super) fn group(
         &self,
@@ -469,6 +519,9 @@ impl Planner<'_> {
         aggs: &[(usize, Agg)],
         active: &[Id],
     ) -> Phys {
+        if let Some(p) = self.index_count(i, keys, aggs, active) {
+            return p;
+        }
         let p = self.plan(i, active);
         // One row per group: without keys exactly one; with keys at most the input's.
         let est = if keys.is_empty() {
