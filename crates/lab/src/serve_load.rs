@@ -144,7 +144,27 @@ fn texts(cfg: &Config, names: &[String]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// One request: its latency and whether its answer is the expected one.
+/// An `ASK`'s answer in the SPARQL JSON results format: its `boolean`; or, from Virtuoso 7,
+/// which answers an `ASK` as a one-column table (`__ASK_RETVAL`: a row holding `1` for true, no
+/// row or `0` for false), that table's value. `None` when the body is neither.
+fn boolean_of(body: &str) -> Option<bool> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    if let Some(b) = v.get("boolean").and_then(serde_json::Value::as_bool) {
+        return Some(b);
+    }
+    let vars = v.pointer("/head/vars")?.as_array()?;
+    if vars.len() != 1 || vars[0].as_str() != Some("__ASK_RETVAL") {
+        return None;
+    }
+    let rows = v.pointer("/results/bindings")?.as_array()?;
+    Some(rows.iter().any(|r| {
+        r.pointer("/__ASK_RETVAL/value").and_then(serde_json::Value::as_str) == Some("1")
+    }))
+}
+
+/// One request: its latency and whether its answer is the expected one. The query goes as an
+/// HTML form (`query=…` in a POST body), the form of the SPARQL 1.1 Protocol every endpoint
+/// here takes (Virtuoso 7 does not read a body of type `application/sparql-query`).
 fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result<(), String> {
     let accept = match expected {
         Expected::Rows(_) => "text/tab-separated-values",
@@ -153,8 +173,7 @@ fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result
     let mut r = agent
         .post(url)
         .header("Accept", accept)
-        .content_type("application/sparql-query")
-        .send(text)
+        .send_form([("query", text)])
         .map_err(|e| e.to_string())?;
     let status = r.status();
     let body = r
@@ -168,7 +187,10 @@ fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result
     }
     let got = match expected {
         Expected::Rows(_) => Expected::Rows(body.lines().count().saturating_sub(1) as u64),
-        Expected::Boolean(_) => Expected::Boolean(body.contains("true")),
+        Expected::Boolean(_) => match boolean_of(&body) {
+            Some(b) => Expected::Boolean(b),
+            None => return Err(format!("not an ASK's answer: {}", body.trim())),
+        },
     };
     if got != expected {
         return Err(format!("answer {got:?}, expected {expected:?}"));
@@ -714,4 +736,35 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         csv.write(path)?;
     }
     Ok(Report::new(results, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::boolean_of;
+
+    /// The SPARQL JSON form, and Virtuoso 7's one-column table: a row holding `1` is true, no
+    /// row or a `0` false; anything else is not an answer.
+    #[test]
+    fn ask_answers_are_read_in_both_forms() {
+        assert_eq!(boolean_of(r#"{"head":{},"boolean":true}"#), Some(true));
+        assert_eq!(boolean_of(r#"{"head":{},"boolean":false}"#), Some(false));
+        let virtuoso = |rows: &str| {
+            format!(
+                r#"{{ "head": {{ "link": [], "vars": ["__ASK_RETVAL"] }},
+                  "results": {{ "distinct": false, "ordered": true, "bindings": [{rows}] }} }}"#
+            )
+        };
+        let row = |v: &str| {
+            format!(
+                r#"{{ "__ASK_RETVAL": {{ "type": "typed-literal", "datatype": "http://www.w3.org/2001/XMLSchema#integer", "value": "{v}" }} }}"#
+            )
+        };
+        assert_eq!(boolean_of(&virtuoso(&row("1"))), Some(true));
+        assert_eq!(boolean_of(&virtuoso(&row("0"))), Some(false));
+        assert_eq!(boolean_of(&virtuoso("")), Some(false));
+        let other = r#"{"head":{"vars":["x"]},"results":{"bindings":[{"x":{"type":"literal","value":"1"}}]}}"#;
+        assert_eq!(boolean_of(other), None);
+        assert_eq!(boolean_of("true"), None);
+        assert_eq!(boolean_of("<html>error</html>"), None);
+    }
 }
