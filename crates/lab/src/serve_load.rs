@@ -158,7 +158,9 @@ fn boolean_of(body: &str) -> Option<bool> {
     }
     let rows = v.pointer("/results/bindings")?.as_array()?;
     Some(rows.iter().any(|r| {
-        r.pointer("/__ASK_RETVAL/value").and_then(serde_json::Value::as_str) == Some("1")
+        r.pointer("/__ASK_RETVAL/value")
+            .and_then(serde_json::Value::as_str)
+            == Some("1")
     }))
 }
 

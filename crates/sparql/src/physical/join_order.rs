@@ -269,7 +269,10 @@ impl Planner<'_> {
             let vars: BTreeSet<usize> = pat.iter().filter_map(|s| s.var()).collect();
             let shares = !vars.is_disjoint(&cur.cert);
             let read = self.rows_read(cur.est, est);
-            cur = if shares && read * 4.0 < cards[k] {
+            // An index join: by the shared variables, or by the `=` alone (a lookup per row of
+            // the term `=` to its `?a`, `lower/index_join.rs`, the `=` checked there).
+            let eq = if shares { None } else { edge };
+            cur = if (shares || eq.is_some()) && read * 4.0 < cards[k] {
                 let mut cert = cur.cert.clone();
                 cert.extend(vars);
                 let maybe = cur.maybe.clone();
@@ -278,28 +281,17 @@ impl Planner<'_> {
                     _ => cur,
                 };
                 let out = cur.out.clone();
-                let op = Op::IndexJoin { pat, eq: None };
-                let mut j = Phys::new(op, vec![cur], est.max(1.0), cert, maybe);
+                let mut j = Phys::new(
+                    Op::IndexJoin { pat, eq },
+                    vec![cur],
+                    est.max(1.0),
+                    cert,
+                    maybe,
+                );
                 j.out = out;
-                j
-            } else if let Some((a, b)) = edge.filter(|_| read * 4.0 < cards[k]) {
-                // Joined by the `=` alone: a lookup per row of the term `=` to its `?a`
-                // (`lower/index_join.rs`), the `=` checked there.
-                let mut cert = cur.cert.clone();
-                cert.extend(vars);
-                let maybe = cur.maybe.clone();
-                let cur = match self.par(read) {
-                    n if n > cur.out.count() => self.exchange(cur, Partitioning::Any(n)),
-                    _ => cur,
-                };
-                let out = cur.out.clone();
-                let op = Op::IndexJoin {
-                    pat,
-                    eq: Some((a, b)),
-                };
-                let mut j = Phys::new(op, vec![cur], est.max(1.0), cert, maybe);
-                j.out = out;
-                cs.retain(|c| var_eq(c) != Some((a, b)) && var_eq(c) != Some((b, a)));
+                if let Some((a, b)) = eq {
+                    cs.retain(|c| var_eq(c) != Some((a, b)) && var_eq(c) != Some((b, a)));
+                }
                 j
             } else {
                 let scan = self.scan(pat, cards[k]);
