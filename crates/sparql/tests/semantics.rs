@@ -934,3 +934,35 @@ fn counts_from_the_indexes_match_oxigraph() {
         );
     }
 }
+
+/// The index join on `=` reads the pattern's numbers once into a table by value key: the table
+/// is charged to the plan's memory limit, so a limit below it stops the query with the memory
+/// error, and the same query without the limit answers.
+#[test]
+fn an_index_join_on_an_equality_keeps_the_memory_limit() {
+    let mut data = String::from("@prefix ex: <http://ex/> .\n");
+    for i in 0..5 {
+        writeln!(data, "ex:s{i} ex:v {i} .").unwrap();
+    }
+    for i in 0..40_000 {
+        writeln!(data, "ex:t{i} ex:w {} .", i % 1000).unwrap();
+    }
+    let (store, rt) = ours_of(&data);
+    let text = format!("{PRE}SELECT ?s ?t WHERE {{ ?s ex:v ?a . ?t ex:w ?b FILTER(?a = ?b) }}");
+    let limited = sparql::Options {
+        memory_limit: Some(64 << 10),
+        ..Default::default()
+    };
+    let prepared = sparql::prepare(&store, &text, &limited).unwrap();
+    assert!(
+        prepared.explain().contains("on ?a = ?b"),
+        "{}",
+        prepared.explain()
+    );
+    let e = prepared
+        .run_collect(&rt)
+        .err()
+        .expect("over the memory limit");
+    assert!(matches!(e, sparql::QueryError::MemoryLimit { .. }), "{e}");
+    assert_eq!(ours_on(&store, &rt, &text).count(), 5 * 40);
+}

@@ -189,6 +189,9 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
         let mut failed = None;
         let done = looking.is_none()
             && pump(io, &mut self.queue, 0, true, |io, mut row| {
+                if failed.is_some() {
+                    return;
+                }
                 if let Some(e) = edge.as_mut() {
                     let v = row[e.a];
                     let cx = EvalCx::new(store, &e.minted);
@@ -249,17 +252,29 @@ fn by_value<const N: usize>(
     reads: &mut Reads<'_>,
     io: &mut Io<'_>,
 ) -> Result<HashMap<u64, Vec<Row<N>>>, FlowError> {
+    // Charged, and the plan's limits of time and memory checked, every `STEP` rows read: the
+    // read is one step of the operator however long the pattern is.
+    const STEP: usize = 1 << 16;
+    let entry = std::mem::size_of::<Row<N>>() + 8;
     let mut m: HashMap<u64, Vec<Row<N>>> = HashMap::new();
-    let mut kept = 0usize;
+    let (mut read, mut kept, mut stopped) = (0usize, 0usize, None);
     RowLookup::new(pat, [UNBOUND; N], named).run(store, named, pat, reads, |r| {
         let v = r[b];
         if v != UNBOUND && !only_itself(cx, v) {
             m.entry(value_key(cx, v)).or_default().push(r);
             kept += 1;
         }
-        true
+        read += 1;
+        if read % STEP == 0 {
+            stopped = io.check().and_then(|()| io.charge(kept * entry)).err();
+            kept = 0;
+        }
+        stopped.is_none()
     });
-    io.charge(kept * (std::mem::size_of::<Row<N>>() + 8))?;
+    if let Some(e) = stopped {
+        return Err(e);
+    }
+    io.charge(kept * entry)?;
     Ok(m)
 }
 
