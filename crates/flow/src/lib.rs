@@ -77,6 +77,6 @@ pub use packet::{
 };
 pub use plan::{
     Limits, Operator, OperatorId, OperatorShape, Plan, PlanBuilder, PlanShape, PortType, Sink,
-    Status, Stream,
+    Status, Stream, DEFAULT_BUFFER_PACKETS,
 };
 pub use stats::{OperatorSends, PlanStats, ThreadStats};

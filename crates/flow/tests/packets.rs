@@ -212,3 +212,72 @@ fn first_packets_are_small_and_double_up_to_the_packet_size() {
         "{capped:?}"
     );
 }
+
+/// Passes on every thousandth value through an [`Emitter`], going idle (and telling the
+/// emitter so) whenever its input runs dry before it has ended.
+struct Sparse {
+    out: nearflow_flow::Emitter<u64>,
+}
+
+impl Operator for Sparse {
+    fn inputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<u64>()]
+    }
+    fn outputs(&self) -> Vec<PortType> {
+        vec![PortType::of::<u64>()]
+    }
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        while let Some(p) = io.recv::<u64>(0) {
+            for v in p {
+                if v % 1000 == 0 {
+                    self.out.push(io, v);
+                }
+            }
+        }
+        if io.finished::<u64>(0) {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        self.out.idle(io);
+        Ok(Status::Idle)
+    }
+}
+
+/// While packets grow, an operator that runs out of input sends the rows it holds at once (so
+/// the first rows a limit wants are not kept until more input fills the packet); with full-size
+/// packets it keeps them until the packet is full or its input ends. On one PU with one packet
+/// a buffer, the source's first packet (0..128) reaches the filter alone, and the filter goes
+/// idle after it.
+#[test]
+fn a_growing_packet_is_sent_when_its_operator_goes_idle() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let machine = nearflow_topo::from_synthetic("pack:1 core:1 pu:1").unwrap();
+    let rt = Runtime::builder(machine).build().unwrap();
+    let lengths = |first: Option<usize>| {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut b = PlanBuilder::for_runtime(&rt);
+        b.packet_bytes(64 << 10); // 8192 u64
+        b.buffer_packets(1);
+        if let Some(f) = first {
+            b.first_packet_bytes(f);
+        }
+        let s = b.source(0..100_000u64);
+        let f = b.add(
+            "sparse",
+            Sparse {
+                out: nearflow_flow::Emitter::new(0),
+            },
+        );
+        b.connect(s.operator(), 0, f, 0).unwrap();
+        let l = b.add("lengths", Lengths { seen: seen.clone() });
+        b.connect(f, 0, l, 0).unwrap();
+        b.build().unwrap().submit(&rt).wait().unwrap();
+        let v = seen.lock().unwrap().clone();
+        assert_eq!(v.iter().sum::<usize>(), 100, "{v:?}");
+        v
+    };
+    let grown = lengths(Some(1024)); // 128 u64 first
+    assert_eq!(grown[0], 1, "only 0 of 0..128 passes: {grown:?}");
+    assert!(grown.len() > 2, "{grown:?}");
+    assert_eq!(lengths(None), [100], "full-size packets are not sent early");
+}

@@ -572,7 +572,8 @@ pub struct ServeLoadCmd {
     #[command(flatten)]
     pub read: nearflow_cli::args::ReadArgs,
     /// The query mix (comma-separated): SP²Bench's names and the SPARQL 1.1 workloads a1, a2,
-    /// a3, p1, n1.
+    /// a3, p1, n1. A SELECT's name with `:count` (`q2:count`) is that query wrapped in
+    /// `SELECT (COUNT(*) AS ?count) { … }`, its count checked.
     #[arg(long, default_value = lab::serve_load::DEFAULT_MIX)]
     pub queries: String,
     /// Where SP²Bench's query files are (as `bench sp2bench`).
@@ -584,6 +585,10 @@ pub struct ServeLoadCmd {
     /// Seconds each engine is driven per round. Range: 0.1..=3600.
     #[arg(long, default_value_t = 5.0, value_parser = nearflow_cli::args::real_in(0.1, 3600.0))]
     pub seconds: f64,
+    /// Instead of --seconds: each client sends each query N times per turn (so every query is
+    /// measured on every engine, however slow the rest). Range: 1..=10000.
+    #[arg(long, value_name = "N", value_parser = nearflow_cli::args::int_in(1usize, 10000))]
+    pub each: Option<usize>,
     /// Interleaved rounds. Range: 1..=100.
     #[arg(long, default_value_t = 2, value_parser = nearflow_cli::args::int_in(1usize, 100))]
     pub rounds: usize,
@@ -627,6 +632,7 @@ impl ServeLoadCmd {
             queries_dir: self.queries_dir.clone(),
             clients: self.clients,
             seconds: self.seconds,
+            each: self.each,
             rounds: self.rounds,
             policies: self.policies.clone(),
             peer: self.peer.clone(),

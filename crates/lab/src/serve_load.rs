@@ -62,6 +62,10 @@ pub struct Config {
     pub clients: usize,
     /// Seconds each engine is driven per round.
     pub seconds: f64,
+    /// Instead of a time per turn: each client sends each query of the mix this many times
+    /// per turn, in the mix's order from its own start, so every query is measured on every
+    /// engine however slow the others are (`seconds` is then not used).
+    pub each: Option<usize>,
     /// Interleaved rounds.
     pub rounds: usize,
     /// Policies of nearflow's runtime (comma-separated), one endpoint each.
@@ -119,6 +123,8 @@ pub struct Engine {
 enum Expected {
     Rows(u64),
     Boolean(bool),
+    /// One row holding this count (a query wrapped in a count).
+    Count(u64),
 }
 
 struct Sample {
@@ -127,21 +133,76 @@ struct Sample {
     ok: Result<(), String>,
 }
 
+/// The suffix of a query name that asks for the query wrapped in a count (`q2:count`).
+pub const COUNT_SUFFIX: &str = ":count";
+
 fn texts(cfg: &Config, names: &[String]) -> Result<Vec<String>> {
+    let base = |n: &String| n.strip_suffix(COUNT_SUFFIX).unwrap_or(n).to_owned();
     let mut sp2: Vec<String> = Vec::new();
-    for n in names {
-        if !SPARQL11.iter().any(|(k, _)| k == n) {
-            sp2.push(n.clone());
+    for n in names.iter().map(base) {
+        if !SPARQL11.iter().any(|(k, _)| *k == n) {
+            sp2.push(n);
         }
     }
     let mut sp2_texts = crate::sp2bench::query_texts(cfg.queries_dir.as_deref(), &sp2)?.into_iter();
-    Ok(names
+    names
         .iter()
-        .map(|n| match SPARQL11.iter().find(|(k, _)| k == n) {
-            Some((_, t)) => t.to_string(),
-            None => sp2_texts.next().expect("one text per SP²Bench name"),
+        .map(|n| {
+            let text = match SPARQL11.iter().find(|(k, _)| *k == base(n)) {
+                Some((_, t)) => t.to_string(),
+                None => sp2_texts.next().expect("one text per SP²Bench name"),
+            };
+            if n.ends_with(COUNT_SUFFIX) {
+                wrapped_in_count(&text).with_context(|| format!("query {n}"))
+            } else {
+                Ok(text)
+            }
         })
-        .collect())
+        .collect()
+}
+
+/// `text`, a SELECT query, as the subquery of `SELECT (COUNT(*) AS ?count)`: its prologue
+/// (`PREFIX`, `BASE`) kept in front, the rest inside. The answer is one row, the number of
+/// rows the query gives, which every engine must compute without serialising them.
+fn wrapped_in_count(text: &str) -> Result<String> {
+    // The first `SELECT` outside an IRI and a comment starts the query after the prologue.
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut start = None;
+    while i < b.len() {
+        match b[i] {
+            b'<' => i += text[i..].find('>').map_or(b.len(), |e| e + 1),
+            b'#' => i += text[i..].find('\n').map_or(b.len(), |e| e + 1),
+            b'"' | b'\'' => bail!("a string before the query's form"),
+            _ if text[i..].len() >= 6
+                && text.is_char_boundary(i + 6)
+                && text[i..i + 6].eq_ignore_ascii_case("select")
+                && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) =>
+            {
+                start = Some(i);
+                break;
+            }
+            _ if text[i..].len() >= 3
+                && text.is_char_boundary(i + 3)
+                && (text[i..i + 3].eq_ignore_ascii_case("ask")
+                    || text[i..].len() >= 9
+                        && text.is_char_boundary(i + 9)
+                        && text[i..i + 9].eq_ignore_ascii_case("construct"))
+                && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) =>
+            {
+                bail!("only a SELECT query can be wrapped in a count")
+            }
+            _ => i += 1,
+        }
+    }
+    let Some(start) = start else {
+        bail!("only a SELECT query can be wrapped in a count")
+    };
+    Ok(format!(
+        "{}SELECT (COUNT(*) AS ?count) WHERE {{\n{}\n}}\n",
+        &text[..start],
+        &text[start..]
+    ))
 }
 
 /// An `ASK`'s answer in the SPARQL JSON results format: its `boolean`; or, from Virtuoso 7,
@@ -164,12 +225,39 @@ fn boolean_of(body: &str) -> Option<bool> {
     }))
 }
 
+/// The count in a one-row, one-column TSV answer: `123`, or the literal
+/// `"123"^^<…#integer>`. `None` when the body is not that.
+fn count_of(body: &str) -> Option<u64> {
+    let mut lines = body.lines().filter(|l| !l.is_empty());
+    let (_, value, rest) = (lines.next()?, lines.next()?, lines.next());
+    if rest.is_some() {
+        return None;
+    }
+    count_of_term(value)
+}
+
+/// A count written as a term: `123`, or the literal `"123"^^<…#integer>`.
+fn count_of_term(value: &str) -> Option<u64> {
+    let v = value.trim();
+    let v = match v.strip_prefix('"') {
+        Some(q) => {
+            let (lex, dt) = q.split_once('"')?;
+            if !dt.is_empty() && !dt.starts_with("^^") {
+                return None;
+            }
+            lex
+        }
+        None => v,
+    };
+    v.parse().ok()
+}
+
 /// One request: its latency and whether its answer is the expected one. The query goes as an
 /// HTML form (`query=…` in a POST body), the form of the SPARQL 1.1 Protocol every endpoint
 /// here takes (Virtuoso 7 does not read a body of type `application/sparql-query`).
 fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result<(), String> {
     let accept = match expected {
-        Expected::Rows(_) => "text/tab-separated-values",
+        Expected::Rows(_) | Expected::Count(_) => "text/tab-separated-values",
         Expected::Boolean(_) => "application/sparql-results+json",
     };
     let mut r = agent
@@ -189,6 +277,10 @@ fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result
     }
     let got = match expected {
         Expected::Rows(_) => Expected::Rows(body.lines().count().saturating_sub(1) as u64),
+        Expected::Count(_) => match count_of(&body) {
+            Some(n) => Expected::Count(n),
+            None => return Err(format!("not a count: {}", body.trim())),
+        },
         Expected::Boolean(_) => match boolean_of(&body) {
             Some(b) => Expected::Boolean(b),
             None => return Err(format!("not an ASK's answer: {}", body.trim())),
@@ -200,16 +292,31 @@ fn ask(agent: &ureq::Agent, url: &str, text: &str, expected: Expected) -> Result
     Ok(())
 }
 
-/// Drives `url` with `clients` clients for `seconds`, each replaying the mix from its own
+/// How long a turn lasts: a time, or each query a number of times.
+#[derive(Clone, Copy)]
+enum Turn {
+    Seconds(f64),
+    Each(usize),
+}
+
+/// Drives `url` with `clients` clients for a turn, each replaying the mix from its own
 /// starting point.
 fn drive(
     url: &str,
     mix: &[(String, String, Expected)],
     clients: usize,
-    seconds: f64,
+    turn: Turn,
     timeout: Duration,
 ) -> (Vec<Sample>, f64) {
-    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let seconds = match turn {
+        Turn::Seconds(s) => s,
+        Turn::Each(_) => f64::INFINITY,
+    };
+    let until = Instant::now() + Duration::from_secs_f64(seconds.min(1e9));
+    let requests = match turn {
+        Turn::Seconds(_) => usize::MAX,
+        Turn::Each(n) => n * mix.len(),
+    };
     let started = Instant::now();
     let samples = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients)
@@ -222,9 +329,17 @@ fn drive(
                         .into();
                     let mut out = Vec::new();
                     let mut k = c;
-                    while Instant::now() < until {
-                        let i = k % mix.len();
+                    // With `Each`, query `i` is sent `n` times in a row (its samples beside
+                    // each other in time), then the next.
+                    let per = requests / mix.len().max(1);
+                    let mut sent = 0;
+                    while Instant::now() < until && sent < requests {
+                        let i = match turn {
+                            Turn::Seconds(_) => k % mix.len(),
+                            Turn::Each(_) => (c + sent / per) % mix.len(),
+                        };
                         k += 1;
+                        sent += 1;
                         let t = Instant::now();
                         let ok = ask(&agent, url, &mix[i].1, mix[i].2);
                         out.push(Sample {
@@ -451,6 +566,11 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     if !(cfg.seconds > 0.0 && cfg.seconds <= 3600.0) {
         bail!("--seconds must be more than 0 and at most 3600");
     }
+    let turn = match cfg.each {
+        Some(n) if (1..=10_000).contains(&n) => Turn::Each(n),
+        Some(_) => bail!("--each must be 1..=10000"),
+        None => Turn::Seconds(cfg.seconds),
+    };
     if !(1..=100).contains(&cfg.rounds) {
         bail!("--rounds must be 1..=100");
     }
@@ -475,12 +595,22 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                 .with_context(|| format!("query {name}"))?;
             let expected = match answer {
                 QueryResults::Boolean(a) => Expected::Boolean(a.value),
-                QueryResults::Solutions(s) => Expected::Rows(
-                    s.collect()
-                        .with_context(|| format!("query {name}"))?
-                        .rows
-                        .len() as u64,
-                ),
+                QueryResults::Solutions(s) => {
+                    let out = s.collect().with_context(|| format!("query {name}"))?;
+                    if name.ends_with(COUNT_SUFFIX) {
+                        let n = out
+                            .rows
+                            .get(0)
+                            .and_then(|r| out.term(r, 0))
+                            .map(|t| t.to_string());
+                        match n.as_deref().and_then(count_of_term) {
+                            Some(n) if out.rows.len() == 1 => Expected::Count(n),
+                            _ => bail!("query {name}: not one count ({n:?})"),
+                        }
+                    } else {
+                        Expected::Rows(out.rows.len() as u64)
+                    }
+                }
                 QueryResults::Graph(_) => {
                     bail!("query {name} is a CONSTRUCT or DESCRIBE; the mix takes SELECT and ASK")
                 }
@@ -491,13 +621,16 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     let mut out = String::new();
     writeln!(
         out,
-        "serve: {} triples; machine {}; host CPU {}{}; {} clients on the same host, {} s per engine per round, {} rounds interleaved; mix {}",
+        "serve: {} triples; machine {}; host CPU {}{}; {} clients on the same host, {} per engine per round, {} rounds interleaved; mix {}",
         store.len(),
         machine.label(),
         host_cpu(),
         if in_a_vm() { " (a VM)" } else { "" },
         cfg.clients,
-        cfg.seconds,
+        match turn {
+            Turn::Seconds(s) => format!("{s} s"),
+            Turn::Each(n) => format!("each query {n} times"),
+        },
         cfg.rounds,
         names.join(",")
     )?;
@@ -583,13 +716,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                                 )
                             })
                         });
-                        let r = drive(
-                            &server.url,
-                            &mix,
-                            cfg.clients,
-                            cfg.seconds,
-                            cfg.request_timeout,
-                        );
+                        let r = drive(&server.url, &mix, cfg.clients, turn, cfg.request_timeout);
                         stop.store(true, std::sync::atomic::Ordering::Relaxed);
                         if let Some(h) = stream {
                             let u = h.join().unwrap_or_default();
@@ -605,7 +732,7 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                     cfg.peer.as_deref().expect("the peer engine has a URL"),
                     &mix,
                     cfg.clients,
-                    cfg.seconds,
+                    turn,
                     cfg.request_timeout,
                 ),
             };
@@ -685,14 +812,21 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
         }
     }
     writeln!(out, "\nper query, p50 / p99 (ms):\n")?;
+    // With one endpoint of ours and the peer: ours over the peer's, per query (medians).
+    let ratio = (results.len() == 2 && results[1].engine == "peer").then_some((0, 1));
     let header: Vec<String> = std::iter::once("query".to_owned())
         .chain(results.iter().map(|r| r.engine.clone()))
+        .chain(ratio.map(|_| format!("{} / peer", results[0].engine)))
         .collect();
     writeln!(out, "| {} |", header.join(" | "))?;
-    writeln!(out, "|---|{}", "---:|".repeat(results.len()))?;
+    writeln!(
+        out,
+        "|---|{}",
+        "---:|".repeat(results.len() + usize::from(ratio.is_some()))
+    )?;
     let mut csv = Csv::new(&["query", "engine", "answers", "p50_s", "p99_s"]);
     for (i, (name, _, _)) in mix.iter().enumerate() {
-        let cells: Vec<String> = results
+        let mut cells: Vec<String> = results
             .iter()
             .map(|r| {
                 let (_, n, p50, p99) = &r.queries[i];
@@ -710,6 +844,14 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
                 }
             })
             .collect();
+        if let Some((a, b)) = ratio {
+            let (x, y) = (results[a].queries[i].2, results[b].queries[i].2);
+            cells.push(if x.is_nan() || y.is_nan() {
+                String::new()
+            } else {
+                format!("{:.2}", x / y)
+            });
+        }
         writeln!(out, "| {name} | {} |", cells.join(" | "))?;
     }
     if results
@@ -742,7 +884,37 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
 
 #[cfg(test)]
 mod tests {
-    use super::boolean_of;
+    use super::{boolean_of, count_of, wrapped_in_count};
+
+    /// The prologue stays in front, the query goes inside; a `SELECT` inside an IRI or a
+    /// comment is not the query's; only a SELECT is wrapped.
+    #[test]
+    fn a_select_is_wrapped_in_a_count() {
+        let q = "PREFIX s: <http://x/select#>\n# select nothing\nBASE <http://y/>\nSELECT ?a WHERE { ?a s:p ?b } ORDER BY ?a LIMIT 3";
+        let w = wrapped_in_count(q).unwrap();
+        assert_eq!(
+            w,
+            "PREFIX s: <http://x/select#>\n# select nothing\nBASE <http://y/>\nSELECT (COUNT(*) AS ?count) WHERE {\nSELECT ?a WHERE { ?a s:p ?b } ORDER BY ?a LIMIT 3\n}\n"
+        );
+        spargebra::SparqlParser::new().parse_query(&w).unwrap();
+        assert!(wrapped_in_count("PREFIX a: <http://a/> ASK { ?s ?p ?o }").is_err());
+        assert!(wrapped_in_count("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }").is_err());
+        assert!(wrapped_in_count("nothing").is_err());
+    }
+
+    /// A count in TSV, bare or as a typed literal; anything else is not one.
+    #[test]
+    fn counts_are_read_from_tsv() {
+        assert_eq!(count_of("?count\n42\n"), Some(42));
+        assert_eq!(
+            count_of("?count\n\"42\"^^<http://www.w3.org/2001/XMLSchema#integer>\n"),
+            Some(42)
+        );
+        assert_eq!(count_of("?count\n42\n43\n"), None);
+        assert_eq!(count_of("?count\n"), None);
+        assert_eq!(count_of("?count\n\"42\"@en\n"), None);
+        assert_eq!(count_of("?count\nx\n"), None);
+    }
 
     /// The SPARQL JSON form, and Virtuoso 7's one-column table: a row holding `1` is true, no
     /// row or a `0` false; anything else is not an answer.

@@ -27,8 +27,10 @@ pub fn all(p: &Prepared) -> String {
         let _ = writeln!(
             s,
             "first rows: the slice takes {rows}, and nothing under it waits for all its input: \
-             packets start at {} bytes and double up to the full size",
-            p.first_packet_bytes(rows)
+             packets start at {} bytes and double up to the full size, an operator sends what \
+             it holds when it runs out of input, and a buffer holds {} packet(s)",
+            p.first_packet_bytes(rows),
+            crate::FIRST_ROWS_BUFFER_PACKETS
         );
     }
     s

@@ -114,6 +114,17 @@ impl<T: Send + 'static> Emitter<T> {
         }
     }
 
+    /// The operator goes idle, its input not ended: while packets are still growing
+    /// ([`PlanBuilder::first_packet_bytes`](crate::PlanBuilder::first_packet_bytes): a plan
+    /// whose consumer wants its first rows early) sends what is buffered, so that a row that
+    /// passed reaches the consumer now, not once more input has filled the packet; with
+    /// full-size packets, does nothing.
+    pub fn idle(&mut self, io: &mut Io<'_>) {
+        if self.cap < self.full && !self.buf.is_empty() {
+            self.send(io);
+        }
+    }
+
     fn send(&mut self, io: &mut Io<'_>) {
         // Packets grow from the first packet's size to the full one, doubling.
         self.cap = self.cap.saturating_mul(2).min(self.full);

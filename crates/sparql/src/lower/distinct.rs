@@ -57,6 +57,7 @@ impl<const N: usize> Operator for DistinctOp<N> {
             self.out.flush(io);
             return Ok(Status::Done);
         }
+        self.out.idle(io);
         Ok(Status::Idle)
     }
 }

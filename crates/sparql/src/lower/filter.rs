@@ -50,6 +50,8 @@ impl<const N: usize> Operator for FilterOp<N> {
         stop?;
         if status == Status::Done {
             self.out.flush(io);
+        } else {
+            self.out.idle(io);
         }
         self.stat.rows.fetch_add(kept, Ordering::Relaxed);
         Ok(status)

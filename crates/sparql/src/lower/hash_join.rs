@@ -230,6 +230,7 @@ impl<const N: usize> Operator for JoinOp<N> {
             self.out.flush(io);
             return Ok(Status::Done);
         }
+        self.out.idle(io);
         Ok(Status::Idle)
     }
 }

@@ -237,6 +237,7 @@ impl<const N: usize> Operator for IndexJoinOp<N> {
             self.out.flush(io);
             return Ok(Status::Done);
         }
+        self.out.idle(io);
         Ok(Status::Idle)
     }
 }

@@ -112,6 +112,8 @@ impl<const N: usize> Operator for SlicePerKeyOp<N> {
         charged?;
         if status == Status::Done {
             self.out.flush(io);
+        } else {
+            self.out.idle(io);
         }
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         Ok(status)
