@@ -869,7 +869,12 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
             writeln!(out, "FAILED ({}): {f}", r.engine)?;
         }
     }
-    if results.iter().any(|r| r.engine == "peer" && r.failed > 0) {
+    if results.iter().any(|r| {
+        r.engine == "peer"
+            && r.failures
+                .iter()
+                .any(|f| f.to_lowercase().contains("timeout"))
+    }) {
         writeln!(
             out,
             "note: a peer request that failed by timeout may still be running in the peer, taking \

@@ -306,6 +306,9 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             if !pairs.is_empty() {
                 let _ = write!(w, " pairing [{}]", cols(pairs, names));
             }
+            if p.counts_build_keys() {
+                w.push_str(", counting the build side's keys");
+            }
             w
         }
         Op::MergeJoin { on, .. } => format!("merge join on [{}]", name(names, *on)),

@@ -59,6 +59,70 @@ impl<const N: usize> Table<N> {
     }
 }
 
+/// The build side of a join whose build rows bind nothing but the one key column (a pattern
+/// like `?x rdf:type bench:Article` joined on `?x`): each build row is its key, so the table is
+/// how many rows hold each key, and a probe row's matches are that many copies of itself. The
+/// keys are gathered while the build side runs; once it has ended they are counted into an
+/// array indexed by id when their ids lie close together (a few bytes a row: `DENSE` ids of
+/// range per key at most), else into a hash map.
+enum Counts {
+    Gathering(Vec<Id>),
+    Dense { low: Id, counts: Vec<u32> },
+    Sparse(HashMap<Id, u32>),
+}
+
+impl Counts {
+    /// At most this many ids of range per key for the array.
+    const DENSE: usize = 16;
+
+    /// Counts the gathered keys; the bytes the table then takes.
+    fn count(&mut self) -> usize {
+        let Counts::Gathering(keys) = self else {
+            return 0;
+        };
+        let keys = std::mem::take(keys);
+        let (low, high) = keys
+            .iter()
+            .fold((Id::MAX, 0), |(l, h), &k| (l.min(k), h.max(k)));
+        let range = if keys.is_empty() {
+            0
+        } else {
+            (high - low) as usize + 1
+        };
+        if range <= Self::DENSE * keys.len() + 1024 {
+            let mut counts = vec![0u32; range];
+            for k in keys {
+                counts[(k - low) as usize] += 1;
+            }
+            let bytes = counts.len() * 4;
+            *self = Counts::Dense { low, counts };
+            bytes
+        } else {
+            let mut m: HashMap<Id, u32> = HashMap::with_capacity(keys.len());
+            for k in keys {
+                *m.entry(k).or_insert(0) += 1;
+            }
+            let bytes = m.capacity() * 9;
+            *self = Counts::Sparse(m);
+            bytes
+        }
+    }
+
+    /// Build rows holding `key`.
+    #[inline]
+    fn of(&self, key: Id) -> u32 {
+        match self {
+            Counts::Gathering(_) => 0,
+            Counts::Dense { low, counts } => key
+                .checked_sub(*low)
+                .and_then(|i| counts.get(i as usize))
+                .copied()
+                .unwrap_or(0),
+            Counts::Sparse(m) => m.get(&key).copied().unwrap_or(0),
+        }
+    }
+}
+
 struct JoinOp<const N: usize> {
     mode: JoinMode,
     keys: Arc<Vec<usize>>,
@@ -73,6 +137,9 @@ struct JoinOp<const N: usize> {
     /// The ids of `true` and `false` (a mark join's answers).
     marks: [Id; 2],
     table: Table<N>,
+    /// With a build side that binds only the one key column: its keys' counts, used instead of
+    /// `table`.
+    counts: Option<Counts>,
     built: bool,
     queue: VecDeque<Row<N>>,
     /// A probe row whose matches were interrupted.
@@ -102,6 +169,9 @@ impl<const N: usize> JoinOp<N> {
     /// merged rows until the chain ends or the output blocks between two matches; then the
     /// rest waits in `self.probing`. Returns the rows pushed.
     fn probe(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
+        if self.counts.is_some() {
+            return self.probe_counted(io, st);
+        }
         let cx = EvalCx::new(&self.store, &self.minted);
         let p = st.row;
         let mut emitted = 0;
@@ -178,11 +248,74 @@ impl<const N: usize> JoinOp<N> {
         emitted
     }
 
+    /// [`probe`](Self::probe) against key counts: each match is the probe row itself (the
+    /// build row adds no column), so the row is pushed once per match, `st.at` counting the
+    /// matches still to push; every mode's answer as the table's would give it.
+    fn probe_counted(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
+        let p = st.row;
+        let mut emitted = 0;
+        if st.matched {
+            // Resumed between two copies of an inner or left join's match.
+            while st.at > 0 {
+                if io.blocked() {
+                    self.probing = Some(st);
+                    return emitted;
+                }
+                st.at -= 1;
+                self.out.push(io, p);
+                emitted += 1;
+            }
+            return emitted;
+        }
+        let n = self.counts.as_ref().map_or(0, |c| c.of(p[self.keys[0]])) as usize;
+        let holds = n > 0
+            && self.residual.as_ref().is_none_or(|e| {
+                let cx = EvalCx::new(&self.store, &self.minted);
+                e.holds(cx, &p)
+            });
+        let copies = match self.mode {
+            JoinMode::Inner => usize::from(holds) * n,
+            JoinMode::Left => {
+                if holds {
+                    n
+                } else {
+                    1
+                }
+            }
+            JoinMode::Semi => usize::from(holds),
+            JoinMode::Anti => usize::from(!holds),
+            // A shared variable (the key) and a match: the row is removed.
+            JoinMode::Minus => usize::from(!(holds && self.shares_key)),
+            JoinMode::Mark(col) => {
+                let mut r = p;
+                r[col] = self.marks[usize::from(!holds)];
+                self.out.push(io, r);
+                return 1;
+            }
+        };
+        st.at = copies;
+        st.matched = true;
+        while st.at > 0 {
+            if io.blocked() {
+                self.probing = Some(st);
+                return emitted;
+            }
+            st.at -= 1;
+            self.out.push(io, p);
+            emitted += 1;
+        }
+        emitted
+    }
+
     /// A fresh probe of row `p`.
     fn start(&self, p: Row<N>) -> Probing<N> {
         Probing {
             row: p,
-            at: self.table.head(self.probe_key.key(&p)),
+            at: if self.counts.is_some() {
+                0
+            } else {
+                self.table.head(self.probe_key.key(&p))
+            },
             matched: false,
         }
     }
@@ -198,7 +331,15 @@ impl<const N: usize> Operator for JoinOp<N> {
     }
 
     fn state_bytes(&self) -> usize {
-        self.table.rows.len() * Self::ENTRY + self.queue.len() * std::mem::size_of::<Row<N>>()
+        let counts = match &self.counts {
+            None => 0,
+            Some(Counts::Gathering(k)) => k.len() * std::mem::size_of::<Id>(),
+            Some(Counts::Dense { counts, .. }) => counts.len() * 4,
+            Some(Counts::Sparse(m)) => m.capacity() * 9,
+        };
+        self.table.rows.len() * Self::ENTRY
+            + counts
+            + self.queue.len() * std::mem::size_of::<Row<N>>()
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
@@ -207,12 +348,29 @@ impl<const N: usize> Operator for JoinOp<N> {
         if !self.built {
             let entry = Self::ENTRY;
             while let Some(p) = io.recv::<Row<N>>(1) {
+                if let Some(Counts::Gathering(keys)) = &mut self.counts {
+                    io.charge(p.len() * std::mem::size_of::<Id>())?;
+                    let k = self.keys[0];
+                    keys.extend(p.iter().map(|b| b[k]));
+                    continue;
+                }
                 io.charge(p.len() * entry)?;
                 for b in p {
                     self.table.insert(self.build_key.key(&b), b);
                 }
             }
             self.built = io.finished::<Row<N>>(1);
+            if self.built {
+                if let Some(c) = &mut self.counts {
+                    let gathered = match c {
+                        Counts::Gathering(k) => k.len() * std::mem::size_of::<Id>(),
+                        _ => 0,
+                    };
+                    let bytes = c.count();
+                    io.charge(bytes)?;
+                    io.uncharge(gathered);
+                }
+            }
         }
         let mut n = 0;
         if let Some(st) = self.probing.take() {
@@ -276,6 +434,7 @@ pub(super) fn build<const N: usize>(
         .unwrap_or(UNBOUND)
     };
     let marks = [boolean("true"), boolean("false")];
+    let counted = p.counts_build_keys();
     probe
         .into_iter()
         .zip(bld)
@@ -294,6 +453,7 @@ pub(super) fn build<const N: usize>(
                     build_key: build_key.clone(),
                     marks,
                     table: Table::new(),
+                    counts: counted.then(|| Counts::Gathering(Vec::new())),
                     built: false,
                     queue: VecDeque::new(),
                     probing: None,

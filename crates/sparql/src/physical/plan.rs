@@ -279,6 +279,23 @@ impl Phys {
         }
     }
 
+    /// For a hash join: whether its build rows bind the one key column and nothing else while
+    /// every probe row binds it (`?x rdf:type bench:Article` joined on `?x`). A match then adds
+    /// nothing to the probe row, and the join counts the build side's keys instead of keeping
+    /// its rows (`lower/hash_join.rs`).
+    pub fn counts_build_keys(&self) -> bool {
+        let Op::HashJoin {
+            keys, value_key, ..
+        } = &self.op
+        else {
+            return false;
+        };
+        let (probe, build) = (&self.inputs[0], &self.inputs[1]);
+        matches!(keys.as_slice(), [k] if value_key.is_none()
+            && build.cert.union(&build.maybe).eq(std::iter::once(k))
+            && probe.cert.contains(k))
+    }
+
     /// Whether every operator of the plan passes rows on as they come.
     pub(crate) fn streams(&self) -> bool {
         matches!(

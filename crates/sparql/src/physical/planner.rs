@@ -467,7 +467,8 @@ impl Planner<'_> {
     /// { ?s ?p ?o }` answers at once over any store. Only where a count of matches is the
     /// count of solutions: no variable twice in the pattern (`?x ?p ?x` matches fewer), no
     /// filter, one graph or the named graphs (a default graph merged from several `FROM`s
-    /// counts a triple once however many hold it), not `DISTINCT`.
+    /// counts a triple once however many hold it), not `DISTINCT`; `COUNT(*)` also through a
+    /// projection (a subquery's `SELECT ?x`).
     fn index_count(
         &self,
         i: &Node,
@@ -475,6 +476,12 @@ impl Planner<'_> {
         aggs: &[(usize, Agg)],
         active: &[Id],
     ) -> Option<Phys> {
+        // A projection (a subquery's SELECT, not DISTINCT) keeps every row: `COUNT(*)` over it
+        // counts the pattern's matches.
+        let i = match i {
+            Node::Project(inner, _) if matches!(aggs, [(_, a)] if a.expr.is_none()) => inner,
+            _ => i,
+        };
         let (Node::Bgp(quads), true, [(col, agg)]) = (i, keys.is_empty(), aggs) else {
             return None;
         };
