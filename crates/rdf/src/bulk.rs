@@ -946,11 +946,12 @@ mod tests {
         nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap()
     }
 
-    fn dir(test: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("nearflow-bulk-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A folder of the test's own, removed when dropped.
+    fn dir(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("nearflow-bulk-{test}-"))
+            .tempdir()
+            .unwrap()
     }
 
     /// Two documents: TriG with the default graph, two named graphs, blank nodes, literals of
@@ -1046,8 +1047,9 @@ mod tests {
 
     #[test]
     fn a_load_in_many_runs_is_the_load_in_memory_quad_for_quad() {
-        let d = dir("equal");
-        let paths = documents(&d, 3000);
+        let tmp = dir("equal");
+        let d = tmp.path();
+        let paths = documents(d, 3000);
         let want = crate::load::load_files(&paths, &Arc::default())
             .unwrap()
             .into_store(&machine())
@@ -1082,7 +1084,7 @@ mod tests {
                 assert_eq!(got.dict().lookup(got.dict().term(id)), Some(id));
             }
             // Nothing left beside the target but the snapshot itself.
-            let left: Vec<_> = std::fs::read_dir(&d)
+            let left: Vec<_> = std::fs::read_dir(d)
                 .unwrap()
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -1099,7 +1101,8 @@ mod tests {
 
     #[test]
     fn an_empty_load_is_an_empty_store_and_a_bad_one_leaves_the_old_store() {
-        let d = dir("empty");
+        let tmp = dir("empty");
+        let d = tmp.path();
         let empty = d.join("e.nt");
         std::fs::write(&empty, "").unwrap();
         let target = d.join("s.nfs");
@@ -1120,7 +1123,7 @@ mod tests {
         assert!(matches!(e, LoadError::Syntax { line: 2001, .. }), "{e}");
         assert_eq!(std::fs::read(&target).unwrap(), before);
         // An interrupted load too.
-        let paths = documents(&d, 500);
+        let paths = documents(d, 500);
         let progress = Arc::new(Progress::default());
         progress.cancel.store(true, Ordering::Relaxed);
         let e = load_spilling_at(
@@ -1135,7 +1138,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, LoadError::Interrupted), "{e}");
         assert_eq!(std::fs::read(&target).unwrap(), before);
-        let names: Vec<_> = std::fs::read_dir(&d)
+        let names: Vec<_> = std::fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
@@ -1144,7 +1147,8 @@ mod tests {
 
     #[test]
     fn run_files_round_trip_their_integers_and_bytes() {
-        let d = dir("runfile");
+        let tmp = dir("runfile");
+        let d = tmp.path();
         let f = d.join("r");
         let vals = [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX];
         let mut w = RunWriter::create(&f, vals.len() as u64).unwrap();
@@ -1195,8 +1199,9 @@ mod tests {
         /// the load fail with a clear error, never a panic, and leaves the previous store.
         #[test]
         fn damaged_runs_are_a_clear_error(pass in 1usize..=3, which in any::<usize>(), e in edit()) {
-            let d = dir("fuzz");
-            let paths = documents(&d, 200);
+            let tmp = dir("fuzz");
+            let d = tmp.path();
+            let paths = documents(d, 200);
             let target = d.join("s.nfs");
             std::fs::write(&target, b"previous").unwrap();
             let mut damaged_one = None;

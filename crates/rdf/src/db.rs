@@ -906,7 +906,7 @@ mod tests {
     #[test]
     fn acknowledged_updates_survive_a_reopen_and_a_checkpoint() {
         let dir = tempdir();
-        let path = dir.join("s.nfs");
+        let path = dir.path().join("s.nfs");
         snapshot::save(&store_with(10), &path).unwrap();
         {
             let db = Db::open(&path, &machine(), true).unwrap();
@@ -944,7 +944,7 @@ mod tests {
     #[test]
     fn a_torn_last_record_is_dropped_and_damage_elsewhere_refused() {
         let dir = tempdir();
-        let path = dir.join("s.nfs");
+        let path = dir.path().join("s.nfs");
         snapshot::save(&store_with(3), &path).unwrap();
         {
             let db = Db::open(&path, &machine(), true).unwrap();
@@ -998,7 +998,7 @@ mod tests {
     #[test]
     fn a_damaged_length_in_the_middle_is_refused_and_salvage_keeps_the_prefix() {
         let (dir, whole) = logged();
-        let path = dir.join("s.nfs");
+        let path = dir.path().join("s.nfs");
         let lp = log_path(&path);
         let starts = record_starts(&whole);
         assert_eq!(starts.len(), 8);
@@ -1034,7 +1034,7 @@ mod tests {
     #[test]
     fn a_zero_filled_tail_is_torn_and_an_old_format_log_still_opens() {
         let (dir, whole) = logged();
-        let path = dir.join("s.nfs");
+        let path = dir.path().join("s.nfs");
         let lp = log_path(&path);
         let mut zeros = whole.clone();
         zeros.extend(std::iter::repeat_n(0u8, 4096));
@@ -1120,7 +1120,7 @@ mod tests {
             insert in proptest::option::of((0usize..2000, proptest::prelude::any::<u8>())),
         ) {
             let (dir, whole) = logged();
-            let path = dir.join("s.nfs");
+            let path = dir.path().join("s.nfs");
             let lp = log_path(&path);
             let cut = cut.min(whole.len());
             std::fs::write(&lp, &whole[..cut.max(HEADER)]).unwrap();
@@ -1144,36 +1144,34 @@ mod tests {
         }
     }
 
-    /// A store of 3 triples and a log of 8 inserts, made once; the log's bytes.
-    fn logged() -> (PathBuf, Vec<u8>) {
-        static MADE: std::sync::OnceLock<(PathBuf, Vec<u8>)> = std::sync::OnceLock::new();
-        let (dir, bytes) = MADE.get_or_init(|| {
+    /// A store of 3 triples and a log of 8 inserts, made once, written into a folder of the
+    /// caller's own (`s.nfs` and its log); the log's bytes.
+    fn logged() -> (tempfile::TempDir, Vec<u8>) {
+        static MADE: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+        let (snap, log) = MADE.get_or_init(|| {
             let dir = tempdir();
-            let path = dir.join("s.nfs");
+            let path = dir.path().join("s.nfs");
             snapshot::save(&store_with(3), &path).unwrap();
             let db = Db::open(&path, &machine(), true).unwrap();
             for i in 0..8 {
                 insert(&db, i, None);
             }
             drop(db);
-            let bytes = std::fs::read(log_path(&path)).unwrap();
-            (dir, bytes)
+            let log = std::fs::read(log_path(&path)).unwrap();
+            (std::fs::read(&path).unwrap(), log)
         });
-        // Each case writes its own copy of the snapshot and log.
-        let own = dir.join(format!("case-{:?}", std::thread::current().id()));
-        let _ = std::fs::create_dir_all(&own);
-        std::fs::copy(dir.join("s.nfs"), own.join("s.nfs")).unwrap();
-        (own, bytes.clone())
+        let own = tempdir();
+        let path = own.path().join("s.nfs");
+        std::fs::write(&path, snap).unwrap();
+        std::fs::write(log_path(&path), log).unwrap();
+        (own, log.clone())
     }
 
-    fn tempdir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "nearflow-db-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A folder of the test's own, removed when dropped.
+    fn tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("nearflow-db-")
+            .tempdir()
+            .unwrap()
     }
 }

@@ -96,8 +96,11 @@ fn machine() -> nearflow_topo::Machine {
     nearflow_topo::presets::build("nehalem-2x4").unwrap()
 }
 
+/// The folder the cases write their files to: cargo's own for integration tests, inside the
+/// target folder (the same for every run, so nothing piles up in the system's temporary
+/// folder).
 fn scratch() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("nearflow-fuzz-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nearflow-fuzz");
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -1008,9 +1008,8 @@ fn a_join_counting_its_build_keys_matches_oxigraph() {
     for i in 0..30 {
         writeln!(data, "ex:far{i} ex:v {i} . ex:far{i} a ex:D , ex:E .").unwrap();
     }
-    let trig = format!(
-        "{data}\nex:g1 {{ ex:s3 a ex:C . ex:s4 a ex:C . }}\nex:g2 {{ ex:s3 a ex:C . }}\n"
-    );
+    let trig =
+        format!("{data}\nex:g1 {{ ex:s3 a ex:C . ex:s4 a ex:C . }}\nex:g2 {{ ex:s3 a ex:C . }}\n");
     let (store, rt) = common::ours_of_trig(&trig);
     let oxi = common::oxigraph_from_trig(&trig);
     let mut counted = 0;

@@ -208,7 +208,7 @@ fn absurd_sizes_and_counts_are_refused_at_load() {
 
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
     let good = std::fs::read_to_string(format!("{dir}/two-nodes.xml")).unwrap();
-    let tmp = std::env::temp_dir().join(format!("nearflow-topo-{}", std::process::id()));
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nearflow-topo");
     std::fs::create_dir_all(&tmp).unwrap();
     let variants = [
         (

@@ -8,11 +8,12 @@ use crate::term::Id;
 use crate::term::TermRef;
 use proptest::prelude::*;
 
-fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("nearflow-snapshot-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A folder of the test's own, removed when dropped.
+fn dir(test: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("nearflow-snapshot-{test}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// A store of `n` distinct quads over seven terms of a dictionary of nine, every third in
@@ -49,7 +50,8 @@ fn all(s: &Store) -> Vec<crate::store::Quad> {
 /// even row counts per partition, opens on machines of one, two and four nodes.
 #[test]
 fn a_snapshot_from_several_nodes_opens_anywhere() {
-    let d = dir("nodes");
+    let tmp = dir("nodes");
+    let d = tmp.path();
     let machines = [
         nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap(),
         nearflow_topo::from_synthetic("pack:4 [numa] core:1 pu:1").unwrap(),
@@ -94,7 +96,8 @@ fn reseal(bytes: &mut [u8]) {
 /// refused, saying so.
 #[test]
 fn permutations_that_disagree_are_refused() {
-    let d = dir("disagree");
+    let tmp = dir("disagree");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     let s = store(&m, 30);
     let f = d.join("s.nfs");
@@ -123,7 +126,8 @@ fn permutations_that_disagree_are_refused() {
 /// whole and no temporary file; a good write replaces it.
 #[test]
 fn a_failed_write_keeps_the_previous_snapshot() {
-    let d = dir("atomic");
+    let tmp = dir("atomic");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     let f = d.join("s.nfs");
     let small = store(&m, 5);
@@ -136,7 +140,7 @@ fn a_failed_write_keeps_the_previous_snapshot() {
             assert!(e.contains("no space left"), "{e}");
             assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
         }
-        let names: Vec<_> = std::fs::read_dir(&d)
+        let names: Vec<_> = std::fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
@@ -154,7 +158,8 @@ fn a_failed_write_keeps_the_previous_snapshot() {
 /// default graph; a graph table out of order is refused.
 #[test]
 fn format_one_opens_as_the_default_graph_and_a_bad_graph_table_is_refused() {
-    let d = dir("format1");
+    let tmp = dir("format1");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     // 100 quads: all in the default graph (the first 147 are).
     let s = store(&m, 100);
@@ -211,7 +216,8 @@ fn save3(s: &Store, f: &Path) {
 /// search; nothing of the indexes or terms copied into memory; the checks find nothing wrong.
 #[test]
 fn a_mapped_snapshot_reads_as_the_store_it_was() {
-    let d = dir("mapped");
+    let tmp = dir("mapped");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
     let s = store(&m, 441);
     let f = d.join("s.nfs");
@@ -277,7 +283,8 @@ fn wide(machine: &Machine, n: usize) -> Store {
 /// section is refused at open.
 #[test]
 fn damage_to_a_packed_snapshot_is_found_where_it_is_read() {
-    let d = dir("packed-damage");
+    let tmp = dir("packed-damage");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     let s = wide(&m, 60_000);
     let f = d.join("s.nfs");
@@ -334,7 +341,8 @@ fn damage_to_a_packed_snapshot_is_found_where_it_is_read() {
 /// reading it meanwhile does not panic.
 #[test]
 fn damage_to_a_mapped_snapshot_names_its_section() {
-    let d = dir("mapped-damage");
+    let tmp = dir("mapped-damage");
+    let d = tmp.path();
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     let s = store(&m, 300);
     let f = d.join("s.nfs");

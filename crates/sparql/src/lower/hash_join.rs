@@ -1,6 +1,9 @@
 //! The hash join, in every mode the algebra needs (inner, OPTIONAL, anti, MINUS, semi and
 //! mark): input 1 is built into a table, input 0 probes it. One operator per stream pair of
-//! its inputs, which the plan hash-partitioned alike on the join's keys (or left whole).
+//! its inputs, which the plan hash-partitioned alike on the join's keys (or left whole). When
+//! the build rows bind nothing but the one key (`?x rdf:type bench:Article` joined on `?x`:
+//! [`Phys::counts_build_keys`]) the table is only how many build rows hold each key, in an
+//! array indexed by id where the keys lie close together.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
