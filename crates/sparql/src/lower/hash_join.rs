@@ -256,19 +256,9 @@ impl<const N: usize> JoinOp<N> {
     /// matches still to push; every mode's answer as the table's would give it.
     fn probe_counted(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
         let p = st.row;
-        let mut emitted = 0;
         if st.matched {
             // Resumed between two copies of an inner or left join's match.
-            while st.at > 0 {
-                if io.blocked() {
-                    self.probing = Some(st);
-                    return emitted;
-                }
-                st.at -= 1;
-                self.out.push(io, p);
-                emitted += 1;
-            }
-            return emitted;
+            return self.push_copies(io, st);
         }
         let n = self.counts.as_ref().map_or(0, |c| c.of(p[self.keys[0]])) as usize;
         let holds = n > 0
@@ -298,13 +288,20 @@ impl<const N: usize> JoinOp<N> {
         };
         st.at = copies;
         st.matched = true;
+        self.push_copies(io, st)
+    }
+
+    /// Pushes `st.at` more copies of the probe row, until the output blocks (then the rest
+    /// waits in `self.probing`). Returns the rows pushed.
+    fn push_copies(&mut self, io: &mut Io<'_>, mut st: Probing<N>) -> u64 {
+        let mut emitted = 0;
         while st.at > 0 {
             if io.blocked() {
                 self.probing = Some(st);
                 return emitted;
             }
             st.at -= 1;
-            self.out.push(io, p);
+            self.out.push(io, st.row);
             emitted += 1;
         }
         emitted
