@@ -272,6 +272,24 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             name(names, *col),
             pat(q)
         ),
+        Op::StarCount {
+            keys,
+            rows,
+            s: v,
+            col,
+            probe,
+        } => format!(
+            "{} := count of {} whose {} is one of {}, {}",
+            name(names, *col),
+            pat(rows),
+            name(names, *v),
+            pat(keys),
+            if *probe {
+                "each looked up"
+            } else {
+                "from a set of the latter"
+            }
+        ),
         Op::IndexJoin {
             pat: q,
             eq: Some((a, b)),

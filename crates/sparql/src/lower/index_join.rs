@@ -38,7 +38,7 @@ enum Graphs {
 /// store's lookup in the current one ([`nearflow_rdf::index::Lookup`]: the permutation and key
 /// prefix the row's bound positions give, and where the next match is). Nothing is allocated
 /// per row.
-struct RowLookup<const N: usize> {
+pub(super) struct RowLookup<const N: usize> {
     row: Row<N>,
     order: Permutation,
     prefix: [Id; 3],
@@ -51,7 +51,7 @@ struct RowLookup<const N: usize> {
 }
 
 impl<const N: usize> RowLookup<N> {
-    fn new(pat: &Pat, row: Row<N>, named: &[Id]) -> Self {
+    pub(super) fn new(pat: &Pat, row: Row<N>, named: &[Id]) -> Self {
         let mut bound = bound_of(pat);
         for i in 0..3 {
             if let Slot::Var(c) = pat[i] {
@@ -99,7 +99,7 @@ impl<const N: usize> RowLookup<N> {
 
     /// Hands the row extended by each match of `pat` to `emit` until the matches end (true)
     /// or `emit` says stop between two of them (false: call again to go on).
-    fn run(
+    pub(super) fn run(
         &mut self,
         store: &Store,
         named: &[Id],

@@ -20,6 +20,7 @@
 //! ## Files
 //!
 //! - `scan.rs`, `index_join.rs`, `merge_join.rs`, `hash_join.rs` — reading the store, joins;
+//!   `star_count.rs` — a count of a join on one variable, from the indexes;
 //! - `filter.rs`, `extend.rs`, `project.rs` — row by row;
 //! - `sort.rs`, `distinct.rs`, `group.rs`, `path.rs` — the operators that hold state;
 //! - `exchange.rs` — repartitioning; `sink.rs` — the results.
@@ -37,6 +38,7 @@ mod project;
 mod scan;
 mod sink;
 mod sort;
+mod star_count;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -397,6 +399,16 @@ pub(crate) fn emit_queued<const N: usize>(
     status
 }
 
+/// The id of a count: `n` as an `xsd:integer` (minted when the store does not hold it).
+pub(crate) fn count_id(cx: EvalCx<'_>, n: u64) -> Id {
+    cx.id_of_term(nearflow_rdf::term::TermRef::Literal {
+        value: &n.to_string(),
+        datatype: "http://www.w3.org/2001/XMLSchema#integer",
+        lang: None,
+    })
+    .unwrap_or(UNBOUND)
+}
+
 #[inline]
 pub(crate) fn mix(h: u64, v: u64) -> u64 {
     let mut z = (h ^ v).wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -513,16 +525,10 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
             stat.rows.store(out.len() as u64, Ordering::Relaxed);
             vec![b.source(out)]
         }
+        Op::StarCount { .. } => star_count::build::<N>(cx, b, p),
         Op::IndexCount { col, count, .. } => {
             let mut row = [UNBOUND; N];
-            row[*col] = cx
-                .eval()
-                .id_of_term(nearflow_rdf::term::TermRef::Literal {
-                    value: &count.to_string(),
-                    datatype: "http://www.w3.org/2001/XMLSchema#integer",
-                    lang: None,
-                })
-                .unwrap_or(UNBOUND);
+            row[*col] = count_id(cx.eval(), *count);
             stat.rows.store(1, Ordering::Relaxed);
             vec![b.source(vec![row])]
         }

@@ -179,6 +179,24 @@ pub enum Op {
         /// Its matches.
         count: u64,
     },
+    /// `COUNT(*)` of the join of two patterns of one graph that share one variable, column `s`,
+    /// where `keys`' only variable is `s` (`?x rdf:type bench:Article . ?x swrc:pages ?v`):
+    /// the matches of `rows` whose `s` is among `keys`' `s` values, counted from the indexes
+    /// without forming a joined row (`lower/star_count.rs`). One row: the count as an
+    /// `xsd:integer` in column `col`.
+    StarCount {
+        /// The pattern whose only variable is `s`.
+        keys: Pat,
+        /// The other pattern.
+        rows: Pat,
+        /// The shared variable's column.
+        s: usize,
+        /// The aggregate's column.
+        col: usize,
+        /// Whether each of `rows`' matches looks its `s` up in `keys`' index (when `rows` has
+        /// far fewer matches than `keys`), rather than `keys`' values being read into a set.
+        probe: bool,
+    },
     /// A lookup of `pat` per input row.
     IndexJoin {
         /// The pattern (its variables bound by the input are looked up).
@@ -367,7 +385,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::Empty => true,
         Op::Unit | Op::Scan { .. } | Op::Path(..) => false,
         Op::Values(_, rows) => rows.is_empty(),
-        Op::IndexCount { .. } => false,
+        Op::IndexCount { .. } | Op::StarCount { .. } => false,
         Op::Graphs(_, ids) => ids.is_empty(),
         // Without keys, a group is one row even over no input.
         Op::Group(keys, ..) => !keys.is_empty() && input(0),

@@ -1,0 +1,203 @@
+//! `COUNT(*)` of a join of two patterns on one variable, one of them a check of that variable
+//! alone ([`Op::StarCount`]): the `keys` pattern's values of `?s` become a set — a bitmap over
+//! their id range when the ids lie close together (at most [`DENSE`] ids of range per key),
+//! else a hash set — and the `rows` pattern's matches are read and counted where their `?s` is
+//! in the set. No joined row is formed, no exchange or group runs: q3a's count at 5 M triples
+//! reads 285 k Articles and 470 k page counts where the join formed 470 k rows, partitioned them
+//! by hash and counted them. The reads are charged to the plan's memory limit and its limits
+//! are checked every [`STEP`] rows.
+
+use std::sync::Arc;
+
+use hashbrown::HashSet;
+use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
+
+use super::index_join::RowLookup;
+use super::{count_id, row_ports, ExecCx, Reads, Row, Timer};
+use crate::minted::Minted;
+use crate::physical::{Op, OpStat, Pat, Phys};
+use nearflow_rdf::index::Store;
+use nearflow_rdf::term::{Id, UNBOUND};
+
+/// Ids of range per key, at most, for the bitmap.
+const DENSE: usize = 64;
+
+/// Rows read between two checks of the plan's limits.
+const STEP: usize = 1 << 16;
+
+/// The values of `?s` the keys pattern holds.
+enum Keys {
+    Bits { low: Id, words: Vec<u64> },
+    Set(HashSet<Id>),
+}
+
+impl Keys {
+    /// The set of `ids`, and the bytes it takes.
+    fn of(ids: &[Id]) -> (Keys, usize) {
+        let Some((&low, &high)) = ids.iter().min().zip(ids.iter().max()) else {
+            return (Keys::Set(HashSet::new()), 0);
+        };
+        let range = (high - low) as usize + 1;
+        if range <= DENSE * ids.len() {
+            let mut words = vec![0u64; range.div_ceil(64)];
+            for &k in ids {
+                let i = (k - low) as usize;
+                words[i / 64] |= 1 << (i % 64);
+            }
+            let bytes = words.len() * 8;
+            (Keys::Bits { low, words }, bytes)
+        } else {
+            let set: HashSet<Id> = ids.iter().copied().collect();
+            let bytes = set.capacity() * 5;
+            (Keys::Set(set), bytes)
+        }
+    }
+
+    #[inline]
+    fn holds(&self, k: Id) -> bool {
+        match self {
+            Keys::Bits { low, words } => k.checked_sub(*low).is_some_and(|i| {
+                let i = i as usize;
+                words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+            }),
+            Keys::Set(s) => s.contains(&k),
+        }
+    }
+}
+
+struct StarCountOp<const N: usize> {
+    store: Arc<Store>,
+    minted: Arc<Minted>,
+    named: Arc<Vec<Id>>,
+    keys: Pat,
+    rows: Pat,
+    s: usize,
+    col: usize,
+    probe: bool,
+    stat: Arc<OpStat>,
+    timing: bool,
+}
+
+impl<const N: usize> StarCountOp<N> {
+    /// Reads every match of `pat`, handing each row's `?s` to `each`; checks the plan's limits
+    /// every [`STEP`] rows, charging `bytes` per row read since the last check.
+    fn read(
+        &self,
+        pat: &Pat,
+        bytes: usize,
+        reads: &mut Reads<'_>,
+        io: &mut Io<'_>,
+        mut each: impl FnMut(Id),
+    ) -> Result<(), FlowError> {
+        let (mut read, mut stopped) = (0usize, None);
+        RowLookup::new(pat, [UNBOUND; N], &self.named).run(
+            &self.store,
+            &self.named,
+            pat,
+            reads,
+            |r: Row<N>| {
+                each(r[self.s]);
+                read += 1;
+                if read % STEP == 0 {
+                    stopped = io.check().and_then(|()| io.charge(STEP * bytes)).err();
+                }
+                stopped.is_none()
+            },
+        );
+        match stopped {
+            Some(e) => Err(e),
+            None => io.charge(read % STEP * bytes),
+        }
+    }
+}
+
+impl<const N: usize> Operator for StarCountOp<N> {
+    fn inputs(&self) -> Vec<PortType> {
+        row_ports::<N>(0)
+    }
+
+    fn outputs(&self) -> Vec<PortType> {
+        row_ports::<N>(1)
+    }
+
+    fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let stat = self.stat.clone();
+        let _t = Timer::new(self.timing, &stat);
+        let mut reads = Reads::new(io.numa_node(), &stat);
+        let mut count: u64 = 0;
+        if self.probe {
+            // Each row's `?s` looked up in the keys pattern's index (a match or none: one
+            // graph holds a triple once).
+            let mut ids = Vec::new();
+            let size = std::mem::size_of::<Id>();
+            self.read(&self.rows, size, &mut reads, io, |k| ids.push(k))?;
+            for (i, &k) in ids.iter().enumerate() {
+                if i % STEP == STEP - 1 {
+                    io.check()?;
+                }
+                let mut row = [UNBOUND; N];
+                row[self.s] = k;
+                RowLookup::new(&self.keys, row, &self.named).run(
+                    &self.store,
+                    &self.named,
+                    &self.keys,
+                    &mut reads,
+                    |_| {
+                        count += 1;
+                        true
+                    },
+                );
+            }
+        } else {
+            let mut ids = Vec::new();
+            let size = std::mem::size_of::<Id>();
+            self.read(&self.keys, size, &mut reads, io, |k| ids.push(k))?;
+            let (keys, bytes) = Keys::of(&ids);
+            io.charge(bytes)?;
+            io.uncharge(ids.len() * size);
+            drop(ids);
+            self.read(&self.rows, 0, &mut reads, io, |k| {
+                count += u64::from(keys.holds(k));
+            })?;
+        }
+        let mut row = [UNBOUND; N];
+        row[self.col] = count_id(crate::expr::EvalCx::new(&self.store, &self.minted), count);
+        io.send(0, vec![row]);
+        stat.rows.store(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Status::Done)
+    }
+}
+
+/// The count's one operator.
+pub(super) fn build<const N: usize>(
+    cx: &ExecCx,
+    b: &mut PlanBuilder,
+    p: &Phys,
+) -> Vec<Stream<Row<N>>> {
+    let Op::StarCount {
+        keys,
+        rows,
+        s,
+        col,
+        probe,
+    } = &p.op
+    else {
+        unreachable!("a star count node")
+    };
+    let op = b.add(
+        "star count",
+        StarCountOp::<N> {
+            store: cx.store.clone(),
+            minted: cx.minted.clone(),
+            named: cx.named.clone(),
+            keys: *keys,
+            rows: *rows,
+            s: *s,
+            col: *col,
+            probe: *probe,
+            stat: p.stat.clone(),
+            timing: cx.timing,
+        },
+    );
+    vec![b.stream::<Row<N>>(op, 0).expect("the count outputs rows")]
+}
