@@ -167,6 +167,14 @@ fn texts(cfg: &Config, names: &[String]) -> Result<Vec<String>> {
 fn wrapped_in_count(text: &str) -> Result<String> {
     // The first `SELECT` outside an IRI and a comment starts the query after the prologue.
     let b = text.as_bytes();
+    // Keyword `kw` at `i`, a whole word (not part of a name such as `ask:` or `?task`).
+    let word = |i: usize, kw: &str| {
+        let end = i + kw.len();
+        let part = |j: usize| b[j].is_ascii_alphanumeric() || b[j] == b':' || b[j] == b'_';
+        text.get(i..end).is_some_and(|w| w.eq_ignore_ascii_case(kw))
+            && (i == 0 || !part(i - 1))
+            && (end == b.len() || !part(end))
+    };
     let mut i = 0;
     let mut start = None;
     while i < b.len() {
@@ -174,22 +182,11 @@ fn wrapped_in_count(text: &str) -> Result<String> {
             b'<' => i += text[i..].find('>').map_or(b.len(), |e| e + 1),
             b'#' => i += text[i..].find('\n').map_or(b.len(), |e| e + 1),
             b'"' | b'\'' => bail!("a string before the query's form"),
-            _ if text[i..].len() >= 6
-                && text.is_char_boundary(i + 6)
-                && text[i..i + 6].eq_ignore_ascii_case("select")
-                && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) =>
-            {
+            _ if word(i, "select") => {
                 start = Some(i);
                 break;
             }
-            _ if text[i..].len() >= 3
-                && text.is_char_boundary(i + 3)
-                && (text[i..i + 3].eq_ignore_ascii_case("ask")
-                    || text[i..].len() >= 9
-                        && text.is_char_boundary(i + 9)
-                        && text[i..i + 9].eq_ignore_ascii_case("construct"))
-                && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) =>
-            {
+            _ if ["ask", "construct", "describe"].iter().any(|k| word(i, k)) => {
                 bail!("only a SELECT query can be wrapped in a count")
             }
             _ => i += 1,
@@ -903,6 +900,15 @@ mod tests {
         );
         spargebra::SparqlParser::new().parse_query(&w).unwrap();
         assert!(wrapped_in_count("PREFIX a: <http://a/> ASK { ?s ?p ?o }").is_err());
+        // A prefix named like a form is a name, not the form.
+        let w = wrapped_in_count(
+            "PREFIX ask: <http://a/> PREFIX askme: <http://b/> SELECT ?x { ?x ask:p askme:o }",
+        )
+        .unwrap();
+        assert!(
+            w.starts_with("PREFIX ask: <http://a/> PREFIX askme: <http://b/> SELECT (COUNT(*)"),
+            "{w}"
+        );
         assert!(wrapped_in_count("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }").is_err());
         assert!(wrapped_in_count("nothing").is_err());
     }

@@ -575,7 +575,7 @@ impl Prepared {
             b.first_packet_bytes(p);
             // One packet a buffer: no operator runs more than a packet ahead of the one it
             // feeds, so the rows the slice wants come from the first packets read (q12a: the
-            // scan read 4–43 k rows with four a buffer, 8–12 k with one, engine time 14 → 3
+            // scan read 24–43 k rows with four a buffer, 4–22 k with one, engine time 14 → 3
             // ms median), and a plan that reads everything after all is as fast (measured).
             b.buffer_packets(FIRST_ROWS_BUFFER_PACKETS);
         }
