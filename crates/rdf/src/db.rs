@@ -329,7 +329,7 @@ fn encode(seq: u64, store: &Store, changes: &[([Id; 4], bool)]) -> Vec<u8> {
         for (i, &id) in q.iter().enumerate() {
             key.clear();
             if !(i == 3 && id == DEFAULT_GRAPH) {
-                store.dict().term(id).encode(&mut key);
+                store.dict().term(id).as_ref().encode(&mut key);
             }
             p.extend_from_slice(&(key.len() as u32).to_le_bytes());
             p.extend_from_slice(key.as_bytes());

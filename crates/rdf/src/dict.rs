@@ -11,13 +11,15 @@
 //! queries running on the old version keep theirs. [`Dict::flattened`] folds the two into one
 //! (the background merge), keeping every id.
 
+use std::borrow::Cow;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
 
+use crate::coded;
 use crate::shared::Shared;
-use crate::term::{Id, TermRef};
+use crate::term::{Id, TermCow, TermRef};
 
 /// The terms of a mapped snapshot (`snapshot/mapped.rs`, `snapshot/packed.rs`): the arena and
 /// end offsets as written, and the ids sorted by key, so that a lookup is a binary search and
@@ -26,7 +28,12 @@ use crate::term::{Id, TermRef};
 /// UTF-8 reads as [`DAMAGED`] (and the checks say where).
 pub struct MappedTerms {
     pub(crate) bytes: Shared<u8>,
+    /// Each term's end offset in `bytes`; when `coded`, each block's start.
     pub(crate) ends: Shared<u64>,
+    /// Terms.
+    pub(crate) terms: usize,
+    /// The keys are front-coded in blocks (`coded.rs`, format 5), else one after another.
+    pub(crate) coded: bool,
     pub(crate) sorted: Shared<u32>,
     /// Ids `1..=ordered` are in key order (not in `sorted`).
     pub(crate) ordered: usize,
@@ -65,7 +72,23 @@ pub(crate) struct TermChecks {
 
 impl MappedTerms {
     fn len(&self) -> usize {
-        self.ends.len()
+        self.terms
+    }
+
+    /// Block `b`'s bytes (format 5), unchecked: the caller has checked its chunk.
+    #[inline]
+    fn block(&self, b: usize) -> &[u8] {
+        let start = self.ends[b] as usize;
+        let end = self
+            .ends
+            .get(b + 1)
+            .map_or(self.bytes.len(), |&e| e as usize);
+        self.bytes.get(start..end).unwrap_or(&[])
+    }
+
+    /// Keys in block `b` (format 5).
+    fn block_len(&self, b: usize) -> usize {
+        (self.terms - b * coded::BLOCK).min(coded::BLOCK)
     }
 
     /// Whether term chunk `c` is whole, checking it on its first read.
@@ -81,6 +104,9 @@ impl MappedTerms {
     fn check_key_chunk(&self, ch: &TermChecks, c: usize) -> bool {
         let ids = c * TERM_CHUNK..((c + 1) * TERM_CHUNK).min(self.len());
         let whole = (|| {
+            if self.coded {
+                return self.check_coded_chunk(ch, c, ids.clone());
+            }
             let mut prev = if ids.start == 0 {
                 0
             } else {
@@ -113,6 +139,39 @@ impl MappedTerms {
         }
         ch.keys.set(c, whole);
         whole
+    }
+
+    /// Whether front-coded chunk `c` (terms `ids`, 0-based) is whole: the CRC-32 of its
+    /// blocks' starts, the end of its last block and its bytes is the one written, the starts
+    /// increase inside the arena, and each block holds its keys exactly (`coded::check`).
+    fn check_coded_chunk(&self, ch: &TermChecks, c: usize, ids: std::ops::Range<usize>) -> bool {
+        let blocks = ids.start / coded::BLOCK..ids.end.div_ceil(coded::BLOCK);
+        let Some(starts) = self.ends.get(blocks.clone()) else {
+            return false;
+        };
+        let end = self
+            .ends
+            .get(blocks.end)
+            .map_or(self.bytes.len() as u64, |&e| e);
+        let mut prev = starts.first().copied().unwrap_or(end);
+        for &e in starts[1..].iter().chain([&end]) {
+            if e <= prev || e as usize > self.bytes.len() {
+                return false;
+            }
+            prev = e;
+        }
+        let mut h = crc32fast::Hasher::new();
+        for e in starts {
+            h.update(&e.to_le_bytes());
+        }
+        h.update(&end.to_le_bytes());
+        h.update(&self.bytes[starts[0] as usize..end as usize]);
+        if ch.key_crcs.get(c) != Some(&h.finalize()) {
+            return false;
+        }
+        blocks
+            .clone()
+            .all(|b| coded::check(self.block(b), self.block_len(b), crate::term::TAG_TYPED))
     }
 
     /// Sorted id `i`, its chunk checked on its first read (`None` when damaged).
@@ -158,7 +217,46 @@ impl MappedTerms {
 
     /// The key of term `id` (1-based).
     #[inline]
-    fn key(&self, id: Id) -> &str {
+    fn key(&self, id: Id) -> Cow<'_, str> {
+        if self.coded {
+            let mut buf = Vec::new();
+            return match self.coded_key(id, &mut buf) {
+                Some(k) => Cow::Borrowed(k),
+                // SAFETY: `coded_key` fills `buf` only with a key of a checked chunk, and the
+                // check found each of its keys valid UTF-8 (the mapping does not change).
+                None => Cow::Owned(unsafe { String::from_utf8_unchecked(buf) }),
+            };
+        }
+        Cow::Borrowed(self.plain_key(id))
+    }
+
+    /// The key of term `id` of front-coded terms: in place when it heads its block, else
+    /// decoded into `buf` (`None`). A damaged chunk reads as [`DAMAGED`].
+    #[inline]
+    fn coded_key<'a>(&'a self, id: Id, buf: &mut Vec<u8>) -> Option<&'a str> {
+        let i = (id as usize).wrapping_sub(1);
+        let whole = match &self.as_read {
+            Some(ch) => i < self.len() && self.key_chunk_whole(ch, i / TERM_CHUNK),
+            None => false,
+        };
+        if !whole {
+            return Some(DAMAGED);
+        }
+        let (b, j) = (i / coded::BLOCK, i % coded::BLOCK);
+        let block = self.block(b);
+        if j == 0 {
+            // SAFETY: the chunk's check found every key of its blocks valid UTF-8.
+            return coded::head(block).map(|k| unsafe { std::str::from_utf8_unchecked(k) });
+        }
+        match coded::nth(block, j, buf) {
+            Some(()) => None,
+            None => Some(DAMAGED),
+        }
+    }
+
+    /// The key of term `id` (1-based) of keys one after another.
+    #[inline]
+    fn plain_key(&self, id: Id) -> &str {
         let i = (id as usize).wrapping_sub(1);
         if let Some(ch) = &self.as_read {
             if i < self.len() && self.key_chunk_whole(ch, i / TERM_CHUNK) {
@@ -230,13 +328,20 @@ impl MappedTerms {
 
     fn lookup(&self, key: &str) -> Option<Id> {
         // Ids `1..=ordered` first, by id.
-        let (mut lo, mut hi) = (1, self.ordered.min(self.len()) + 1);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.key(mid as Id).cmp(key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid as Id),
+        let ordered = self.ordered.min(self.len());
+        if self.coded {
+            if let Some(id) = self.coded_lookup(key, ordered) {
+                return Some(id);
+            }
+        } else {
+            let (mut lo, mut hi) = (1, ordered + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match self.plain_key(mid as Id).cmp(key) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                    std::cmp::Ordering::Equal => return Some(mid as Id),
+                }
             }
         }
         let n = self.sorted.len();
@@ -247,13 +352,44 @@ impl MappedTerms {
             if id == 0 || id as usize > self.len() {
                 return None;
             }
-            match self.key(id).cmp(key) {
+            match (*self.key(id)).cmp(key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Some(id),
             }
         }
         None
+    }
+
+    /// The id among `1..=ordered` (in key order) of `key`, front-coded: a binary search over
+    /// the blocks' first keys, in place, then a scan of one block.
+    fn coded_lookup(&self, key: &str, ordered: usize) -> Option<Id> {
+        let mut buf = Vec::new();
+        // The first block whose first key is after `key`.
+        let (mut lo, mut hi) = (0, ordered.div_ceil(coded::BLOCK));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let head = self.coded_key((mid * coded::BLOCK + 1) as Id, &mut buf)?;
+            if head <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let b = lo.checked_sub(1)?;
+        let count = (ordered - b * coded::BLOCK).min(coded::BLOCK);
+        let mut found = None;
+        coded::scan(self.block(b), count, &mut buf, |j, k| {
+            match k.cmp(key.as_bytes()) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Equal => {
+                    found = Some((b * coded::BLOCK + j + 1) as Id);
+                    false
+                }
+                std::cmp::Ordering::Greater => false,
+            }
+        })?;
+        found
     }
 }
 
@@ -387,8 +523,8 @@ impl Dict {
     }
 
     /// The terms of its own, in id order.
-    pub fn own_terms(&self) -> impl Iterator<Item = TermRef<'_>> + '_ {
-        (1..=self.own_len() as Id).map(|i| TermRef::decode(self.own_key(i)))
+    pub fn own_terms(&self) -> impl Iterator<Item = TermCow<'_>> + '_ {
+        (1..=self.own_len() as Id).map(|i| TermCow::of_key(self.own_key(i)))
     }
 
     /// One dictionary holding the terms of both levels in memory (none mapped), with the same
@@ -402,7 +538,7 @@ impl Dict {
         d.scratch = String::new();
         for id in 1..=self.own_len() as Id {
             let k = self.own_key(id);
-            d.push_new(k).expect("no more terms than the two held");
+            d.push_new(&k).expect("no more terms than the two held");
         }
         d
     }
@@ -432,12 +568,12 @@ impl Dict {
     }
 
     /// Every key, in id order (both levels): the snapshot writer's.
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = Cow<'_, str>> + '_ {
         (1..=self.len() as Id).map(|id| self.key(id))
     }
 
     /// The key of `id` (any level), for the snapshot writer's sort.
-    pub(crate) fn key_of(&self, id: Id) -> &str {
+    pub(crate) fn key_of(&self, id: Id) -> Cow<'_, str> {
         self.key(id)
     }
 
@@ -472,7 +608,7 @@ impl Dict {
         }) + self.under.as_ref().map_or(0, |u| u.mapped_bytes())
     }
 
-    fn key(&self, id: Id) -> &str {
+    fn key(&self, id: Id) -> Cow<'_, str> {
         match &self.under {
             Some(u) if (id as usize) <= self.under_len => u.key(id),
             _ => self.own_key(id - self.under_len as Id),
@@ -480,21 +616,41 @@ impl Dict {
     }
 
     /// The key of own id `id` (1-based among its own terms).
-    fn own_key(&self, id: Id) -> &str {
-        if let Some(m) = &self.mapped {
-            return m.key(id);
+    fn own_key(&self, id: Id) -> Cow<'_, str> {
+        match &self.mapped {
+            Some(m) => m.key(id),
+            None => Cow::Borrowed(self.memory_key(id)),
         }
+    }
+
+    /// The key of own id `id` of a dictionary in memory (not mapped).
+    fn memory_key(&self, id: Id) -> &str {
         let i = id as usize - 1;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.bytes[start..self.ends[i] as usize]
     }
 
-    /// The term of `id` (1..=len).
+    /// The term of `id` (1..=len): borrowed, or decoded from a front-coded block.
     ///
     /// # Panics
     /// If `id` is 0 or larger than [`len`](Self::len).
-    pub fn term(&self, id: Id) -> TermRef<'_> {
-        TermRef::decode(self.key(id))
+    pub fn term(&self, id: Id) -> TermCow<'_> {
+        TermCow::of_key(self.key(id))
+    }
+
+    /// The term of `id` (1..=len), decoded into `buf` when it is not borrowed: what a loop
+    /// over many terms uses, to reuse one buffer.
+    ///
+    /// # Panics
+    /// If `id` is 0 or larger than [`len`](Self::len).
+    pub fn term_into<'a>(&'a self, id: Id, buf: &'a mut String) -> TermRef<'a> {
+        match self.key(id) {
+            Cow::Borrowed(k) => TermRef::decode(k),
+            Cow::Owned(k) => {
+                *buf = k;
+                TermRef::decode(buf)
+            }
+        }
     }
 
     /// The id of `term`, if the dictionary holds it.
@@ -513,7 +669,7 @@ impl Dict {
         }
         let h = self.hasher.hash_one(key);
         self.table
-            .find(h, |&id| self.own_key(id) == key)
+            .find(h, |&id| self.memory_key(id) == key)
             .map(|&id| id + self.under_len as Id)
     }
 
@@ -549,7 +705,10 @@ impl Dict {
         }
         let base = self.under_len as Id;
         let h = self.hasher.hash_one(key);
-        let found = self.table.find(h, |&id| self.own_key(id) == key).copied();
+        let found = self
+            .table
+            .find(h, |&id| self.memory_key(id) == key)
+            .copied();
         if let Some(id) = found {
             return Ok(id + base);
         }
@@ -599,8 +758,8 @@ impl Dict {
         };
         d.table.reserve(d.ends.len(), |_| 0);
         for id in 1..=d.ends.len() as Id {
-            let h = d.hasher.hash_one(d.own_key(id));
-            if d.lookup_key(d.own_key(id)).is_some() {
+            let h = d.hasher.hash_one(d.memory_key(id));
+            if d.lookup_key(d.memory_key(id)).is_some() {
                 return Err(format!("term {id} appears twice"));
             }
             let (b, e, hasher) = (&d.bytes, &d.ends, &d.hasher);
@@ -672,7 +831,7 @@ mod tests {
         assert_eq!(flat.len(), 5);
         for id in 1..=5 {
             assert_eq!(flat.term(id), next.term(id));
-            assert_eq!(flat.lookup(next.term(id)), Some(id));
+            assert_eq!(flat.lookup(next.term(id).as_ref()), Some(id));
         }
         let (bytes, ends) = flat.parts();
         assert_eq!(

@@ -194,7 +194,7 @@ impl Store {
             };
             let mut d = Dict::over(under);
             for id in merged.dict.len() + 1..=self.dict.len() {
-                let got = d.intern(self.dict.term(id as Id))?;
+                let got = d.intern(self.dict.term(id as Id).as_ref())?;
                 debug_assert_eq!(got as usize, id, "ids are kept");
             }
             Arc::new(d)

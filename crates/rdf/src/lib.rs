@@ -60,6 +60,7 @@
 mod base;
 mod blocks;
 pub mod bulk;
+mod coded;
 pub mod db;
 pub mod delta;
 pub mod dict;
@@ -77,4 +78,4 @@ pub mod store;
 pub mod term;
 
 pub use store::{Quad, Store, DEFAULT_GRAPH};
-pub use term::{Id, Term, TermRef};
+pub use term::{Id, Term, TermCow, TermRef};

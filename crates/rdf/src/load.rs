@@ -418,7 +418,7 @@ impl Loaded {
     fn fresh_blank_prefix(&self) -> String {
         let mut taken = 0u64;
         for id in 1..=self.dict.len() as Id {
-            if let TermRef::Blank(label) = self.dict.term(id) {
+            if let TermRef::Blank(label) = self.dict.term(id).as_ref() {
                 let digits: String = label
                     .strip_prefix('a')
                     .unwrap_or("")

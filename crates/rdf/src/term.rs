@@ -180,6 +180,65 @@ impl fmt::Display for TermRef<'_> {
     }
 }
 
+/// A term read from the dictionary: borrowed where its key lies whole in memory or in the
+/// mapped file, else decoded (a key of a front-coded block, `coded.rs`) into a key of its own.
+/// [`as_ref`](Self::as_ref) borrows it as a [`TermRef`].
+#[derive(Clone, Debug)]
+pub enum TermCow<'a> {
+    /// Borrowed from the dictionary.
+    Ref(TermRef<'a>),
+    /// Decoded: the dictionary key (`TermRef::encode`).
+    Key(String),
+}
+
+impl<'a> TermCow<'a> {
+    /// The term of a dictionary key.
+    pub(crate) fn of_key(key: std::borrow::Cow<'a, str>) -> Self {
+        match key {
+            std::borrow::Cow::Borrowed(k) => TermCow::Ref(TermRef::decode(k)),
+            std::borrow::Cow::Owned(k) => TermCow::Key(k),
+        }
+    }
+
+    /// Borrows it.
+    #[inline]
+    pub fn as_ref(&self) -> TermRef<'_> {
+        match self {
+            TermCow::Ref(t) => *t,
+            TermCow::Key(k) => TermRef::decode(k),
+        }
+    }
+
+    /// The borrowed term, when it is one (`None` for a decoded key).
+    #[inline]
+    pub fn borrowed(&self) -> Option<TermRef<'a>> {
+        match self {
+            TermCow::Ref(t) => Some(*t),
+            TermCow::Key(_) => None,
+        }
+    }
+}
+
+impl PartialEq for TermCow<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_ref() == other.as_ref()
+    }
+}
+
+impl Eq for TermCow<'_> {}
+
+impl PartialEq<TermRef<'_>> for TermCow<'_> {
+    fn eq(&self, other: &TermRef<'_>) -> bool {
+        self.as_ref() == *other
+    }
+}
+
+impl std::fmt::Display for TermCow<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_ref().fmt(f)
+    }
+}
+
 /// An owned term (query constants, computed values).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Term {
@@ -223,6 +282,12 @@ impl Term {
             datatype: l.datatype().as_str().to_owned(),
             lang: l.language().map(str::to_ascii_lowercase),
         }
+    }
+}
+
+impl From<TermCow<'_>> for Term {
+    fn from(t: TermCow<'_>) -> Self {
+        t.as_ref().into()
     }
 }
 

@@ -34,11 +34,11 @@ fn namespace(iri: &str) -> Option<&str> {
 
 /// `(prefix, namespace)` for the store's predicates and classes, most used first, at most 30.
 pub fn of(store: &Store) -> Vec<(String, String)> {
-    let mut uses: HashMap<&str, u64> = HashMap::new();
+    let mut uses: HashMap<String, u64> = HashMap::new();
     for (&p, s) in &store.stats().per_predicate {
-        if let TermRef::Iri(iri) = store.dict().term(p) {
+        if let TermRef::Iri(iri) = store.dict().term(p).as_ref() {
             if let Some(ns) = namespace(iri) {
-                *uses.entry(ns).or_default() += s.triples.max(1);
+                *uses.entry(ns.to_owned()).or_default() += s.triples.max(1);
             }
         }
     }
@@ -54,28 +54,28 @@ pub fn of(store: &Store) -> Vec<(String, String)> {
             },
         );
         for (c, n) in classes {
-            if let TermRef::Iri(iri) = store.dict().term(c) {
+            if let TermRef::Iri(iri) = store.dict().term(c).as_ref() {
                 if let Some(ns) = namespace(iri) {
-                    *uses.entry(ns).or_default() += n;
+                    *uses.entry(ns.to_owned()).or_default() += n;
                 }
             }
         }
     }
-    let mut by_use: Vec<(&str, u64)> = uses.into_iter().collect();
-    by_use.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut by_use: Vec<(String, u64)> = uses.into_iter().collect();
+    by_use.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut unnamed = 0;
     by_use
         .into_iter()
         .take(30)
         .map(|(ns, _)| {
-            let name = KNOWN.iter().find(|(_, k)| *k == ns).map_or_else(
+            let name = KNOWN.iter().find(|(_, k)| *k == ns.as_str()).map_or_else(
                 || {
                     unnamed += 1;
                     format!("ns{unnamed}")
                 },
                 |(p, _)| (*p).to_owned(),
             );
-            (name, ns.to_owned())
+            (name, ns)
         })
         .collect()
 }

@@ -19,7 +19,7 @@ use super::functions::{self, Cast, Temporal};
 use super::minted::Minted;
 use nearflow_rdf::index::Dict;
 use nearflow_rdf::index::Store;
-use nearflow_rdf::term::{Id, Term, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
+use nearflow_rdf::term::{Id, Term, TermCow, TermRef, RDF_LANG_STRING, UNBOUND, XSD_STRING};
 
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 
@@ -231,6 +231,36 @@ impl<'a> Val<'a> {
                 value: Cow::Borrowed(value),
                 datatype: Cow::Borrowed(datatype),
                 lang: lang.map(Cow::Borrowed),
+            },
+        }
+    }
+
+    /// From a term read from the store: borrowed where it is, owned where it was decoded.
+    pub fn from_cow(t: TermCow<'a>) -> Self {
+        match t {
+            TermCow::Ref(t) => Val::from_term(t),
+            TermCow::Key(k) => Val::owned(TermCow::Key(k).as_ref()),
+        }
+    }
+
+    /// An owned copy of `t`.
+    fn owned(t: TermRef<'_>) -> Val<'static> {
+        let own = |s: &str| Cow::Owned(s.to_owned());
+        match t {
+            TermRef::Iri(s) => Val::Iri(own(s)),
+            TermRef::Blank(s) => Val::Blank(own(s)),
+            TermRef::Literal {
+                value,
+                datatype,
+                lang,
+            } => Val::Lit {
+                value: own(value),
+                datatype: match datatype {
+                    XSD_STRING => Cow::Borrowed(XSD_STRING),
+                    RDF_LANG_STRING => Cow::Borrowed(RDF_LANG_STRING),
+                    d => own(d),
+                },
+                lang: lang.map(own),
             },
         }
     }
@@ -682,20 +712,34 @@ impl<'s> EvalCx<'s> {
         EvalCx { dict, minted }
     }
 
-    /// The term of a bound id.
+    /// The term of a bound id: borrowed, or decoded from a front-coded block of the store.
     #[inline]
-    pub fn term(&self, id: Id) -> TermRef<'s> {
+    pub fn term(&self, id: Id) -> TermCow<'s> {
+        if self.minted.holds(id) {
+            TermCow::Ref(self.minted.term(id))
+        } else {
+            self.dict.term(id)
+        }
+    }
+
+    /// The term of a bound id, decoded into `buf` when it is not borrowed (a loop over many
+    /// terms reuses one buffer).
+    #[inline]
+    pub fn term_into<'b>(&self, id: Id, buf: &'b mut String) -> TermRef<'b>
+    where
+        's: 'b,
+    {
         if self.minted.holds(id) {
             self.minted.term(id)
         } else {
-            self.dict.term(id)
+            self.dict.term_into(id, buf)
         }
     }
 
     /// The value of a row's column, `None` when unbound.
     #[inline]
     pub fn val(&self, id: Id) -> Option<Val<'s>> {
-        (id != UNBOUND).then(|| Val::from_term(self.term(id)))
+        (id != UNBOUND).then(|| Val::from_cow(self.term(id)))
     }
 
     /// The id of a computed value: the store's when it holds the term, else minted; `None`
@@ -1110,7 +1154,7 @@ pub fn value_key(cx: EvalCx<'_>, id: Id) -> u64 {
     if id == UNBOUND {
         return 0;
     }
-    let v = Val::from_term(cx.term(id));
+    let v = Val::from_cow(cx.term(id));
     if let Some(n) = v.numeric() {
         let f = n.approx();
         let f = if f == 0.0 { 0.0 } else { f };

@@ -104,7 +104,7 @@ use self::minted::Minted;
 pub use self::parse::{parse, parse_with_base, syntax_message, MAX_NESTING};
 use self::physical::{Phys, Planner};
 use nearflow_rdf::index::Store;
-use nearflow_rdf::term::{Id, Term, TermRef, UNBOUND};
+use nearflow_rdf::term::{Id, Term, TermCow, TermRef, UNBOUND};
 
 /// The least packet of a plan that stops after its first rows (`Prepared::first_rows_packet`):
 /// a few dozen rows, so a scan's task does more than a handful of lookups.
@@ -488,7 +488,7 @@ pub struct Collected {
 
 impl Collected {
     /// Output column `i`'s term in `row`, `None` when unbound (SELECT only).
-    pub fn term<'a>(&'a self, row: &[Id], i: usize) -> Option<TermRef<'a>> {
+    pub fn term<'a>(&'a self, row: &[Id], i: usize) -> Option<TermCow<'a>> {
         let Form::Select(cols) = &self.form else {
             return None;
         };
@@ -726,10 +726,10 @@ impl Prepared {
             for t in template {
                 for slot in t {
                     if let TemplateSlot::Var(c) = slot {
-                        if let Some(TermRef::Blank(l)) =
-                            (row[*c] != UNBOUND).then(|| cx.term(row[*c]))
-                        {
-                            data_labels.push(l);
+                        if row[*c] != UNBOUND {
+                            if let TermRef::Blank(l) = cx.term(row[*c]).as_ref() {
+                                data_labels.push(l.to_owned());
+                            }
                         }
                     }
                 }
@@ -790,7 +790,7 @@ impl Prepared {
                 if id == UNBOUND || minted.holds(id) {
                     continue;
                 }
-                if !dict.term(id).is_literal() && queued.insert(id) {
+                if !dict.term(id).as_ref().is_literal() && queued.insert(id) {
                     todo.push(id);
                 }
             }
@@ -806,7 +806,8 @@ impl Prepared {
                     if !seen.insert(t) {
                         return;
                     }
-                    if matches!(dict.term(t[2]), TermRef::Blank(_)) && queued.insert(t[2]) {
+                    if matches!(dict.term(t[2]).as_ref(), TermRef::Blank(_)) && queued.insert(t[2])
+                    {
                         todo.push(t[2]);
                     }
                     out.push(t.map(|id| Term::from(dict.term(id))));

@@ -81,7 +81,7 @@ pub fn write_solutions(
                     vars.iter()
                         .map(|(_, c)| match row[*c] {
                             UNBOUND => String::new(),
-                            id => short(cx.term(id)),
+                            id => short(cx.term(id).as_ref()),
                         })
                         .collect(),
                 );
@@ -98,6 +98,7 @@ pub fn write_solutions(
         .collect();
     let mut w = QueryResultsSerializer::from_format(sparesults_format(format))
         .serialize_solutions_to_writer(out, variables.clone())?;
+    let mut bufs = vec![String::new(); vars.len()];
     for batch in batches {
         for row in batch.iter() {
             if format == Format::Xml {
@@ -105,7 +106,7 @@ pub fn write_solutions(
                     if row[*c] == UNBOUND {
                         continue;
                     }
-                    if let Some(ch) = xml_unrepresentable(cx.term(row[*c])) {
+                    if let Some(ch) = xml_unrepresentable(cx.term(row[*c]).as_ref()) {
                         return Err(io::Error::new(
                             io::ErrorKind::InvalidData,
                             format!(
@@ -118,12 +119,14 @@ pub fn write_solutions(
                     }
                 }
             }
-            w.serialize(
-                vars.iter()
-                    .zip(&variables)
-                    .filter(|((_, c), _)| row[*c] != UNBOUND)
-                    .map(|((_, c), v)| (VariableRef::from(v), ox(cx.term(row[*c])))),
-            )?;
+            let terms: Vec<_> = vars
+                .iter()
+                .zip(&variables)
+                .zip(bufs.iter_mut())
+                .filter(|(((_, c), _), _)| row[*c] != UNBOUND)
+                .map(|(((_, c), v), buf)| (VariableRef::from(v), ox(cx.term_into(row[*c], buf))))
+                .collect();
+            w.serialize(terms)?;
             n += 1;
         }
     }

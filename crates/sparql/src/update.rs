@@ -587,7 +587,9 @@ fn run(
             // Each solution's terms, then each template's quad per solution: bounded by the
             // memory limit before they are made.
             let pending = out.rows.len()
-                * (width * std::mem::size_of::<Option<TermRef<'_>>>()
+                * (width
+                    * (std::mem::size_of::<Option<TermRef<'_>>>()
+                        + std::mem::size_of::<Option<nearflow_rdf::TermCow<'_>>>())
                     + (delete.len() + insert.len()) * 64);
             if let Some(limit) = options.query.memory_limit.filter(|&l| pending > l) {
                 return Err(QueryError::MemoryLimit {
@@ -596,10 +598,14 @@ fn run(
                     wanted: pending,
                 });
             }
-            let rows: Vec<Vec<Option<TermRef<'_>>>> = out
+            let read: Vec<Vec<Option<nearflow_rdf::TermCow<'_>>>> = out
                 .rows
                 .iter()
                 .map(|r| (0..width).map(|i| out.term(r, i)).collect())
+                .collect();
+            let rows: Vec<Vec<Option<TermRef<'_>>>> = read
+                .iter()
+                .map(|r| r.iter().map(|t| t.as_ref().map(|t| t.as_ref())).collect())
                 .collect();
             // Update §3.1.3: the deletions and insertions of one solution sequence.
             apply_templates(delete, &rows, e, false, blanks)?;
@@ -721,7 +727,7 @@ pub fn add_loaded(
             out[i] = match ids.get(&id) {
                 Some(&x) => x,
                 None => {
-                    let x = match loaded.dict.term(id) {
+                    let x = match loaded.dict.term(id).as_ref() {
                         TermRef::Blank(_) => {
                             let label = blanks.fresh(e);
                             e.intern(TermRef::Blank(&label))

@@ -86,7 +86,7 @@ pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Re
         ends.extend_from_slice(&arena_len.to_le_bytes());
     }
     let mut sorted: Vec<u32> = (1..=n_terms as Id).collect();
-    sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(dict.key_of(b)));
+    sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(&dict.key_of(b)));
     let sorted: Vec<u8> = sorted.iter().flat_map(|x| x.to_le_bytes()).collect();
     let graphs = store.graphs();
     let mut table = Vec::with_capacity(graphs.len() * 16);
@@ -336,6 +336,8 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
     let terms_of = Arc::new(MappedTerms {
         bytes: Shared::mapped(&map, sec[0].0 as usize, arena as usize),
         ends: Shared::mapped(&map, sec[1].0 as usize, terms as usize),
+        terms: terms as usize,
+        coded: false,
         sorted: Shared::mapped(&map, sec[2].0 as usize, terms as usize),
         ordered: 0,
         as_read: None,

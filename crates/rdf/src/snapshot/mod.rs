@@ -117,6 +117,8 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
 enum Format {
     Packed,
     #[cfg_attr(not(test), allow(dead_code))]
+    Plain,
+    #[cfg_attr(not(test), allow(dead_code))]
     Mapped,
     #[cfg_attr(not(test), allow(dead_code))]
     Read,
@@ -127,11 +129,11 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
         let mut capped = Capped { file, room };
         match format {
             Format::Read => whole::write_to(store, capped, tmp),
-            Format::Mapped | Format::Packed => {
-                let written = if format == Format::Packed {
-                    packed::write(store, &mut capped)
-                } else {
-                    mapped::write(store, &mut capped)
+            Format::Mapped | Format::Packed | Format::Plain => {
+                let written = match format {
+                    Format::Packed => packed::write(store, &mut capped, packed::VERSION),
+                    Format::Plain => packed::write(store, &mut capped, packed::VERSION_PLAIN),
+                    _ => mapped::write(store, &mut capped),
                 };
                 written
                     .and_then(|()| capped.file.sync_all())
@@ -197,7 +199,7 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
     if read.is_ok() && &head[..6] == MAGIC {
         match u16::from_le_bytes([head[6], head[7]]) {
-            packed::VERSION => return packed::open(path, machine),
+            packed::VERSION | packed::VERSION_PLAIN => return packed::open(path, machine),
             mapped::VERSION => return mapped::open(path, machine),
             _ => {}
         }

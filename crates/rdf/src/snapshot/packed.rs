@@ -41,7 +41,10 @@ use crate::shared::Shared;
 use crate::store::{Columns, Permutation, Store};
 use crate::term::Id;
 
-pub(crate) const VERSION: u16 = 4;
+/// The format written: terms front-coded (`coded.rs`).
+pub(crate) const VERSION: u16 = 5;
+/// The format before it, still opened: terms one after another, each with its end offset.
+pub(crate) const VERSION_PLAIN: u16 = 4;
 const PAGE: u64 = 4096;
 const SECTIONS: usize = 16;
 const HEADER: usize = 8 + 40 + 8 + 24 * SECTIONS + 4;
@@ -137,6 +140,8 @@ fn u32s(v: &[u32]) -> Vec<u8> {
 /// is merged (`bulk.rs`).
 pub(crate) struct Writer<W: Write + Seek> {
     s: Sections<BufWriter<W>>,
+    /// Format 5 (front-coded terms), else 4.
+    coded: bool,
     terms: u64,
     arena: u64,
     ordered: u64,
@@ -147,6 +152,11 @@ pub(crate) struct Writer<W: Write + Seek> {
 impl<W: Write + Seek> Writer<W> {
     /// A writer into `file` (empty), the header's room left at its start.
     pub(crate) fn new(file: W) -> std::io::Result<Self> {
+        Self::of_format(file, VERSION)
+    }
+
+    /// A writer of format `version` (5, or 4 for the tests that open it).
+    pub(crate) fn of_format(file: W, version: u16) -> std::io::Result<Self> {
         let mut s = Sections {
             out: BufWriter::with_capacity(1 << 20, file),
             written: 0,
@@ -155,6 +165,7 @@ impl<W: Write + Seek> Writer<W> {
         s.write(&vec![0u8; HEADER])?;
         Ok(Writer {
             s,
+            coded: version == VERSION,
             terms: 0,
             arena: 0,
             ordered: 0,
@@ -163,10 +174,12 @@ impl<W: Write + Seek> Writer<W> {
         })
     }
 
-    /// The terms' keys in id order, from `fill` (each key handed to its argument). Their end
-    /// offsets go to `spool` as they come (8 bytes a term) and are copied after the keys; the
-    /// leading ids whose keys increase are counted as in key order. `err` makes the caller's
-    /// error of a failed write (to the file or the spool).
+    /// The terms' keys in id order, from `fill` (each key handed to its argument): in format 5
+    /// front-coded in blocks (`coded.rs`), each block's start offset going to `spool` as it
+    /// comes (8 bytes a block); in format 4 one after another, each one's end offset going to
+    /// `spool` (8 bytes a term). The offsets are copied after the keys. The leading ids whose
+    /// keys increase are counted as in key order. `err` makes the caller's error of a failed
+    /// write (to the file or the spool).
     pub(crate) fn terms<S: Read + Write + Seek, E>(
         &mut self,
         mut spool: S,
@@ -174,24 +187,36 @@ impl<W: Write + Seek> Writer<W> {
         fill: impl FnOnce(&mut dyn FnMut(&str) -> std::io::Result<()>) -> Result<(), E>,
     ) -> Result<(), E> {
         let at = self.s.start().map_err(&err)?;
+        let coded = self.coded;
         let mut n = 0usize;
+        let mut offsets = 0u64;
         let mut arena = 0u64;
         let mut ordered = 0usize;
         let mut in_order = true;
         let mut prev: Vec<u8> = Vec::new();
-        // Each chunk's checksum is of its ends, then its keys: both hashed as they come and
-        // combined at the chunk's end.
+        let mut encoder = crate::coded::Encoder::default();
+        let mut encoded: Vec<u8> = Vec::new();
+        // Each chunk's checksum is of its offsets (format 5: its blocks' starts, then the end of
+        // its last block), then its keys' bytes: both hashed as they come and combined at the
+        // chunk's end.
         let mut ends_crc = crc32fast::Hasher::new();
         let mut keys_crc = crc32fast::Hasher::new();
         let mut crcs: Vec<u32> = Vec::new();
+        let chunk_crc =
+            |ends_crc: &mut crc32fast::Hasher, keys_crc: &mut crc32fast::Hasher, arena: u64| {
+                if coded {
+                    ends_crc.update(&arena.to_le_bytes());
+                }
+                let mut h = std::mem::replace(ends_crc, crc32fast::Hasher::new());
+                h.combine(&std::mem::replace(keys_crc, crc32fast::Hasher::new()));
+                h.finalize()
+            };
         {
             let s = &mut self.s;
             let mut ends = BufWriter::with_capacity(1 << 16, &mut spool);
             let mut push = |k: &str| -> std::io::Result<()> {
                 if n % TERM_CHUNK == 0 && n > 0 {
-                    let mut h = std::mem::replace(&mut ends_crc, crc32fast::Hasher::new());
-                    h.combine(&std::mem::replace(&mut keys_crc, crc32fast::Hasher::new()));
-                    crcs.push(h.finalize());
+                    crcs.push(chunk_crc(&mut ends_crc, &mut keys_crc, arena));
                 }
                 in_order &= n == 0 || prev.as_slice() < k.as_bytes();
                 if in_order {
@@ -199,11 +224,25 @@ impl<W: Write + Seek> Writer<W> {
                     prev.clear();
                     prev.extend_from_slice(k.as_bytes());
                 }
-                s.write(k.as_bytes())?;
-                keys_crc.update(k.as_bytes());
-                arena += k.len() as u64;
-                ends.write_all(&arena.to_le_bytes())?;
-                ends_crc.update(&arena.to_le_bytes());
+                let bytes = if coded {
+                    encoded.clear();
+                    if encoder.push(k.as_bytes(), &mut encoded) {
+                        ends.write_all(&arena.to_le_bytes())?;
+                        ends_crc.update(&arena.to_le_bytes());
+                        offsets += 1;
+                    }
+                    encoded.as_slice()
+                } else {
+                    k.as_bytes()
+                };
+                s.write(bytes)?;
+                keys_crc.update(bytes);
+                arena += bytes.len() as u64;
+                if !coded {
+                    ends.write_all(&arena.to_le_bytes())?;
+                    ends_crc.update(&arena.to_le_bytes());
+                    offsets += 1;
+                }
                 n += 1;
                 Ok(())
             };
@@ -211,18 +250,16 @@ impl<W: Write + Seek> Writer<W> {
             ends.flush().map_err(&err)?;
         }
         if n > 0 {
-            let mut h = ends_crc;
-            h.combine(&keys_crc);
-            crcs.push(h.finalize());
+            crcs.push(chunk_crc(&mut ends_crc, &mut keys_crc, arena));
         }
         self.s.end(0, at, 0);
         let at = self.s.start().map_err(&err)?;
         spool.seek(SeekFrom::Start(0)).map_err(&err)?;
         let copied =
-            std::io::copy(&mut (&mut spool).take(n as u64 * 8), &mut self.s.out).map_err(&err)?;
-        if copied != n as u64 * 8 {
+            std::io::copy(&mut (&mut spool).take(offsets * 8), &mut self.s.out).map_err(&err)?;
+        if copied != offsets * 8 {
             return Err(err(std::io::Error::other(
-                "the term ends' spool is cut short",
+                "the term offsets' spool is cut short",
             )));
         }
         self.s.written += copied;
@@ -306,7 +343,8 @@ impl<W: Write + Seek> Writer<W> {
     pub(crate) fn finish(self) -> std::io::Result<W> {
         let mut head = Vec::with_capacity(HEADER);
         head.extend_from_slice(MAGIC);
-        head.extend_from_slice(&VERSION.to_le_bytes());
+        let version = if self.coded { VERSION } else { VERSION_PLAIN };
+        head.extend_from_slice(&version.to_le_bytes());
         for n in [
             self.terms,
             self.arena,
@@ -336,15 +374,19 @@ impl<W: Write + Seek> Writer<W> {
     }
 }
 
-/// Writes `store` (a version without a delta) in format 4 to `file` (the caller's temporary
-/// file, empty).
-pub(crate) fn write<F: Write + Seek>(store: &Store, file: &mut F) -> std::io::Result<()> {
+/// Writes `store` (a version without a delta) in format `version` (5, or 4) to `file` (the
+/// caller's temporary file, empty).
+pub(crate) fn write<F: Write + Seek>(
+    store: &Store,
+    file: &mut F,
+    version: u16,
+) -> std::io::Result<()> {
     let dict = store.dict();
-    let mut w = Writer::new(&mut *file)?;
-    let spool = std::io::Cursor::new(Vec::with_capacity(dict.len() * 8));
-    w.terms(spool, |e| e, |push| dict.keys().try_for_each(push))?;
+    let mut w = Writer::of_format(&mut *file, version)?;
+    let spool = std::io::Cursor::new(Vec::new());
+    w.terms(spool, |e| e, |push| dict.keys().try_for_each(|k| push(&k)))?;
     let mut sorted: Vec<u32> = ((w.ordered() + 1) as Id..=dict.len() as Id).collect();
-    sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(dict.key_of(b)));
+    sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(&dict.key_of(b)));
     w.term_index(&sorted)?;
     drop(sorted);
     for order in Permutation::ALL {
@@ -389,12 +431,14 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
         return Err(invalid("its header is damaged (checksum mismatch)".into()));
     }
     let u64_at = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+    let version = u16::from_le_bytes(head[6..8].try_into().expect("2 bytes"));
+    let coded = version == VERSION;
     let (terms, arena, quads, n_graphs, ordered) =
         (u64_at(8), u64_at(16), u64_at(24), u64_at(32), u64_at(40));
     let n_sections = u32::from_le_bytes(head[48..52].try_into().expect("4 bytes")) as usize;
     if n_sections != SECTIONS {
         return Err(invalid(format!(
-            "{n_sections} sections, format 4 has {SECTIONS}"
+            "{n_sections} sections, format {version} has {SECTIONS}"
         )));
     }
     if terms >= Id::MAX as u64 {
@@ -413,10 +457,15 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
         );
     }
     let rest = terms - ordered;
+    let offsets = if coded {
+        terms.div_ceil(crate::coded::BLOCK as u64)
+    } else {
+        terms
+    };
     let known = |i: usize| -> Option<u64> {
         match i {
             0 => Some(arena),
-            1 => Some(terms * 8),
+            1 => Some(offsets * 8),
             2 => Some(terms.div_ceil(TERM_CHUNK as u64) * 4),
             3 => Some(rest * 4),
             4 => Some(rest.div_ceil(SORTED_CHUNK as u64) * 4),
@@ -456,13 +505,15 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
     }
     if cfg!(target_endian = "big") {
         return Err(invalid(
-            "format 4 is read in place, little-endian; this machine is big-endian".into(),
+            "formats 4 and 5 are read in place, little-endian; this machine is big-endian".into(),
         ));
     }
     let health = Arc::new(Health::default());
     let terms_of = Arc::new(MappedTerms {
         bytes: Shared::mapped(&map, sec[0].0 as usize, arena as usize),
-        ends: Shared::mapped(&map, sec[1].0 as usize, terms as usize),
+        ends: Shared::mapped(&map, sec[1].0 as usize, offsets as usize),
+        terms: terms as usize,
+        coded,
         sorted: Shared::mapped(&map, sec[3].0 as usize, rest as usize),
         ordered: ordered as usize,
         as_read: Some(TermChecks {
