@@ -211,10 +211,10 @@ fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
             .filter(|n| n.starts_with(".full.nfs"))
             .collect()
     };
-    // 1 MiB: a run file in the temporary folder passes it; 40 MiB: every run file fits (a run
-    // holds 14 MiB at most under this budget) and the snapshot, about 66 MB, written to a
+    // 1 MiB: a run file in the temporary folder passes it; 24 MiB: every run file fits (a run
+    // holds 14 MiB at most under this budget) and the snapshot, about 35 MB, written to a
     // temporary name beside the store, does not.
-    for (limit, failing) in [(1u64 << 20, ".full.nfs.load-"), (40 << 20, ".tmp: ")] {
+    for (limit, failing) in [(1u64 << 20, ".full.nfs.load-"), (24 << 20, ".tmp: ")] {
         let mut cmd = bounded_load(doc, &target);
         // SAFETY: between fork and exec the child only calls `setrlimit` and `signal`, both
         // async-signal-safe.
