@@ -393,7 +393,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             );
         }
     }
-    // A mapped snapshot is checked as it is read (format 4: each chunk before its first read)
+    // A mapped snapshot is checked as it is read (formats 5 and 4: each chunk before its first read)
     // or in the background (format 3); the answer is printed first, and the exit waits for
     // the background check, so that a damaged store never gives a success (a query the check
     // has already failed is refused outright).

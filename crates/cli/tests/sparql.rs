@@ -175,7 +175,7 @@ fn a_snapshot_answers_as_the_files_do() {
         &sparql("--store", cut.to_str().unwrap(), q, &[]),
         "truncated",
     );
-    // A byte of the index the query reads changed (format 4: the header's section table says
+    // A byte of the index the query reads changed (format 5: the header's section table says
     // where the POS bits lie): the query's read checks that chunk, names it, and fails.
     let mut bad = bytes.clone();
     let pos = u64::from_le_bytes(bytes[56 + 24 * 10..64 + 24 * 10].try_into().unwrap()) as usize;

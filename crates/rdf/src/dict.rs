@@ -37,7 +37,7 @@ pub struct MappedTerms {
     pub(crate) sorted: Shared<u32>,
     /// Ids `1..=ordered` are in key order (not in `sorted`).
     pub(crate) ordered: usize,
-    /// The checks of a snapshot checked as it is read, chunk by chunk (format 4); `None` for
+    /// The checks of a snapshot checked as it is read, chunk by chunk (formats 5 and 4); `None` for
     /// one checked in the background (format 3: then `whole`).
     pub(crate) as_read: Option<TermChecks>,
     /// Set once the background check has found the terms whole: every key in its arena, on

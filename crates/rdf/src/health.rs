@@ -2,7 +2,7 @@
 //! file have been checked (`ChunkMarks`).
 //!
 //! A mapped store is read in place, so its checksums are checked apart from the open. Format 3
-//! checks every section once, in the background (`snapshot/mapped.rs`); format 4 checks each
+//! checks every section once, in the background (`snapshot/mapped.rs`); formats 5 and 4 check each
 //! chunk of its indexes and terms the first time a row or term of it is read
 //! (`snapshot/packed.rs`, `blocks.rs`), so a query reads and checks only what it touches, and
 //! [`Health::check_all`] checks the rest (`nearflow check store`). Either way the first damage

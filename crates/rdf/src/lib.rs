@@ -27,8 +27,10 @@
 //!
 //! ## Files
 //!
-//! - `term.rs` — [`Term`] and [`TermRef`], their key encoding and N-Triples display.
+//! - `term.rs` — [`Term`], [`TermRef`] and [`TermCow`], their key encoding and N-Triples
+//!   display.
 //! - `dict.rs` — the dictionary: terms to dense ids and back.
+//! - `coded.rs` — term keys front-coded in blocks, as format 5 stores them.
 //! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
 //! - `bulk.rs` — a load in bounded memory: runs spilled, terms merged into ids in key order,
 //!   quads sorted and merged into the snapshot.
@@ -42,11 +44,11 @@
 //!   per-node copies.
 //! - `edit.rs` — making versions: edits, the merge, the rebase.
 //! - `index.rs` — [`index::QuadIndex`]: the seam through which the query engine reads a store.
-//! - `snapshot/` — the store's files, one format per file: `packed.rs` (format 4, written:
-//!   packed indexes, a checksum per chunk checked as it is read), `mapped.rs` (format 3: plain
-//!   columns, a checksum per section checked in the background), `whole.rs` (formats 1 and 2,
-//!   read whole), what they share (`common.rs`), and saving and opening whichever it is
-//!   (`mod.rs`).
+//! - `snapshot/` — the store's files, one format per file: `packed.rs` (format 5, written,
+//!   and 4: packed indexes, front-coded terms in 5, a checksum per chunk checked as it is
+//!   read), `mapped.rs` (format 3: plain columns, a checksum per section checked in the
+//!   background), `whole.rs` (formats 1 and 2, read whole), what they share (`common.rs`), and
+//!   saving and opening whichever it is (`mod.rs`).
 //! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — a version's delta: its sorted rows in each order, and merging them into a

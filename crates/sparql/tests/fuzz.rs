@@ -170,7 +170,7 @@ fn snapshot_bytes() -> &'static [u8] {
 proptest! {
     #![proptest_config(config())]
 
-    /// A damaged snapshot (format 4, mapped, checked chunk by chunk) is refused at open with a
+    /// A damaged snapshot (format 5, mapped, checked chunk by chunk) is refused at open with a
     /// reason, or opens; then reading it and querying it never panic, and either the check of
     /// every chunk names damaged rows or terms (and a query says so) or the damage was in no
     /// chunk (the padding between sections) and the store holds exactly the valid one's quads.

@@ -1,10 +1,11 @@
 //! The binary snapshot: the dictionary, the graphs' runs and the three sorted permutations as
 //! they are in memory, so opening a store is reading it (no parsing, no sorting).
 //!
-//! [`save`] writes format 4 (`packed.rs`): sections at page boundaries, the indexes packed in
-//! blocks (`blocks.rs`), opened by mapping the file and read in place, each chunk of the
-//! indexes and terms checked the first time it is read. [`open`] reads the snapshots of earlier
-//! builds too: format 3 (`mapped.rs`: plain columns, mapped, checked in the background) and
+//! [`save`] writes format 5 (`packed.rs`): sections at page boundaries, the indexes packed in
+//! blocks (`blocks.rs`), the terms front-coded in blocks (`coded.rs`), opened by mapping the
+//! file and read in place, each chunk of the indexes and terms checked the first time it is
+//! read. [`open`] reads the snapshots of earlier builds too: format 4 (the same, its terms one
+//! after another), format 3 (`mapped.rs`: plain columns, mapped, checked in the background) and
 //! formats 1 and 2 (`whole.rs`: read whole and checked).
 //!
 //! Each format is its own file; what they share (the magic number, the error, the graph

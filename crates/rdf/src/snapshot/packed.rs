@@ -1,23 +1,28 @@
-//! The packed snapshot (format 4): a store that opens by mapping its file, reads its indexes
-//! packed in blocks (`blocks.rs`) and its terms in place, and checks each chunk of them the
-//! first time a query reads it — so a one-row lookup in a large store reads and checks a few
-//! dozen pages, not the file, and `nearflow check store` checks the rest.
+//! The packed snapshot (formats 5 and 4): a store that opens by mapping its file, reads its
+//! indexes packed in blocks (`blocks.rs`) and its terms in place, and checks each chunk of them
+//! the first time a query reads it — so a one-row lookup in a large store reads and checks a few
+//! dozen pages, not the file, and `nearflow check store` checks the rest. Format 5, written,
+//! front-codes the terms (`coded.rs`); format 4, still opened, holds them one after another.
 //!
 //! Layout, all integers little-endian, every section at a 4 KiB boundary:
 //!
 //! | bytes | what |
 //! |---|---|
-//! | 8 | magic `NFRDF\0` and format version 4 (u16) |
+//! | 8 | magic `NFRDF\0` and format version 5 or 4 (u16) |
 //! | 8 × 5 | terms, arena bytes, quads, graphs, ids in key order (`ordered`) |
 //! | 4 + 4 | sections (16), reserved |
 //! | 24 × 16 | per section: offset u64, length u64, CRC-32 u32 (the small sections'; 0 for those checked by chunk), reserved u32 |
 //! | 4 | CRC-32 of the header before it |
 //! | sections | see [`NAMES`] |
 //!
-//! The terms are the dictionary's keys in id order and each one's end offset (u64); ids
-//! `1..=ordered` are in key order, and the term index lists the others' ids sorted by key, so a
-//! lookup is two binary searches. Their checksums are per chunk: one per
-//! [`TERM_CHUNK`](crate::dict::TERM_CHUNK) terms (their ends, then their keys) and one per
+//! The terms are the dictionary's keys in id order: in format 5 front-coded in blocks of
+//! [`BLOCK`](crate::coded::BLOCK) with each block's start offset (u64), in format 4 one after
+//! another with each one's end offset (u64). Ids `1..=ordered` are in key order (a store written
+//! by `nearflow load`: all of them), and the term index lists the others' ids sorted by key, so
+//! a lookup is two binary searches (in format 5 the first one over the blocks' first keys, then
+//! a scan of one block). Their checksums are per chunk: one per
+//! [`TERM_CHUNK`](crate::dict::TERM_CHUNK) terms (their offsets — in format 5 also the end of
+//! the chunk's last block — then their keys' bytes) and one per
 //! [`SORTED_CHUNK`](crate::dict::SORTED_CHUNK) entries of the index. Each permutation is three
 //! sections: its packed bits, its block headers and its chunks' checksums. The graph table and
 //! the statistics are small and checked whole at open.
