@@ -9,11 +9,12 @@
 #   STORE: a snapshot (`nearflow load DATA --save STORE`); run from the checkout, so that
 #          ../shared/data/sp2bench/queries gives the original queries.
 #   B_STORE: the snapshot B reads (default: STORE), e.g. the same data in another format.
+#   QUERIES (environment): the queries, comma-separated (default: all 17).
 #   REPS (environment): repetitions of each query in one run, their median taken (default 1;
 #          3 or more measures warm times, past the first reads of the store).
 set -euo pipefail
 a=$1 b=$2 store=$3 rounds=${4:-9} store_b=${5:-$3} reps=${REPS:-1}
-q=q1,q2,q3a,q3b,q3c,q4,q5a,q5b,q6,q7,q8,q9,q10,q11,q12a,q12b,q12c
+q=${QUERIES:-q1,q2,q3a,q3b,q3c,q4,q5a,q5b,q6,q7,q8,q9,q10,q11,q12a,q12b,q12c}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$rounds"); do

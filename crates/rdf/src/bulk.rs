@@ -432,7 +432,7 @@ fn spill(tmp: &TempDir, r: usize, run: Loaded) -> Result<Run, LoadError> {
     })
 }
 
-/// Loads `paths` (as `load::load_files_with` reads them) into a format-4 snapshot at `target`,
+/// Loads `paths` (as `load::load_files_with` reads them) into a format-5 snapshot at `target`,
 /// holding about `budget` bytes at most (see the module's text); `progress` and `stage` are
 /// updated as it goes, and `progress.cancel` stops it. The previous file at `target` stays
 /// whole until the new one is renamed over it.

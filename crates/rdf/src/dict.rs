@@ -45,8 +45,9 @@ pub struct MappedTerms {
     /// key; after, a read is a slice (the checks cost 10 % of a query that compares many
     /// terms).
     pub(crate) whole: Arc<std::sync::atomic::AtomicBool>,
-    /// The ids of the simple literals among ids `1..=ordered`, found on first use.
-    pub(crate) string_ids: std::sync::OnceLock<std::ops::Range<Id>>,
+    /// The ids of each kind of term (by tag: IRIs, blank nodes, simple, language-tagged and
+    /// typed literals) among ids `1..=ordered`, found on first use.
+    pub(crate) kind_ids: std::sync::OnceLock<[std::ops::Range<Id>; 5]>,
 }
 
 /// The key a damaged term of a mapped snapshot reads as (an IRI that says so).
@@ -219,7 +220,7 @@ impl MappedTerms {
     #[inline]
     fn key(&self, id: Id) -> Cow<'_, str> {
         if self.coded {
-            let mut buf = Vec::new();
+            let mut buf = Vec::with_capacity(96);
             return match self.coded_key(id, &mut buf) {
                 Some(k) => Cow::Borrowed(k),
                 // SAFETY: `coded_key` fills `buf` only with a key of a checked chunk, and the
@@ -459,14 +460,31 @@ impl Dict {
     /// does, with no term read. The ids a snapshot holds in key order (a store loaded by
     /// `nearflow load`: all of them) give such a run; a dictionary built in memory gives none.
     pub fn ordered_strings(&self) -> std::ops::Range<Id> {
+        self.ordered_kind(crate::term::TAG_STRING)
+    }
+
+    /// Ids of IRIs in key order: for two ids in this range, comparing the ids compares the
+    /// IRIs by code point, as ORDER BY does. As [`ordered_strings`](Self::ordered_strings),
+    /// a run only in a snapshot's dictionary.
+    pub fn ordered_iris(&self) -> std::ops::Range<Id> {
+        self.ordered_kind(crate::term::TAG_IRI)
+    }
+
+    /// Ids of blank nodes in key order (as [`ordered_iris`](Self::ordered_iris)).
+    pub fn ordered_blanks(&self) -> std::ops::Range<Id> {
+        self.ordered_kind(crate::term::TAG_BLANK)
+    }
+
+    /// The run of ids in key order whose keys are of kind `tag`.
+    fn ordered_kind(&self, tag: u8) -> std::ops::Range<Id> {
         if let Some(u) = &self.under {
-            return u.ordered_strings();
+            return u.ordered_kind(tag);
         }
         match &self.mapped {
-            Some(m) => m
-                .string_ids
-                .get_or_init(|| m.ordered_of_kind(crate::term::TAG_STRING))
-                .clone(),
+            Some(m) => m.kind_ids.get_or_init(|| {
+                [0, 1, 2, 3, 4].map(|t| m.ordered_of_kind(t))
+            })[usize::from(tag)]
+            .clone(),
             None => 0..0,
         }
     }

@@ -217,6 +217,17 @@ pub struct EvalError;
 
 type R<T> = Result<T, EvalError>;
 
+/// Datatypes a decoded literal borrows instead of copying.
+const KNOWN_DATATYPES: [&str; 7] = [
+    XSD_STRING,
+    RDF_LANG_STRING,
+    "http://www.w3.org/2001/XMLSchema#integer",
+    "http://www.w3.org/2001/XMLSchema#decimal",
+    "http://www.w3.org/2001/XMLSchema#double",
+    "http://www.w3.org/2001/XMLSchema#boolean",
+    "http://www.w3.org/2001/XMLSchema#dateTime",
+];
+
 impl<'a> Val<'a> {
     /// From a borrowed term.
     pub fn from_term(t: TermRef<'a>) -> Self {
@@ -239,28 +250,54 @@ impl<'a> Val<'a> {
     pub fn from_cow(t: TermCow<'a>) -> Self {
         match t {
             TermCow::Ref(t) => Val::from_term(t),
-            TermCow::Key(k) => Val::owned(TermCow::Key(k).as_ref()),
+            TermCow::Key(k) => Val::of_key(k),
         }
     }
 
-    /// An owned copy of `t`.
-    fn owned(t: TermRef<'_>) -> Val<'static> {
-        let own = |s: &str| Cow::Owned(s.to_owned());
-        match t {
-            TermRef::Iri(s) => Val::Iri(own(s)),
-            TermRef::Blank(s) => Val::Blank(own(s)),
-            TermRef::Literal {
-                value,
+    /// The value of a decoded dictionary key: the key's own buffer becomes the IRI, label or
+    /// lexical form (its text moved to the front), so a decoded term costs no second copy.
+    fn of_key(key: String) -> Val<'static> {
+        enum Kind {
+            Iri,
+            Blank,
+            Lit(Cow<'static, str>, Option<Cow<'static, str>>),
+        }
+        let k = TermCow::Key(key);
+        // Where the main text starts (it runs to the key's end), and what it is.
+        let (start, kind) = {
+            let TermCow::Key(key) = &k else {
+                unreachable!("made a key above")
+            };
+            let at = |s: &str| s.as_ptr() as usize - key.as_ptr() as usize;
+            match k.as_ref() {
+                TermRef::Iri(s) => (at(s), Kind::Iri),
+                TermRef::Blank(s) => (at(s), Kind::Blank),
+                TermRef::Literal {
+                    value,
+                    datatype,
+                    lang,
+                } => {
+                    let datatype = match KNOWN_DATATYPES.iter().find(|&&d| d == datatype) {
+                        Some(d) => Cow::Borrowed(*d),
+                        None => Cow::Owned(datatype.to_owned()),
+                    };
+                    let lang = lang.map(|l| Cow::Owned(l.to_owned()));
+                    (at(value), Kind::Lit(datatype, lang))
+                }
+            }
+        };
+        let TermCow::Key(mut key) = k else {
+            unreachable!("made a key above")
+        };
+        key.drain(..start);
+        let text = Cow::Owned(key);
+        match kind {
+            Kind::Iri => Val::Iri(text),
+            Kind::Blank => Val::Blank(text),
+            Kind::Lit(datatype, lang) => Val::Lit {
+                value: text,
                 datatype,
                 lang,
-            } => Val::Lit {
-                value: own(value),
-                datatype: match datatype {
-                    XSD_STRING => Cow::Borrowed(XSD_STRING),
-                    RDF_LANG_STRING => Cow::Borrowed(RDF_LANG_STRING),
-                    d => own(d),
-                },
-                lang: lang.map(own),
             },
         }
     }
@@ -707,6 +744,38 @@ impl<'s> EvalCx<'s> {
         (self.dict.ordered_strings().contains(&id) && !self.minted.holds(id)).then_some(id)
     }
 
+    /// `a = b` (and so `!=`) as the equality of two variables' ids, where term equality is
+    /// what `=` tests: both bound to terms of the store (not minted), and either one an IRI or
+    /// a blank node with its id in key order (RDFterm-equal, §17.4.1.7: a node equals only
+    /// itself), or both simple literals with ids in key order (equal strings are one term).
+    /// `None` where the values must be read.
+    #[inline]
+    fn equal_by_id(&self, a: &Expr, b: &Expr, row: &[Id]) -> Option<bool> {
+        let (Expr::Var(x), Expr::Var(y)) = (a, b) else {
+            return None;
+        };
+        let (x, y) = (row[*x], row[*y]);
+        if x == UNBOUND || y == UNBOUND || self.minted.holds(x) || self.minted.holds(y) {
+            return None;
+        }
+        let (iris, blanks) = (self.dict.ordered_iris(), self.dict.ordered_blanks());
+        let node = |id: Id| iris.contains(&id) || blanks.contains(&id);
+        let strings = || {
+            let s = self.dict.ordered_strings();
+            s.contains(&x) && s.contains(&y)
+        };
+        (node(x) || node(y) || strings()).then_some(x == y)
+    }
+
+    /// Whether `id` is an IRI, a blank node or a simple literal of the store, known by the runs
+    /// of ids in key order (`false` where it is not known so).
+    #[inline]
+    pub fn is_node_or_string(&self, id: Id) -> bool {
+        self.dict.ordered_iris().contains(&id)
+            || self.dict.ordered_strings().contains(&id)
+            || self.dict.ordered_blanks().contains(&id)
+    }
+
     /// The context over a dictionary (constant folding uses an empty one).
     pub fn over(dict: &'s Dict, minted: &'s Minted) -> Self {
         EvalCx { dict, minted }
@@ -792,7 +861,10 @@ impl Expr {
                 _ => return Err(EvalError),
             },
             Expr::Not(a) => Val::boolean(!a.bool_of(cx, row)?),
-            Expr::Eq(a, b) => Val::boolean(equal(&a.eval(cx, row)?, &b.eval(cx, row)?)?),
+            Expr::Eq(a, b) => Val::boolean(match cx.equal_by_id(a, b, row) {
+                Some(e) => e,
+                None => equal(&a.eval(cx, row)?, &b.eval(cx, row)?)?,
+            }),
             Expr::SameTerm(a, b) => Val::boolean(a.eval(cx, row)? == b.eval(cx, row)?),
             Expr::Cmp(a, b, op) => {
                 let o = match (cx.ordered_strings(a, row), cx.ordered_strings(b, row)) {
@@ -1153,6 +1225,10 @@ pub fn compile_regex(pattern: &str, flags: &str) -> Result<regex::Regex, String>
 pub fn value_key(cx: EvalCx<'_>, id: Id) -> u64 {
     if id == UNBOUND {
         return 0;
+    }
+    if cx.is_node_or_string(id) {
+        // Known by its id's run, without reading the term.
+        return u64::from(id);
     }
     let v = Val::from_cow(cx.term(id));
     if let Some(n) = v.numeric() {

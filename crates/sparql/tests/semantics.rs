@@ -741,11 +741,14 @@ ex:a ex:v "" . ex:b ex:v "a" . ex:c ex:v "ab" . ex:d ex:v "B" . ex:e ex:v "é" .
 ex:f ex:v "e\u0301" . ex:g ex:v "z" . ex:h ex:v "\U0001F600" . ex:i ex:v "\uFFFD" .
 ex:j ex:v "ab" . ex:k ex:v "ab"@en . ex:l ex:v "ab"^^xsd:string . ex:m ex:v 10 .
 ex:n ex:v 9 . ex:o ex:v ex:iri . ex:p ex:v "a\u0000b" . ex:q ex:v "a b" .
+ex:r ex:v ex:b . ex:s ex:v ex:a . ex:t ex:v _:x . ex:u ex:v _:x . ex:w ex:v _:y .
+ex:a ex:w "z" . ex:b ex:w ex:g . ex:c ex:w "é" .
 "#;
 
 /// A store loaded by `nearflow load` holds its ids in key order, so the engine compares two
-/// simple literals by their ids; the answers must be those of the in-memory store (whose ids
-/// are in load order, compared by their strings) and of Oxigraph.
+/// simple literals by their ids, tests `=` between nodes or simple literals by their ids, and
+/// orders IRIs and simple literals by their ids; the answers must be those of the in-memory
+/// store (whose ids are in load order, compared by their terms) and of Oxigraph.
 #[test]
 fn string_order_on_a_store_loaded_in_key_order_matches_an_in_memory_store() {
     use nearflow_rdf::{load::LoadOptions, open};
@@ -761,6 +764,8 @@ fn string_order_on_a_store_loaded_in_key_order_matches_an_in_memory_store() {
     std::fs::remove_dir_all(&dir).unwrap();
     // The fast path is taken: the store's simple literals are one run of ids.
     assert!(bulk.dict().ordered_strings().len() >= 10);
+    assert!(bulk.dict().ordered_iris().len() >= 20);
+    assert_eq!(bulk.dict().ordered_blanks().len(), 2);
     let (memory, rt) = ours_of(STRINGS);
     assert!(memory.dict().ordered_strings().is_empty());
     let oxi = oxigraph_from_turtle(STRINGS);
@@ -783,6 +788,28 @@ fn string_order_on_a_store_loaded_in_key_order_matches_an_in_memory_store() {
             );
         }
         assert!(got.count() > 0, "{text}");
+    }
+    // ORDER BY over IRIs and simple literals only (ordered by id), unbound values among them,
+    // both directions, whole and cut (a top-k); then over every kind (ordered by value).
+    let nodes_and_strings = "FILTER(isIRI(?a) || datatype(?a) = xsd:string)";
+    for (filter, order, cut) in [
+        (nodes_and_strings, "?a", ""),
+        (nodes_and_strings, "DESC(?a)", ""),
+        (nodes_and_strings, "?a", "LIMIT 4 OFFSET 3"),
+        (nodes_and_strings, "DESC(?b) ?a", ""),
+        (nodes_and_strings, "?b DESC(?a)", "LIMIT 5"),
+        ("", "?a", ""),
+        ("", "DESC(?b) ?a", "LIMIT 6"),
+    ] {
+        let text = format!(
+            "PREFIX ex: <http://ex/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> \
+             SELECT DISTINCT ?a ?b WHERE {{ ?s ex:v ?a OPTIONAL {{ ?s ex:w ?b }} {filter} }} \
+             ORDER BY {order} {cut}"
+        );
+        let want = ours_on(&memory, &rt, &text);
+        let got = ours_on(&bulk, &rt, &text);
+        compare(&got, &want, &text, Expected::from_query(&text));
+        assert!(got.count() >= 4, "{text}");
     }
 }
 
@@ -868,6 +895,28 @@ fn an_index_join_on_an_equality_matches_the_cross_product_and_oxigraph() {
             compare(&got, &reference(&oxi, &text), &text, expected);
         }
         assert!(got.count() > 0, "{text}");
+    }
+    // ORDER BY over IRIs and simple literals only (ordered by id), unbound values among them,
+    // both directions, whole and cut (a top-k); then over every kind (ordered by value).
+    let nodes_and_strings = "FILTER(isIRI(?a) || datatype(?a) = xsd:string)";
+    for (filter, order, cut) in [
+        (nodes_and_strings, "?a", ""),
+        (nodes_and_strings, "DESC(?a)", ""),
+        (nodes_and_strings, "?a", "LIMIT 4 OFFSET 3"),
+        (nodes_and_strings, "DESC(?b) ?a", ""),
+        (nodes_and_strings, "?b DESC(?a)", "LIMIT 5"),
+        ("", "?a", ""),
+        ("", "DESC(?b) ?a", "LIMIT 6"),
+    ] {
+        let text = format!(
+            "PREFIX ex: <http://ex/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> \
+             SELECT DISTINCT ?a ?b WHERE {{ ?s ex:v ?a OPTIONAL {{ ?s ex:w ?b }} {filter} }} \
+             ORDER BY {order} {cut}"
+        );
+        let want = ours_on(&memory, &rt, &text);
+        let got = ours_on(&bulk, &rt, &text);
+        compare(&got, &want, &text, Expected::from_query(&text));
+        assert!(got.count() >= 4, "{text}");
     }
 }
 

@@ -342,7 +342,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
         ordered: 0,
         as_read: None,
         whole: Arc::default(),
-        string_ids: Default::default(),
+        kind_ids: Default::default(),
     });
     let dict = Dict::of_mapped(terms_of.clone());
     let parts = nearflow_split::layout(machine, SplitBy::Node).len().max(1);

@@ -529,7 +529,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             health: health.clone(),
         }),
         whole: Arc::default(),
-        string_ids: Default::default(),
+        kind_ids: Default::default(),
     });
     let dict = Dict::of_mapped(terms_of.clone());
     let n = quads as usize;

@@ -12,6 +12,7 @@ use crate::expr::{order_by_cmp, term_order, EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
 use nearflow_rdf::index::Store;
+use nearflow_rdf::term::{Id, UNBOUND};
 
 struct SortOp<const N: usize> {
     keys: Arc<Vec<(Expr, bool)>>,
@@ -40,6 +41,9 @@ impl<const N: usize> SortOp<N> {
         io: &mut Io<'_>,
     ) -> Result<Vec<Row<N>>, FlowError> {
         let (store, minted) = (self.store.clone(), self.minted.clone());
+        if let Some(cols) = self.by_id(&store, &rows) {
+            return Ok(self.order_by_id(rows, &cols, keep));
+        }
         let cx = EvalCx::new(&store, &minted);
         let mut keyed: Vec<(Vec<Option<crate::expr::Val<'_>>>, Row<N>)> =
             Vec::with_capacity(rows.len());
@@ -97,6 +101,59 @@ impl<const N: usize> SortOp<N> {
         keyed.sort_by(cmp);
         io.uncharge(charged);
         Ok(keyed.into_iter().map(|(_, r)| r).collect())
+    }
+}
+
+impl<const N: usize> SortOp<N> {
+    /// The key columns, when every key is a variable and every row binds it to nothing, to an
+    /// IRI or to a simple literal of the store with its id in key order: then ids order as
+    /// ORDER BY orders their terms (unbound, then IRIs, then simple literals by code point; an
+    /// id is one term, so equal values are one id) and no term is read.
+    fn by_id(&self, store: &Store, rows: &[Row<N>]) -> Option<Vec<(usize, bool)>> {
+        let cols: Vec<(usize, bool)> = self
+            .keys
+            .iter()
+            .map(|(e, desc)| match e {
+                crate::expr::Expr::Var(c) => Some((*c, *desc)),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let dict = store.dict();
+        let (iris, strings) = (dict.ordered_iris(), dict.ordered_strings());
+        let fits = |id: Id| id == UNBOUND || iris.contains(&id) || strings.contains(&id);
+        rows.iter()
+            .all(|r| cols.iter().all(|&(c, _)| fits(r[c])))
+            .then_some(cols)
+    }
+
+    /// [`order_rows`](Self::order_rows) by the ids of `cols` (see [`by_id`](Self::by_id)).
+    fn order_by_id(
+        &self,
+        mut rows: Vec<Row<N>>,
+        cols: &[(usize, bool)],
+        keep: Option<usize>,
+    ) -> Vec<Row<N>> {
+        let cmp = |a: &Row<N>, b: &Row<N>| {
+            for &(c, desc) in cols {
+                let o = a[c].cmp(&b[c]);
+                let o = if desc { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        };
+        if let Some(k) = keep {
+            if rows.len() > k {
+                if k == 0 {
+                    return Vec::new();
+                }
+                rows.select_nth_unstable_by(k - 1, cmp);
+                rows.truncate(k);
+            }
+        }
+        rows.sort_by(cmp);
+        rows
     }
 }
 
