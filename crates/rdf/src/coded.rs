@@ -2,11 +2,13 @@
 //!
 //! The keys go in id order, [`BLOCK`] to a block. A block's first key is written whole (its
 //! length as a varint, then its bytes), so a binary search over the blocks compares keys in
-//! place; each later key is the length it shares with the key before it and the length of the
-//! rest (two varints), then the rest. Ids given in key order (`nearflow load`) put keys that
-//! share long prefixes side by side: at 25 M SP²Bench triples this takes the keys and their
-//! offsets from 21.7 to about 7 bytes a triple. Reading key `j` of a block decodes the `j`
-//! keys before it (at most `BLOCK - 1`).
+//! place; each later key is the length it shares with the block's first key and the length of
+//! the rest (two varints), then the rest. Ids given in key order (`nearflow load`) put keys
+//! that share long prefixes side by side: at 25 M SP²Bench triples this takes the keys and
+//! their offsets from 21.7 to about 7 bytes a triple. Reading key `j` of a block steps over the
+//! keys before it (two varints each) and copies two pieces: the shared part of the first key,
+//! then its own rest. (Sharing with the key just before would save a little more room, but
+//! reading a key would then copy every key before it in its block.)
 
 /// Keys per block.
 pub(crate) const BLOCK: usize = 16;
@@ -38,7 +40,7 @@ fn varint(b: &[u8], p: &mut usize) -> Option<usize> {
 /// Encodes keys one after another into blocks.
 #[derive(Default)]
 pub(crate) struct Encoder {
-    prev: Vec<u8>,
+    head: Vec<u8>,
     n: usize,
 }
 
@@ -50,9 +52,11 @@ impl Encoder {
         if head {
             put_varint(out, key.len() as u64);
             out.extend_from_slice(key);
+            self.head.clear();
+            self.head.extend_from_slice(key);
         } else {
             let shared = self
-                .prev
+                .head
                 .iter()
                 .zip(key)
                 .take_while(|(a, b)| a == b)
@@ -61,8 +65,6 @@ impl Encoder {
             put_varint(out, (key.len() - shared) as u64);
             out.extend_from_slice(&key[shared..]);
         }
-        self.prev.clear();
-        self.prev.extend_from_slice(key);
         self.n += 1;
         head
     }
@@ -85,33 +87,64 @@ pub(crate) fn scan(
     buf: &mut Vec<u8>,
     mut each: impl FnMut(usize, &[u8]) -> bool,
 ) -> Option<usize> {
-    let mut p = 0;
-    buf.clear();
+    let head = self::head(block)?;
+    let mut at = varint_len(block)? + head.len();
     for j in 0..count {
-        let rest = if j == 0 {
-            varint(block, &mut p)?
+        buf.clear();
+        if j == 0 {
+            buf.extend_from_slice(head);
         } else {
-            let shared = varint(block, &mut p)?;
-            if shared > buf.len() {
-                return None;
-            }
-            buf.truncate(shared);
-            varint(block, &mut p)?
-        };
-        let end = p.checked_add(rest)?;
-        buf.extend_from_slice(block.get(p..end)?);
-        p = end;
+            let (shared, rest) = entry(block, &mut at, head.len())?;
+            buf.extend_from_slice(&head[..shared]);
+            buf.extend_from_slice(rest);
+        }
         if !each(j, buf) {
             break;
         }
     }
+    Some(at)
+}
+
+/// The length of the varint at the start of `b`.
+#[inline]
+fn varint_len(b: &[u8]) -> Option<usize> {
+    let mut p = 0;
+    varint(b, &mut p)?;
     Some(p)
+}
+
+/// The entry at `*at` of a block whose first key is `head_len` long: the length it shares with
+/// the first key, and its rest; `*at` moves past it.
+#[inline]
+fn entry<'b>(block: &'b [u8], at: &mut usize, head_len: usize) -> Option<(usize, &'b [u8])> {
+    let shared = varint(block, at)?;
+    if shared > head_len {
+        return None;
+    }
+    let len = varint(block, at)?;
+    let end = at.checked_add(len)?;
+    let rest = block.get(*at..end)?;
+    *at = end;
+    Some((shared, rest))
 }
 
 /// Decodes key `j` of `block` into `buf`; `None` when the block is malformed.
 #[inline]
 pub(crate) fn nth(block: &[u8], j: usize, buf: &mut Vec<u8>) -> Option<()> {
-    scan(block, j + 1, buf, |_, _| true).map(|_| ())
+    let head = head(block)?;
+    buf.clear();
+    if j == 0 {
+        buf.extend_from_slice(head);
+        return Some(());
+    }
+    let mut at = varint_len(block)? + head.len();
+    for _ in 1..j {
+        entry(block, &mut at, head.len())?;
+    }
+    let (shared, rest) = entry(block, &mut at, head.len())?;
+    buf.extend_from_slice(&head[..shared]);
+    buf.extend_from_slice(rest);
+    Some(())
 }
 
 /// Whether `block` holds exactly `count` keys, each non-empty UTF-8 whose first byte is at most

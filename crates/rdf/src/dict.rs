@@ -481,9 +481,9 @@ impl Dict {
             return u.ordered_kind(tag);
         }
         match &self.mapped {
-            Some(m) => m.kind_ids.get_or_init(|| {
-                [0, 1, 2, 3, 4].map(|t| m.ordered_of_kind(t))
-            })[usize::from(tag)]
+            Some(m) => m
+                .kind_ids
+                .get_or_init(|| [0, 1, 2, 3, 4].map(|t| m.ordered_of_kind(t)))[usize::from(tag)]
             .clone(),
             None => 0..0,
         }
