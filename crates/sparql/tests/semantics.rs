@@ -896,28 +896,6 @@ fn an_index_join_on_an_equality_matches_the_cross_product_and_oxigraph() {
         }
         assert!(got.count() > 0, "{text}");
     }
-    // ORDER BY over IRIs and simple literals only (ordered by id), unbound values among them,
-    // both directions, whole and cut (a top-k); then over every kind (ordered by value).
-    let nodes_and_strings = "FILTER(isIRI(?a) || datatype(?a) = xsd:string)";
-    for (filter, order, cut) in [
-        (nodes_and_strings, "?a", ""),
-        (nodes_and_strings, "DESC(?a)", ""),
-        (nodes_and_strings, "?a", "LIMIT 4 OFFSET 3"),
-        (nodes_and_strings, "DESC(?b) ?a", ""),
-        (nodes_and_strings, "?b DESC(?a)", "LIMIT 5"),
-        ("", "?a", ""),
-        ("", "DESC(?b) ?a", "LIMIT 6"),
-    ] {
-        let text = format!(
-            "PREFIX ex: <http://ex/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> \
-             SELECT DISTINCT ?a ?b WHERE {{ ?s ex:v ?a OPTIONAL {{ ?s ex:w ?b }} {filter} }} \
-             ORDER BY {order} {cut}"
-        );
-        let want = ours_on(&memory, &rt, &text);
-        let got = ours_on(&bulk, &rt, &text);
-        compare(&got, &want, &text, Expected::from_query(&text));
-        assert!(got.count() >= 4, "{text}");
-    }
 }
 
 /// `COUNT(*)` of one pattern is counted by the indexes, with no row read; where a count of
