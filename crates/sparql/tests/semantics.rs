@@ -742,7 +742,7 @@ ex:f ex:v "e\u0301" . ex:g ex:v "z" . ex:h ex:v "\U0001F600" . ex:i ex:v "\uFFFD
 ex:j ex:v "ab" . ex:k ex:v "ab"@en . ex:l ex:v "ab"^^xsd:string . ex:m ex:v 10 .
 ex:n ex:v 9 . ex:o ex:v ex:iri . ex:p ex:v "a\u0000b" . ex:q ex:v "a b" .
 ex:r ex:v ex:b . ex:s ex:v ex:a . ex:t ex:v _:x . ex:u ex:v _:x . ex:w ex:v _:y .
-ex:a ex:w "z" . ex:b ex:w ex:g . ex:c ex:w "é" .
+ex:a ex:w "z" . ex:b ex:w ex:g . ex:c ex:w "é" . ex:x ex:v "010"^^xsd:integer .
 "#;
 
 /// A store loaded by `nearflow load` holds its ids in key order, so the engine compares two
