@@ -88,17 +88,7 @@ impl<const N: usize> SortOp<N> {
             }
             std::cmp::Ordering::Equal
         };
-        if let Some(k) = keep {
-            if keyed.len() > k {
-                if k == 0 {
-                    io.uncharge(charged);
-                    return Ok(Vec::new());
-                }
-                keyed.select_nth_unstable_by(k - 1, cmp);
-                keyed.truncate(k);
-            }
-        }
-        keyed.sort_by(cmp);
+        let keyed = sorted_keeping(keyed, keep, cmp);
         io.uncharge(charged);
         Ok(keyed.into_iter().map(|(_, r)| r).collect())
     }
@@ -129,7 +119,7 @@ impl<const N: usize> SortOp<N> {
     /// [`order_rows`](Self::order_rows) by the ids of `cols` (see [`by_id`](Self::by_id)).
     fn order_by_id(
         &self,
-        mut rows: Vec<Row<N>>,
+        rows: Vec<Row<N>>,
         cols: &[(usize, bool)],
         keep: Option<usize>,
     ) -> Vec<Row<N>> {
@@ -143,18 +133,28 @@ impl<const N: usize> SortOp<N> {
             }
             std::cmp::Ordering::Equal
         };
-        if let Some(k) = keep {
-            if rows.len() > k {
-                if k == 0 {
-                    return Vec::new();
-                }
-                rows.select_nth_unstable_by(k - 1, cmp);
-                rows.truncate(k);
-            }
-        }
-        rows.sort_by(cmp);
-        rows
+        sorted_keeping(rows, keep, cmp)
     }
+}
+
+/// `v` sorted by `cmp` (stably), cut to its first `keep` when given: the best `keep` are
+/// selected first, so a top-k sorts only them.
+fn sorted_keeping<T>(
+    mut v: Vec<T>,
+    keep: Option<usize>,
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering + Copy,
+) -> Vec<T> {
+    if let Some(k) = keep {
+        if v.len() > k {
+            if k == 0 {
+                return Vec::new();
+            }
+            v.select_nth_unstable_by(k - 1, cmp);
+            v.truncate(k);
+        }
+    }
+    v.sort_by(cmp);
+    v
 }
 
 /// The bytes a row's sort keys hold: the vector and what its values own.
