@@ -24,7 +24,9 @@ pub struct Sp2benchGen {
     /// Range: 1..=1e10.
     #[arg(value_parser = nearflow_cli::args::int_in(1u64, 10_000_000_000), long)]
     pub triples: u64,
-    /// The file to write (`.gz`: gzip). Written to a temporary name first, renamed at the end.
+    /// The file to write (`.gz`: gzip), or `-` for standard output (to stream a document too
+    /// large to keep into `nearflow load -`). A file is written to a temporary name first and
+    /// renamed at the end.
     #[arg(long)]
     pub out: PathBuf,
     /// Seed: the same seed and size give the same file.
@@ -52,10 +54,25 @@ fn generate_into<W: Write>(
     Ok((summary, w))
 }
 
+/// Generates to standard output, as it goes (nothing kept); returns the summary.
+fn sp2bench_stdout(c: &Sp2benchGen) -> Result<sp2bench::Summary> {
+    let progress = AtomicU64::new(0);
+    let out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let (summary, _) =
+        generate_into(c, &progress, out).context("writing the document to standard output")?;
+    if !c.quiet {
+        eprintln!("wrote {} triples to standard output", summary.triples);
+    }
+    Ok(summary)
+}
+
 /// Generates `c.out`; returns the summary.
 pub fn sp2bench_file(c: &Sp2benchGen) -> Result<sp2bench::Summary> {
     if c.triples == 0 {
         bail!("--triples must be at least 1");
+    }
+    if c.out.as_os_str() == "-" {
+        return sp2bench_stdout(c);
     }
     let name = c
         .out

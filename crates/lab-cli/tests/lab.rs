@@ -1161,6 +1161,30 @@ fn a_closed_pipe_a_wrong_extension_and_a_missing_flag_fail_early_and_quietly() {
     let status = child.wait().unwrap();
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(status.code(), Some(101), "a panic's exit status: {err}");
+    // `--out -` streams the same document to standard output.
+    let file = std::env::temp_dir().join(format!("nearflow-gen-{}.ttl", std::process::id()));
+    let written = nearflow(&[
+        "gen",
+        "sp2bench",
+        "--triples",
+        "3000",
+        "--out",
+        file.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(written.status.success());
+    let streamed = nearflow(&[
+        "gen",
+        "sp2bench",
+        "--triples",
+        "3000",
+        "--out",
+        "-",
+        "--quiet",
+    ]);
+    assert!(streamed.status.success());
+    assert_eq!(streamed.stdout, std::fs::read(&file).unwrap());
+    std::fs::remove_file(&file).unwrap();
     for out in ["/tmp/nearflow-gen.nt", "/tmp/nearflow-gen.nq.gz"] {
         fails_with(
             &["gen", "sp2bench", "--triples", "10", "--out", out],

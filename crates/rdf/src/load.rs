@@ -206,7 +206,7 @@ pub enum LoadError {
     #[error("{0}: a quads file (N-Quads, TriG) names its own graphs; load it with the other files, not into one named graph")]
     QuadsIntoGraph(PathBuf),
     /// The file name does not say its format.
-    #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt, .nq, .trig or .rdf, optionally with .gz, or give --format)")]
+    #[error("{0}: cannot tell the format from the name (use .ttl, .n3, .nt, .nq, .trig or .rdf, optionally with .gz, or give --data-format)")]
     UnknownFormat(PathBuf),
     /// Too many terms.
     #[error(transparent)]
