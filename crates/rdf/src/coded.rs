@@ -142,6 +142,7 @@ pub(crate) fn nth(block: &[u8], j: usize, buf: &mut Vec<u8>) -> Option<()> {
         entry(block, &mut at, head.len())?;
     }
     let (shared, rest) = entry(block, &mut at, head.len())?;
+    buf.reserve_exact(shared + rest.len());
     buf.extend_from_slice(&head[..shared]);
     buf.extend_from_slice(rest);
     Some(())

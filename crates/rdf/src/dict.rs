@@ -220,7 +220,8 @@ impl MappedTerms {
     #[inline]
     fn key(&self, id: Id) -> Cow<'_, str> {
         if self.coded {
-            let mut buf = Vec::with_capacity(96);
+            // Allocated only for a key that is not read in place, at its size.
+            let mut buf = Vec::new();
             return match self.coded_key(id, &mut buf) {
                 Some(k) => Cow::Borrowed(k),
                 // SAFETY: `coded_key` fills `buf` only with a key of a checked chunk, and the
