@@ -62,7 +62,7 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
     };
     let st = db.stats();
     println!(
-        "{}: {} quads, {} terms; opened in {:.3} s{}; {} logged update{} replayed",
+        "{}: {} quads, {} terms; opened in {:.3} s{}; {}{} logged update{} replayed",
         cmd.store.display(),
         s.len(),
         s.dict().len(),
@@ -80,6 +80,10 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
             )
         } else {
             " (format 2: read and checked whole)".to_owned()
+        },
+        match st.segment {
+            Some((a, r)) => format!("its delta segment (+{a} −{r} quads) checked; "),
+            None => String::new(),
         },
         st.replayed,
         if st.replayed == 1 { "" } else { "s" }

@@ -79,6 +79,12 @@ pub struct ServeCmd {
     /// (e.g. 64MiB); a clean stop writes one too.
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::args::bytes)]
     pub checkpoint_size: usize,
+    /// A store whose snapshot holds at least this many quads is not merged in memory: the
+    /// updates' delta stays beside its mapped indexes, and a checkpoint writes the delta as a
+    /// segment beside the snapshot (`STORE.delta`), until it reaches 4,194,304 quads or an
+    /// eighth of the snapshot, when the snapshot is written again.
+    #[arg(long, value_name = "N", default_value_t = 1 << 23)]
+    pub segment_min_quads: u64,
     /// Threads doing HTTP I/O (queries run on the nearflow runtime, never on these).
     #[arg(long, default_value = "1", value_parser = crate::args::int_in(1usize, 64))]
     pub io_threads: usize,
@@ -178,6 +184,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         nearflow_rdf::db::Tuning {
             merge_idle: cmd.merge_idle,
             checkpoint_bytes: cmd.checkpoint_size as u64,
+            segment_min_quads: cmd.segment_min_quads,
             ..Default::default()
         },
     )?);

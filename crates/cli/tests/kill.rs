@@ -8,7 +8,11 @@
 //! - an update in flight at the kill (sent, not acknowledged) is all there or not at all.
 //!
 //! The server merges after 20 ms without an update and writes a new snapshot whenever its log
-//! passes 4 KiB, so kills also land inside merges, snapshot writes and log cuts.
+//! passes 4 KiB, so kills also land inside merges, snapshot writes and log cuts. Every other
+//! round it treats the store as large (`--segment-min-quads 1`): the delta stays beside the
+//! snapshot, checkpoints write it as a segment (or the snapshot again, streamed, once the
+//! delta outgrows an eighth of it), so kills land inside those too, and each restart opens what
+//! the other mode left.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,7 +30,7 @@ enum Known {
     Unknown,
 }
 
-fn start(store: &Path) -> (Child, String) {
+fn start(store: &Path, segments: bool) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
         .args([
             "serve",
@@ -42,6 +46,11 @@ fn start(store: &Path) -> (Child, String) {
             "--store",
         ])
         .arg(store)
+        .args(if segments {
+            &["--segment-min-quads", "1"][..]
+        } else {
+            &[]
+        })
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -188,9 +197,17 @@ fn acknowledged_updates_survive_sigkill_at_random_moments() {
         x % n
     };
     let (mut acked, mut in_flight) = (0usize, 0usize);
+    let segment = {
+        let mut p = store.as_os_str().to_owned();
+        p.push(".delta");
+        std::path::PathBuf::from(p)
+    };
+    // Restarts that found a delta segment beside the snapshot.
+    let mut segments = 0usize;
     let started = Instant::now();
     for round in 0..rounds {
-        let (mut child, addr) = start(&store);
+        segments += usize::from(segment.exists());
+        let (mut child, addr) = start(&store, round % 2 == 1);
         check(&addr, &mut known.lock().unwrap(), round);
         // The stream: inserts of new subjects, and deletes of held ones.
         let kill_after = Duration::from_millis(5 + rand(120));
@@ -241,14 +258,18 @@ fn acknowledged_updates_survive_sigkill_at_random_moments() {
         acked += ok;
         in_flight += lost;
     }
-    let (mut child, addr) = start(&store);
+    let (mut child, addr) = start(&store, false);
     check(&addr, &mut known.lock().unwrap(), rounds);
     // SAFETY: as above.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
     println!(
-        "{rounds} kills in {:.1} s: {acked} acknowledged updates, all there; {in_flight} in flight at a kill, each whole or absent",
+        "{rounds} kills in {:.1} s: {acked} acknowledged updates, all there; {in_flight} in flight at a kill, each whole or absent; {segments} restarts opened a delta segment",
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        rounds < 40 || segments > 0,
+        "no restart opened a delta segment: the segments went untested"
     );
     assert!(
         acked >= rounds,

@@ -59,6 +59,9 @@ pub enum BenchCmd {
     /// n-body, n-queens, UTS, a sum of 10⁸, blocked matrix multiply), one source compiled
     /// against nearflow and against rayon, timed side by side on this machine.
     Rayon(RayonCmd),
+    /// What a checkpoint writes after N updates on a store (a copy of it: the store itself is
+    /// never written).
+    Checkpoint(CheckpointCmd),
 }
 
 /// Runs one benchmark and prints its report.
@@ -75,6 +78,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Streammap(c) => print_report(&lab::streammap::run(&c.config()?)?, false),
         BenchCmd::NumaFactor(c) => print_report(&lab::numa_factor::run(&c.config()?)?, c.json),
         BenchCmd::Phase(c) => print_report(&lab::phase::run(&c.config()?)?, false),
+        BenchCmd::Checkpoint(c) => print_report(&lab::checkpoint::run(&c.config())?, c.json),
         BenchCmd::Rayon(c) => match &c.simulate {
             Some(preset) => print_report(&lab::taskpar::simulate(&c.sim_config(preset))?, c.json),
             None => print_report(&lab::taskpar::run(&c.config())?, c.json),
@@ -727,6 +731,41 @@ pub struct PhaseCmd {
     /// Range: 0..=60000.
     #[arg(value_parser = nearflow_cli::args::int_in(0u64, 60_000), long, default_value_t = 200)]
     pub every_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckpointCmd {
+    /// The store (a snapshot written by `nearflow load --save`, without updates beside it).
+    #[arg(long)]
+    pub store: std::path::PathBuf,
+    /// A new or empty folder on the store's file system: the store is linked there (copied
+    /// across file systems), and the updates and the checkpoint go there.
+    #[arg(long)]
+    pub work: std::path::PathBuf,
+    /// Updates to run, one at a time, each synced before the next.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub updates: u64,
+    /// Triples each update inserts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub triples: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CheckpointCmd {
+    fn config(&self) -> lab::checkpoint::Config {
+        lab::checkpoint::Config {
+            store: self.store.clone(),
+            work: self.work.clone(),
+            updates: self.updates,
+            triples: self.triples,
+            quiet: self.quiet,
+        }
+    }
 }
 
 impl PhaseCmd {

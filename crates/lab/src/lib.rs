@@ -14,7 +14,8 @@
 //!   rounds; [`chart`] — SVG bar charts.
 //! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`concurrent_plans`],
 //!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`streammap`],
-//!   [`numa_factor`], [`taskpar`] (`bench rayon`: the task-parallel set against rayon).
+//!   [`numa_factor`], [`taskpar`] (`bench rayon`: the task-parallel set against rayon),
+//!   [`checkpoint`] (what a store's checkpoint writes after N updates).
 //! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
 //!   plan models from traced runs ([`sim::calibrate`]) and the validation of simulated graphs
 //!   against real runs ([`sim::validate`]).
@@ -24,6 +25,7 @@
 
 pub mod alloc;
 pub mod chart;
+pub mod checkpoint;
 pub mod concurrent_plans;
 pub mod harness;
 pub mod map;

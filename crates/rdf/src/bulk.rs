@@ -724,6 +724,10 @@ fn merge_terms<W: Write + std::io::Seek>(
         }
         Ok(())
     })?;
+    // The spool of term offsets is counted once whole, as it is now, then removed.
+    if let Ok(m) = std::fs::metadata(&spool_path) {
+        tmp.added(m.len());
+    }
     tmp.remove(&spool_path);
     for ((reader, path, _), (map, map_path)) in readers.into_iter().zip(maps) {
         reader.end().map_err(spill_err(&path))?;
@@ -937,7 +941,7 @@ fn merge_quads<W: Write + std::io::Seek>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::Store;
     use proptest::prelude::*;
@@ -993,7 +997,7 @@ mod tests {
     }
 
     /// Every quad as terms, sorted.
-    fn terms_of(s: &Store) -> Vec<String> {
+    pub(crate) fn terms_of(s: &Store) -> Vec<String> {
         let d = s.dict();
         let mut v: Vec<String> = s
             .quads()
@@ -1012,10 +1016,10 @@ mod tests {
     }
 
     /// Each predicate's term and its quads, subjects and objects.
-    type PerPredicate = Vec<(String, u64, u64, u64)>;
+    pub(crate) type PerPredicate = Vec<(String, u64, u64, u64)>;
 
     /// The statistics with predicates named by their terms (the ids differ between loads).
-    fn stats_of(s: &Store) -> (u64, u64, u64, u64, PerPredicate) {
+    pub(crate) fn stats_of(s: &Store) -> (u64, u64, u64, u64, PerPredicate) {
         let st = s.stats();
         let mut per: Vec<_> = st
             .per_predicate

@@ -19,6 +19,14 @@
 //!   committed meanwhile onto them (`delta.rs`). When the log has grown past
 //!   [`Tuning::checkpoint_bytes`] the merged version is also written as the new snapshot and the
 //!   log cut to the records after it.
+//! - **A large store** (a snapshot of at least [`Tuning::segment_min_quads`]) is not merged
+//!   in memory, which would copy every index: its versions keep their delta beside the mapped
+//!   indexes, and a checkpoint writes that delta as a segment beside the snapshot
+//!   (`snapshot/segment.rs`, `STORE.delta`), its size that of the change, not of the store.
+//!   Once the delta holds [`Tuning::delta_max_quads`] or a [`Tuning::rewrite_fraction`]-th of
+//!   the snapshot, a checkpoint writes the snapshot again with the delta merged in as it
+//!   streams out (no copy of the indexes in memory), maps it, and removes the segment. Opening
+//!   reads the snapshot, its segment, then the log.
 //!
 //! One process writes a store at a time: a writable open takes an exclusive `flock` on
 //! `STORE.lock` beside it. The log's format, and how damage is told from a torn tail, is
@@ -32,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use nearflow_topo::Machine;
 
-use crate::snapshot::{self, SnapshotError};
+use crate::snapshot::{self, segment, SnapshotError};
 use crate::store::{Store, DEFAULT_GRAPH};
 use crate::term::{Id, TermRef};
 
@@ -101,6 +109,13 @@ pub struct Tuning {
     pub merge_idle: Duration,
     /// Write a new snapshot (and cut the log) once the log is this long.
     pub checkpoint_bytes: u64,
+    /// A store whose snapshot holds at least this many quads keeps its delta beside the mapped
+    /// indexes (no merge in memory), and its checkpoints write the delta as a segment.
+    pub segment_min_quads: u64,
+    /// Such a store's snapshot is written again once its delta holds this many quads…
+    pub delta_max_quads: u64,
+    /// …or this fraction (`1 / rewrite_fraction`) of the snapshot's quads, whichever is fewer.
+    pub rewrite_fraction: u64,
 }
 
 impl Default for Tuning {
@@ -109,6 +124,12 @@ impl Default for Tuning {
             merge_quads: 1 << 16,
             merge_idle: Duration::from_secs(2),
             checkpoint_bytes: 64 << 20,
+            // An in-memory merge copies three permutations of 16-byte rows: about 400 MB at
+            // this size, and a full snapshot written again is about 150 MB.
+            segment_min_quads: 1 << 23,
+            // The delta costs about 100 bytes a quad in memory (six sorted copies): 400 MB.
+            delta_max_quads: 1 << 22,
+            rewrite_fraction: 8,
         }
     }
 }
@@ -142,6 +163,12 @@ pub struct DbStats {
     pub merges: u64,
     /// Snapshots written by checkpoints.
     pub checkpoints: u64,
+    /// Delta segments written by checkpoints (a large store's, instead of its snapshot).
+    pub segments: u64,
+    /// Bytes the last checkpoint wrote (a snapshot or a segment).
+    pub last_checkpoint_bytes: u64,
+    /// The delta segment read at open, if any: the quads it adds and removes.
+    pub segment: Option<(u64, u64)>,
     /// Background merges or checkpoints that failed (each retried a second later).
     pub failed: u64,
     /// Records replayed from the log at open.
@@ -180,7 +207,38 @@ pub struct Db {
     failure: Mutex<Option<String>>,
     tuning: Tuning,
     writable: bool,
+    /// The snapshot as this process last opened or wrote it, when there is one.
+    disk: Mutex<Option<OnDisk>>,
     _lock: Option<WriteLock>,
+}
+
+/// The snapshot file's indexes and dictionary as mapped (weak: only to tell whether a version
+/// lies over them), and its fingerprint, which its delta segment names.
+struct OnDisk {
+    base: std::sync::Weak<crate::base::Base>,
+    dict: std::sync::Weak<crate::dict::Dict>,
+    print: segment::Fingerprint,
+}
+
+impl OnDisk {
+    fn of(store: &Store, print: segment::Fingerprint) -> OnDisk {
+        OnDisk {
+            base: Arc::downgrade(&store.base),
+            dict: Arc::downgrade(&store.dict),
+            print,
+        }
+    }
+
+    /// Whether `store` lies over the snapshot: its indexes, and the snapshot's dictionary or
+    /// one over it.
+    fn under(&self, store: &Store) -> bool {
+        let (Some(base), Some(dict)) = (self.base.upgrade(), self.dict.upgrade()) else {
+            return false;
+        };
+        Arc::ptr_eq(&base, &store.base)
+            && (Arc::ptr_eq(&dict, &store.dict)
+                || store.dict.under().is_some_and(|u| Arc::ptr_eq(u, &dict)))
+    }
 }
 
 impl std::fmt::Debug for Db {
@@ -384,6 +442,7 @@ impl Db {
             true,
             Tuning::default(),
             DbStats::default(),
+            None,
         )
     }
 
@@ -398,6 +457,7 @@ impl Db {
             false,
             Tuning::default(),
             DbStats::default(),
+            None,
         )
     }
 
@@ -411,6 +471,7 @@ impl Db {
         writable: bool,
         tuning: Tuning,
         stats: DbStats,
+        disk: Option<OnDisk>,
     ) -> Db {
         Db {
             snapshot,
@@ -427,6 +488,7 @@ impl Db {
             failure: Mutex::new(None),
             tuning,
             writable,
+            disk: Mutex::new(disk),
             _lock: lock,
         }
     }
@@ -453,9 +515,10 @@ impl Db {
         // A checkpoint may replace the snapshot and the log while a reader opens them: read
         // both again when the snapshot changed meanwhile.
         let mut tries = 0;
-        let (store, read, bytes) = loop {
+        let (store, print, read, bytes) = loop {
             let before = identity(path);
             let store = snapshot::open(path, machine)?;
+            let print = segment::fingerprint(path)?;
             let bytes = match std::fs::read(&lp) {
                 Ok(b) => Some(b),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -464,10 +527,25 @@ impl Db {
             let read = bytes.as_deref().map(|b| read_log(&lp, b)).transpose()?;
             tries += 1;
             if writable || identity(path) == before || tries >= 5 {
-                break (store, read, bytes);
+                break (store, print, read, bytes);
             }
         };
+        let disk = OnDisk::of(&store, print);
         let mut stats = DbStats::default();
+        let store = match segment::read(path, print, &store)? {
+            segment::Found::Applied(s, _) => {
+                let (a, r) = s.delta().counts();
+                stats.segment = Some((a as u64, r as u64));
+                s
+            }
+            segment::Found::Absent => store,
+            segment::Found::Stale => {
+                if writable {
+                    remove_segment(path)?;
+                }
+                store
+            }
+        };
         let (store, seq, log) = match read {
             None => {
                 let log = if writable {
@@ -507,6 +585,7 @@ impl Db {
             writable,
             tuning,
             stats,
+            Some(disk),
         ))
     }
 
@@ -532,6 +611,7 @@ impl Db {
         };
         let out = save()?;
         write_log(&lp, base_seq, &[])?;
+        remove_segment(path)?;
         Ok(out)
     }
 
@@ -544,6 +624,8 @@ impl Db {
             snapshot::save(&store, path)?;
             write_log(&log.path, seq, &[])?;
             *log = open_append(&log.path)?;
+            remove_segment(path)?;
+            *self.disk.lock().expect("not poisoned") = None;
         } else if !self.writable {
             return Err(DbError::ReadOnly);
         }
@@ -638,12 +720,29 @@ impl Db {
     /// Folds the current delta into new sorted indexes, and writes a snapshot when the log
     /// has grown past [`Tuning::checkpoint_bytes`] (or when `checkpoint`). Returns whether it
     /// merged. Queries and updates go on meanwhile.
+    ///
+    /// A large store's version keeps its delta instead: the checkpoint, when due, writes the
+    /// delta as a segment beside the snapshot, or — once the delta is large — the snapshot
+    /// again with the delta merged in (see the module's text).
     pub fn merge(&self, checkpoint: bool) -> Result<bool, DbError> {
         let _one = self.merging.lock().expect("not poisoned");
         let (from, seq, cut) = {
             let w = self.writer.lock().expect("not poisoned");
             (self.current(), w.seq, w.log.as_ref().map(|l| l.len))
         };
+        let due = checkpoint || cut.is_some_and(|c| c >= self.tuning.checkpoint_bytes);
+        if let (Some(path), Some(cut)) = (&self.snapshot, cut) {
+            if self.keeps_delta(&from) {
+                if due && !from.is_flat() {
+                    self.write_segment(path, &from, seq, cut)?;
+                }
+                return Ok(false);
+            }
+            if self.is_large(&from) && !from.is_flat() {
+                self.rewrite_large(path, &from, seq, cut)?;
+                return Ok(true);
+            }
+        }
         let started = Instant::now();
         let merged_any = !from.is_flat();
         let merged = Arc::new(from.merged().map_err(SnapshotError::from)?);
@@ -665,26 +764,100 @@ impl Db {
         let (Some(path), Some(cut)) = (&self.snapshot, cut) else {
             return Ok(merged_any);
         };
-        if checkpoint || cut >= self.tuning.checkpoint_bytes {
+        if due {
             // The snapshot holds every record up to `seq` (the log's first `cut` bytes).
             snapshot::save(&merged, path)?;
-            {
-                let mut w = self.writer.lock().expect("not poisoned");
-                let log = w.log.as_mut().expect("a durable store has its log");
-                let rest = log.read_from(cut)?;
-                write_log(&log.path, seq, &rest)?;
-                *log = open_append(&log.path)?;
-            }
-            self.stats.lock().expect("not poisoned").checkpoints += 1;
+            self.cut_log(seq, cut)?;
             // The snapshot just written, mapped: the versions go on over its indexes, read in
             // place, and the copies in memory are freed once no query holds them.
-            let mapped = snapshot::open(path, merged.machine())?;
+            let mapped = self.map_written(path, &merged)?;
             let _w = self.writer.lock().expect("not poisoned");
             let latest = self.current();
             let next = latest.rebased_onto(&merged, &mapped)?;
             *self.current.write().expect("not poisoned") = Arc::new(next);
         }
         Ok(merged_any)
+    }
+
+    /// Whether `store` lies over a snapshot large enough to keep its delta beside it.
+    fn is_large(&self, store: &Store) -> bool {
+        store.base.len() as u64 >= self.tuning.segment_min_quads
+            && self
+                .disk
+                .lock()
+                .expect("not poisoned")
+                .as_ref()
+                .is_some_and(|d| d.under(store))
+    }
+
+    /// Whether `store` keeps its delta: it lies over a large snapshot, and its delta is below
+    /// the size at which the snapshot is written again.
+    fn keeps_delta(&self, store: &Store) -> bool {
+        let (a, r) = store.delta().counts();
+        let room = self
+            .tuning
+            .delta_max_quads
+            .min(store.base.len() as u64 / self.tuning.rewrite_fraction.max(1));
+        ((a + r) as u64) < room && self.is_large(store)
+    }
+
+    /// Writes `from`'s delta (every record up to `seq`, the log's first `cut` bytes) as the
+    /// snapshot's segment, then cuts the log.
+    fn write_segment(&self, path: &Path, from: &Store, seq: u64, cut: u64) -> Result<(), DbError> {
+        let print = {
+            let disk = self.disk.lock().expect("not poisoned");
+            disk.as_ref().expect("a large store's snapshot").print
+        };
+        let bytes = segment::write(path, print, seq, from)?;
+        self.cut_log(seq, cut)?;
+        let mut st = self.stats.lock().expect("not poisoned");
+        st.segments += 1;
+        st.last_checkpoint_bytes = bytes;
+        Ok(())
+    }
+
+    /// Writes `from` (every record up to `seq`) as the snapshot, its delta merged in as the
+    /// rows stream out; cuts the log, removes the segment, and rebases the versions onto the
+    /// snapshot mapped.
+    fn rewrite_large(&self, path: &Path, from: &Store, seq: u64, cut: u64) -> Result<(), DbError> {
+        let started = Instant::now();
+        snapshot::save(from, path)?;
+        self.cut_log(seq, cut)?;
+        let mapped = self.map_written(path, from)?;
+        {
+            let _w = self.writer.lock().expect("not poisoned");
+            let latest = self.current();
+            let next = latest.rebased_onto(from, &mapped)?;
+            *self.current.write().expect("not poisoned") = Arc::new(next);
+        }
+        let mut st = self.stats.lock().expect("not poisoned");
+        st.merges += 1;
+        st.last_merge = started.elapsed();
+        Ok(())
+    }
+
+    /// The log cut to the records after its first `cut` bytes (the last of them `seq`), now
+    /// that a snapshot or segment holds those.
+    fn cut_log(&self, seq: u64, cut: u64) -> Result<(), DbError> {
+        let mut w = self.writer.lock().expect("not poisoned");
+        let log = w.log.as_mut().expect("a durable store has its log");
+        let rest = log.read_from(cut)?;
+        write_log(&log.path, seq, &rest)?;
+        *log = open_append(&log.path)?;
+        Ok(())
+    }
+
+    /// The snapshot at `path` just written from `written`, mapped; the segment of the one it
+    /// replaced removed, and the new one recorded as the store's file.
+    fn map_written(&self, path: &Path, written: &Store) -> Result<Store, DbError> {
+        remove_segment(path)?;
+        let mapped = snapshot::open(path, written.machine())?;
+        let print = segment::fingerprint(path)?;
+        *self.disk.lock().expect("not poisoned") = Some(OnDisk::of(&mapped, print));
+        let mut st = self.stats.lock().expect("not poisoned");
+        st.checkpoints += 1;
+        st.last_checkpoint_bytes = print.file_len();
+        Ok(mapped)
     }
 
     /// Starts the background merge: a thread that merges once the delta holds
@@ -701,11 +874,29 @@ impl Db {
                 }
                 let due = {
                     let w = db.writer.lock().expect("not poisoned");
-                    let (a, r) = db.current().delta().counts();
+                    let cur = db.current();
+                    let (a, r) = cur.delta().counts();
                     let size = a + r;
                     let idle = w.last_update.elapsed();
-                    if size >= db.tuning.merge_quads || (size > 0 && idle >= db.tuning.merge_idle) {
+                    let kept = db.keeps_delta(&cur);
+                    let checkpoint = w
+                        .log
+                        .as_ref()
+                        .is_some_and(|l| l.len >= db.tuning.checkpoint_bytes);
+                    // A delta kept beside the snapshot waits for its checkpoint; another is
+                    // merged once large, or once no update has come for a while.
+                    if (kept && size > 0 && checkpoint)
+                        || (!kept
+                            && (size >= db.tuning.merge_quads
+                                || (size > 0 && idle >= db.tuning.merge_idle)))
+                    {
                         None
+                    } else if kept {
+                        let (_w, _) = db
+                            .wake
+                            .wait_timeout(w, Duration::from_secs(1))
+                            .expect("not poisoned");
+                        Some(())
                     } else {
                         let wait = if size > 0 {
                             db.tuning.merge_idle - idle
@@ -817,6 +1008,17 @@ fn remove_stale_temporaries(path: &Path) {
         if f.ends_with(".tmp") && (f.starts_with(&snap) || f.starts_with(&log)) {
             let _ = std::fs::remove_file(e.path());
         }
+    }
+}
+
+/// Removes the segment beside snapshot `path`, if any (one the snapshot holds everything of),
+/// durably.
+fn remove_segment(path: &Path) -> Result<(), DbError> {
+    let seg = segment::segment_path(path);
+    match std::fs::remove_file(&seg) {
+        Ok(()) => sync_dir(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(&seg)(e)),
     }
 }
 
@@ -1168,6 +1370,181 @@ mod tests {
     }
 
     /// A folder of the test's own, removed when dropped.
+    /// Removes `<http://s{i}> <http://p> <http://s{i}>` (a quad of [`store_with`]).
+    fn remove(db: &Db, i: usize) {
+        db.update(|s| {
+            let mut e = s.edit();
+            let t = e.intern(TermRef::Iri(&format!("http://s{i}")))?;
+            let p = e.intern(TermRef::Iri("http://p"))?;
+            e.remove([t, p, t, DEFAULT_GRAPH]);
+            let changes = e.changes();
+            Ok::<_, crate::dict::DictFull>((e.finish(), changes))
+        })
+        .unwrap();
+    }
+
+    /// A store of 100 quads that counts as large: its delta is kept below 50 quads.
+    fn segmented(path: &Path) -> Db {
+        snapshot::save(&store_with(100), path).unwrap();
+        let tuning = Tuning {
+            segment_min_quads: 50,
+            delta_max_quads: 1000,
+            rewrite_fraction: 2,
+            ..Tuning::default()
+        };
+        Db::open_tuned(path, &machine(), true, tuning).unwrap()
+    }
+
+    use crate::bulk::tests::{stats_of, terms_of};
+
+    #[test]
+    fn a_large_store_checkpoints_its_delta_beside_the_snapshot() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        let snap = std::fs::read(&path).unwrap();
+        for i in 0..10 {
+            insert(&db, i, if i % 3 == 0 { Some("http://g") } else { None });
+        }
+        for i in 0..5 {
+            remove(&db, i);
+        }
+        // The delta is kept: no merge, and the checkpoint writes it as a segment.
+        assert!(!db.merge(true).unwrap());
+        let st = db.stats();
+        assert_eq!((st.segments, st.checkpoints, st.merges), (1, 0, 0));
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            snap,
+            "the snapshot is not written"
+        );
+        let seg = segment::segment_path(&path);
+        let seg_len = std::fs::metadata(&seg).unwrap().len();
+        assert_eq!(st.last_checkpoint_bytes, seg_len);
+        assert!(seg_len < snap.len() as u64 / 4, "{seg_len} bytes");
+        assert_eq!(db.current().delta().counts(), (10, 5));
+        insert(&db, 10, None);
+        let want = db.current();
+        drop(db);
+        // Reopened: the snapshot, its segment, then the one record after it.
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().segment, Some((10, 5)));
+        assert_eq!(
+            read.stats().replayed,
+            1,
+            "the segment's checkpoint cut the log"
+        );
+        assert_eq!(read.seq(), 16);
+        let got = read.current();
+        assert_eq!(got.len(), 106);
+        assert_eq!(terms_of(&got), terms_of(&want));
+        assert_eq!(stats_of(&got), stats_of(&want));
+        assert_eq!(got.graph_ids().len(), 2);
+    }
+
+    #[test]
+    fn a_segment_and_the_log_it_did_not_cut_replay_to_the_same_store() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        for i in 0..8 {
+            insert(&db, i, None);
+        }
+        remove(&db, 3);
+        let log = std::fs::read(log_path(&path)).unwrap();
+        db.merge(true).unwrap();
+        let want = terms_of(&db.current());
+        drop(db);
+        // Killed after the segment was renamed into place, before the log was cut: every
+        // record is replayed over the segment that holds it.
+        std::fs::write(log_path(&path), &log).unwrap();
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().replayed, 9);
+        assert_eq!(terms_of(&read.current()), want);
+    }
+
+    #[test]
+    fn the_snapshot_is_written_again_once_the_delta_is_large() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        for i in 0..20 {
+            insert(&db, i, None);
+        }
+        db.merge(true).unwrap();
+        let seg = segment::segment_path(&path);
+        let stale = std::fs::read(&seg).unwrap();
+        for i in 20..40 {
+            insert(&db, i, Some("http://g"));
+        }
+        for i in 0..12 {
+            remove(&db, i);
+        }
+        // 52 quads of delta: the snapshot is written with it merged in as it streams out.
+        let from = db.current();
+        assert!(db.merge(false).unwrap());
+        let st = db.stats();
+        assert_eq!((st.segments, st.checkpoints), (1, 1));
+        assert!(!seg.exists(), "the segment is removed");
+        assert!(db.current().is_flat());
+        let merged = from.merged().unwrap();
+        drop(db);
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().replayed, 0);
+        assert_eq!(read.stats().segment, None);
+        assert_eq!(terms_of(&read.current()), terms_of(&merged));
+        assert_eq!(stats_of(&read.current()), stats_of(&merged));
+        assert_eq!(read.current().graphs(), merged.graphs());
+        drop(read);
+        // Killed after the new snapshot was renamed into place, before the old segment was
+        // removed: the segment is stale, ignored, and removed by the next writer.
+        std::fs::write(&seg, &stale).unwrap();
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().segment, None);
+        assert_eq!(terms_of(&read.current()), terms_of(&merged));
+        drop(read);
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert!(!seg.exists());
+        assert_eq!(terms_of(&db.current()), terms_of(&merged));
+    }
+
+    #[test]
+    fn a_damaged_segment_is_refused() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        for i in 0..6 {
+            insert(&db, i, None);
+        }
+        remove(&db, 1);
+        db.merge(true).unwrap();
+        drop(db);
+        let seg = segment::segment_path(&path);
+        let good = std::fs::read(&seg).unwrap();
+        let damaged = |bytes: &[u8]| {
+            std::fs::write(&seg, bytes).unwrap();
+            match Db::open(&path, &machine(), false) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("a damaged segment opened"),
+            }
+        };
+        for at in [0, 30, 70, good.len() / 2, good.len() - 20, good.len() - 1] {
+            let mut b = good.clone();
+            b[at] ^= 0x40;
+            let e = damaged(&b);
+            assert!(e.contains("delta segment is damaged"), "byte {at}: {e}");
+        }
+        for len in [0, 10, good.len() - 4, good.len() - 1] {
+            let e = damaged(&good[..len]);
+            assert!(e.contains("delta segment is damaged"), "cut at {len}: {e}");
+        }
+        std::fs::write(&seg, &good).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            105
+        );
+    }
+
     fn tempdir() -> tempfile::TempDir {
         tempfile::Builder::new()
             .prefix("nearflow-db-")

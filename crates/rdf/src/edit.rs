@@ -3,7 +3,7 @@
 //! into new sorted indexes (a linear merge per permutation, the statistics recounted), and
 //! [`Store::rebased_onto`] carries the versions committed meanwhile onto them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::delta::*;
@@ -63,22 +63,24 @@ impl Store {
 
     /// A version with `dict` and the indexes' difference `added`/`removed`, with its statistics
     /// and graph list.
-    fn with_delta(&self, dict: Arc<Dict>, delta: Delta) -> Store {
+    pub(crate) fn with_delta(&self, dict: Arc<Dict>, delta: Delta) -> Store {
         let base = &self.base;
         let mut stats: Stats = base.stats.clone();
         let (added, removed) = (&delta.added[0], &delta.removed[0]);
         stats.triples = stats.triples + added.len() as u64 - removed.len() as u64;
         // Per predicate: quads counted exactly; distinct subjects and objects are the
-        // indexes' plus the added quads (an upper bound: the planner's estimates only).
-        for r in added {
-            let e = stats.per_predicate.entry(r[2]).or_default();
-            e.triples += 1;
-            e.subjects += 1;
-            e.objects += 1;
+        // indexes' plus the added quads (an upper bound: the planner's estimates only). Rows
+        // in POS order come in runs of one predicate: one lookup a run.
+        let pos = Permutation::Pos.index();
+        for (p, n) in row_runs(&delta.added[pos], |r| r[1]) {
+            let e = stats.per_predicate.entry(p).or_default();
+            e.triples += n;
+            e.subjects += n;
+            e.objects += n;
         }
-        for r in removed {
-            if let Some(e) = stats.per_predicate.get_mut(&r[2]) {
-                e.triples -= 1;
+        for (p, n) in row_runs(&delta.removed[pos], |r| r[1]) {
+            if let Some(e) = stats.per_predicate.get_mut(&p) {
+                e.triples -= n;
             }
         }
         stats
@@ -90,11 +92,11 @@ impl Store {
             .iter()
             .map(|&(g, _)| (g, base.graph_rows(g).len() as i64))
             .collect();
-        for r in added {
-            *counts.entry(r[0]).or_default() += 1;
+        for (g, n) in row_runs(added, |r| r[0]) {
+            *counts.entry(g).or_default() += n as i64;
         }
-        for r in removed {
-            *counts.entry(r[0]).or_default() -= 1;
+        for (g, n) in row_runs(removed, |r| r[0]) {
+            *counts.entry(g).or_default() -= n as i64;
         }
         Store {
             dict,
@@ -269,37 +271,73 @@ impl<'s> Edit<'s> {
         v
     }
 
-    /// The new version (the one changed is untouched: queries running on it go on).
+    /// The new version (the one changed is untouched: queries running on it go on). Its
+    /// delta is the old one with the changes merged in, one linear pass per order: the cost of
+    /// an update is a copy of the delta, not a sort of it.
     pub fn finish(self) -> Store {
         let s = self.store;
         let changes = self.changes();
         if changes.is_empty() && self.dict.own_len() == s.dict.own_len() {
             return s.clone();
         }
-        let set = |rows: &[Row]| -> HashSet<[Id; 4]> { rows.iter().map(quad_of).collect() };
-        let (mut add_set, mut rem_set) = (set(&s.delta.added[0]), set(&s.delta.removed[0]));
+        // Each change moves a quad into or out of the delta's added or its removed quads.
+        let (mut add_in, mut add_out, mut rem_in, mut rem_out) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (q, present) in changes {
-            let in_base = s.base_holds(&q);
-            match (present, in_base) {
-                (true, true) => {
-                    rem_set.remove(&q);
-                }
-                (true, false) => {
-                    add_set.insert(q);
-                }
-                (false, true) => {
-                    rem_set.insert(q);
-                }
-                (false, false) => {
-                    add_set.remove(&q);
-                }
+            match (present, s.base_holds(&q)) {
+                (true, true) => rem_out.push(q),
+                (true, false) => add_in.push(q),
+                (false, true) => rem_in.push(q),
+                (false, false) => add_out.push(q),
             }
         }
-        s.with_delta(
-            Arc::new(self.dict),
-            Delta::of(add_set.into_iter().collect(), rem_set.into_iter().collect()),
-        )
+        // Each pair sorted in every order: `.added` the rows that come in, `.removed` those
+        // that go.
+        let to_added = Delta::of(add_in, add_out);
+        let to_removed = Delta::of(rem_in, rem_out);
+        let d = &s.delta;
+        let delta = Delta {
+            added: std::array::from_fn(|o| {
+                merged_rows(&d.added[o], &to_added.added[o], &to_added.removed[o])
+            }),
+            removed: std::array::from_fn(|o| {
+                merged_rows(&d.removed[o], &to_removed.added[o], &to_removed.removed[o])
+            }),
+        };
+        s.with_delta(Arc::new(self.dict), delta)
     }
+}
+
+/// `old` (sorted) with `ins` (sorted, none in `old`) merged in and `outs` (sorted, all in
+/// `old`) left out.
+fn merged_rows(old: &[Row], ins: &[Row], outs: &[Row]) -> Vec<Row> {
+    if ins.is_empty() && outs.is_empty() {
+        return old.to_vec();
+    }
+    let mut v = Vec::with_capacity(old.len() + ins.len());
+    let (mut i, mut o) = (0, 0);
+    for r in old {
+        while i < ins.len() && ins[i] < *r {
+            v.push(ins[i]);
+            i += 1;
+        }
+        while o < outs.len() && outs[o] < *r {
+            o += 1;
+        }
+        if o < outs.len() && outs[o] == *r {
+            o += 1;
+            continue;
+        }
+        v.push(*r);
+    }
+    v.extend_from_slice(&ins[i..]);
+    v
+}
+
+/// The runs of rows (sorted) that agree on `key`: each key and its count.
+fn row_runs(rows: &[Row], key: fn(&Row) -> Id) -> impl Iterator<Item = (Id, u64)> + '_ {
+    rows.chunk_by(move |a, b| key(a) == key(b))
+        .map(move |c| (key(&c[0]), c.len() as u64))
 }
 
 #[cfg(test)]

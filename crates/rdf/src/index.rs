@@ -127,8 +127,8 @@ impl Lookup {
 }
 
 /// A key range of one permutation in one graph across its partitions, read by position as one
-/// sorted sequence (the partitions are consecutive slices of one sorted permutation). Only a
-/// version without a delta has one ([`QuadIndex::is_flat`]).
+/// sorted sequence (the partitions are consecutive slices of one sorted permutation). Exact
+/// where the version's delta holds none of the range ([`QuadIndex::is_flat_at`]).
 #[derive(Clone, Debug)]
 pub struct KeyRun {
     order: Permutation,
@@ -232,9 +232,14 @@ pub trait QuadIndex {
     /// Where the tasks reading partition `part` of permutation `order` belong.
     fn partition_home(&self, order: Permutation, part: usize) -> Home;
 
-    /// Whether the indexes are the whole version (no delta): only then can a key range be
+    /// Whether the indexes are the whole version (no delta): then every key range can be
     /// read by position ([`KeyRun`]).
     fn is_flat(&self) -> bool;
+
+    /// Whether the version's delta holds no row of graph `graph` whose key in `order` starts
+    /// with `prefix`: then that key range can be read by position ([`key_run`](Self::key_run))
+    /// though the version has a delta elsewhere.
+    fn is_flat_at(&self, order: Permutation, graph: Id, prefix: &[Id]) -> bool;
 
     /// The streams a scan reads: the rows of `graphs` whose key in `order` starts with
     /// `prefix`, one stream per partition that holds any, each cut into `dop / partitions`
@@ -360,6 +365,12 @@ impl QuadIndex for Store {
 
     fn is_flat(&self) -> bool {
         Store::is_flat(self)
+    }
+
+    fn is_flat_at(&self, order: Permutation, graph: Id, prefix: &[Id]) -> bool {
+        let d = self.delta();
+        d.added_range(order, graph, prefix).is_empty()
+            && d.removed_range(order, graph, prefix).is_empty()
     }
 
     fn scan_streams(

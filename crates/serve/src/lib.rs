@@ -692,6 +692,8 @@ async fn status(State(ep): State<Arc<Endpoint>>) -> Response {
             "delta": ep.db.current().delta().counts(),
             "merges": ep.db.stats().merges,
             "checkpoints": ep.db.stats().checkpoints,
+            "segments": ep.db.stats().segments,
+            "last_checkpoint_bytes": ep.db.stats().last_checkpoint_bytes,
             "failed_merges": ep.db.stats().failed,
             "last_failure": ep.db.last_failure(),
         },

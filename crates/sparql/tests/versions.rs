@@ -1,8 +1,8 @@
 //! Versions of a store made by updates read the same as a store built from scratch: the same
 //! update requests run in nearflow (a new version: the sorted indexes shared, a delta beside
 //! them) and in Oxigraph, then a set of queries that cover every access path — scans cut into
-//! chunks across partitions, index joins, joins that are merge joins on a store without a
-//! delta, graph variables, a graph only the delta holds, paths, counts — must answer alike in
+//! chunks across partitions, index joins, merge joins (on ranges the delta holds nothing of)
+//! and the hash joins that stand for them where it does, graph variables, a graph only the delta holds, paths, counts — must answer alike in
 //! three places: our version with its delta, that version merged (`Store::merged`), and
 //! Oxigraph.
 
@@ -56,6 +56,7 @@ const QUERIES: &[&str] = &[
     "PREFIX ex: <http://ex/> SELECT ?p (COUNT(*) AS ?n) WHERE { ?s ?p ?o } GROUP BY ?p",
     "PREFIX ex: <http://ex/> CONSTRUCT { ?s ex:q ?o } WHERE { GRAPH ?g { ?s ?p ?o } }",
     "PREFIX ex: <http://ex/> SELECT ?s WHERE { ?s ex:p0 ex:o7 . ?s ex:name \"n7\" }",
+    "PREFIX ex: <http://ex/> SELECT ?s WHERE { ?s ex:p0 ex:o10 . ?s ex:name \"n10\" }",
 ];
 
 #[test]
@@ -94,12 +95,29 @@ fn a_version_with_a_delta_answers_as_its_merged_store_and_oxigraph() {
             );
         }
     }
-    // The paths differ: no merge join while there is a delta.
-    let plan = |s: &Arc<nearflow_rdf::Store>| {
-        let q =
-            nearflow_sparql::prepare(s, QUERIES[QUERIES.len() - 1], &Default::default()).unwrap();
+    // A merge join reads the indexes by position: the version has one where its delta holds
+    // nothing of either side's range (`ex:p0 ex:o7`, `ex:name "n7"`), and a hash join where
+    // it does (the delta removes `ex:s10 ex:p0 ex:o10`).
+    let plan = |s: &Arc<nearflow_rdf::Store>, q: &str| {
+        let q = nearflow_sparql::prepare(s, q, &Default::default()).unwrap();
         nearflow_sparql::explain::physical(&q).to_lowercase()
     };
-    assert!(plan(&merged).contains("merge"), "{}", plan(&merged));
-    assert!(!plan(&version).contains("merge"), "{}", plan(&version));
+    let [untouched, touched] = [QUERIES[QUERIES.len() - 2], QUERIES[QUERIES.len() - 1]];
+    for q in [untouched, touched] {
+        assert!(
+            plan(&merged, q).contains("merge join"),
+            "{}",
+            plan(&merged, q)
+        );
+    }
+    assert!(
+        plan(&version, untouched).contains("merge join"),
+        "{}",
+        plan(&version, untouched)
+    );
+    assert!(
+        !plan(&version, touched).contains("merge join"),
+        "{}",
+        plan(&version, touched)
+    );
 }

@@ -32,6 +32,14 @@ pub enum SnapshotError {
     /// Building the partitions failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The delta segment beside the snapshot is damaged.
+    #[error("{path}: the store's delta segment is damaged: {why}; the store is not opened, so that no acknowledged update is lost silently (restore the segment from a copy, or remove it and its log to go back to the snapshot alone)")]
+    Segment {
+        /// The segment.
+        path: PathBuf,
+        /// How.
+        why: String,
+    },
     /// The target may not be written (see `check_target`).
     #[error("{path}: will not write a snapshot there: it {why}")]
     Refused {

@@ -8,6 +8,10 @@
 //! after another), format 3 (`mapped.rs`: plain columns, mapped, checked in the background) and
 //! formats 1 and 2 (`whole.rs`: read whole and checked).
 //!
+//! A large store's checkpoints write its delta beside the snapshot instead (`segment.rs`:
+//! `STORE.delta`, what its updates changed), until the delta is large enough that the snapshot
+//! is written again.
+//!
 //! Each format is its own file; what they share (the magic number, the error, the graph
 //! table's check, the capped file) is `common.rs`. The query engine
 //! never sees a format: it reads every store through `nearflow_rdf::index`.
@@ -47,6 +51,7 @@
 pub(crate) mod common;
 mod mapped;
 pub(crate) mod packed;
+pub mod segment;
 #[cfg(test)]
 mod tests;
 mod whole;
@@ -104,11 +109,10 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 /// Writes `store` to `path`, atomically: into a temporary file in the same directory, synced,
 /// then renamed over `path` (and the directory synced). On any error the temporary file is
 /// removed and whatever was at `path` before is untouched.
+///
+/// A version with a delta is written as its quads, the delta merged in as the rows stream to
+/// the file: no merged copy of its indexes is made in memory.
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
-    if !store.is_flat() {
-        // A version with a delta is written as its merged indexes.
-        return save_capped(&store.merged()?, path, u64::MAX, Format::Packed);
-    }
     save_capped(store, path, u64::MAX, Format::Packed)
 }
 
@@ -126,6 +130,10 @@ enum Format {
 }
 
 fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
+    if !store.is_flat() && !matches!(format, Format::Packed | Format::Plain) {
+        // The earlier formats' writers read the indexes only.
+        return save_capped(&store.merged()?, path, room, format);
+    }
     write_atomically(path, |file, tmp| {
         let mut capped = Capped { file, room };
         match format {

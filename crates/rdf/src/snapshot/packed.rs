@@ -10,7 +10,7 @@
 //! |---|---|
 //! | 8 | magic `NFRDF\0` and format version 5 or 4 (u16) |
 //! | 8 × 5 | terms, arena bytes, quads, graphs, ids in key order (`ordered`) |
-//! | 4 + 4 | sections (16), reserved |
+//! | 4 + 4 | sections (16), the CRC-32 of every byte after the header (a delta segment names the file it belongs to by it: `segment.rs`) |
 //! | 24 × 16 | per section: offset u64, length u64, CRC-32 u32 (the small sections'; 0 for those checked by chunk), reserved u32 |
 //! | 4 | CRC-32 of the header before it |
 //! | sections | see [`NAMES`] |
@@ -115,6 +115,24 @@ impl<W: Write> Sections<W> {
     }
 }
 
+/// Passes what is written to `out`, hashing it.
+struct Hashing<W: Write> {
+    out: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// Counts what passes through it.
 struct Counting<'a, W: Write> {
     out: &'a mut W,
@@ -144,7 +162,7 @@ fn u32s(v: &[u32]) -> Vec<u8> {
 /// headers and the checksums is kept in memory, so a store larger than memory is written as it
 /// is merged (`bulk.rs`).
 pub(crate) struct Writer<W: Write + Seek> {
-    s: Sections<BufWriter<W>>,
+    s: Sections<BufWriter<Hashing<W>>>,
     /// Format 5 (front-coded terms), else 4.
     coded: bool,
     terms: u64,
@@ -163,7 +181,13 @@ impl<W: Write + Seek> Writer<W> {
     /// A writer of format `version` (5, or 4 for the tests that open it).
     pub(crate) fn of_format(file: W, version: u16) -> std::io::Result<Self> {
         let mut s = Sections {
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: BufWriter::with_capacity(
+                1 << 20,
+                Hashing {
+                    out: file,
+                    crc: crc32fast::Hasher::new(),
+                },
+            ),
             written: 0,
             table: [(0, 0, 0); SECTIONS],
         };
@@ -346,6 +370,9 @@ impl<W: Write + Seek> Writer<W> {
 
     /// Writes the header at the start, and flushes: the file is whole (not yet synced).
     pub(crate) fn finish(self) -> std::io::Result<W> {
+        let hashed = self.s.out.into_inner().map_err(|e| e.into_error())?;
+        let tag = hashed.crc.finalize();
+        let mut file = hashed.out;
         let mut head = Vec::with_capacity(HEADER);
         head.extend_from_slice(MAGIC);
         let version = if self.coded { VERSION } else { VERSION_PLAIN };
@@ -360,7 +387,7 @@ impl<W: Write + Seek> Writer<W> {
             head.extend_from_slice(&n.to_le_bytes());
         }
         head.extend_from_slice(&(SECTIONS as u32).to_le_bytes());
-        head.extend_from_slice(&0u32.to_le_bytes());
+        head.extend_from_slice(&tag.to_le_bytes());
         for (off, len, crc) in self.s.table {
             head.extend_from_slice(&off.to_le_bytes());
             head.extend_from_slice(&len.to_le_bytes());
@@ -370,7 +397,6 @@ impl<W: Write + Seek> Writer<W> {
         let crc = crc32fast::hash(&head);
         head.extend_from_slice(&crc.to_le_bytes());
         debug_assert_eq!(head.len(), HEADER);
-        let mut file = self.s.out.into_inner().map_err(|e| e.into_error())?;
         file.seek(SeekFrom::Start(0))?;
         file.write_all(&head)?;
         file.seek(SeekFrom::End(0))?;
@@ -379,8 +405,46 @@ impl<W: Write + Seek> Writer<W> {
     }
 }
 
-/// Writes `store` (a version without a delta) in format `version` (5, or 4) to `file` (the
-/// caller's temporary file, empty).
+/// Each row of `store` in `order` — its indexes with its delta merged in: the added rows in
+/// their places, the removed ones left out — as `[graph, key]`, in order, to `f`. One pass
+/// over the indexes, nothing of them copied.
+pub(crate) fn merged_rows<E>(
+    store: &Store,
+    order: Permutation,
+    mut f: impl FnMut([Id; 4]) -> Result<(), E>,
+) -> Result<(), E> {
+    let graphs = store.graphs();
+    let delta = store.delta();
+    let (added, removed) = (delta.added_rows(order), delta.removed_rows(order));
+    let (mut a, mut r, mut g) = (0, 0, 0);
+    for part in store.perm(order).partitions() {
+        let data = &part.data;
+        for i in 0..data.len() {
+            let at = data.first + i;
+            while g + 1 < graphs.len() && graphs[g + 1].1 <= at {
+                g += 1;
+            }
+            let k = data.row(i);
+            let row = [graphs[g].0, k[0], k[1], k[2]];
+            while a < added.len() && added[a] < row {
+                f(added[a])?;
+                a += 1;
+            }
+            if r < removed.len() && removed[r] == row {
+                r += 1;
+                continue;
+            }
+            f(row)?;
+        }
+    }
+    debug_assert_eq!(r, removed.len(), "every removed quad is in the indexes");
+    added[a..].iter().try_for_each(|&row| f(row))
+}
+
+/// Writes `store` in format `version` (5, or 4) to `file` (the caller's temporary file,
+/// empty). A version with a delta is written as its quads, merged as they stream out (its
+/// graph table and statistics recounted on the way), so writing it takes no copy of its
+/// indexes in memory.
 pub(crate) fn write<F: Write + Seek>(
     store: &Store,
     file: &mut F,
@@ -394,18 +458,40 @@ pub(crate) fn write<F: Write + Seek>(
     sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(&dict.key_of(b)));
     w.term_index(&sorted)?;
     drop(sorted);
+    let flat = store.is_flat();
+    let mut stats = crate::layout::StatsBuilder::default();
+    let mut graphs: Vec<(Id, usize)> = Vec::new();
     for order in Permutation::ALL {
         w.permutation(
             order,
             |e| e,
             |push| {
-                store.perm(order).partitions().iter().try_for_each(|part| {
-                    (0..part.data.len()).try_for_each(|i| push(part.data.row(i)))
+                let (mut last, mut rows) = (None::<[Id; 4]>, 0usize);
+                merged_rows(store, order, |k| {
+                    if !flat {
+                        match order {
+                            Permutation::Spo => {
+                                if last.is_none_or(|l| l[0] != k[0]) {
+                                    graphs.push((k[0], rows));
+                                }
+                                stats.spo_row(last, k);
+                            }
+                            Permutation::Pos => stats.pos_row(last, k),
+                            Permutation::Osp => stats.osp_row(last, k),
+                        }
+                        last = Some(k);
+                        rows += 1;
+                    }
+                    push([k[1], k[2], k[3]])
                 })
             },
         )?;
     }
-    w.graphs_and_stats(store.graphs(), store.stats())?;
+    if flat {
+        w.graphs_and_stats(store.graphs(), store.stats())?;
+    } else {
+        w.graphs_and_stats(&graphs, &stats.finish())?;
+    }
     w.finish()?;
     Ok(())
 }

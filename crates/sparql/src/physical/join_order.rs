@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::algebra::{vars_of, QuadPat};
 use crate::expr::Expr;
 use crate::rewrite::and_all;
-use nearflow_rdf::index::Permutation;
+use nearflow_rdf::index::{Permutation, QuadIndex};
 use nearflow_rdf::term::Id;
 
 use super::plan::*;
@@ -295,13 +295,12 @@ impl Planner<'_> {
                 j
             } else {
                 let scan = self.scan(pat, cards[k]);
-                // A merge join reads the sorted indexes by position: not while the store has
-                // a delta beside them (a hash join over the scans, which merge it in).
-                let merge = if self.store.is_flat() {
-                    merge_column(&cur, &scan)
-                } else {
-                    None
-                };
+                // A merge join reads the sorted indexes by position: not where the store's
+                // delta holds rows of either side's range (a hash join over the scans, which
+                // merge them in).
+                let merge = merge_column(&cur, &scan).filter(|_| {
+                    self.store.is_flat() || [&cur, &scan].iter().all(|p| self.reads_no_delta(p))
+                });
                 if let (None, Some(on)) = (edge, merge) {
                     let mut cert = cur.cert.clone();
                     cert.extend(scan.cert.iter().copied());
@@ -424,6 +423,22 @@ pub fn sorted_on(pat: &Pat, order: Permutation) -> Option<usize> {
 }
 
 /// The column two plain scans of one graph each can be merge-joined on: both sorted on it.
+impl Planner<'_> {
+    /// Whether `p` is a scan of one graph whose range the store's delta holds no row of.
+    fn reads_no_delta(&self, p: &Phys) -> bool {
+        let Op::Scan { pat, order } = &p.op else {
+            return false;
+        };
+        let Some(graph) = pat[3].id() else {
+            return false;
+        };
+        let bound = bound_of(pat);
+        let (_, k) = Permutation::for_bound(bound.map(|x| x.is_some()));
+        let prefix = nearflow_rdf::index::key_prefix(*order, bound, k);
+        self.store.is_flat_at(*order, graph, &prefix)
+    }
+}
+
 pub(super) fn merge_column(a: &Phys, b: &Phys) -> Option<usize> {
     match (&a.op, &b.op) {
         (Op::Scan { pat: pa, order: oa }, Op::Scan { pat: pb, order: ob }) => {
