@@ -1204,3 +1204,75 @@ fn a_closed_pipe_a_wrong_extension_and_a_missing_flag_fail_early_and_quietly() {
         "--peer oxigraph needs --data",
     );
 }
+
+#[test]
+fn bench_checkpoint_updates_a_linked_copy_and_counts_the_store_again() {
+    let dir = std::env::temp_dir().join(format!("nearflow-ckpt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("d.ttl");
+    std::fs::write(
+        &data,
+        "<http://ex/a> <http://ex/b> <http://ex/c> .\n<http://ex/a> <http://ex/b> <http://ex/d> .\n",
+    )
+    .unwrap();
+    let store = dir.join("s.nfs");
+    let out = nearflow(&[
+        "load",
+        "--quiet",
+        "--save",
+        store.to_str().unwrap(),
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = std::fs::read(&store).unwrap();
+    let log = dir.join("s.nfs.log");
+    let log_before = std::fs::read(&log).unwrap();
+    let work = dir.join("work");
+    let v = json(&[
+        "bench",
+        "checkpoint",
+        "--store",
+        store.to_str().unwrap(),
+        "--work",
+        work.to_str().unwrap(),
+        "--updates",
+        "40",
+        "--triples",
+        "3",
+        "--quiet",
+        "--json",
+    ]);
+    assert_eq!(v["store_quads"], 2);
+    assert_eq!(v["quads_inserted"], 120);
+    assert_eq!(v["reopened_quads"], 122);
+    // A small store is merged in memory: its checkpoint writes the snapshot again.
+    assert_eq!(v["wrote"], "snapshot");
+    assert_eq!(v["snapshot_untouched"], false);
+    assert!(v["checkpoint_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        std::fs::read(&store).unwrap(),
+        before,
+        "the store itself is not written"
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), log_before);
+    assert!(!dir.join("s.nfs.delta").exists());
+    // The working folder must be new.
+    fails_with(
+        &[
+            "bench",
+            "checkpoint",
+            "--store",
+            store.to_str().unwrap(),
+            "--work",
+            work.to_str().unwrap(),
+            "--quiet",
+        ],
+        "not empty",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

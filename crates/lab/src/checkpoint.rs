@@ -81,6 +81,20 @@ pub fn run(cmd: &Config) -> Result<Report<Checkpoint>> {
     if cmd.updates == 0 || cmd.triples == 0 {
         bail!("--updates and --triples must be at least 1");
     }
+    let machine = nearflow_topo::detect_host().context("cannot detect this machine")?;
+    {
+        let original = Db::open(&cmd.store, &machine, false)?;
+        let st = original.stats();
+        if st.replayed > 0 || st.segment.is_some() {
+            bail!(
+                "{}: the store has updates beside its snapshot (in {} or {}); measure a store \
+                 without them",
+                cmd.store.display(),
+                log_path(&cmd.store).display(),
+                segment_path(&cmd.store).display()
+            );
+        }
+    }
     if cmd.work.exists()
         && std::fs::read_dir(&cmd.work)
             .with_context(|| format!("{}: not a folder", cmd.work.display()))?
@@ -96,16 +110,6 @@ pub fn run(cmd: &Config) -> Result<Report<Checkpoint>> {
         .with_context(|| format!("cannot make {}", cmd.work.display()))?;
     let path = cmd.work.join("store.nfs");
     let how = link_or_copy(&cmd.store, &path)?;
-    for beside in [log_path(&cmd.store), segment_path(&cmd.store)] {
-        if beside.exists() {
-            bail!(
-                "{}: the store has updates beside its snapshot; check it (`nearflow check store`) \
-                 and measure a store without them",
-                beside.display()
-            );
-        }
-    }
-    let machine = nearflow_topo::detect_host().context("cannot detect this machine")?;
     let inode = |p: &Path| {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(p).map(|m| (m.ino(), m.len())).ok()
