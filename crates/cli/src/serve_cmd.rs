@@ -83,7 +83,7 @@ pub struct ServeCmd {
     /// updates' delta stays beside its mapped indexes, and a checkpoint writes the delta as a
     /// segment beside the snapshot (`STORE.delta`), until it reaches 4,194,304 quads or an
     /// eighth of the snapshot, when the snapshot is written again.
-    #[arg(long, value_name = "N", default_value_t = 1 << 23)]
+    #[arg(long, value_name = "N", default_value_t = nearflow_rdf::db::Tuning::default().segment_min_quads)]
     pub segment_min_quads: u64,
     /// Threads doing HTTP I/O (queries run on the nearflow runtime, never on these).
     #[arg(long, default_value = "1", value_parser = crate::args::int_in(1usize, 64))]

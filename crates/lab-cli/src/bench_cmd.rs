@@ -748,6 +748,11 @@ pub struct CheckpointCmd {
     /// Triples each update inserts.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub triples: u64,
+    /// Below this many quads in the snapshot the delta is merged in memory and a checkpoint
+    /// writes the snapshot (as `nearflow serve --segment-min-quads`; set it above the store's
+    /// size to measure that path).
+    #[arg(long, default_value_t = nearflow_rdf::db::Tuning::default().segment_min_quads)]
+    pub segment_min_quads: u64,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -763,6 +768,7 @@ impl CheckpointCmd {
             work: self.work.clone(),
             updates: self.updates,
             triples: self.triples,
+            segment_min_quads: self.segment_min_quads,
             quiet: self.quiet,
         }
     }

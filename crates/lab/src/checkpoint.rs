@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use nearflow_rdf::db::{log_path, Db};
+use nearflow_rdf::db::{log_path, Db, Tuning};
 use nearflow_rdf::snapshot::segment::segment_path;
 use nearflow_sparql::update::{Update, UpdateOptions};
 use serde::Serialize;
@@ -38,6 +38,10 @@ pub struct Config {
     pub updates: u64,
     /// Triples each update inserts.
     pub triples: u64,
+    /// The store's [`Tuning::segment_min_quads`]: below it the delta is merged in memory and
+    /// a checkpoint writes the snapshot (the store's default, or a size above the store to
+    /// measure that path).
+    pub segment_min_quads: u64,
     /// No progress bar.
     pub quiet: bool,
 }
@@ -116,7 +120,11 @@ pub fn run(cmd: &Config) -> Result<Report<Checkpoint>> {
     };
     let before = inode(&path);
     let snapshot_bytes = before.map_or(0, |b| b.1);
-    let db = Db::open(&path, &machine, true)?;
+    let tuning = Tuning {
+        segment_min_quads: cmd.segment_min_quads,
+        ..Tuning::default()
+    };
+    let db = Db::open_tuned(&path, &machine, true, tuning)?;
     let store_quads = db.current().len();
     let rt = build_runtime(
         machine.clone(),

@@ -512,13 +512,16 @@ impl Db {
             remove_stale_temporaries(path);
         }
         let lp = log_path(path);
-        // A checkpoint may replace the snapshot and the log while a reader opens them: read
-        // both again when the snapshot changed meanwhile.
+        // A checkpoint may replace the snapshot, its segment and the log while a reader opens
+        // them (in that order, each by a rename): read all three again when the snapshot or
+        // the segment changed meanwhile.
+        let seg = segment::segment_path(path);
         let mut tries = 0;
-        let (store, print, read, bytes) = loop {
-            let before = identity(path);
+        let (store, print, found, read, bytes) = loop {
+            let before = (identity(path), identity(&seg));
             let store = snapshot::open(path, machine)?;
             let print = segment::fingerprint(path)?;
+            let found = segment::read(path, print, &store)?;
             let bytes = match std::fs::read(&lp) {
                 Ok(b) => Some(b),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -526,13 +529,13 @@ impl Db {
             };
             let read = bytes.as_deref().map(|b| read_log(&lp, b)).transpose()?;
             tries += 1;
-            if writable || identity(path) == before || tries >= 5 {
-                break (store, print, read, bytes);
+            if writable || (identity(path), identity(&seg)) == before || tries >= 5 {
+                break (store, print, found, read, bytes);
             }
         };
         let disk = OnDisk::of(&store, print);
         let mut stats = DbStats::default();
-        let store = match segment::read(path, print, &store)? {
+        let store = match found {
             segment::Found::Applied(s, _) => {
                 let (a, r) = s.delta().counts();
                 stats.segment = Some((a as u64, r as u64));

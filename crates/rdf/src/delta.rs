@@ -10,7 +10,8 @@
 //!
 //! `Store::merged` folds a version's delta into new sorted indexes (a linear merge per
 //! permutation, the statistics recounted); the store's owner runs it in the background and
-//! rebases the versions committed meanwhile onto it (`Store::rebased_onto`).
+//! rebases the versions committed meanwhile onto it (`Store::rebased_onto`). A large store's
+//! versions keep their delta instead, written beside the snapshot at a checkpoint (`db.rs`).
 //!
 //! Invariants: `added` and the indexes are disjoint; `removed` is a subset of the indexes;
 //! the three orders of each hold the same quads.

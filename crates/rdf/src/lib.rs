@@ -19,8 +19,8 @@
 //! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
 //!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
 //!   the read path), merged into new indexes in the background;
-//! - [`db`]: the durable store — a snapshot and a synced log of updates, recovery, checkpoints,
-//!   one writer at a time;
+//! - [`db`]: the durable store — a snapshot (and, for a large store, a delta segment beside
+//!   it) and a synced log of updates, recovery, checkpoints, one writer at a time;
 //!
 //! The SPARQL engine over it is the crate `nearflow-sparql`, which reads the store through
 //! [`Store`]'s scans and statistics and the dictionary.
@@ -47,8 +47,9 @@
 //! - `snapshot/` — the store's files, one format per file: `packed.rs` (format 5, written,
 //!   and 4: packed indexes, front-coded terms in 5, a checksum per chunk checked as it is
 //!   read), `mapped.rs` (format 3: plain columns, a checksum per section checked in the
-//!   background), `whole.rs` (formats 1 and 2, read whole), what they share (`common.rs`), and
-//!   saving and opening whichever it is (`mod.rs`).
+//!   background), `whole.rs` (formats 1 and 2, read whole), what they share (`common.rs`),
+//!   saving and opening whichever it is (`mod.rs`), and a large store's delta written beside
+//!   its snapshot (`segment.rs`).
 //! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
 //! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
 //! - `delta.rs` — a version's delta: its sorted rows in each order, and merging them into a
