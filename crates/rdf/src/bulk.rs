@@ -47,6 +47,7 @@ use std::sync::Arc;
 use crate::dict::DictFull;
 use crate::layout::{Permutation, Quad, StatsBuilder};
 use crate::load::{LoadError, LoadOptions, Loaded, Progress};
+use crate::snapshot::common::Hashing;
 use crate::term::Id;
 
 /// The passes of a load in bounded memory, as [`Stage`] reports them.
@@ -213,24 +214,6 @@ fn damaged(why: impl Into<String>) -> std::io::Error {
 
 /// The first bytes of every run file.
 const RUN_MAGIC: &[u8; 8] = b"NFRUN\0\0\x01";
-
-/// A CRC-32 of what passes through it.
-struct Hashing<T> {
-    inner: T,
-    crc: crc32fast::Hasher,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
 
 /// Writes a run file: the magic, the count of entries, the entries (LEB128 integers and raw
 /// bytes), and the CRC-32 of the entries.

@@ -50,6 +50,24 @@ pub enum SnapshotError {
     },
 }
 
+/// A CRC-32 of what passes through it.
+pub(crate) struct Hashing<T> {
+    pub(crate) inner: T,
+    pub(crate) crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// The graph table of a snapshot (id u64, first row u64 per graph), checked: ids in range and
 /// increasing, runs starting at row 0 and increasing within the quads, a table when there are
 /// quads.

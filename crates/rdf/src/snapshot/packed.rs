@@ -35,7 +35,7 @@ use std::sync::Arc;
 use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
-use super::common::{graph_table, SnapshotError, MAGIC};
+use super::common::{graph_table, Hashing, SnapshotError, MAGIC};
 use super::mapped::{decode_stats, encode_stats};
 use crate::base::Base;
 use crate::blocks::{PackWriter, PackedRows};
@@ -115,24 +115,6 @@ impl<W: Write> Sections<W> {
     }
 }
 
-/// Passes what is written to `out`, hashing it.
-struct Hashing<W: Write> {
-    out: W,
-    crc: crc32fast::Hasher,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.out.write(buf)?;
-        self.crc.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
-    }
-}
-
 /// Counts what passes through it.
 struct Counting<'a, W: Write> {
     out: &'a mut W,
@@ -184,7 +166,7 @@ impl<W: Write + Seek> Writer<W> {
             out: BufWriter::with_capacity(
                 1 << 20,
                 Hashing {
-                    out: file,
+                    inner: file,
                     crc: crc32fast::Hasher::new(),
                 },
             ),
@@ -372,7 +354,7 @@ impl<W: Write + Seek> Writer<W> {
     pub(crate) fn finish(self) -> std::io::Result<W> {
         let hashed = self.s.out.into_inner().map_err(|e| e.into_error())?;
         let tag = hashed.crc.finalize();
-        let mut file = hashed.out;
+        let mut file = hashed.inner;
         let mut head = Vec::with_capacity(HEADER);
         head.extend_from_slice(MAGIC);
         let version = if self.coded { VERSION } else { VERSION_PLAIN };
