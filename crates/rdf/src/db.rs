@@ -736,7 +736,9 @@ impl Db {
         let due = checkpoint || cut.is_some_and(|c| c >= self.tuning.checkpoint_bytes);
         if let (Some(path), Some(cut)) = (&self.snapshot, cut) {
             if self.keeps_delta(&from) {
-                if due && !from.is_flat() {
+                // An empty delta (updates that cancelled out) is written too: the segment
+                // then says the snapshot is the store, and the log is cut all the same.
+                if due {
                     self.write_segment(path, &from, seq, cut)?;
                 }
                 return Ok(false);
@@ -888,7 +890,7 @@ impl Db {
                         .is_some_and(|l| l.len >= db.tuning.checkpoint_bytes);
                     // A delta kept beside the snapshot waits for its checkpoint; another is
                     // merged once large, or once no update has come for a while.
-                    if (kept && size > 0 && checkpoint)
+                    if (kept && checkpoint)
                         || (!kept
                             && (size >= db.tuning.merge_quads
                                 || (size > 0 && idle >= db.tuning.merge_idle)))
@@ -1443,6 +1445,43 @@ mod tests {
         assert_eq!(terms_of(&got), terms_of(&want));
         assert_eq!(stats_of(&got), stats_of(&want));
         assert_eq!(got.graph_ids().len(), 2);
+    }
+
+    #[test]
+    fn updates_that_cancel_out_still_let_a_checkpoint_cut_the_log() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        for round in 0..20 {
+            insert(&db, 7, None);
+            db.update(|s| {
+                let mut e = s.edit();
+                let q = [
+                    e.intern(TermRef::Iri("http://new7"))?,
+                    e.intern(TermRef::Iri("http://p"))?,
+                    e.intern(TermRef::string("7"))?,
+                    DEFAULT_GRAPH,
+                ];
+                e.remove(q);
+                let changes = e.changes();
+                Ok::<_, crate::dict::DictFull>((e.finish(), changes))
+            })
+            .unwrap();
+            assert!(db.current().delta().is_empty(), "round {round}");
+        }
+        assert!(std::fs::metadata(log_path(&path)).unwrap().len() > HEADER as u64 * 10);
+        db.merge(true).unwrap();
+        assert_eq!(db.stats().segments, 1);
+        assert_eq!(
+            std::fs::metadata(log_path(&path)).unwrap().len(),
+            HEADER as u64,
+            "the log is cut"
+        );
+        drop(db);
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert_eq!(read.stats().segment, Some((0, 0)));
+        assert_eq!(read.current().len(), 100);
+        assert_eq!(read.seq(), 40);
     }
 
     #[test]
