@@ -1587,6 +1587,40 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// A segment changed anywhere, its checksum made to match: opening it is an error or
+        /// a store, never a panic.
+        #[test]
+        fn a_segment_changed_under_a_matching_checksum_never_panics(
+            edits in proptest::collection::vec((0usize..4096, proptest::prelude::any::<u8>()), 1..6),
+        ) {
+            let dir = tempdir();
+            let path = dir.path().join("s.nfs");
+            let db = segmented(&path);
+            for i in 0..6 {
+                insert(&db, i, if i % 2 == 0 { Some("http://g") } else { None });
+            }
+            remove(&db, 2);
+            db.merge(true).unwrap();
+            drop(db);
+            let seg = segment::segment_path(&path);
+            let mut b = std::fs::read(&seg).unwrap();
+            let body = b.len() - 4;
+            for (at, x) in &edits {
+                b[at % body] = *x;
+            }
+            let crc = crc32fast::hash(&b[..body]);
+            b[body..].copy_from_slice(&crc.to_le_bytes());
+            std::fs::write(&seg, &b).unwrap();
+            if let Err(e) = Db::open(&path, &machine(), false) {
+                let e = e.to_string();
+                proptest::prop_assert!(e.contains("delta segment") || e.contains("s.nfs"), "{}", e);
+            }
+        }
+    }
+
     fn tempdir() -> tempfile::TempDir {
         tempfile::Builder::new()
             .prefix("nearflow-db-")

@@ -214,11 +214,11 @@ pub fn read(path: &Path, print: Fingerprint, base: &Store) -> Result<Found, Snap
         }
         at += 4 + key.len();
     }
-    let rows_len = (n_added + n_removed)
-        .checked_mul(16)
+    n_added
+        .checked_add(n_removed)
+        .and_then(|n| n.checked_mul(16))
         .filter(|&n| n == (body.len() - at) as u64)
         .ok_or_else(|| damaged("its quads do not fill it".into()))?;
-    debug_assert_eq!(rows_len as usize, body.len() - at);
     let last = dict.len() as u64;
     let rows = |from: usize, n: u64, what: &str| -> Result<Vec<[Id; 4]>, SnapshotError> {
         let mut quads = Vec::with_capacity(n as usize);
