@@ -56,10 +56,16 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
     let db = nearflow_rdf::db::Db::open(&cmd.store, &machine, false)?;
     let opened = t.elapsed();
     let s = db.current();
-    let verdict = match s.health() {
+    let mut verdict = match s.health() {
         Some(h) => h.check_all().map(str::to_owned),
         None => None,
     };
+    if verdict.is_none() && db.stats().segment.is_some() && !s.delta_agrees() {
+        verdict = Some(format!(
+            "its delta segment ({}) adds a quad the snapshot holds or removes one it lacks",
+            nearflow_rdf::snapshot::segment::segment_path(&cmd.store).display()
+        ));
+    }
     let st = db.stats();
     println!(
         "{}: {} quads, {} terms; opened in {:.3} s{}; {}{} logged update{} replayed",

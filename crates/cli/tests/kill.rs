@@ -9,10 +9,10 @@
 //!
 //! The server merges after 20 ms without an update and writes a new snapshot whenever its log
 //! passes 4 KiB, so kills also land inside merges, snapshot writes and log cuts. Every other
-//! round it treats the store as large (`--segment-min-quads 1`): the delta stays beside the
-//! snapshot, checkpoints write it as a segment (or the snapshot again, streamed, once the
-//! delta outgrows an eighth of it), so kills land inside those too, and each restart opens what
-//! the other mode left.
+//! round it treats the store as large (`--segment-min-quads 1`, a checkpoint past 1 KiB of
+//! log): the delta stays beside the snapshot, checkpoints write it as a segment (or the
+//! snapshot again, streamed, once the delta outgrows an eighth of it), so kills land inside
+//! those too, and each restart opens what the other mode left.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -39,17 +39,16 @@ fn start(store: &Path, segments: bool) -> (Child, String) {
             "127.0.0.1:0",
             "--merge-idle",
             "20ms",
-            "--checkpoint-size",
-            "4KiB",
             "--synthetic",
             "pack:1 core:2 pu:1",
             "--store",
         ])
         .arg(store)
         .args(if segments {
-            &["--segment-min-quads", "1"][..]
+            // A checkpoint every few updates: a small delta, written as a segment.
+            &["--segment-min-quads", "1", "--checkpoint-size", "1KiB"][..]
         } else {
-            &[]
+            &["--checkpoint-size", "4KiB"][..]
         })
         .stderr(Stdio::piped())
         .spawn()

@@ -1311,6 +1311,33 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    #[test]
+    fn a_segment_that_disagrees_with_its_snapshot_is_found_by_the_full_check() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        let db = segmented(&path);
+        insert(&db, 1, None);
+        db.merge(true).unwrap();
+        drop(db);
+        assert!(Db::open(&path, &machine(), false)
+            .unwrap()
+            .current()
+            .delta_agrees());
+        // The one added quad made `<http://s0> <http://p> <http://s0>`, which the snapshot
+        // holds (ids: `http://p` 1, `http://s0` 2), under a checksum that matches.
+        let seg = segment::segment_path(&path);
+        let mut b = std::fs::read(&seg).unwrap();
+        let body = b.len() - 4;
+        for (j, id) in [0u32, 2, 1, 2].iter().enumerate() {
+            b[body - 16 + 4 * j..body - 12 + 4 * j].copy_from_slice(&id.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b[..body]);
+        b[body..].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&seg, &b).unwrap();
+        let read = Db::open(&path, &machine(), false).unwrap();
+        assert!(!read.current().delta_agrees());
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::test_runner::Config {
             cases: std::env::var("NEARFLOW_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),

@@ -38,6 +38,15 @@ impl Store {
             .is_some()
     }
 
+    /// Whether the delta agrees with the indexes: every added quad absent from them, every
+    /// removed one present (a lookup in the indexes per quad of the delta: `nearflow check
+    /// store` runs it on a delta read from a segment).
+    pub fn delta_agrees(&self) -> bool {
+        let d = &self.delta;
+        d.added[0].iter().all(|r| !self.base_holds(&quad_of(r)))
+            && d.removed[0].iter().all(|r| self.base_holds(&quad_of(r)))
+    }
+
     /// Whether this version holds quad `q` (`[s, p, o, g]`).
     pub fn contains(&self, q: &[Id; 4]) -> bool {
         let row = [q[3], q[0], q[1], q[2]];
