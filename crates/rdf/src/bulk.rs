@@ -890,16 +890,7 @@ fn merge_quads<W: Write + std::io::Seek>(
             let mut n = 0u64;
             while let Some(Reverse((k, r))) = heap.pop() {
                 if last != Some(k) {
-                    match order {
-                        Permutation::Spo => {
-                            if last.is_none_or(|l| l[0] != k[0]) {
-                                graphs.push((k[0], rows));
-                            }
-                            stats.spo_row(last, k);
-                        }
-                        Permutation::Pos => stats.pos_row(last, k),
-                        Permutation::Osp => stats.osp_row(last, k),
-                    }
+                    stats.row(order, last, k, &mut graphs, rows);
                     push([k[1], k[2], k[3]]).map_err(spill_err(out))?;
                     rows += 1;
                     last = Some(k);

@@ -374,6 +374,28 @@ impl StatsBuilder {
         }
     }
 
+    /// One row `k` of permutation `order`'s pass (the row before it `prev`, and `at` its
+    /// position): its statistics, and in SPO the graph table's run that starts at it.
+    pub(crate) fn row(
+        &mut self,
+        order: Permutation,
+        prev: Option<[Id; 4]>,
+        k: [Id; 4],
+        graphs: &mut Vec<(Id, usize)>,
+        at: usize,
+    ) {
+        match order {
+            Permutation::Spo => {
+                if prev.is_none_or(|l| l[0] != k[0]) {
+                    graphs.push((k[0], at));
+                }
+                self.spo_row(prev, k);
+            }
+            Permutation::Pos => self.pos_row(prev, k),
+            Permutation::Osp => self.osp_row(prev, k),
+        }
+    }
+
     /// POS keys `[g, p, o, s]`: each predicate's quads and distinct objects.
     pub(crate) fn pos(&mut self, n: usize, key: impl Fn(usize) -> [Id; 4]) {
         (0..n).for_each(|i| self.pos_row(i.checked_sub(1).map(&key), key(i)));

@@ -451,16 +451,7 @@ pub(crate) fn write<F: Write + Seek>(
                 let (mut last, mut rows) = (None::<[Id; 4]>, 0usize);
                 merged_rows(store, order, |k| {
                     if !flat {
-                        match order {
-                            Permutation::Spo => {
-                                if last.is_none_or(|l| l[0] != k[0]) {
-                                    graphs.push((k[0], rows));
-                                }
-                                stats.spo_row(last, k);
-                            }
-                            Permutation::Pos => stats.pos_row(last, k),
-                            Permutation::Osp => stats.osp_row(last, k),
-                        }
+                        stats.row(order, last, k, &mut graphs, rows);
                         last = Some(k);
                         rows += 1;
                     }
