@@ -58,7 +58,8 @@ pub struct SparqlCmd {
     #[arg(long, value_name = "DURATION", value_parser = crate::args::duration)]
     pub timeout: Option<std::time::Duration>,
     /// Stop the query when its operators (sorts, hash tables, DISTINCT) would hold more than
-    /// this (e.g. 512MiB, 2G). No limit by default.
+    /// this (e.g. 512MiB, 2G); the planner plans its joins to fit. Default: three quarters of
+    /// this host's memory.
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
     #[command(flatten)]
@@ -305,7 +306,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         timing: cmd.explain,
         packet_bytes: None,
         timeout: cmd.timeout,
-        memory_limit: cmd.memory_limit,
+        memory_limit: cmd.memory_limit.or_else(sparql::default_memory_limit),
         profile: false,
         base,
     };
@@ -329,16 +330,28 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             out.flush()?;
             written
         }
+        QueryResults::Solutions(mut s) if cmd.count => {
+            // Counted as they come: nothing is held, so a count needs no more memory than
+            // the plan's operators.
+            let mut n = 0u64;
+            while let Some(b) = s.next_batch() {
+                n += b.len() as u64;
+            }
+            let stats = s.finish()?;
+            writeln!(out, "{n}")?;
+            (n, stats)
+        }
         QueryResults::Solutions(s) => {
             let vars = s.variables();
             let all = s.collect()?;
-            let n = if cmd.count {
-                writeln!(out, "{}", all.rows.len())?;
-                all.rows.len() as u64
-            } else {
-                let cx = sparql::expr::EvalCx::new(&store, &all.minted);
-                results::write_solutions(&mut out, cmd.format, cx, vars, std::iter::once(all.rows))?
-            };
+            let cx = sparql::expr::EvalCx::new(&store, &all.minted);
+            let n = results::write_solutions(
+                &mut out,
+                cmd.format,
+                cx,
+                vars,
+                std::iter::once(all.rows),
+            )?;
             (n, all.stats)
         }
         QueryResults::Boolean(a) => {

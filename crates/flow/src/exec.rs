@@ -44,6 +44,26 @@ pub(crate) struct OperatorState {
     last_worker: Option<usize>,
     runs_on: Vec<u64>,
     state_high: usize,
+    /// Bytes it has charged against the memory limit and not given back.
+    charged: usize,
+}
+
+/// What stands in for an operator once it is done: the operator itself is dropped then, so
+/// that its state (a hash table, sorted rows) is freed while the rest of the plan runs on.
+struct Finished;
+
+impl Operator for Finished {
+    fn inputs(&self) -> Vec<crate::plan::PortType> {
+        Vec::new()
+    }
+
+    fn outputs(&self) -> Vec<crate::plan::PortType> {
+        Vec::new()
+    }
+
+    fn run(&mut self, _io: &mut Io<'_>) -> Result<Status, FlowError> {
+        Ok(Status::Done)
+    }
 }
 
 /// One operator of a running plan.
@@ -239,6 +259,7 @@ impl Exec {
                     last_worker: None,
                     runs_on: runs_on.clone(),
                     state_high: 0,
+                    charged: 0,
                 }),
                 outs,
                 ins,
@@ -402,6 +423,7 @@ impl Exec {
                 op,
                 held,
                 held_high,
+                charged,
                 ..
             } = &mut *state;
             let mut io = Io {
@@ -410,6 +432,7 @@ impl Exec {
                 cx,
                 held,
                 held_high,
+                charged,
                 gone: 0,
             };
             let r = catch_unwind(AssertUnwindSafe(|| op.run(&mut io)));
@@ -459,6 +482,8 @@ impl Exec {
         }
         if state.finishing && state.held.iter().all(|&h| h == 0) {
             state.done = true;
+            drop(std::mem::replace(&mut state.op, Box::new(Finished)));
+            self.uncharge(std::mem::take(&mut state.charged));
             let kind = consumer_kind(n.outs.len());
             for (consumer, _, chan) in &n.outs {
                 chan.close();

@@ -75,8 +75,6 @@ impl PlanHandle {
         self.exec.ops.iter().map(|n| n.name.clone()).collect()
     }
 
-    /// Whether the plan has ended (completed, failed or cancelled): [`wait`](Self::wait) then
-    /// returns at once.
     /// Moves the plan's threads while it runs (online re-mapping, beyond StreamMap's §IV.A):
     /// thread `t`'s operators (and those it alone feeds) send their next tasks to PU `pus[t]`
     /// under the `pinned` policy. A task already queued runs where it was queued; the
@@ -117,8 +115,29 @@ impl PlanHandle {
         self.exec.thread_stats()
     }
 
+    /// Whether the plan has ended (completed, failed or cancelled): [`wait`](Self::wait) then
+    /// returns at once.
     pub fn is_done(&self) -> bool {
         self.req.is_done()
+    }
+
+    /// Charges `bytes` that the plan's consumer holds of its output (`what` names them in the
+    /// error) against the plan's memory limit, on the same count as its operators' state: the
+    /// limit bounds the operators and the held output together, and an operator that asks for
+    /// more once the output fills the limit is stopped. Past the limit it returns
+    /// [`FlowError::MemoryLimit`] (the bytes stay charged; the caller cancels the plan).
+    pub fn charge_held(&self, what: &str, bytes: usize) -> Result<(), FlowError> {
+        let e = &self.exec;
+        // Relaxed: a counter, as the operators' charges are.
+        let now = e.charged.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        match e.memory_limit {
+            Some(limit) if now > limit => Err(FlowError::MemoryLimit {
+                operator: what.to_owned(),
+                limit,
+                wanted: now,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Stops the plan: operator tasks not yet started are skipped; `wait` returns

@@ -19,6 +19,9 @@ pub struct Io<'a> {
     /// Per output: packets its buffer holds for this operator (`Chan::held`).
     pub(crate) held: &'a mut Vec<usize>,
     pub(crate) held_high: &'a mut usize,
+    /// Bytes this operator has charged and not given back, given back by the engine when
+    /// it is done.
+    pub(crate) charged: &'a mut usize,
     /// Outputs (bit = port, the first 64) whose consumer was seen finished by a send of this
     /// run: what they are sent is dropped.
     pub(crate) gone: u64,
@@ -138,6 +141,7 @@ impl Io<'_> {
     /// against the plan's memory limit ([`Limits::memory`](crate::Limits::memory)). Past the
     /// limit it is an error: return it, and the plan stops.
     pub fn charge(&mut self, bytes: usize) -> Result<(), crate::FlowError> {
+        *self.charged += bytes;
         self.exec.charge(self.node, bytes)
     }
 
@@ -158,8 +162,11 @@ impl Io<'_> {
         Ok(())
     }
 
-    /// Gives back `bytes` charged before that the operator no longer holds.
+    /// Gives back `bytes` charged before that the operator no longer holds (at most what it
+    /// charged).
     pub fn uncharge(&mut self, bytes: usize) {
+        let bytes = bytes.min(*self.charged);
+        *self.charged -= bytes;
         self.exec.uncharge(bytes);
     }
 

@@ -95,13 +95,7 @@ pub struct BulkReport {
 /// The budget a load takes when none is given: a quarter of the machine's memory, at least
 /// 256 MiB (1 GiB when the machine does not say).
 pub fn default_budget() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    total.map_or(1 << 30, |t| (t / 4).max(256 << 20))
+    nearflow_topo::host::memory().map_or(1 << 30, |t| (t / 4).max(256 << 20))
 }
 
 /// The part of the budget kept for what is not the run: the program, the parser's batches in

@@ -126,16 +126,9 @@ impl Config {
     /// host's memory over `2 × max_running`, at least 256 MiB (`None` where the host's memory
     /// cannot be read).
     pub fn memory_limit_for(max_running: usize) -> Option<usize> {
-        physical_memory().map(|m| (m / (2 * max_running.max(1) as u64)).max(256 << 20) as usize)
+        nearflow_topo::host::memory()
+            .map(|m| (m / (2 * max_running.max(1) as u64)).max(256 << 20) as usize)
     }
-}
-
-/// This host's memory (`MemTotal` of `/proc/meminfo`), when it can be read.
-pub fn physical_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib << 10)
 }
 
 /// A refusal or failure: its status and a message for the client (plain text).

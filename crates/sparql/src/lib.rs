@@ -114,6 +114,13 @@ pub const FIRST_ROWS_PACKET_MIN: usize = 1024;
 /// [`nearflow_flow::DEFAULT_BUFFER_PACKETS`]).
 pub const FIRST_ROWS_BUFFER_PACKETS: usize = 1;
 
+/// The memory limit of a query run from the command line when none is given: three quarters of
+/// this host's memory (`None` where it cannot be read), so that a query too large for the
+/// machine stops with an error rather than waking the kernel's out-of-memory killer.
+pub fn default_memory_limit() -> Option<usize> {
+    nearflow_topo::host::memory().map(|m| (m / 4 * 3) as usize)
+}
+
 /// How to run a query.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -126,8 +133,14 @@ pub struct Options {
     /// How long a run may take from its start; past it the run's request is cancelled inside
     /// the runtime (its tasks stop within a step) and [`Running::finish`] says so.
     pub timeout: Option<std::time::Duration>,
-    /// Bytes the run's operators may hold (sorts, hash tables, DISTINCT's set); past it the
-    /// run is stopped the same way.
+    /// Bytes the run's operators may hold (sorts, hash tables, DISTINCT's set, rows waiting
+    /// on a hash table being built), together with an answer its caller holds
+    /// ([`Solutions::collect`], a CONSTRUCT's triples); past it the run is stopped the same
+    /// way. Operators are charged what they are about to allocate, before they allocate it.
+    /// The planner plans within it: a join whose hash table would take the pattern's tables
+    /// past a quarter of it by the estimates looks its rows up in the store instead (an index
+    /// join), where it can. No limit by default ([`default_memory_limit`] is the command
+    /// line's).
     pub memory_limit: Option<usize>,
     /// Record each operator's largest state (hash tables, sorted rows, DISTINCT's set) and
     /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
@@ -279,6 +292,9 @@ impl Query {
             default: default.clone(),
             named: named.clone(),
             needed: Default::default(),
+            row_bytes: (lower::width_class(self.names.len()).unwrap_or(lower::MAX_WIDTH)
+                * std::mem::size_of::<Id>()) as f64,
+            table_budget: options.memory_limit.map(|l| l as f64 / 4.0),
         };
         let phys = planner.plan(&self.optimized, &default);
         Prepared {
@@ -375,6 +391,19 @@ impl Running {
         if let Some((h, _)) = &self.run {
             h.cancel();
         }
+    }
+
+    /// Charges `bytes` of its output that the caller holds (`what` names them) against the
+    /// query's memory limit, together with its operators' state; past the limit the run is
+    /// cancelled and the error returned.
+    pub fn charge_held(&self, what: &str, bytes: usize) -> Result<(), QueryError> {
+        let Some((h, _)) = &self.run else {
+            return Ok(());
+        };
+        h.charge_held(what, bytes).map_err(|e| {
+            h.cancel();
+            QueryError::from_flow(e)
+        })
     }
 
     /// Stops the run once `flag` is set (checked every 20 ms while a batch is awaited), e.g.
@@ -638,6 +667,17 @@ impl Prepared {
             }
         };
         let mut rows = Rows::new(self.width);
+        if batches.len() > 1 {
+            // The batches are copied into one vector while they are still held: it is
+            // charged before it is made.
+            let total = batches.iter().map(Rows::len).sum::<usize>();
+            let bytes = total * self.width.max(1) * std::mem::size_of::<Id>();
+            if let Err(e) = r.charge_held("the held solutions", bytes) {
+                let _ = r.finish();
+                return Err(e);
+            }
+            rows.reserve(total);
+        }
         for batch in batches {
             rows.append(batch);
         }
@@ -679,28 +719,24 @@ impl Prepared {
     }
 
     /// Every batch of `running` (a run of this query), held by the caller: the rows, and for
-    /// a CONSTRUCT the triples they will make, count against [`Options::memory_limit`]; past
-    /// it the run is cancelled and the error returned (the caller still calls
-    /// [`Running::finish`]).
+    /// a CONSTRUCT the triples they will make, count against [`Options::memory_limit`]
+    /// together with the operators' state (so the operators and the held answer never pass
+    /// the limit between them); past it the run is cancelled and the error returned (the
+    /// caller still calls [`Running::finish`]).
     pub fn hold_batches(&self, running: &mut Running) -> Result<Vec<Rows>, QueryError> {
-        let (mut rows, mut held) = (0usize, 0usize);
+        let what = if self.graph_bytes(1) > 0 {
+            "the constructed triples"
+        } else {
+            "the held solutions"
+        };
+        let (mut rows, mut held, mut charged) = (0usize, 0usize, 0usize);
         let mut out = Vec::new();
         while let Some(b) = running.next_batch() {
             rows += b.len();
             held += b.len() * b.width().max(1) * std::mem::size_of::<Id>();
             let wanted = held.saturating_add(self.graph_bytes(rows));
-            if let Some(limit) = self.options.memory_limit.filter(|&l| wanted > l) {
-                running.cancel();
-                return Err(QueryError::MemoryLimit {
-                    operator: if self.graph_bytes(1) > 0 {
-                        "the constructed triples".into()
-                    } else {
-                        "the held solutions".into()
-                    },
-                    limit,
-                    wanted,
-                });
-            }
+            running.charge_held(what, wanted - charged)?;
+            charged = wanted;
             out.push(b);
         }
         Ok(out)

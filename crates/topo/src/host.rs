@@ -1,5 +1,5 @@
 //! Facts about the machine this process runs on that hwloc does not give: the CPU's name and
-//! L2 as the tables print them, whether it is a virtual machine, and the hardware counters
+//! L2 as the tables print them, its memory, whether it is a virtual machine, and the hardware counters
 //! (`perf_event_open`) where the kernel and the hypervisor offer them.
 
 /// This machine for the tables: CPU model, L2 per core and CPU count, e.g.
@@ -27,6 +27,14 @@ pub fn cpu_label() -> String {
         .map_or_else(|| "L2 unknown".into(), |s| format!("L2 {}", s.trim()));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!("{model}, {l2}, {cpus} CPUs")
+}
+
+/// This host's memory in bytes (`MemTotal` of `/proc/meminfo`), when it can be read.
+pub fn memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 /// Whether this host is a virtual machine (the `hypervisor` CPU flag): its NUMA nodes, if

@@ -32,7 +32,7 @@ use nearflow_flow::{Emitter, FlowError, Io, Operator, PortType, Status};
 
 use nearflow_flow::{PlanBuilder, Stream};
 
-use super::{emit_queued, mix, row_ports, ExecCx, Row, Timer};
+use super::{emit_queued, mix, row_ports, ExecCx, Held, Row, Timer};
 use crate::algebra::{Agg, AggFunc};
 use crate::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
 use crate::minted::Minted;
@@ -110,6 +110,8 @@ pub(super) struct GroupOp<const N: usize> {
     last: Option<usize>,
     /// Whether this operator makes the one group of an aggregate without keys.
     whole: bool,
+    /// What the tables of groups hold, as charged.
+    held: Held,
     output: Option<VecDeque<Row<N>>>,
     out: Emitter<Row<N>>,
     /// A partial operator's output, made when its input ended.
@@ -144,6 +146,7 @@ impl<const N: usize> GroupOp<N> {
             count: 0,
             last: None,
             whole,
+            held: Held::default(),
             output: None,
             out: Emitter::new(0),
             partials: None,
@@ -166,12 +169,22 @@ impl<const N: usize> GroupOp<N> {
         key.iter().fold(0, |h, &id| mix(h, u64::from(id)))
     }
 
-    /// Bytes a new group holds (its key, accumulators and table slot), for the memory limit.
+    /// Bytes a group holds in the operator's tables (its key, accumulators and table slot).
     fn group_bytes(&self) -> usize {
         self.keys.len() * 4 + self.aggs.len() * std::mem::size_of::<Acc>() + 48
     }
 
-    /// The number of the group of `key`, made when new, and the bytes a new group holds.
+    /// Bytes the tables of groups hold, by their capacities (for the memory limit; what the
+    /// accumulators own beside them, DISTINCT's sets and GROUP_CONCAT's strings, is charged
+    /// as it grows).
+    fn tables_bytes(&self) -> usize {
+        self.group_keys.capacity() * std::mem::size_of::<Id>()
+            + self.accs.capacity() * std::mem::size_of::<Acc>()
+            + self.groups.allocation_size()
+    }
+
+    /// The number of the group of `key`, made when new, and the bytes a new group holds
+    /// beside the tables (none: [`tables_bytes`](Self::tables_bytes) counts them).
     fn group_of(&mut self, key: &[Id]) -> (usize, usize) {
         let k = self.keys.len();
         let hash = Self::group_key_hash(key);
@@ -194,7 +207,7 @@ impl<const N: usize> GroupOp<N> {
                 self.groups.insert_unique(hash, g as u32, |&h| {
                     Self::group_key_hash(&keys[h as usize * k..(h as usize + 1) * k])
                 });
-                (g, self.group_bytes())
+                (g, 0)
             }
         }
     }
@@ -506,6 +519,7 @@ impl<const N: usize> Operator for GroupOp<N> {
                         grew += self.merge(part);
                     }
                     io.charge(grew)?;
+                    self.held.set(io, self.tables_bytes())?;
                 }
                 io.finished::<Partial>(0)
             } else {
@@ -515,6 +529,7 @@ impl<const N: usize> Operator for GroupOp<N> {
                         grew += self.add(r);
                     }
                     io.charge(grew)?;
+                    self.held.set(io, self.tables_bytes())?;
                 }
                 io.finished::<Row<N>>(0)
             };

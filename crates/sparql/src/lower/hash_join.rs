@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{pump, row_ports, ExecCx, KeyFn, Row, Timer};
+use super::{grown, pump, row_ports, table_bytes, ExecCx, Held, KeyFn, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{JoinMode, Op, OpStat, Phys};
@@ -30,6 +30,9 @@ struct Table<const N: usize> {
     next: Vec<usize>,
     rows: Vec<Row<N>>,
 }
+
+/// Bytes of probe rows a join takes in while its table is built.
+const PROBE_AHEAD: usize = 16 << 20;
 
 /// The end of a chain.
 const NONE: usize = usize::MAX;
@@ -48,6 +51,28 @@ impl<const N: usize> Table<N> {
         self.next.push(*head);
         *head = self.rows.len();
         self.rows.push(row);
+    }
+
+    /// The bytes the table holds.
+    fn bytes(&self) -> usize {
+        self.rows.capacity() * std::mem::size_of::<Row<N>>()
+            + self.next.capacity() * std::mem::size_of::<usize>()
+            + self.heads.allocation_size()
+    }
+
+    /// Makes room for `extra` more rows, the growth charged to `held` before it is allocated
+    /// (the key table as if every row had a new key).
+    fn reserve(&mut self, io: &mut Io<'_>, held: &mut Held, extra: usize) -> Result<(), FlowError> {
+        let (rows, next) = (grown(&self.rows, extra), grown(&self.next, extra));
+        let heads = table_bytes(self.heads.len() + extra, 16).max(self.heads.allocation_size());
+        held.set(
+            io,
+            rows * std::mem::size_of::<Row<N>>() + next * std::mem::size_of::<usize>() + heads,
+        )?;
+        self.rows.reserve_exact(rows - self.rows.len());
+        self.next.reserve_exact(next - self.next.len());
+        self.heads.reserve(extra);
+        Ok(())
     }
 
     /// The first entry of the chain of rows whose key hash is `key` (last inserted first);
@@ -78,10 +103,14 @@ impl Counts {
     /// At most this many ids of range per key for the array.
     const DENSE: usize = 16;
 
-    /// Counts the gathered keys; the bytes the table then takes.
-    fn count(&mut self) -> usize {
+    /// Counts the gathered keys; the bytes the table then takes. `charge` is called with
+    /// those bytes before they are allocated, beside the gathered keys.
+    fn count(
+        &mut self,
+        charge: impl FnOnce(usize) -> Result<(), FlowError>,
+    ) -> Result<usize, FlowError> {
         let Counts::Gathering(keys) = self else {
-            return 0;
+            return Ok(0);
         };
         let keys = std::mem::take(keys);
         let (low, high) = keys
@@ -93,21 +122,23 @@ impl Counts {
             (high - low) as usize + 1
         };
         if range <= Self::DENSE * keys.len() + 1024 {
+            charge(range * 4)?;
             let mut counts = vec![0u32; range];
             for k in keys {
                 counts[(k - low) as usize] += 1;
             }
             let bytes = counts.len() * 4;
             *self = Counts::Dense { low, counts };
-            bytes
+            Ok(bytes)
         } else {
+            charge(table_bytes(keys.len(), 8))?;
             let mut m: HashMap<Id, u32> = HashMap::with_capacity(keys.len());
             for k in keys {
                 *m.entry(k).or_insert(0) += 1;
             }
-            let bytes = m.capacity() * 9;
+            let bytes = m.allocation_size();
             *self = Counts::Sparse(m);
-            bytes
+            Ok(bytes)
         }
     }
 
@@ -144,17 +175,17 @@ struct JoinOp<const N: usize> {
     /// `table`.
     counts: Option<Counts>,
     built: bool,
+    /// What the table (or the counts) holds, as charged.
+    held: Held,
+    /// Probe rows waiting for the table, or for the output.
     queue: VecDeque<Row<N>>,
+    /// What `queue` held ahead of the table, as charged.
+    ahead: Held,
     /// A probe row whose matches were interrupted.
     probing: Option<Probing<N>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
-}
-
-impl<const N: usize> JoinOp<N> {
-    /// Bytes of a row in the table: the row, its chain link and (at most) a head entry.
-    const ENTRY: usize = std::mem::size_of::<Row<N>>() + 2 * std::mem::size_of::<usize>() + 8;
 }
 
 /// A probe row part way through its matches: the output blocked (or its consumer finished)
@@ -331,46 +362,51 @@ impl<const N: usize> Operator for JoinOp<N> {
     }
 
     fn state_bytes(&self) -> usize {
-        let counts = match &self.counts {
-            None => 0,
-            Some(Counts::Gathering(k)) => k.len() * std::mem::size_of::<Id>(),
-            Some(Counts::Dense { counts, .. }) => counts.len() * 4,
-            Some(Counts::Sparse(m)) => m.capacity() * 9,
-        };
-        self.table.rows.len() * Self::ENTRY
-            + counts
-            + self.queue.len() * std::mem::size_of::<Row<N>>()
+        self.held.bytes() + self.queue.len() * std::mem::size_of::<Row<N>>()
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if !self.built {
-            let entry = Self::ENTRY;
             while let Some(p) = io.recv::<Row<N>>(1) {
                 if let Some(Counts::Gathering(keys)) = &mut self.counts {
-                    io.charge(p.len() * std::mem::size_of::<Id>())?;
+                    self.held.grow(io, keys, p.len(), 0)?;
                     let k = self.keys[0];
                     keys.extend(p.iter().map(|b| b[k]));
                     continue;
                 }
-                io.charge(p.len() * entry)?;
+                self.table.reserve(io, &mut self.held, p.len())?;
                 for b in p {
                     self.table.insert(self.build_key.key(&b), b);
                 }
+                self.held.set(io, self.table.bytes())?;
             }
             self.built = io.finished::<Row<N>>(1);
             if self.built {
                 if let Some(c) = &mut self.counts {
-                    let gathered = match c {
-                        Counts::Gathering(k) => k.len() * std::mem::size_of::<Id>(),
-                        _ => 0,
-                    };
-                    let bytes = c.count();
-                    io.charge(bytes)?;
-                    io.uncharge(gathered);
+                    let gathered = self.held.bytes();
+                    let held = &mut self.held;
+                    let bytes = c.count(|b| held.set(io, gathered + b))?;
+                    self.held.set(io, bytes)?;
                 }
             }
+        }
+        let row = std::mem::size_of::<Row<N>>();
+        if !self.built {
+            // Probe rows are taken in ahead while the table is built, so that both sides'
+            // producers run at once, up to `PROBE_AHEAD` bytes (charged); past that they wait
+            // in their stream, whose bounded buffer holds back their producer. Taken in
+            // without a bound, they would be held by every join of a chain at once (a star
+            // of hash joins: most of SP²Bench q2's memory).
+            while self.queue.len() * row < PROBE_AHEAD {
+                let Some(p) = io.recv::<Row<N>>(0) else {
+                    break;
+                };
+                self.queue.extend(p);
+                self.ahead.set(io, self.queue.capacity() * row)?;
+            }
+            return Ok(Status::Idle);
         }
         let mut n = 0;
         if let Some(st) = self.probing.take() {
@@ -383,6 +419,10 @@ impl<const N: usize> Operator for JoinOp<N> {
                 n += self.probe(io, st)
             });
         self.queue = queue;
+        if self.queue.is_empty() && self.ahead.bytes() > 0 {
+            self.queue = VecDeque::new();
+            self.ahead.set(io, 0)?;
+        }
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         if done {
             self.out.flush(io);
@@ -455,6 +495,8 @@ pub(super) fn build<const N: usize>(
                     table: Table::new(),
                     counts: counted.then(|| Counts::Gathering(Vec::new())),
                     built: false,
+                    held: Held::default(),
+                    ahead: Held::default(),
                     queue: VecDeque::new(),
                     probing: None,
                     out: Emitter::new(0),

@@ -46,7 +46,7 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nearflow_flow::{Emitter, Io, PlanBuilder, PortType, Status, Stream};
+use nearflow_flow::{Emitter, FlowError, Io, PlanBuilder, PortType, Status, Stream};
 
 use super::expr::{value_key, EvalCx};
 use super::minted::Minted;
@@ -134,7 +134,7 @@ impl Rows {
     /// If the widths differ.
     pub fn append(&mut self, mut other: Rows) {
         assert_eq!(self.width, other.width, "rows of different widths");
-        if self.ids.is_empty() {
+        if self.ids.is_empty() && self.ids.capacity() < other.ids.len() {
             std::mem::swap(&mut self.ids, &mut other.ids);
         } else {
             self.ids.append(&mut other.ids);
@@ -142,7 +142,8 @@ impl Rows {
         self.len += other.len;
     }
 
-    fn reserve(&mut self, rows: usize) {
+    /// Room for `rows` more rows, allocated now.
+    pub(crate) fn reserve(&mut self, rows: usize) {
         self.ids.reserve_exact(rows * self.width);
     }
 }
@@ -301,6 +302,73 @@ pub(crate) fn bind(pat: &[Slot; 4], t: [Id; 3], g: Id, row: &mut [Id]) -> bool {
         }
     }
     true
+}
+
+/// What an operator's state holds, as charged against the plan's memory limit
+/// ([`Io::charge`]): allocations by their capacity, not their length (a vector that doubles
+/// holds up to twice its rows, a hash table its empty slots too). [`grow`](Self::grow) charges
+/// a vector's next capacity before it is allocated.
+#[derive(Default)]
+pub(crate) struct Held {
+    bytes: usize,
+}
+
+impl Held {
+    /// Charges or gives back the difference to `bytes`, what the state holds now.
+    pub(crate) fn set(&mut self, io: &mut Io<'_>, bytes: usize) -> Result<(), FlowError> {
+        let before = std::mem::replace(&mut self.bytes, bytes);
+        if bytes > before {
+            io.charge(bytes - before)
+        } else {
+            io.uncharge(before - bytes);
+            Ok(())
+        }
+    }
+
+    /// Makes room in `v` for `extra` more items, growing it as `Vec` does (doubling), with the
+    /// growth charged first: past the limit it is an error and nothing was allocated. `others`
+    /// is what the rest of the state holds.
+    pub(crate) fn grow<T>(
+        &mut self,
+        io: &mut Io<'_>,
+        v: &mut Vec<T>,
+        extra: usize,
+        others: usize,
+    ) -> Result<(), FlowError> {
+        let cap = grown(v, extra);
+        if cap > v.capacity() {
+            self.set(io, others + cap * std::mem::size_of::<T>())?;
+            v.reserve_exact(cap - v.len());
+        }
+        Ok(())
+    }
+
+    /// The bytes charged.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// The capacity `v` grows to for `extra` more items, as `Vec` grows (doubling); its capacity
+/// now when they fit.
+pub(crate) fn grown<T>(v: &Vec<T>, extra: usize) -> usize {
+    let need = v.len().saturating_add(extra);
+    if need <= v.capacity() {
+        v.capacity()
+    } else {
+        need.max(v.capacity().saturating_mul(2)).max(4)
+    }
+}
+
+/// The bytes a hash table of `len` entries of `entry` bytes would allocate: its buckets (at
+/// most 7 of 8 full, a power of two) and a control byte each. What it takes once it has grown
+/// to `len`, charged before it grows.
+pub(crate) fn table_bytes(len: usize, entry: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let buckets = (len.saturating_mul(8) / 7).max(4).next_power_of_two();
+    buckets * (entry + 1)
 }
 
 /// The loop of an operator that takes its input row by row: hands queued rows to `each` while

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
-use super::{emit_queued, row_ports, ExecCx, Row, Timer};
+use super::{emit_queued, row_ports, ExecCx, Held, Row, Timer};
 use crate::expr::{order_by_cmp, term_order, EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
@@ -21,6 +21,8 @@ struct SortOp<const N: usize> {
     store: Arc<Store>,
     minted: Arc<Minted>,
     rows: Vec<Row<N>>,
+    /// What `rows`, then `sorted`, hold, as charged.
+    held: Held,
     sorted: Option<VecDeque<Row<N>>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
@@ -31,9 +33,10 @@ impl<const N: usize> SortOp<N> {
     /// `rows` in ORDER BY's order, cut to the first `keep` when given: by the keys' values,
     /// ties broken by the terms themselves (`1` before `1.0e0` by datatype); rows equal in every
     /// key keep their arrival order (SPARQL leaves it free), and a top-k keeps any of them.
-    /// The keys' values are charged against the memory limit as they are computed (a query
-    /// may order by thousands of keys, or by long computed strings) and given back after; the
-    /// time limit is checked between rows.
+    /// What the ordering holds beside `rows` is charged against the memory limit before it is
+    /// allocated and given back after: the keys' values as they are computed (a query may
+    /// order by thousands of keys, or by long computed strings), the sort's scratch space and
+    /// the ordered rows. The time limit is checked between rows.
     fn order_rows(
         &self,
         rows: Vec<Row<N>>,
@@ -41,13 +44,26 @@ impl<const N: usize> SortOp<N> {
         io: &mut Io<'_>,
     ) -> Result<Vec<Row<N>>, FlowError> {
         let (store, minted) = (self.store.clone(), self.minted.clone());
+        let kept = keep.map_or(rows.len(), |k| k.min(rows.len()));
         if let Some(cols) = self.by_id(&store, &rows) {
-            return Ok(self.order_by_id(rows, &cols, keep));
+            let scratch = sort_scratch::<Row<N>>(kept);
+            io.charge(scratch)?;
+            let sorted = self.order_by_id(rows, &cols, keep);
+            io.uncharge(scratch);
+            return Ok(sorted);
         }
+        if let Some(cols) = self.var_cols().filter(|_| rows.len() < 1 << 31) {
+            return self.order_by_rank(rows, &cols, keep, io);
+        }
+        type Keyed<'a, const N: usize> = (Vec<Option<crate::expr::Val<'a>>>, Row<N>);
+        // The keyed rows, the sort's scratch and the ordered rows, charged at once.
+        let fixed = rows.len() * std::mem::size_of::<Keyed<'_, N>>()
+            + sort_scratch::<Keyed<'_, N>>(kept)
+            + kept * std::mem::size_of::<Row<N>>();
+        io.charge(fixed)?;
         let cx = EvalCx::new(&store, &minted);
-        let mut keyed: Vec<(Vec<Option<crate::expr::Val<'_>>>, Row<N>)> =
-            Vec::with_capacity(rows.len());
-        let mut charged = 0;
+        let mut keyed: Vec<Keyed<'_, N>> = Vec::with_capacity(rows.len());
+        let mut charged = fixed;
         let mut pending = 0;
         let r = (|| {
             for (i, r) in rows.into_iter().enumerate() {
@@ -69,8 +85,7 @@ impl<const N: usize> SortOp<N> {
             io.uncharge(charged);
             return Err(e);
         }
-        let cmp = |(a, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>),
-                   (b, _): &(Vec<Option<crate::expr::Val<'_>>>, Row<N>)| {
+        let cmp = |(a, _): &Keyed<'_, N>, (b, _): &Keyed<'_, N>| {
             for (i, (_, desc)) in self.keys.iter().enumerate() {
                 let o = order_by_cmp(a[i].as_ref(), b[i].as_ref());
                 let o = if *desc { o.reverse() } else { o };
@@ -89,8 +104,9 @@ impl<const N: usize> SortOp<N> {
             std::cmp::Ordering::Equal
         };
         let keyed = sorted_keeping(keyed, keep, cmp);
+        let sorted = keyed.into_iter().map(|(_, r)| r).collect();
         io.uncharge(charged);
-        Ok(keyed.into_iter().map(|(_, r)| r).collect())
+        Ok(sorted)
     }
 }
 
@@ -100,20 +116,137 @@ impl<const N: usize> SortOp<N> {
     /// ORDER BY orders their terms (unbound, then IRIs, then simple literals by code point; an
     /// id is one term, so equal values are one id) and no term is read.
     fn by_id(&self, store: &Store, rows: &[Row<N>]) -> Option<Vec<(usize, bool)>> {
-        let cols: Vec<(usize, bool)> = self
-            .keys
-            .iter()
-            .map(|(e, desc)| match e {
-                crate::expr::Expr::Var(c) => Some((*c, *desc)),
-                _ => None,
-            })
-            .collect::<Option<_>>()?;
+        let cols = self.var_cols()?;
         let dict = store.dict();
         let (iris, strings) = (dict.ordered_iris(), dict.ordered_strings());
         let fits = |id: Id| id == UNBOUND || iris.contains(&id) || strings.contains(&id);
         rows.iter()
             .all(|r| cols.iter().all(|&(c, _)| fits(r[c])))
             .then_some(cols)
+    }
+
+    /// The key columns and their directions, when every key is a variable.
+    fn var_cols(&self) -> Option<Vec<(usize, bool)>> {
+        self.keys
+            .iter()
+            .map(|(e, desc)| match e {
+                crate::expr::Expr::Var(c) => Some((*c, *desc)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// [`order_rows`](Self::order_rows) when every key is a variable, in little memory beside
+    /// the rows (a few bytes a row, where keeping each row's values took hundreds): each key
+    /// column's distinct ids are ordered by their values once, and ranked twice, by value
+    /// (equal values one rank) and by value then term. The rows are then ordered as
+    /// [`order_rows`](Self::order_rows) orders them, every key's value rank first, then every
+    /// key's term rank, then arrival, through a permutation applied in place. The ranks, the
+    /// permutation and the distinct ids' values are charged while they are held.
+    fn order_by_rank(
+        &self,
+        mut rows: Vec<Row<N>>,
+        cols: &[(usize, bool)],
+        keep: Option<usize>,
+        io: &mut Io<'_>,
+    ) -> Result<Vec<Row<N>>, FlowError> {
+        let (n, k) = (rows.len(), cols.len());
+        let width = 2 * k;
+        let fixed = n * width * 4 + n * 4;
+        io.charge(fixed)?;
+        let mut charged = fixed;
+        let ranked = (|| {
+            let mut ranks = vec![0u32; n * width];
+            let cx = EvalCx::new(&self.store, &self.minted);
+            for (j, &(c, _)) in cols.iter().enumerate() {
+                let mut index: hashbrown::HashMap<Id, u32> = hashbrown::HashMap::new();
+                let mut ids: Vec<Id> = Vec::new();
+                for r in &rows {
+                    index.entry(r[c]).or_insert_with(|| {
+                        ids.push(r[c]);
+                        (ids.len() - 1) as u32
+                    });
+                }
+                let vals: Vec<Option<crate::expr::Val<'_>>> =
+                    ids.iter().map(|&id| cx.val(id)).collect();
+                let held = index.allocation_size()
+                    + ids.capacity() * std::mem::size_of::<Id>()
+                    + key_bytes(&vals)
+                    + ids.len() * 12;
+                io.charge(held)?;
+                charged += held;
+                io.check()?;
+                let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+                let by_value = |a: u32, b: u32| {
+                    order_by_cmp(vals[a as usize].as_ref(), vals[b as usize].as_ref())
+                };
+                let by_term = |a: u32, b: u32| {
+                    term_order(vals[a as usize].as_ref(), vals[b as usize].as_ref())
+                };
+                order.sort_by(|&a, &b| by_value(a, b).then_with(|| by_term(a, b)));
+                let mut value_rank = vec![0u32; ids.len()];
+                let mut term_rank = vec![0u32; ids.len()];
+                for (at, &d) in order.iter().enumerate() {
+                    let (v, t) = match at.checked_sub(1).map(|p| order[p]) {
+                        Some(prev) if by_value(prev, d).is_eq() => (
+                            value_rank[prev as usize],
+                            if by_term(prev, d).is_eq() {
+                                term_rank[prev as usize]
+                            } else {
+                                at as u32
+                            },
+                        ),
+                        _ => (at as u32, at as u32),
+                    };
+                    value_rank[d as usize] = v;
+                    term_rank[d as usize] = t;
+                }
+                for (i, r) in rows.iter().enumerate() {
+                    let d = index[&r[c]] as usize;
+                    ranks[i * width + j] = value_rank[d];
+                    ranks[i * width + k + j] = term_rank[d];
+                }
+                io.check()?;
+            }
+            Ok(ranks)
+        })();
+        let ranks = match ranked {
+            Ok(r) => r,
+            Err(e) => {
+                io.uncharge(charged);
+                return Err(e);
+            }
+        };
+        let desc: Vec<bool> = (0..width).map(|i| cols[i % k].1).collect();
+        let cmp = |a: &u32, b: &u32| {
+            let (x, y) = (*a as usize * width, *b as usize * width);
+            for i in 0..width {
+                let o = ranks[x + i].cmp(&ranks[y + i]);
+                let o = if desc[i] { o.reverse() } else { o };
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            a.cmp(b)
+        };
+        let mut perm: Vec<u32> = (0..n as u32).collect();
+        let sorted = match keep {
+            Some(kept) if kept < n => {
+                if kept > 0 {
+                    perm.select_nth_unstable_by(kept - 1, cmp);
+                    perm.truncate(kept);
+                    perm.sort_unstable_by(cmp);
+                }
+                perm.iter().map(|&i| rows[i as usize]).collect()
+            }
+            _ => {
+                perm.sort_unstable_by(cmp);
+                permute(&mut rows, &mut perm);
+                rows
+            }
+        };
+        io.uncharge(charged);
+        Ok(sorted)
     }
 
     /// [`order_rows`](Self::order_rows) by the ids of `cols` (see [`by_id`](Self::by_id)).
@@ -137,6 +270,31 @@ impl<const N: usize> SortOp<N> {
     }
 }
 
+/// Reorders `rows` so that row `i` is the one that was at `perm[i]`, in place: each cycle of
+/// the permutation is followed once, its entries marked done by their top bit (so fewer than
+/// 2^31 rows).
+fn permute<T: Copy>(rows: &mut [T], perm: &mut [u32]) {
+    const DONE: u32 = 1 << 31;
+    debug_assert!(rows.len() < DONE as usize && rows.len() == perm.len());
+    for start in 0..rows.len() {
+        if perm[start] & DONE != 0 {
+            continue;
+        }
+        let first = rows[start];
+        let mut at = start;
+        loop {
+            let from = perm[at] as usize;
+            perm[at] |= DONE;
+            if from == start {
+                rows[at] = first;
+                break;
+            }
+            rows[at] = rows[from];
+            at = from;
+        }
+    }
+}
+
 /// `v` sorted by `cmp` (stably), cut to its first `keep` when given: the best `keep` are
 /// selected first, so a top-k sorts only them.
 fn sorted_keeping<T>(
@@ -157,7 +315,14 @@ fn sorted_keeping<T>(
     v
 }
 
-/// The bytes a row's sort keys hold: the vector and what its values own.
+/// The bytes a stable sort of `len` items of `T` allocates for its scratch space: half of
+/// them, or all of them while they take under 8 MB (the standard library's merge sort).
+fn sort_scratch<T>(len: usize) -> usize {
+    let size = std::mem::size_of::<T>().max(1);
+    (len - len / 2).max(len.min(8_000_000 / size)) * size
+}
+
+/// The bytes a row's sort keys hold: what the vector and its values own.
 fn key_bytes(key: &[Option<crate::expr::Val<'_>>]) -> usize {
     use crate::expr::Val;
     use std::borrow::Cow;
@@ -166,7 +331,6 @@ fn key_bytes(key: &[Option<crate::expr::Val<'_>>]) -> usize {
         Cow::Borrowed(_) => 0,
     };
     std::mem::size_of_val(key)
-        + 24
         + key
             .iter()
             .map(|v| match v {
@@ -187,8 +351,7 @@ impl<const N: usize> Operator for SortOp<N> {
     }
 
     fn state_bytes(&self) -> usize {
-        (self.rows.len() + self.sorted.as_ref().map_or(0, |q| q.len()))
-            * std::mem::size_of::<Row<N>>()
+        self.held.bytes()
     }
 
     fn outputs(&self) -> Vec<PortType> {
@@ -201,16 +364,15 @@ impl<const N: usize> Operator for SortOp<N> {
         if self.sorted.is_none() {
             let row = std::mem::size_of::<Row<N>>();
             while let Some(p) = io.recv::<Row<N>>(0) {
-                io.charge(p.len() * row)?;
+                self.held.grow(io, &mut self.rows, p.len(), 0)?;
                 self.rows.extend(p);
                 // A top-k holds at most twice k rows (or k plus a few packets): past that it
                 // keeps the best k, so its memory is bounded by k, not by its input.
                 if let Some(k) = self.limit {
                     if self.rows.len() >= k.saturating_mul(2).max(k.saturating_add(4096)) {
                         let rows = std::mem::take(&mut self.rows);
-                        let before = rows.len();
                         self.rows = self.order_rows(rows, Some(k), io)?;
-                        io.uncharge((before - self.rows.len()) * row);
+                        self.held.set(io, self.rows.capacity() * row)?;
                     }
                 }
             }
@@ -218,7 +380,9 @@ impl<const N: usize> Operator for SortOp<N> {
                 return Ok(Status::Idle);
             }
             let rows = std::mem::take(&mut self.rows);
-            self.sorted = Some(self.order_rows(rows, self.limit, io)?.into());
+            let sorted = self.order_rows(rows, self.limit, io)?;
+            self.held.set(io, sorted.capacity() * row)?;
+            self.sorted = Some(sorted.into());
         }
         let q = self.sorted.as_mut().expect("sorted above");
         Ok(emit_queued(io, q, &mut self.out, &self.stat, Status::Idle))
@@ -242,6 +406,7 @@ pub(super) fn build<const N: usize>(
             store: cx.store.clone(),
             minted: cx.minted.clone(),
             rows: Vec::new(),
+            held: Held::default(),
             sorted: None,
             out: Emitter::new(0),
             stat: p.stat.clone(),

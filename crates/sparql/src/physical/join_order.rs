@@ -222,6 +222,8 @@ impl Planner<'_> {
         left.retain(|&x| x != first);
         let mut cur = self.scan(pats[first], cards[first]);
         cur = self.apply_ready(cur, &mut cs);
+        // The estimated bytes of the hash tables planned so far (`Planner::table_budget`).
+        let mut tables = 0.0;
         while !left.is_empty() {
             let bound = cur.cert.clone();
             // Best connected pattern: by shared variables, else by an `=` edge.
@@ -272,7 +274,11 @@ impl Planner<'_> {
             // An index join: by the shared variables, or by the `=` alone (a lookup per row of
             // the term `=` to its `?a`, `lower/index_join.rs`, the `=` checked there).
             let eq = if shares { None } else { edge };
-            cur = if (shares || eq.is_some()) && read * 4.0 < cards[k] {
+            // The table a hash join would build, of its smaller side: a row, its chain link and
+            // its share of the key table.
+            let table = cur.est.min(cards[k]) * (self.row_bytes + 24.0);
+            let over = self.table_budget.is_some_and(|b| tables + table > b);
+            cur = if (shares || eq.is_some()) && (read * 4.0 < cards[k] || over) {
                 let mut cert = cur.cert.clone();
                 cert.extend(vars);
                 let maybe = cur.maybe.clone();
@@ -311,6 +317,7 @@ impl Planner<'_> {
                     cur = self.apply_ready(cur, &mut cs);
                     continue;
                 }
+                tables += table;
                 let residual =
                     edge.map(|(a, b)| Expr::Eq(Box::new(Expr::Var(a)), Box::new(Expr::Var(b))));
                 let mut j = if cur.est <= scan.est && edge.is_none() {

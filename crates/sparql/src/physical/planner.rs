@@ -37,6 +37,14 @@ pub struct Planner<'s> {
     /// pattern planned under it reads the share of its inputs that yields these rows
     /// (`join_order.rs`). `None`: every row is read.
     pub needed: Cell<Option<f64>>,
+    /// Bytes a row takes in the plan (its width in ids, [`width_class`](crate::lower::width_class)).
+    pub row_bytes: f64,
+    /// Bytes the hash tables of one basic graph pattern may take by the estimates, a quarter
+    /// of the query's memory limit (the rest for what holds rows above it: a sort, a
+    /// DISTINCT): past it, a join that can look its rows up in the store (an index join, its
+    /// memory a packet) does, where a hash join would hold a table that the limit would stop
+    /// (`join_order.rs`). `None`: no limit.
+    pub table_budget: Option<f64>,
 }
 
 impl Planner<'_> {

@@ -38,7 +38,22 @@ fn plan(store: &Arc<Store>, query: &str, dop: usize) -> String {
         dop: Some(dop),
         ..Default::default()
     };
-    let p = crate::prepare(store, query, &options).expect("a valid query");
+    explained(store, query, &options)
+}
+
+/// [`plan`] under a memory limit of `limit` bytes, at one stream.
+fn plan_limited(store: &Arc<Store>, query: &str, limit: usize) -> String {
+    let options = crate::Options {
+        dop: Some(1),
+        memory_limit: Some(limit),
+        ..Default::default()
+    };
+    explained(store, query, &options)
+}
+
+/// The physical plan of `query` over `store` under `options`, as [`plan`] gives it.
+fn explained(store: &Arc<Store>, query: &str, options: &crate::Options) -> String {
+    let p = crate::prepare(store, query, options).expect("a valid query");
     crate::explain::physical(&p)
         .lines()
         .map(|l| match l.find("; est ") {
@@ -171,6 +186,30 @@ fn large_unsorted_sides_are_hash_joined_and_hash_partitioned() {
                   scan POS ?x <http://ex/common> ?z  (2 streams)
                 exchange: unite into one stream  (1 stream)
                   scan POS ?x <http://ex/common> ?y  (2 streams)
+            "
+        )
+    );
+}
+
+/// The same two sides under a memory limit that the hash join's table would pass (by the
+/// estimates, a quarter of the limit for the tables) are an index join, whose memory is a packet; under
+/// a limit it fits, the plan is the hash join still.
+#[test]
+fn a_join_whose_table_would_pass_the_memory_limit_is_an_index_join() {
+    let s = skewed();
+    let q = format!("{PRE}{{ ?x :common ?y . ?x :common ?z }}");
+    assert_eq!(
+        plan_limited(&s, &q, 1 << 30),
+        plan(&s, &q, 1),
+        "a limit the table fits"
+    );
+    assert_eq!(
+        plan_limited(&s, &q, 1 << 20),
+        lines(
+            "
+            project ?x ?y ?z  (2 streams)
+              index join ?x <http://ex/common> ?z  (2 streams)
+                scan POS ?x <http://ex/common> ?y  (2 streams)
             "
         )
     );
