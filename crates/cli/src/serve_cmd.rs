@@ -29,6 +29,11 @@ pub struct ServeCmd {
     /// --max-running (at least 256 MiB).
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
+    /// Where a query's hash join or DISTINCT that would pass --memory-limit writes its rows
+    /// and goes on (unnamed files, gone when the query ends). By default nowhere: the query
+    /// fails at the limit, and no request makes the server write to disk.
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<std::path::PathBuf>,
     /// Queries run at once (default: four per PU, at least 8); more wait their turn.
     #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
     pub max_running: Option<usize>,
@@ -177,6 +182,11 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             anyhow::bail!("--load-dir {}: not a directory", d.display());
         }
     }
+    if let Some(d) = &cmd.spill_dir {
+        if !d.is_dir() {
+            anyhow::bail!("--spill-dir {}: not a directory", d.display());
+        }
+    }
     let db = Arc::new(cmd.source.source(&cmd.read)?.open_db(
         &machine,
         !cmd.read_only,
@@ -206,6 +216,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         memory_limit: cmd
             .memory_limit
             .or_else(|| Config::memory_limit_for(max_running)),
+        spill: cmd.spill_dir.clone(),
         max_running,
         max_waiting: cmd.max_waiting,
         max_request_bytes: cmd.max_request,

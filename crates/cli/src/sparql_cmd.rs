@@ -62,6 +62,14 @@ pub struct SparqlCmd {
     /// this host's memory.
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
+    /// Where a hash join or a DISTINCT that would pass --memory-limit writes its rows and
+    /// goes on (in unnamed files, gone when the query ends or is killed) instead of stopping
+    /// the query. Default: the system's temporary folder ($TMPDIR, else /tmp).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_spill")]
+    pub spill_dir: Option<std::path::PathBuf>,
+    /// Stop the query at --memory-limit rather than write rows to disk.
+    #[arg(long)]
+    pub no_spill: bool,
     #[command(flatten)]
     pub topo: TopoArgs,
     /// Thread binding (only applied on the host).
@@ -278,6 +286,11 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         (None, Some(e)) => e.clone(),
         (None, None) => bail!("give a query with --query FILE or -e TEXT"),
     };
+    if let Some(d) = &cmd.spill_dir {
+        if !d.is_dir() {
+            bail!("--spill-dir {}: not a directory", d.display());
+        }
+    }
     let machine = cmd.topo.load()?;
     // Relative IRIs in the query resolve against --base, else the query file's own IRI.
     let base = cmd
@@ -307,6 +320,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         packet_bytes: None,
         timeout: cmd.timeout,
         memory_limit: cmd.memory_limit.or_else(sparql::default_memory_limit),
+        spill: (!cmd.no_spill).then(|| cmd.spill_dir.clone().unwrap_or_else(std::env::temp_dir)),
         profile: false,
         base,
     };

@@ -414,6 +414,45 @@ fn answers_that_stop_blank_nodes_big_integers_and_xml() {
         &sparql("--data", big, cross, &["--memory-limit", "lots"]),
         "--memory-limit",
     );
+    // Past --memory-limit a DISTINCT writes its rows to --spill-dir (the system's temporary
+    // folder by default) and answers; with --no-spill it stops.
+    let pairs = "SELECT DISTINCT ?c ?f { ?a ?b ?c . ?d ?e ?f FILTER (STRLEN(?c) = 3) }";
+    let spill = scratch("spill-dir");
+    std::fs::create_dir_all(&spill).unwrap();
+    let spill = spill.to_str().unwrap();
+    let limit = ["--count", "--memory-limit", "8MiB"];
+    assert_eq!(
+        ok(&sparql(
+            "--data",
+            big,
+            pairs,
+            &[&limit[..], &["--spill-dir", spill]].concat()
+        )),
+        "2700000\n"
+    );
+    assert_eq!(ok(&sparql("--data", big, pairs, &limit)), "2700000\n");
+    fails_with(
+        &sparql(
+            "--data",
+            big,
+            pairs,
+            &[&limit[..], &["--no-spill"]].concat(),
+        ),
+        "memory limit of 8388608 bytes",
+    );
+    fails_with(
+        &sparql(
+            "--data",
+            big,
+            pairs,
+            &["--spill-dir", "/nonexistent/nearflow"],
+        ),
+        "--spill-dir /nonexistent/nearflow: not a directory",
+    );
+    fails_with(
+        &sparql("--data", big, pairs, &["--spill-dir", spill, "--no-spill"]),
+        "--no-spill",
+    );
 }
 
 /// Messages: an I/O error says its cause once; a huge bad token is not echoed

@@ -288,17 +288,33 @@ impl Exec {
 
     /// Charges `bytes` of operator `node`'s state against the memory limit.
     pub(crate) fn charge(&self, node: usize, bytes: usize) -> Result<(), FlowError> {
-        // Relaxed: a counter; operators charging at once may both pass a limit by a packet's
-        // worth, never by more.
-        let now = self.charged.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        match self.memory_limit {
-            Some(limit) if now > limit => Err(FlowError::MemoryLimit {
-                operator: self.ops[node].name.clone(),
+        self.charge_as(|| self.ops[node].name.clone(), bytes)
+    }
+
+    /// Adds `bytes` to what the plan holds, charged for `who`, unless that would pass the
+    /// memory limit: then nothing is added (an operator that answers the error by writing its
+    /// rows to disk leaves the others their room), and the error says what the plan would
+    /// have held.
+    pub(crate) fn charge_as(
+        &self,
+        who: impl FnOnce() -> String,
+        bytes: usize,
+    ) -> Result<(), FlowError> {
+        // Relaxed: a counter; each charge is added whole or not at all.
+        let Some(limit) = self.memory_limit else {
+            self.charged.fetch_add(bytes, Ordering::Relaxed);
+            return Ok(());
+        };
+        self.charged
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                c.checked_add(bytes).filter(|&now| now <= limit)
+            })
+            .map(|_| ())
+            .map_err(|c| FlowError::MemoryLimit {
+                operator: who(),
                 limit,
-                wanted: now,
-            }),
-            _ => Ok(()),
-        }
+                wanted: c.saturating_add(bytes),
+            })
     }
 
     /// Gives back `bytes` an operator charged and no longer holds.

@@ -127,17 +127,7 @@ impl PlanHandle {
     /// more once the output fills the limit is stopped. Past the limit it returns
     /// [`FlowError::MemoryLimit`] (the bytes stay charged; the caller cancels the plan).
     pub fn charge_held(&self, what: &str, bytes: usize) -> Result<(), FlowError> {
-        let e = &self.exec;
-        // Relaxed: a counter, as the operators' charges are.
-        let now = e.charged.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        match e.memory_limit {
-            Some(limit) if now > limit => Err(FlowError::MemoryLimit {
-                operator: what.to_owned(),
-                limit,
-                wanted: now,
-            }),
-            _ => Ok(()),
-        }
+        self.exec.charge_as(|| what.to_owned(), bytes)
     }
 
     /// Stops the plan: operator tasks not yet started are skipped; `wait` returns

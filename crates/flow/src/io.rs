@@ -139,10 +139,17 @@ impl Io<'_> {
 
     /// Charges `bytes` of state this operator now holds (rows of a sort, a hash table)
     /// against the plan's memory limit ([`Limits::memory`](crate::Limits::memory)). Past the
-    /// limit it is an error: return it, and the plan stops.
+    /// limit it is an error and nothing is charged: return it, and the plan stops, or hold
+    /// less (write rows to disk) and go on.
     pub fn charge(&mut self, bytes: usize) -> Result<(), crate::FlowError> {
+        self.exec.charge(self.node, bytes)?;
         *self.charged += bytes;
-        self.exec.charge(self.node, bytes)
+        Ok(())
+    }
+
+    /// The plan's memory limit ([`Limits::memory`](crate::Limits::memory)), if it has one.
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.exec.memory_limit
     }
 
     /// An error when the plan should stop now: it ran past its time limit

@@ -130,6 +130,7 @@ fn run(
     let options = Options {
         timeout: Some(req.timeout.map_or(cfg.timeout, |t| t.min(cfg.timeout))),
         memory_limit: cfg.memory_limit,
+        spill: cfg.spill.clone(),
         base: req.base.clone(),
         ..Options::default()
     };

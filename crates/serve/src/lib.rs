@@ -72,6 +72,11 @@ pub struct Config {
     pub timeout: Duration,
     /// Bytes a query's operators may hold (sorts, hash tables, DISTINCT's set); `None`: no limit.
     pub memory_limit: Option<usize>,
+    /// Where a query's hash join or DISTINCT that would pass the memory limit writes its rows
+    /// and goes on ([`Options::spill`](nearflow_sparql::Options::spill)); `None` (the
+    /// default): the query fails at the limit, so that no request makes the server write to
+    /// disk unless its operator chose so.
+    pub spill: Option<std::path::PathBuf>,
     /// Queries run at once; more wait.
     pub max_running: usize,
     /// Queries that may wait for a turn; more are refused with 503.
@@ -108,6 +113,7 @@ impl Config {
         Config {
             timeout: Duration::from_secs(60),
             memory_limit: Config::memory_limit_for(max_running),
+            spill: None,
             max_running,
             max_waiting: 64,
             max_request_bytes: 1 << 20,

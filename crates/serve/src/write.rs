@@ -196,6 +196,7 @@ pub(crate) async fn update(
             query: Options {
                 timeout: Some(ep2.config.timeout),
                 memory_limit: ep2.config.memory_limit,
+                spill: ep2.config.spill.clone(),
                 ..Options::default()
             },
             load: ep2.load.clone(),

@@ -419,6 +419,10 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             100.0 * remote as f64 / reads as f64
         );
     }
+    let spilled = p.stat.spilled.load(Ordering::Relaxed);
+    if spilled > 0 {
+        let _ = write!(s, ", {spilled} rows spilled to disk");
+    }
     s.push_str(")\n");
     for i in &p.inputs {
         phys(pr, i, depth + 1, s);

@@ -142,6 +142,13 @@ pub struct Options {
     /// join), where it can. No limit by default ([`default_memory_limit`] is the command
     /// line's).
     pub memory_limit: Option<usize>,
+    /// A folder where operators whose state would pass [`memory_limit`](Self::memory_limit)
+    /// write their rows instead of stopping the run: a hash join partitions both its inputs
+    /// into files and joins them a partition at a time (a grace hash join), a DISTINCT whose
+    /// input is in no particular order writes sorted runs and merges them. The files are
+    /// unnamed, so they are gone when the run ends, fails or is killed. `None` (the default):
+    /// the limit stops the run.
+    pub spill: Option<std::path::PathBuf>,
     /// Record each operator's largest state (hash tables, sorted rows, DISTINCT's set) and
     /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
     /// `PlanStats::threads`: for the simulator's calibration. Off by default.
@@ -616,6 +623,7 @@ impl Prepared {
             dop: self.options.dop.unwrap_or(1),
             timing: self.options.timing,
             named: self.named.clone(),
+            spill: self.options.spill.as_deref().map(Into::into),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         lower::build_into(&cx, &mut b, &self.phys, tx);
@@ -884,5 +892,6 @@ fn reset(p: &Phys) {
     p.stat.nanos.store(0, Ordering::Relaxed);
     p.stat.reads.store(0, Ordering::Relaxed);
     p.stat.remote_reads.store(0, Ordering::Relaxed);
+    p.stat.spilled.store(0, Ordering::Relaxed);
     p.inputs.iter().for_each(reset);
 }

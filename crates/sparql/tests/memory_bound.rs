@@ -5,6 +5,10 @@
 //! within the limit and an allowance the data does not change: the packets its plan can hold in flight between operators, which the
 //! limit does not count.
 //!
+//! With a spill folder ([`Options::spill`]) the hash joins and the DISTINCT over unordered rows
+//! write their rows to disk instead of stopping: those queries answer under every limit, the
+//! same rows as unbounded, within the same allowance.
+//!
 //! One test in this file, so that nothing else allocates beside it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -70,45 +74,83 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// What a run answered: its rows' count and a sum of their hashes (the same rows in any
+/// order give the same sum), and the bytes of packets its plan can hold in flight.
+#[derive(Debug)]
+struct Answer {
+    rows: usize,
+    sum: u64,
+    in_flight: usize,
+}
+
+/// Adds `rows` to the count and the sum (a term the query made, a count, by its value: its
+/// id differs from run to run).
+fn tally(rows: &sparql::Rows, minted: &sparql::minted::Minted, n: &mut usize, sum: &mut u64) {
+    for r in rows {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for &id in r {
+            let v = if minted.holds(id) {
+                let t = format!("{:?}", minted.term(id));
+                t.bytes()
+                    .fold(0u64, |a, b| a.wrapping_mul(131).wrapping_add(u64::from(b)))
+            } else {
+                u64::from(id)
+            };
+            h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+        }
+        *sum = sum.wrapping_add(h);
+        *n += 1;
+    }
+}
+
 /// Runs `text` to its end, dropping its rows as they come or, with `hold`, holding them all
-/// ([`sparql::Prepared::collect`]): the row count and the bytes of packets its plan can hold
-/// in flight, and the most the heap grew meanwhile.
+/// ([`sparql::Prepared::collect`]), spilling to `spill` where given: its answer, the most the
+/// heap grew meanwhile, and whether some operator wrote rows to disk.
 fn measured(
     store: &Arc<nearflow_rdf::Store>,
     rt: &nearflow_rt::Runtime,
     text: &str,
     hold: bool,
     limit: Option<usize>,
-) -> (Result<(usize, usize), QueryError>, usize) {
+    spill: Option<&std::path::Path>,
+) -> (Result<Answer, QueryError>, usize, bool) {
     let options = Options {
         memory_limit: limit,
+        spill: spill.map(Into::into),
         dop: Some(2),
         ..Options::default()
     };
     let prepared = sparql::prepare(store, text, &options).unwrap();
     let base = NOW.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
-    let run = || -> Result<(usize, usize), QueryError> {
-        let (rows, stats) = if hold {
+    let run = || -> Result<Answer, QueryError> {
+        let (mut rows, mut sum) = (0, 0);
+        let stats = if hold {
             let all = prepared.collect(rt, None)?;
-            (all.rows.len(), all.stats)
+            tally(&all.rows, &all.minted, &mut rows, &mut sum);
+            all.stats
         } else {
             let mut running = prepared.start(rt)?;
-            let mut rows = 0;
+            let minted = running.minted();
             while let Some(batch) = running.next_batch() {
-                rows += batch.len();
+                tally(&batch, &minted, &mut rows, &mut sum);
             }
-            (rows, running.finish()?)
+            running.finish()?
         };
         // Every input buffer full, a packet being filled at each operator's output, and the
         // packets held back by blocked producers.
         let in_flight = stats.channels.iter().map(|c| c.capacity).sum::<usize>()
             + stats.operators
             + stats.max_pending_packets;
-        Ok((rows, in_flight * stats.packet_bytes))
+        Ok(Answer {
+            rows,
+            sum,
+            in_flight: in_flight * stats.packet_bytes,
+        })
     };
     let r = run();
-    (r, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    (r, peak, prepared.explain().contains("spilled to disk"))
 }
 
 /// `n` subjects, each with `ex:p0` … `ex:p5` (a number and five names), and one `ex:q` of
@@ -146,66 +188,103 @@ fn a_query_allocates_at_most_its_memory_limit_and_a_fixed_allowance() {
     let rt = nearflow_rt::Runtime::builder(machine).build().unwrap();
     let star = "{ ?s ex:p0 ?a ; ex:p1 ?b ; ex:p2 ?c ; ex:p3 ?d ; ex:p4 ?e ; ex:p5 ?f }";
     let pairs = "PREFIX ex: <http://ex/> SELECT DISTINCT ?x ?y { ?x ex:q ?o . ?y ex:q ?o }";
+    // Each query, whether the caller holds its answer, and whether with a spill folder it
+    // answers under every limit.
     let queries = [
-        // A star of hash joins, its answer ordered: SP²Bench's Q2 in shape.
+        // A star of hash joins, its answer ordered: SP²Bench's Q2 in shape (a sort does not
+        // spill).
         (
             format!("PREFIX ex: <http://ex/> SELECT * {star} ORDER BY ?a"),
             false,
+            false,
         ),
         // Pairs of subjects sharing a value, deduplicated.
-        (pairs.to_owned(), false),
+        (pairs.to_owned(), false, true),
         // The same pairs held by the caller: the held answer and the DISTINCT's table share
-        // one limit.
-        (pairs.to_owned(), true),
+        // one limit (a held answer does not spill).
+        (pairs.to_owned(), true, false),
         // The star's rows counted: the joins' tables alone.
         (
             format!("PREFIX ex: <http://ex/> SELECT (COUNT(*) AS ?n) {star}"),
             false,
+            true,
+        ),
+        // The subjects whose number is the least of those sharing their value: an anti hash
+        // join over every subject, SP²Bench's Q6 in shape.
+        (
+            "PREFIX ex: <http://ex/> SELECT ?s ?a { ?s ex:q ?o ; ex:p0 ?a \
+             OPTIONAL { ?t ex:q ?o2 ; ex:p0 ?a2 FILTER (?o = ?o2 && ?a2 < ?a) } \
+             FILTER (!bound(?a2)) }"
+                .to_owned(),
+            false,
+            true,
         ),
     ];
+    let spill_dir = tempfile::tempdir().unwrap();
     // Runs whose limit and allowance are below what they took unbounded: where the check
     // bites.
-    let mut bites = 0;
-    for (q, hold) in &queries {
-        let (full, unbounded) = measured(&store, &rt, q, *hold, None);
-        let (full, in_flight) = full.unwrap();
+    let (mut bites, mut spilled) = (0, 0);
+    for (q, hold, answers) in &queries {
+        let (full, unbounded, _) = measured(&store, &rt, q, *hold, None, None);
+        let full = full.unwrap();
         // What the limit does not count: the packets in flight between operators, and a few
         // MiB of the plan's own.
-        let allowance = in_flight + (4 << 20);
+        let allowance = full.in_flight + (4 << 20);
         println!(
-            "{q}{}\n  {full} rows, the heap grew {} MiB unbounded; allowance {} MiB",
+            "{q}{}\n  {} rows, the heap grew {} MiB unbounded; allowance {} MiB",
             if *hold { " (held)" } else { "" },
+            full.rows,
             unbounded >> 20,
             allowance >> 20
         );
         for part in [2, 4, 8] {
             let limit = unbounded / part;
-            let (r, peak) = measured(&store, &rt, q, *hold, Some(limit));
             bites += usize::from(unbounded > limit + allowance);
-            println!(
-                "  limit {} MiB: {}, the heap grew {} MiB",
-                limit >> 20,
-                match &r {
-                    Ok((n, _)) => format!("{n} rows"),
-                    Err(e) => e.to_string(),
-                },
-                peak >> 20
-            );
-            match r {
-                Ok((n, _)) => assert_eq!(n, full, "{q} under {limit} bytes"),
-                Err(QueryError::MemoryLimit { .. }) => {}
-                Err(e) => panic!("{q} under {limit} bytes: {e}"),
+            for spill in [None, Some(spill_dir.path())] {
+                let (r, peak, wrote) = measured(&store, &rt, q, *hold, Some(limit), spill);
+                spilled += usize::from(wrote);
+                println!(
+                    "  limit {} MiB{}: {}, the heap grew {} MiB",
+                    limit >> 20,
+                    if spill.is_some() { ", spilling" } else { "" },
+                    match &r {
+                        Ok(a) => format!(
+                            "{} rows{}",
+                            a.rows,
+                            if wrote { ", some spilled" } else { "" }
+                        ),
+                        Err(e) => e.to_string(),
+                    },
+                    peak >> 20
+                );
+                match r {
+                    Ok(a) => assert_eq!(
+                        (a.rows, a.sum),
+                        (full.rows, full.sum),
+                        "{q} under {limit} bytes"
+                    ),
+                    Err(QueryError::MemoryLimit { .. }) if spill.is_none() || !answers => {}
+                    Err(e) => panic!("{q} under {limit} bytes, spill {spill:?}: {e}"),
+                }
+                assert!(!wrote || spill.is_some(), "{q}: spilled without a folder");
+                assert!(
+                    peak <= limit + allowance,
+                    "{q} under a limit of {} MiB allocated {} MiB",
+                    limit >> 20,
+                    peak >> 20
+                );
             }
-            assert!(
-                peak <= limit + allowance,
-                "{q} under a limit of {} MiB allocated {} MiB",
-                limit >> 20,
-                peak >> 20
-            );
         }
     }
     assert!(
-        bites >= 8,
-        "only {bites} runs of 12 were held below what they take unbounded"
+        bites >= 10,
+        "only {bites} runs of 15 were held below what they take unbounded"
+    );
+    // The anti join and the DISTINCT, under a quarter and an eighth of their need at least.
+    assert!(spilled >= 4, "only {spilled} runs wrote rows to disk");
+    assert_eq!(
+        std::fs::read_dir(spill_dir.path()).unwrap().count(),
+        0,
+        "the spill files are unnamed"
     );
 }

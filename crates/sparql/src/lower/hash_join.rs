@@ -4,6 +4,14 @@
 //! the build rows bind nothing but the one key (`?x rdf:type bench:Article` joined on `?x`:
 //! [`Phys::counts_build_keys`]) the table is only how many build rows hold each key, in an
 //! array indexed by id where the keys lie close together.
+//!
+//! A table that would pass the plan's memory limit, where the run may spill
+//! ([`Options::spill`](crate::Options::spill)), makes the join a grace hash join: the build rows
+//! so far and every row after them, of both inputs, are written to [`PARTS`] files each by their
+//! key's hash ([`spill`](super::spill)), and once both inputs have ended the join runs one
+//! partition at a time, its build rows in the table and its probe rows read back in chunks. A
+//! probe row meets every build row of its key in its partition, so every mode's answer is the
+//! one table's; the rows come out in another order, which no plan relies on.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -14,6 +22,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
+use super::spill::{RowFile, SpillTo, WRITE_BUFFER};
 use super::{grown, pump, row_ports, table_bytes, ExecCx, Held, KeyFn, Row, Timer};
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
@@ -31,12 +40,76 @@ struct Table<const N: usize> {
     rows: Vec<Row<N>>,
 }
 
-/// Bytes of probe rows a join takes in while its table is built.
+/// Bytes of probe rows a join takes in while its table is built: at most this, and at most a
+/// sixteenth of the plan's memory limit (the rest is for tables).
 const PROBE_AHEAD: usize = 16 << 20;
 
 /// The end of a chain.
 const NONE: usize = usize::MAX;
 
+/// Partitions of a grace hash join, and of each partition split again when its build rows
+/// still do not fit (the memory taken by the plan's other operators meanwhile): 64, six bits
+/// of the key's hash a level.
+const PARTS: usize = 64;
+
+/// Levels of splitting: 64⁴ partitions at the most.
+const LEVELS: u32 = 4;
+
+/// Bytes of rows a grace hash join reads back from a file at a time.
+const READ_CHUNK: usize = 256 << 10;
+
+/// The partition at `level` of a row whose key hashes to `key` (bits of the key mixed again:
+/// the table hashes the key itself).
+fn part_of(key: u64, level: u32) -> usize {
+    let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    ((h >> (58 - 6 * level)) & (PARTS as u64 - 1)) as usize
+}
+
+/// A join past the memory limit: both inputs written to [`PARTS`] files each, then joined a
+/// partition at a time.
+struct Grace<const N: usize> {
+    /// Each partition's build rows while the build side runs.
+    build: Vec<RowFile<N>>,
+    /// Each partition's probe rows while the probe side runs.
+    probe: Vec<RowFile<N>>,
+    /// Once both inputs have ended: the partitions still to join, each its build rows, its
+    /// probe rows and the level of hash bits that made it.
+    todo: Vec<(RowFile<N>, RowFile<N>, u32)>,
+    /// Whether both inputs have ended (`todo` is filled).
+    ended: bool,
+    /// The probe rows of the partition being joined, whose build rows are in the table.
+    current: Option<RowFile<N>>,
+    /// Rows read back.
+    chunk: Vec<Row<N>>,
+    /// The files' write buffers, `chunk` and the probe rows read back, as charged.
+    buffers: Held,
+}
+
+impl<const N: usize> Grace<N> {
+    /// Bytes a grace join holds beside its table: the write buffers of both inputs' files,
+    /// a chunk read back and the probe rows taken from it.
+    const BUFFERS: usize = 2 * PARTS * WRITE_BUFFER + 2 * READ_CHUNK;
+
+    /// Files for every partition of one input, in `dir`.
+    fn files(dir: &SpillTo) -> Result<Vec<RowFile<N>>, FlowError> {
+        (0..PARTS).map(|_| RowFile::create(dir)).collect()
+    }
+
+    /// Writes `rows` to the partitions of `files` by their key at `level`.
+    fn write(
+        files: &mut [RowFile<N>],
+        key: &KeyFn,
+        level: u32,
+        rows: &[Row<N>],
+        stat: &OpStat,
+    ) -> Result<(), FlowError> {
+        for r in rows {
+            files[part_of(key.key(r), level)].write(std::slice::from_ref(r))?;
+        }
+        stat.spilled.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
 impl<const N: usize> Table<N> {
     fn new() -> Self {
         Table {
@@ -104,7 +177,8 @@ impl Counts {
     const DENSE: usize = 16;
 
     /// Counts the gathered keys; the bytes the table then takes. `charge` is called with
-    /// those bytes before they are allocated, beside the gathered keys.
+    /// those bytes before they are allocated, beside the gathered keys; when it fails the keys
+    /// stay gathered.
     fn count(
         &mut self,
         charge: impl FnOnce(usize) -> Result<(), FlowError>,
@@ -122,7 +196,10 @@ impl Counts {
             (high - low) as usize + 1
         };
         if range <= Self::DENSE * keys.len() + 1024 {
-            charge(range * 4)?;
+            if let Err(e) = charge(range * 4) {
+                *self = Counts::Gathering(keys);
+                return Err(e);
+            }
             let mut counts = vec![0u32; range];
             for k in keys {
                 counts[(k - low) as usize] += 1;
@@ -131,7 +208,10 @@ impl Counts {
             *self = Counts::Dense { low, counts };
             Ok(bytes)
         } else {
-            charge(table_bytes(keys.len(), 8))?;
+            if let Err(e) = charge(table_bytes(keys.len(), 8)) {
+                *self = Counts::Gathering(keys);
+                return Err(e);
+            }
             let mut m: HashMap<Id, u32> = HashMap::with_capacity(keys.len());
             for k in keys {
                 *m.entry(k).or_insert(0) += 1;
@@ -183,6 +263,10 @@ struct JoinOp<const N: usize> {
     ahead: Held,
     /// A probe row whose matches were interrupted.
     probing: Option<Probing<N>>,
+    /// Where rows go past the memory limit (`None`: the limit stops the plan).
+    spill: Option<SpillTo>,
+    /// Both inputs partitioned on disk, once the table would have passed the limit.
+    grace: Option<Box<Grace<N>>>,
     out: Emitter<Row<N>>,
     stat: Arc<OpStat>,
     timing: bool,
@@ -338,6 +422,200 @@ impl<const N: usize> JoinOp<N> {
         emitted
     }
 
+    /// Takes build rows `p` into the table, or into the partitions on disk once the table
+    /// would pass the memory limit and the run may spill.
+    fn take_build(&mut self, io: &mut Io<'_>, p: &[Row<N>]) -> Result<(), FlowError> {
+        if let Some(g) = &mut self.grace {
+            return Grace::write(&mut g.build, &self.build_key, 0, p, &self.stat);
+        }
+        let e = match self.table.reserve(io, &mut self.held, p.len()) {
+            Ok(()) => {
+                for &b in p {
+                    self.table.insert(self.build_key.key(&b), b);
+                }
+                match self.held.set(io, self.table.bytes()) {
+                    Err(e @ FlowError::MemoryLimit { .. }) => e,
+                    r => return r,
+                }
+            }
+            Err(e @ FlowError::MemoryLimit { .. }) => {
+                // The rows of `p` go after the table's.
+                let Some(dir) = self.spill.clone() else {
+                    return Err(e);
+                };
+                self.start_grace(io, &dir)?;
+                return self.take_build(io, p);
+            }
+            Err(e) => return Err(e),
+        };
+        // The table took `p` but holds more than was charged for it.
+        let Some(dir) = self.spill.clone() else {
+            return Err(e);
+        };
+        self.start_grace(io, &dir)
+    }
+
+    /// The build keys gathered for counting would pass the memory limit (error `e`): where the
+    /// run may spill, they go to the partitions on disk as the rows they were (each binds its
+    /// key alone), and the join goes on as a grace hash join of rows.
+    fn counts_past_limit(&mut self, io: &mut Io<'_>, e: FlowError) -> Result<(), FlowError> {
+        let (Some(dir), FlowError::MemoryLimit { .. }) = (self.spill.clone(), &e) else {
+            return Err(e);
+        };
+        let Some(Counts::Gathering(keys)) = self.counts.take() else {
+            return Err(e);
+        };
+        self.start_grace(io, &dir)?;
+        let k = self.keys[0];
+        let g = self.grace.as_mut().expect("a grace hash join");
+        let mut rows = Vec::with_capacity(1024);
+        for part in keys.chunks(1024) {
+            rows.clear();
+            rows.extend(part.iter().map(|&id| {
+                let mut r = [UNBOUND; N];
+                r[k] = id;
+                r
+            }));
+            Grace::write(&mut g.build, &self.build_key, 0, &rows, &self.stat)?;
+        }
+        drop(keys);
+        self.held.set(io, 0)
+    }
+
+    /// Writes the table's rows and the probe rows taken in ahead to their partitions, and
+    /// goes on as a grace hash join.
+    fn start_grace(&mut self, io: &mut Io<'_>, dir: &SpillTo) -> Result<(), FlowError> {
+        let mut build = Grace::files(dir)?;
+        let table = std::mem::replace(&mut self.table, Table::new());
+        Grace::write(&mut build, &self.build_key, 0, &table.rows, &self.stat)?;
+        drop(table);
+        self.held.set(io, 0)?;
+        let mut probe = Grace::files(dir)?;
+        let queued: Vec<Row<N>> = std::mem::take(&mut self.queue).into();
+        Grace::write(&mut probe, &self.probe_key, 0, &queued, &self.stat)?;
+        drop(queued);
+        self.ahead.set(io, 0)?;
+        let mut buffers = Held::default();
+        buffers.set(io, Grace::<N>::BUFFERS)?;
+        self.grace = Some(Box::new(Grace {
+            build,
+            probe,
+            todo: Vec::new(),
+            ended: false,
+            current: None,
+            chunk: Vec::new(),
+            buffers,
+        }));
+        Ok(())
+    }
+
+    /// A grace hash join's steps: the probe rows written to their partitions until both inputs
+    /// have ended, then each partition joined in turn.
+    /// Returns the rows pushed and whether the join is done.
+    fn run_grace(&mut self, io: &mut Io<'_>) -> Result<(u64, bool), FlowError> {
+        let g = self.grace.as_mut().expect("a grace hash join");
+        if !g.ended {
+            while let Some(p) = io.recv::<Row<N>>(0) {
+                Grace::write(&mut g.probe, &self.probe_key, 0, &p, &self.stat)?;
+            }
+            if !self.built || !io.finished::<Row<N>>(0) {
+                return Ok((0, false));
+            }
+            let (build, probe) = (std::mem::take(&mut g.build), std::mem::take(&mut g.probe));
+            for (mut b, mut p) in build.into_iter().zip(probe) {
+                b.finish()?;
+                p.finish()?;
+                g.todo.push((b, p, 0));
+            }
+            g.todo.reverse();
+            g.ended = true;
+        }
+        let rows = (READ_CHUNK / std::mem::size_of::<Row<N>>()).max(1);
+        let mut n = 0;
+        loop {
+            if let Some(st) = self.probing.take() {
+                n += self.probe(io, st);
+                if self.probing.is_some() {
+                    return Ok((n, false));
+                }
+            }
+            if io.blocked() {
+                return Ok((n, false));
+            }
+            if let Some(p) = self.queue.pop_front() {
+                let st = self.start(p);
+                n += self.probe(io, st);
+                continue;
+            }
+            let g = self.grace.as_mut().expect("a grace hash join");
+            let mut chunk = std::mem::take(&mut g.chunk);
+            if let Some(file) = &mut g.current {
+                let more = file.read(&mut chunk, rows)?;
+                self.queue.extend(chunk.drain(..));
+                g.chunk = chunk;
+                if !more {
+                    // The partition is joined.
+                    g.current = None;
+                    self.table = Table::new();
+                    self.held.set(io, 0)?;
+                }
+                continue;
+            }
+            let Some((mut build, probe, level)) = g.todo.pop() else {
+                return Ok((n, true));
+            };
+            if probe.rows() == 0 {
+                // No probe row: no answer in any mode.
+                continue;
+            }
+            io.check()?;
+            let mut fits = true;
+            while build.read(&mut chunk, rows)? {
+                match self.table.reserve(io, &mut self.held, chunk.len()) {
+                    Ok(()) => {}
+                    Err(e @ FlowError::MemoryLimit { .. }) if level + 1 < LEVELS => {
+                        drop(e);
+                        fits = false;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+                for &b in &chunk {
+                    self.table.insert(self.build_key.key(&b), b);
+                }
+                self.held.set(io, self.table.bytes())?;
+            }
+            let g = self.grace.as_mut().expect("a grace hash join");
+            if fits {
+                g.chunk = chunk;
+                g.current = Some(probe);
+                continue;
+            }
+            // The partition's build rows do not fit beside what the plan holds now: split
+            // it and its probe rows by the next bits of their keys.
+            self.table = Table::new();
+            self.held.set(io, 0)?;
+            build.rewind()?;
+            let dir = self.spill.as_ref().expect("a spill folder");
+            let mut parts = Vec::with_capacity(2);
+            for (mut file, key) in [(build, &self.build_key), (probe, &self.probe_key)] {
+                let mut split = Grace::files(dir)?;
+                while file.read(&mut chunk, rows)? {
+                    Grace::write(&mut split, key, level + 1, &chunk, &self.stat)?;
+                }
+                for f in &mut split {
+                    f.finish()?;
+                }
+                parts.push(split);
+            }
+            g.chunk = chunk;
+            let probe = parts.pop().expect("the probe side's parts");
+            let build = parts.pop().expect("the build side's parts");
+            g.todo
+                .extend(build.into_iter().zip(probe).map(|(b, p)| (b, p, level + 1)));
+        }
+    }
+
     /// A fresh probe of row `p`.
     fn start(&self, p: Row<N>) -> Probing<N> {
         Probing {
@@ -362,7 +640,9 @@ impl<const N: usize> Operator for JoinOp<N> {
     }
 
     fn state_bytes(&self) -> usize {
-        self.held.bytes() + self.queue.len() * std::mem::size_of::<Row<N>>()
+        self.held.bytes()
+            + self.queue.len() * std::mem::size_of::<Row<N>>()
+            + self.grace.as_ref().map_or(0, |g| g.buffers.bytes())
     }
 
     fn run(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
@@ -371,26 +651,38 @@ impl<const N: usize> Operator for JoinOp<N> {
         if !self.built {
             while let Some(p) = io.recv::<Row<N>>(1) {
                 if let Some(Counts::Gathering(keys)) = &mut self.counts {
-                    self.held.grow(io, keys, p.len(), 0)?;
-                    let k = self.keys[0];
-                    keys.extend(p.iter().map(|b| b[k]));
-                    continue;
+                    match self.held.grow(io, keys, p.len(), 0) {
+                        Ok(()) => {
+                            let k = self.keys[0];
+                            keys.extend(p.iter().map(|b| b[k]));
+                            continue;
+                        }
+                        Err(e) => self.counts_past_limit(io, e)?,
+                    }
                 }
-                self.table.reserve(io, &mut self.held, p.len())?;
-                for b in p {
-                    self.table.insert(self.build_key.key(&b), b);
-                }
-                self.held.set(io, self.table.bytes())?;
+                self.take_build(io, &p)?;
             }
             self.built = io.finished::<Row<N>>(1);
             if self.built {
                 if let Some(c) = &mut self.counts {
                     let gathered = self.held.bytes();
                     let held = &mut self.held;
-                    let bytes = c.count(|b| held.set(io, gathered + b))?;
-                    self.held.set(io, bytes)?;
+                    match c.count(|b| held.set(io, gathered + b)) {
+                        Ok(bytes) => self.held.set(io, bytes)?,
+                        Err(e) => self.counts_past_limit(io, e)?,
+                    }
                 }
             }
+        }
+        if self.grace.is_some() {
+            let (n, done) = self.run_grace(io)?;
+            self.stat.rows.fetch_add(n, Ordering::Relaxed);
+            if done {
+                self.out.flush(io);
+                return Ok(Status::Done);
+            }
+            self.out.idle(io);
+            return Ok(Status::Idle);
         }
         let row = std::mem::size_of::<Row<N>>();
         if !self.built {
@@ -399,10 +691,29 @@ impl<const N: usize> Operator for JoinOp<N> {
             // in their stream, whose bounded buffer holds back their producer. Taken in
             // without a bound, they would be held by every join of a chain at once (a star
             // of hash joins: most of SP²Bench q2's memory).
-            while self.queue.len() * row < PROBE_AHEAD {
+            // Room for a full packet is charged before one is taken in: past the memory limit
+            // the rows wait in their stream, and the table has the room.
+            let packet = io.capacity_of::<Row<N>>();
+            let ahead = io
+                .memory_limit()
+                .map_or(PROBE_AHEAD, |l| PROBE_AHEAD.min(l / 16));
+            while self.queue.len() * row < ahead {
+                let need = self.queue.len() + packet;
+                if need > self.queue.capacity() {
+                    let cap = need.max(self.queue.capacity() * 2);
+                    if self.ahead.set(io, cap * row).is_err() {
+                        break;
+                    }
+                    self.queue.reserve_exact(cap - self.queue.len());
+                }
                 let Some(p) = io.recv::<Row<N>>(0) else {
                     break;
                 };
+                if self.queue.len() + p.len() > self.queue.capacity() {
+                    let cap = (self.queue.len() + p.len()).max(self.queue.capacity() * 2);
+                    self.ahead.set(io, cap * row)?;
+                    self.queue.reserve_exact(cap - self.queue.len());
+                }
                 self.queue.extend(p);
                 self.ahead.set(io, self.queue.capacity() * row)?;
             }
@@ -499,6 +810,11 @@ pub(super) fn build<const N: usize>(
                     ahead: Held::default(),
                     queue: VecDeque::new(),
                     probing: None,
+                    spill: cx.spill.clone().map(|dir| SpillTo {
+                        dir,
+                        width: cx.width,
+                    }),
+                    grace: None,
                     out: Emitter::new(0),
                     stat: p.stat.clone(),
                     timing: cx.timing,

@@ -38,6 +38,7 @@ mod project;
 mod scan;
 mod sink;
 mod sort;
+mod spill;
 mod star_count;
 
 use std::collections::VecDeque;
@@ -215,6 +216,8 @@ pub struct ExecCx {
     /// The named graphs of the query's dataset, in id order (what a graph variable ranges
     /// over).
     pub named: Arc<Vec<Id>>,
+    /// Where operators past the memory limit write their rows ([`Options::spill`](crate::Options::spill)).
+    pub spill: Option<Arc<std::path::Path>>,
 }
 
 impl ExecCx {
@@ -314,11 +317,13 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// Charges or gives back the difference to `bytes`, what the state holds now.
+    /// Charges or gives back the difference to `bytes`, what the state holds now. Past the
+    /// limit it is an error, and what is charged stays as it was.
     pub(crate) fn set(&mut self, io: &mut Io<'_>, bytes: usize) -> Result<(), FlowError> {
         let before = std::mem::replace(&mut self.bytes, bytes);
         if bytes > before {
             io.charge(bytes - before)
+                .inspect_err(|_| self.bytes = before)
         } else {
             io.uncharge(before - bytes);
             Ok(())

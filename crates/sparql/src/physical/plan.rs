@@ -24,6 +24,9 @@ pub struct OpStat {
     /// Of [`reads`](Self::reads), those from memory of another NUMA node than the reading
     /// worker's (by where the partition or replica was built: nominal on a synthetic machine).
     pub remote_reads: AtomicU64,
+    /// Rows it wrote to disk past the memory limit ([`Options::spill`](crate::Options::spill)):
+    /// a hash join's rows of both inputs, a DISTINCT's rows in runs.
+    pub spilled: AtomicU64,
 }
 
 /// A position of a physical quad pattern.

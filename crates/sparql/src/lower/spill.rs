@@ -1,0 +1,182 @@
+//! Rows written to disk by an operator whose state would pass the plan's memory limit
+//! ([`Options::spill`](crate::Options::spill)): a hash join partitions both its inputs into
+//! files and joins them a partition at a time; a DISTINCT writes sorted runs and merges them.
+//!
+//! A file is unnamed (`O_TMPFILE` where the system has it), so the system removes it when the
+//! operator drops it, when the query fails and when the process is killed. Rows are written as
+//! their ids, little-endian, and read back in chunks; a failed write (a full disk) is the
+//! operator's error, naming the folder.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use nearflow_flow::FlowError;
+use nearflow_rdf::term::{Id, UNBOUND};
+
+use super::Row;
+
+/// Bytes each file's writer buffers.
+pub(crate) const WRITE_BUFFER: usize = 8 << 10;
+
+/// The error of a spill file in `dir`.
+fn failed(dir: &Path, what: &str, e: std::io::Error) -> FlowError {
+    FlowError::input(format!(
+        "the query passed its memory limit and {what} rows spilled to {}: {e}",
+        dir.display()
+    ))
+}
+
+/// Where an operator spills: the folder, and the columns its rows use (the rest of a row's
+/// `N` ids are unbound, and are not written).
+#[derive(Clone)]
+pub(crate) struct SpillTo {
+    pub(crate) dir: std::sync::Arc<Path>,
+    pub(crate) width: usize,
+}
+
+/// Rows of `N` ids written to an unnamed file, then read back from its start.
+pub(crate) struct RowFile<const N: usize> {
+    dir: std::sync::Arc<Path>,
+    /// Ids written of each row.
+    width: usize,
+    out: Option<BufWriter<File>>,
+    input: Option<File>,
+    rows: u64,
+    read: u64,
+}
+
+impl<const N: usize> RowFile<N> {
+    /// A new, empty file in `to.dir`.
+    pub(crate) fn create(to: &SpillTo) -> Result<Self, FlowError> {
+        let dir = &to.dir;
+        let file = tempfile::tempfile_in(dir).map_err(|e| failed(dir, "writing", e))?;
+        Ok(RowFile {
+            dir: dir.clone(),
+            width: to.width.clamp(1, N),
+            out: Some(BufWriter::with_capacity(WRITE_BUFFER, file)),
+            input: None,
+            rows: 0,
+            read: 0,
+        })
+    }
+
+    /// Rows written.
+    pub(crate) fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Appends `rows`.
+    pub(crate) fn write(&mut self, rows: &[Row<N>]) -> Result<(), FlowError> {
+        let out = self
+            .out
+            .as_mut()
+            .expect("rows are written before they are read");
+        for r in rows {
+            debug_assert!(r[self.width..].iter().all(|&id| id == UNBOUND));
+            for id in &r[..self.width] {
+                out.write_all(&id.to_le_bytes())
+                    .map_err(|e| failed(&self.dir, "writing", e))?;
+            }
+        }
+        self.rows += rows.len() as u64;
+        Ok(())
+    }
+
+    /// Ends the writing: what follows reads the rows from the first.
+    pub(crate) fn finish(&mut self) -> Result<(), FlowError> {
+        if let Some(out) = self.out.take() {
+            let mut file = out
+                .into_inner()
+                .map_err(|e| failed(&self.dir, "writing", e.into_error()))?;
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| failed(&self.dir, "reading", e))?;
+            self.input = Some(file);
+        }
+        Ok(())
+    }
+
+    /// Reads the rows again from the first.
+    pub(crate) fn rewind(&mut self) -> Result<(), FlowError> {
+        self.finish()?;
+        self.input
+            .as_mut()
+            .expect("finished above")
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| failed(&self.dir, "reading", e))?;
+        self.read = 0;
+        Ok(())
+    }
+
+    /// Reads up to `max` (at least 1) more rows into `into` (cleared first); false when none
+    /// were left. A file shorter than what was written is an error, never a clean end.
+    pub(crate) fn read(&mut self, into: &mut Vec<Row<N>>, max: usize) -> Result<bool, FlowError> {
+        into.clear();
+        self.finish()?;
+        let n = (self.rows - self.read).min(max.max(1) as u64) as usize;
+        if n == 0 {
+            return Ok(false);
+        }
+        let width = std::mem::size_of::<Id>();
+        let mut bytes = vec![0u8; n * self.width * width];
+        self.input
+            .as_mut()
+            .expect("finished above")
+            .read_exact(&mut bytes)
+            .map_err(|e| failed(&self.dir, "reading", e))?;
+        into.extend(bytes.chunks_exact(self.width * width).map(|r| {
+            let mut row = [UNBOUND; N];
+            for (id, b) in row.iter_mut().zip(r.chunks_exact(width)) {
+                *id = Id::from_le_bytes(b.try_into().expect("an id's bytes"));
+            }
+            row
+        }));
+        self.read += n as u64;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_come_back_in_order_and_in_chunks() {
+        let to = SpillTo {
+            dir: std::env::temp_dir().into(),
+            width: 3,
+        };
+        let mut f = RowFile::<4>::create(&to).unwrap();
+        let rows: Vec<Row<4>> = (0..10_000u32)
+            .map(|i| [i, i.wrapping_mul(2_654_435_761), 7, UNBOUND])
+            .collect();
+        f.write(&rows[..3000]).unwrap();
+        f.write(&rows[3000..]).unwrap();
+        assert_eq!(f.rows(), 10_000);
+        let (mut back, mut chunk) = (Vec::new(), Vec::new());
+        while f.read(&mut chunk, 999).unwrap() {
+            assert!(chunk.len() <= 999);
+            back.extend_from_slice(&chunk);
+        }
+        assert_eq!(back, rows);
+        assert!(!f.read(&mut chunk, 10).unwrap());
+        assert!(chunk.is_empty());
+        f.rewind().unwrap();
+        assert!(f.read(&mut chunk, 2).unwrap());
+        assert_eq!(chunk, rows[..2]);
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_written_is_a_clear_error() {
+        let to = SpillTo {
+            dir: Path::new("/nonexistent/nearflow-spill").into(),
+            width: 4,
+        };
+        let Err(e) = RowFile::<4>::create(&to) else {
+            panic!("a file in a missing folder");
+        };
+        let msg = e.to_string();
+        assert!(msg.contains("/nonexistent/nearflow-spill"), "{msg}");
+        assert!(msg.contains("memory limit"), "{msg}");
+    }
+}
