@@ -415,6 +415,30 @@ async fn a_query_past_its_memory_limit_fails_with_503_and_the_next_runs() {
     );
 }
 
+/// A DISTINCT past the memory limit answers with a spill folder (`--spill-dir`; without one
+/// it stops at the limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_folder_lets_a_distinct_past_the_limit_answer() {
+    let rows: String = (0..20_000)
+        .map(|i| format!("<http://ex/r{i}> <http://ex/w> \"{}\" .\n", i % 5000))
+        .collect();
+    let q = "SELECT DISTINCT ?v ?t { ?s <http://ex/w> ?v . ?t <http://ex/w> \"7\" }";
+    let dir = std::env::temp_dir();
+    let ep = endpoint_with(&rows, |c| {
+        c.memory_limit = Some(512 << 10);
+        c.spill = Some(dir.clone());
+    });
+    let r = send(&ep, get_query(q, "", None)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(solutions(&r.body).len(), 5000 * 4);
+    // The same query stops at the limit without the folder.
+    let q = q.replace("SELECT", "SELECT (COUNT(*) AS ?n) { SELECT") + " }";
+    let ep = endpoint_with(&rows, |c| c.memory_limit = Some(512 << 10));
+    let r = send(&ep, get_query(&q, "", None)).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    assert!(r.body.contains("memory limit"), "{}", r.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_graph_store_reads_graphs_and_cors_preflights_pass() {
     let ep = endpoint();

@@ -30,7 +30,7 @@ const MERGE_CHUNK: usize = 64 << 10;
 const MIN_CHUNK: usize = 4 << 10;
 
 /// Rows a run buffer holds at least.
-const MIN_RUN: usize = 1 << 12;
+const MIN_RUN: usize = 1 << 9;
 
 struct DistinctOp<const N: usize> {
     seen: HashSet<Row<N>>,
@@ -97,15 +97,16 @@ impl<const N: usize> Runs<N> {
         Ok(())
     }
 
-    /// Takes rows `p` into the buffer, writing it as a run when full.
-    fn take(&mut self, io: &mut Io<'_>, p: &[Row<N>], stat: &OpStat) -> Result<(), FlowError> {
+    /// Takes rows `p` into the buffer, writing it as a run when full; a packet larger than
+    /// the buffer is a run of its own.
+    fn take(&mut self, mut p: Vec<Row<N>>, stat: &OpStat) -> Result<(), FlowError> {
         if self.buffer.len() + p.len() > self.buffer.capacity() {
             self.flush(stat)?;
-            // A packet larger than the buffer.
-            self.held
-                .grow(io, &mut self.buffer, p.len(), WRITE_BUFFER)?;
+            if p.len() > self.buffer.capacity() {
+                return write_run(&mut p, false, &self.dir, &mut self.runs, stat);
+            }
         }
-        self.buffer.extend_from_slice(p);
+        self.buffer.extend_from_slice(&p);
         Ok(())
     }
 
@@ -313,7 +314,7 @@ impl<const N: usize> Operator for DistinctOp<N> {
                 break;
             };
             if let Some(runs) = &mut self.runs {
-                runs.take(io, &p, &stat)?;
+                runs.take(p.into_vec(), &stat)?;
                 continue;
             }
             // Charged before the table grows: as if every row were new.
@@ -321,7 +322,7 @@ impl<const N: usize> Operator for DistinctOp<N> {
             if let Err(e) = self.held.set(io, grown.max(self.seen.allocation_size())) {
                 self.start_runs(io, e)?;
                 let runs = self.runs.as_mut().expect("runs started");
-                runs.take(io, &p, &stat)?;
+                runs.take(p.into_vec(), &stat)?;
                 continue;
             }
             self.seen.reserve(p.len());

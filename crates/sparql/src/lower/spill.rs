@@ -22,7 +22,7 @@ pub(crate) const WRITE_BUFFER: usize = 8 << 10;
 /// The error of a spill file in `dir`.
 fn failed(dir: &Path, what: &str, e: std::io::Error) -> FlowError {
     FlowError::input(format!(
-        "the query passed its memory limit and {what} rows spilled to {}: {e}",
+        "{what} rows spilled past the memory limit to {}: {e}",
         dir.display()
     ))
 }
