@@ -509,6 +509,18 @@ impl<const N: usize> JoinOp<N> {
         Ok(())
     }
 
+    /// One run of a grace hash join: [`run_grace`](Self::run_grace), its rows counted.
+    fn grace_step(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
+        let (n, done) = self.run_grace(io)?;
+        self.stat.rows.fetch_add(n, Ordering::Relaxed);
+        if done {
+            self.out.flush(io);
+            return Ok(Status::Done);
+        }
+        self.out.idle(io);
+        Ok(Status::Idle)
+    }
+
     /// A grace hash join's steps: the probe rows written to their partitions until both inputs
     /// have ended, then each partition joined in turn.
     /// Returns the rows pushed and whether the join is done.
@@ -675,14 +687,7 @@ impl<const N: usize> Operator for JoinOp<N> {
             }
         }
         if self.grace.is_some() {
-            let (n, done) = self.run_grace(io)?;
-            self.stat.rows.fetch_add(n, Ordering::Relaxed);
-            if done {
-                self.out.flush(io);
-                return Ok(Status::Done);
-            }
-            self.out.idle(io);
-            return Ok(Status::Idle);
+            return self.grace_step(io);
         }
         let row = std::mem::size_of::<Row<N>>();
         if !self.built {
@@ -691,8 +696,9 @@ impl<const N: usize> Operator for JoinOp<N> {
             // in their stream, whose bounded buffer holds back their producer. Taken in
             // without a bound, they would be held by every join of a chain at once (a star
             // of hash joins: most of SP²Bench q2's memory).
-            // Room for a full packet is charged before one is taken in: past the memory limit
-            // the rows wait in their stream, and the table has the room.
+            // Room for a full packet is charged before one is taken in. Past the memory limit
+            // a join that may spill goes on as a grace hash join, its probe rows to disk; one
+            // that may not stops, as the table would.
             let packet = io.capacity_of::<Row<N>>();
             let ahead = io
                 .memory_limit()
@@ -701,8 +707,12 @@ impl<const N: usize> Operator for JoinOp<N> {
                 let need = self.queue.len() + packet;
                 if need > self.queue.capacity() {
                     let cap = need.max(self.queue.capacity() * 2);
-                    if self.ahead.set(io, cap * row).is_err() {
-                        break;
+                    if let Err(e) = self.ahead.set(io, cap * row) {
+                        let Some(dir) = self.spill.clone() else {
+                            return Err(e);
+                        };
+                        self.start_grace(io, &dir)?;
+                        return self.grace_step(io);
                     }
                     self.queue.reserve_exact(cap - self.queue.len());
                 }
