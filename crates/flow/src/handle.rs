@@ -125,7 +125,7 @@ impl PlanHandle {
     /// error) against the plan's memory limit, on the same count as its operators' state: the
     /// limit bounds the operators and the held output together, and an operator that asks for
     /// more once the output fills the limit is stopped. Past the limit it returns
-    /// [`FlowError::MemoryLimit`] (the bytes stay charged; the caller cancels the plan).
+    /// [`FlowError::MemoryLimit`] (nothing is charged; the caller cancels the plan).
     pub fn charge_held(&self, what: &str, bytes: usize) -> Result<(), FlowError> {
         self.exec.charge_as(|| what.to_owned(), bytes)
     }

@@ -251,15 +251,9 @@ impl<const N: usize> DistinctOp<N> {
         let row = std::mem::size_of::<Row<N>>();
         let room = (self.seen.allocation_size() / 2 / row).max(MIN_RUN);
         let mut passed = RowFile::create(&dir)?;
-        let mut rows: Vec<Row<N>> = Vec::new();
         for r in self.seen.drain() {
-            rows.push(r);
-            if rows.len() * std::mem::size_of::<Row<N>>() >= WRITE_BUFFER {
-                passed.write(&rows)?;
-                rows.clear();
-            }
+            passed.write(std::slice::from_ref(&r))?;
         }
-        passed.write(&rows)?;
         self.stat
             .spilled
             .fetch_add(passed.rows(), Ordering::Relaxed);
@@ -332,7 +326,10 @@ impl<const N: usize> Operator for DistinctOp<N> {
                     n += 1;
                 }
             }
-            self.held.set(io, self.seen.allocation_size())?;
+            // The set may have allocated more than was charged for it.
+            if let Err(e) = self.held.set(io, self.seen.allocation_size()) {
+                self.start_runs(io, e)?;
+            }
         }
         let finished = io.finished::<Row<N>>(0);
         if let Some(runs) = &mut self.runs {

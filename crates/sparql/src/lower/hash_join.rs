@@ -509,16 +509,22 @@ impl<const N: usize> JoinOp<N> {
         Ok(())
     }
 
-    /// One run of a grace hash join: [`run_grace`](Self::run_grace), its rows counted.
+    /// One run of a grace hash join: [`run_grace`](Self::run_grace).
     fn grace_step(&mut self, io: &mut Io<'_>) -> Result<Status, FlowError> {
         let (n, done) = self.run_grace(io)?;
+        Ok(self.end_step(io, n, done))
+    }
+
+    /// The end of a run that pushed `n` rows: the output flushed and the join done when
+    /// `done`, else the join idle until more input or room for its output.
+    fn end_step(&mut self, io: &mut Io<'_>, n: u64, done: bool) -> Status {
         self.stat.rows.fetch_add(n, Ordering::Relaxed);
         if done {
             self.out.flush(io);
-            return Ok(Status::Done);
+            return Status::Done;
         }
         self.out.idle(io);
-        Ok(Status::Idle)
+        Status::Idle
     }
 
     /// A grace hash join's steps: the probe rows written to their partitions until both inputs
@@ -744,13 +750,7 @@ impl<const N: usize> Operator for JoinOp<N> {
             self.queue = VecDeque::new();
             self.ahead.set(io, 0)?;
         }
-        self.stat.rows.fetch_add(n, Ordering::Relaxed);
-        if done {
-            self.out.flush(io);
-            return Ok(Status::Done);
-        }
-        self.out.idle(io);
-        Ok(Status::Idle)
+        Ok(self.end_step(io, n, done))
     }
 }
 
