@@ -48,6 +48,8 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/w3c is absent here (CI fails on this)"
 fi
+step "the Python package (crates/python; scripts/python-test.sh): the wheel built by maturin, installed into a fresh virtual environment, pytest on its API, Arrow/pandas/polars answers and the rdflib store plugin"
+scripts/python-test.sh
 step "the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
 scripts/apt-install.sh nearflow-tests chromium
 cargo test --release -q -p nearflow-serve --test browser -- --ignored

@@ -1,0 +1,171 @@
+//! nearflow for Python: the `nearflow` package's native module, `nearflow._nearflow`.
+//!
+//! It wraps the product path every other front end takes — a [`nearflow_rdf::db::Db`] (a
+//! store in memory, or a snapshot with its update log), queries prepared and run by
+//! `nearflow-sparql` on one LAS runtime per process, updates applied and logged as
+//! `nearflow update` and the endpoint apply them — in Python classes a pyoxigraph user knows:
+//! [`store::Store`], the terms of [`terms`], solutions that hand their columns to Arrow
+//! ([`arrow`]) without a Python object per value.
+//!
+//! Every query, update and load runs with the GIL released, on a thread of its own, while the
+//! calling thread waits for it and checks for signals: Ctrl-C (`KeyboardInterrupt`) cancels the
+//! run inside the runtime and is raised once the run has stopped. Errors are Python
+//! exceptions (a syntax error a `SyntaxError`, bad data a `ValueError` naming the line and
+//! column), never a crash of the interpreter.
+
+mod arrow;
+mod store;
+mod terms;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use nearflow_rt::Runtime;
+use nearflow_sparql::QueryError;
+use pyo3::create_exception;
+use pyo3::exceptions::{
+    PyException, PyMemoryError, PyRuntimeError, PySyntaxError, PyTimeoutError, PyValueError,
+};
+use pyo3::prelude::*;
+
+create_exception!(
+    nearflow,
+    QuerySyntaxError,
+    PySyntaxError,
+    "A SPARQL query or update that does not parse: the message gives the line, the column and what was expected."
+);
+create_exception!(
+    nearflow,
+    QueryCancelled,
+    PyException,
+    "A query or update stopped before its end (Ctrl-C raises KeyboardInterrupt instead)."
+);
+create_exception!(
+    nearflow,
+    MemoryLimitExceeded,
+    PyMemoryError,
+    "A query whose operators would hold more than its memory limit, and whose spill folder (if any) did not suffice."
+);
+
+// The module's own allocations (the engine's operators, rows and indexes) come from the
+// NUMA-aware allocator of the LAS paper §5, as in the `nearflow` command; Python's objects keep
+// Python's allocator.
+#[global_allocator]
+static GLOBAL_ALLOCATOR: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
+
+/// The runtime every query of this process runs on: this machine's topology under LAS,
+/// started on the first query. Its threads are not pinned: a Python process shares its cores
+/// with whatever else the program runs.
+fn runtime() -> PyResult<&'static Runtime> {
+    static RT: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        let machine = nearflow_topo::detect_host().map_err(|e| e.to_string())?;
+        Runtime::builder(machine)
+            .policy(nearflow_policy::PolicyKind::Las)
+            .pinning(nearflow_rt::Pinning::None)
+            .build_checked()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| PyRuntimeError::new_err(format!("cannot start nearflow's runtime: {e}")))
+}
+
+/// The Python exception of a query's error.
+fn query_error(e: QueryError) -> PyErr {
+    match e {
+        QueryError::Syntax(m) => QuerySyntaxError::new_err(syntax_args(&m)),
+        QueryError::Unsupported(_) | QueryError::Invalid(_) => PyValueError::new_err(e.to_string()),
+        QueryError::Timeout(_) => PyTimeoutError::new_err(e.to_string()),
+        QueryError::MemoryLimit { .. } => MemoryLimitExceeded::new_err(e.to_string()),
+        QueryError::Cancelled => QueryCancelled::new_err(e.to_string()),
+        QueryError::Exec(_) => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+/// A `SyntaxError`'s arguments, `(msg, (filename, lineno, offset, text))`, from the parser's
+/// message (`at L:C: what was expected`, then the line and a caret under the place), so that
+/// Python shows the place as it shows its own syntax errors.
+fn syntax_args(message: &str) -> (String, (String, usize, usize, String)) {
+    let first = message.lines().next().unwrap_or(message);
+    let place = first.strip_prefix("at ").and_then(|r| {
+        let (l, rest) = r.split_once(':')?;
+        let (c, _) = rest.split_once(':')?;
+        Some((l.parse::<usize>().ok()?, c.parse::<usize>().ok()?))
+    });
+    let (line, column) = place.unwrap_or((1, 1));
+    let text = message
+        .lines()
+        .nth(1)
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .unwrap_or("")
+        .to_owned();
+    (
+        format!("SPARQL syntax error: {first}"),
+        ("<query>".to_owned(), line, column, text),
+    )
+}
+
+/// Runs `work` on a thread of its own with the GIL released. The calling thread wakes every
+/// 50 ms to check for signals: on Ctrl-C it sets the flag `work` was given (a query's run
+/// stops within a step), waits for `work` to return, and raises `KeyboardInterrupt`.
+fn run_detached<T, E, F>(py: Python<'_>, work: F) -> PyResult<Result<T, E>>
+where
+    T: Send,
+    E: Send,
+    F: FnOnce(Arc<AtomicBool>) -> Result<T, E> + Send,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::sync_channel(1);
+        // Waited on with the GIL released, which asks for a `Sync` receiver.
+        let rx = std::sync::Mutex::new(rx);
+        let recv = |timeout: Option<Duration>| {
+            let rx = rx.lock().expect("not poisoned");
+            match timeout {
+                Some(t) => rx.recv_timeout(t),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            }
+        };
+        let flag = stop.clone();
+        s.spawn(move || {
+            let _ = tx.send(work(flag));
+        });
+        loop {
+            match py.detach(|| recv(Some(Duration::from_millis(50)))) {
+                Ok(r) => return Ok(r),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(PyRuntimeError::new_err("nearflow's worker thread panicked"))
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(interrupt) = py.check_signals() {
+                        stop.store(true, Ordering::Release);
+                        let _ = py.detach(|| recv(None));
+                        return Err(interrupt);
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[pymodule]
+fn _nearflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<terms::NamedNode>()?;
+    m.add_class::<terms::BlankNode>()?;
+    m.add_class::<terms::Literal>()?;
+    m.add_class::<terms::DefaultGraph>()?;
+    m.add_class::<terms::Triple>()?;
+    m.add_class::<terms::Quad>()?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<store::QuerySolutions>()?;
+    m.add_class::<store::QuerySolution>()?;
+    m.add_class::<store::SolutionsIter>()?;
+    m.add("QuerySyntaxError", py.get_type::<QuerySyntaxError>())?;
+    m.add("QueryCancelled", py.get_type::<QueryCancelled>())?;
+    m.add("MemoryLimitExceeded", py.get_type::<MemoryLimitExceeded>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

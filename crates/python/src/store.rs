@@ -1,0 +1,850 @@
+//! `Store`: a store in memory or on disk, queried and updated through the same path as the
+//! command line and the endpoint; and the answers of its queries.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nearflow_rdf::db::Db;
+use nearflow_rdf::dict::Dict;
+use nearflow_rdf::load::{self, Format, Loaded};
+use nearflow_rdf::term::{Id, TermRef};
+use nearflow_rdf::DEFAULT_GRAPH;
+use nearflow_sparql::algebra::Dataset;
+use nearflow_sparql::update::{add_loaded, LoadFrom, Update, UpdateOptions};
+use nearflow_sparql::{self as sparql, Collected, Options, Query, QueryError, QueryResults};
+use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use crate::terms::{AnyTerm, GraphName, NamedNode, Quad, Triple};
+use crate::{query_error, run_detached, runtime};
+
+/// An RDF dataset that answers SPARQL 1.1 queries and updates.
+///
+/// `Store()` is held in memory; `Store(path)` is the store whose snapshot is the file `path`
+/// (made empty when it does not exist), with its update log beside it: every update is synced
+/// to the log before it returns, and the log is folded into the snapshot by checkpoints
+/// (`flush()`, or when it grows). A store on disk takes its write lock: one process at a time
+/// writes it.
+#[pyclass(module = "nearflow", frozen)]
+pub struct Store {
+    db: Arc<Db>,
+    merger: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Store {
+    /// Stops the background merge and waits for it, so that the store's write lock is
+    /// released when the object goes: the same process may open the store again at once.
+    fn drop(&mut self) {
+        self.db.stop_merger();
+        if let Some(h) = self.merger.lock().expect("not poisoned").take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A duration in seconds (a number or a `datetime.timedelta`).
+#[derive(FromPyObject)]
+enum Seconds {
+    Delta(Duration),
+    Number(f64),
+}
+
+impl Seconds {
+    fn duration(self) -> PyResult<Duration> {
+        match self {
+            Seconds::Delta(d) => Ok(d),
+            Seconds::Number(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+            Seconds::Number(s) => Err(PyValueError::new_err(format!(
+                "timeout={s}: give a positive number of seconds"
+            ))),
+        }
+    }
+}
+
+/// What a query or update may take, as `nearflow sparql` takes it: a time limit, and a memory
+/// limit in bytes (default: three quarters of the machine's memory) past which operators
+/// spill to `spill_dir` (default: the system's temporary folder) or, with `spill_dir=False`,
+/// stop the query.
+fn options(
+    base_iri: Option<String>,
+    timeout: Option<Seconds>,
+    memory_limit: Option<usize>,
+    spill_dir: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Options> {
+    if memory_limit == Some(0) {
+        return Err(PyValueError::new_err(
+            "memory_limit=0: give a number of bytes",
+        ));
+    }
+    let spill = match spill_dir {
+        None => Some(std::env::temp_dir()),
+        Some(d) if d.is_instance_of::<pyo3::types::PyBool>() => {
+            if d.extract::<bool>()? {
+                Some(std::env::temp_dir())
+            } else {
+                None
+            }
+        }
+        Some(d) => {
+            let p: PathBuf = d.extract()?;
+            if !p.is_dir() {
+                return Err(PyValueError::new_err(format!(
+                    "spill_dir={}: not a directory",
+                    p.display()
+                )));
+            }
+            Some(p)
+        }
+    };
+    Ok(Options {
+        timeout: timeout.map(Seconds::duration).transpose()?,
+        memory_limit: memory_limit.or_else(sparql::default_memory_limit),
+        spill,
+        base: base_iri,
+        ..Options::default()
+    })
+}
+
+/// A store error as Python's exception.
+fn store_error(e: impl std::fmt::Display) -> PyErr {
+    PyOSError::new_err(e.to_string())
+}
+
+/// Where the data to load comes from.
+enum Input {
+    File(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+impl Input {
+    /// A path (`str` or `os.PathLike`), `bytes`, or a file object opened for reading.
+    fn of(input: &Bound<'_, PyAny>) -> PyResult<Input> {
+        if let Ok(b) = input.cast::<PyBytes>() {
+            return Ok(Input::Bytes(b.as_bytes().to_vec()));
+        }
+        if input.is_instance_of::<PyString>() || input.hasattr("__fspath__")? {
+            return Ok(Input::File(input.extract()?));
+        }
+        if input.hasattr("read")? {
+            let data = input.call_method0("read")?;
+            if let Ok(b) = data.cast::<PyBytes>() {
+                return Ok(Input::Bytes(b.as_bytes().to_vec()));
+            }
+            if let Ok(s) = data.cast::<PyString>() {
+                return Ok(Input::Bytes(s.to_cow()?.as_bytes().to_vec()));
+            }
+            return Err(PyTypeError::new_err(
+                "the file object's read() gave neither bytes nor str",
+            ));
+        }
+        Err(PyTypeError::new_err(
+            "load takes a path, bytes, or a file object opened for reading",
+        ))
+    }
+}
+
+/// The format a `format=` argument names: a media type (`text/turtle`), an extension
+/// (`ttl`, `nt`, `nq`, `trig`, `rdf`) or a name (`turtle`, `ntriples`, `nquads`, `xml`).
+fn format_named(name: &str) -> PyResult<Format> {
+    Format::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "format={name:?} is not an RDF syntax nearflow reads: give text/turtle, application/n-triples, application/n-quads, application/trig or application/rdf+xml (or ttl, nt, nq, trig, rdf)"
+        ))
+    })
+}
+
+/// Parses `input` into terms and quads.
+fn parse(
+    input: Input,
+    format: Option<Format>,
+    base: Option<&str>,
+    graph: Option<&str>,
+) -> Result<Loaded, String> {
+    let mut out = Loaded::default();
+    let (name, format, reader): (PathBuf, Format, Box<dyn Read + Send>) = match input {
+        Input::File(path) => {
+            let format = match format.or_else(|| Format::from_path(&path)) {
+                Some(f) => f,
+                None => {
+                    return Err(format!(
+                        "{}: the file's format is not known from its name; give format=",
+                        path.display()
+                    ))
+                }
+            };
+            let reader = load::open_input(&path).map_err(|e| e.to_string())?;
+            (path, format, reader)
+        }
+        Input::Bytes(b) => {
+            let Some(format) = format else {
+                return Err("give format= to load bytes or a file object".into());
+            };
+            ("<bytes>".into(), format, Box::new(std::io::Cursor::new(b)))
+        }
+    };
+    let file_base = (name.to_str() != Some("<bytes>"))
+        .then(|| load::file_iri(&std::fs::canonicalize(&name).unwrap_or(name.clone())));
+    let base = base.map(str::to_owned).or(file_base);
+    let r = match (graph, &base) {
+        (Some(g), b) => load::load_reader_into_graph(
+            &mut out,
+            &name,
+            format,
+            reader,
+            "p",
+            b.as_deref().unwrap_or(g),
+            g,
+        ),
+        (None, Some(b)) => load::load_reader_with_base(&mut out, &name, format, reader, "p", b),
+        (None, None) => load::load_reader(&mut out, &name, format, reader, "p"),
+    };
+    r.map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+impl Store {
+    /// Applies `edit` to the current version as one update, synced to the log of a store on
+    /// disk before it returns; a checkpoint follows when the log has grown past its size.
+    fn change(
+        &self,
+        py: Python<'_>,
+        edit: impl FnOnce(
+                &Arc<nearflow_rdf::Store>,
+                Arc<AtomicBool>,
+            ) -> Result<(nearflow_rdf::Store, Vec<([Id; 4], bool)>), String>
+            + Send,
+    ) -> PyResult<u64> {
+        let db = self.db.clone();
+        run_detached(py, move |stop| {
+            let done = db
+                .update(|s| edit(s, stop).map_err(PyValueError::new_err))
+                .map_err(|e| match e {
+                    nearflow_rdf::db::UpdateError::Update(e) => e,
+                    other => store_error(other),
+                })?;
+            if db.checkpoint_due() {
+                db.merge(true).map_err(store_error)?;
+            }
+            Ok::<_, PyErr>(done.changed as u64)
+        })?
+    }
+
+    /// The ids of a pattern's terms in `store`; `None` when one of them is not in it (the
+    /// pattern then matches nothing).
+    fn pattern_ids(
+        store: &nearflow_rdf::Store,
+        terms: [Option<TermRef<'_>>; 3],
+    ) -> Option<[Option<Id>; 3]> {
+        let mut out = [None; 3];
+        for (o, t) in out.iter_mut().zip(terms) {
+            if let Some(t) = t {
+                *o = Some(store.id_of(t)?);
+            }
+        }
+        Some(out)
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (path=None))]
+    fn new(py: Python<'_>, path: Option<PathBuf>) -> PyResult<Self> {
+        let machine = runtime()?.machine().clone();
+        let db = run_detached(py, move |_| -> Result<Db, String> {
+            match path {
+                None => {
+                    let empty = nearflow_rdf::Store::build(&machine, Dict::default(), Vec::new())
+                        .map_err(|e| e.to_string())?;
+                    Ok(Db::in_memory(empty))
+                }
+                Some(p) => {
+                    if !p.exists() {
+                        let empty =
+                            nearflow_rdf::Store::build(&machine, Dict::default(), Vec::new())
+                                .map_err(|e| e.to_string())?;
+                        Db::replace(&p, &empty).map_err(|e| e.to_string())?;
+                    }
+                    Db::open(&p, &machine, true).map_err(|e| e.to_string())
+                }
+            }
+        })?
+        .map_err(store_error)?;
+        let db = Arc::new(db);
+        let merger = std::sync::Mutex::new(Some(db.start_merger()));
+        Ok(Store { db, merger })
+    }
+
+    /// The path of a store on disk, `None` for one in memory.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.db.path().map(Path::to_owned)
+    }
+
+    /// The number of quads.
+    fn __len__(&self) -> usize {
+        self.db.current().len() as usize
+    }
+
+    fn __repr__(&self) -> String {
+        match self.db.path() {
+            Some(p) => format!(
+                "<nearflow.Store {} quads at {}>",
+                self.__len__(),
+                p.display()
+            ),
+            None => format!("<nearflow.Store {} quads in memory>", self.__len__()),
+        }
+    }
+
+    /// Runs a SPARQL 1.1 query: `QuerySolutions` for SELECT, a `bool` for ASK, a list of
+    /// `Triple` for CONSTRUCT and DESCRIBE.
+    ///
+    /// `default_graph` (an IRI or a list of them) and `named_graphs` set the query's dataset
+    /// as the SPARQL Protocol's `default-graph-uri` and `named-graph-uri` do, over the query's
+    /// own `FROM` clauses. `timeout` (seconds or a `timedelta`) and `memory_limit` (bytes)
+    /// stop the run with `TimeoutError` and `MemoryLimitExceeded`; past the memory limit,
+    /// joins and DISTINCT first spill to `spill_dir` (the system's temporary folder unless
+    /// `spill_dir=False`).
+    #[pyo3(signature = (query, *, base_iri=None, default_graph=None, named_graphs=None, timeout=None, memory_limit=None, spill_dir=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn query(
+        &self,
+        py: Python<'_>,
+        query: String,
+        base_iri: Option<String>,
+        default_graph: Option<OneOrMany>,
+        named_graphs: Option<Vec<NamedNode>>,
+        timeout: Option<Seconds>,
+        memory_limit: Option<usize>,
+        spill_dir: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let options = options(base_iri, timeout, memory_limit, spill_dir)?;
+        let mut parsed = Query::parse(&query, &options).map_err(query_error)?;
+        if default_graph.is_some() || named_graphs.is_some() {
+            parsed.dataset = Some(Dataset {
+                default: default_graph.map(OneOrMany::iris).unwrap_or_default(),
+                named: named_graphs
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|n| n.iri)
+                    .collect(),
+                all_named: false,
+            });
+        }
+        let parsed = Arc::new(parsed);
+        let rt = runtime()?;
+        let store = self.db.current();
+        let answer = run_detached(py, move |stop| -> Result<Answer, QueryError> {
+            let q = parsed.plan(&store, &options);
+            Ok(match q.execute(rt, Some(stop))? {
+                QueryResults::Solutions(s) => {
+                    let vars: Vec<String> = s.variables().iter().map(|(v, _)| v.clone()).collect();
+                    Answer::Solutions(vars, Box::new(s.collect()?))
+                }
+                QueryResults::Boolean(a) => Answer::Boolean(a.value),
+                QueryResults::Graph(a) => Answer::Graph(
+                    a.value
+                        .iter()
+                        .map(|[s, p, o]| Triple {
+                            subject: AnyTerm::of(s.as_ref()),
+                            predicate: NamedNode {
+                                iri: match p.as_ref() {
+                                    TermRef::Iri(i) => i.to_owned(),
+                                    other => other.to_string(),
+                                },
+                            },
+                            object: AnyTerm::of(o.as_ref()),
+                        })
+                        .collect(),
+                ),
+            })
+        })?
+        .map_err(query_error)?;
+        Ok(match answer {
+            Answer::Solutions(vars, all) => {
+                Py::new(py, QuerySolutions::new(vars, *all))?.into_any()
+            }
+            Answer::Boolean(b) => pyo3::types::PyBool::new(py, b)
+                .to_owned()
+                .into_any()
+                .unbind(),
+            Answer::Graph(t) => t.into_pyobject(py)?.into_any().unbind(),
+        })
+    }
+
+    /// Runs a SPARQL 1.1 update. On a store on disk it is synced to the update log before this
+    /// returns. `LOAD <file:…>` reads local files.
+    #[pyo3(signature = (update, *, base_iri=None, timeout=None))]
+    fn update(
+        &self,
+        py: Python<'_>,
+        update: &str,
+        base_iri: Option<String>,
+        timeout: Option<Seconds>,
+    ) -> PyResult<()> {
+        let parsed = Update::parse(update, base_iri.as_deref()).map_err(query_error)?;
+        let timeout = timeout.map(Seconds::duration).transpose()?;
+        let rt = runtime()?;
+        let failed = std::sync::Mutex::new(None);
+        let r = self.change(py, |s, stop| {
+            let options = UpdateOptions {
+                query: Options {
+                    timeout,
+                    ..Options::default()
+                },
+                load: LoadFrom::AnyFile,
+                cancel: Some(stop),
+            };
+            match parsed.apply(s, rt, &options) {
+                Ok(a) => Ok((a.store, a.changes)),
+                Err(e) => {
+                    let m = e.to_string();
+                    *failed.lock().expect("not poisoned") = Some(e);
+                    Err(m)
+                }
+            }
+        });
+        match failed.into_inner().expect("not poisoned") {
+            Some(e) => Err(query_error(e)),
+            None => r.map(|_| ()),
+        }
+    }
+
+    /// Loads RDF into the store as one update: `input` is a path (`.gz` read through), `bytes`,
+    /// or a file object; `format` a media type or extension (a path's name says it when
+    /// omitted); `base_iri` the base relative IRIs resolve against (a file's own `file:` IRI
+    /// by default); `to_graph` the named graph the triples go to (the default graph when
+    /// omitted). Blank nodes of the data are new ones, never the store's. Nothing is loaded
+    /// when the data has an error, which names its line and column.
+    #[pyo3(signature = (input, format=None, *, base_iri=None, to_graph=None))]
+    fn load(
+        &self,
+        py: Python<'_>,
+        input: &Bound<'_, PyAny>,
+        format: Option<&str>,
+        base_iri: Option<String>,
+        to_graph: Option<GraphName>,
+    ) -> PyResult<()> {
+        let input = Input::of(input)?;
+        let format = format.map(format_named).transpose()?;
+        let graph = match &to_graph {
+            None | Some(GraphName::Default(_)) => None,
+            Some(GraphName::Named(n)) => Some(n.iri.clone()),
+            Some(GraphName::Blank(_)) => {
+                return Err(PyValueError::new_err(
+                    "to_graph: nearflow loads into named graphs that are IRIs",
+                ))
+            }
+        };
+        let loaded = run_detached(py, move |_| {
+            parse(input, format, base_iri.as_deref(), graph.as_deref())
+        })?
+        .map_err(PyValueError::new_err)?;
+        let loaded = Arc::new(loaded);
+        self.change(py, move |s, _| {
+            let mut e = s.edit();
+            add_loaded(&mut e, &loaded)?;
+            let changes = e.changes();
+            Ok((e.finish(), changes))
+        })?;
+        Ok(())
+    }
+
+    /// Adds a quad (one update).
+    fn add(&self, py: Python<'_>, quad: Quad) -> PyResult<()> {
+        self.extend(py, vec![quad])
+    }
+
+    /// Adds quads (one update for all of them).
+    fn extend(&self, py: Python<'_>, quads: Vec<Quad>) -> PyResult<()> {
+        self.change(py, move |s, _| {
+            let mut e = s.edit();
+            for q in &quads {
+                let mut ids = [DEFAULT_GRAPH; 4];
+                for (i, t) in [
+                    q.subject.as_ref(),
+                    TermRef::Iri(&q.predicate.iri),
+                    q.object.as_ref(),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    ids[i] = e.intern(t).map_err(|e| e.to_string())?;
+                }
+                if let Some(g) = q.graph_name.term() {
+                    ids[3] = e.intern(g).map_err(|e| e.to_string())?;
+                }
+                e.insert(ids);
+            }
+            let changes = e.changes();
+            Ok((e.finish(), changes))
+        })?;
+        Ok(())
+    }
+
+    /// Removes a quad, when the store holds it (one update).
+    fn remove(&self, py: Python<'_>, quad: Quad) -> PyResult<()> {
+        self.change(py, move |s, _| {
+            let mut e = s.edit();
+            let g = match quad.graph_name.term() {
+                None => Some(DEFAULT_GRAPH),
+                Some(g) => s.id_of(g),
+            };
+            let ids = Store::pattern_ids(
+                s,
+                [
+                    Some(quad.subject.as_ref()),
+                    Some(TermRef::Iri(&quad.predicate.iri)),
+                    Some(quad.object.as_ref()),
+                ],
+            );
+            if let (Some(g), Some([Some(a), Some(b), Some(c)])) = (g, ids) {
+                e.remove([a, b, c, g]);
+            }
+            let changes = e.changes();
+            Ok((e.finish(), changes))
+        })?;
+        Ok(())
+    }
+
+    fn __contains__(&self, quad: Quad) -> bool {
+        !self
+            .quads_for_pattern(
+                Some(quad.subject),
+                Some(quad.predicate),
+                Some(quad.object),
+                Some(quad.graph_name),
+            )
+            .is_empty()
+    }
+
+    /// The quads that match a pattern: `None` matches any term, and `graph_name=None` any graph
+    /// (`DefaultGraph()` the default graph only).
+    #[pyo3(signature = (subject=None, predicate=None, object=None, graph_name=None))]
+    fn quads_for_pattern(
+        &self,
+        subject: Option<AnyTerm>,
+        predicate: Option<NamedNode>,
+        object: Option<AnyTerm>,
+        graph_name: Option<GraphName>,
+    ) -> Vec<Quad> {
+        let store = self.db.current();
+        let Some(pattern) = Store::pattern_ids(
+            &store,
+            [
+                subject.as_ref().map(AnyTerm::as_ref),
+                predicate.as_ref().map(|p| TermRef::Iri(&p.iri)),
+                object.as_ref().map(AnyTerm::as_ref),
+            ],
+        ) else {
+            return Vec::new();
+        };
+        let graphs: Vec<Id> = match &graph_name {
+            None => store.graph_ids().to_vec(),
+            Some(g) => match g.term() {
+                None => vec![DEFAULT_GRAPH],
+                Some(t) => match store.id_of(t) {
+                    Some(id) => vec![id],
+                    None => return Vec::new(),
+                },
+            },
+        };
+        let dict = store.dict();
+        let term = |id: Id| AnyTerm::of(dict.term(id).as_ref());
+        let mut out = Vec::new();
+        for g in graphs {
+            let graph_name = if g == DEFAULT_GRAPH {
+                GraphName::Default(crate::terms::DefaultGraph {})
+            } else {
+                match term(g) {
+                    AnyTerm::Named(n) => GraphName::Named(n),
+                    AnyTerm::Blank(b) => GraphName::Blank(b),
+                    AnyTerm::Literal(_) => continue,
+                }
+            };
+            store.for_each_match(g, pattern, |[s, p, o]| {
+                let AnyTerm::Named(predicate) = term(p) else {
+                    return;
+                };
+                out.push(Quad {
+                    subject: term(s),
+                    predicate,
+                    object: term(o),
+                    graph_name: graph_name.clone(),
+                });
+            });
+        }
+        out
+    }
+
+    /// The named graphs that hold a quad.
+    fn named_graphs(&self) -> Vec<GraphName> {
+        let store = self.db.current();
+        store
+            .named_graphs()
+            .filter_map(|g| match AnyTerm::of(store.dict().term(g).as_ref()) {
+                AnyTerm::Named(n) => Some(GraphName::Named(n)),
+                AnyTerm::Blank(b) => Some(GraphName::Blank(b)),
+                AnyTerm::Literal(_) => None,
+            })
+            .collect()
+    }
+
+    /// Writes the store's quads as N-Quads to `output` (a path or a binary file object), or
+    /// returns them as `bytes` when `output` is omitted.
+    #[pyo3(signature = (output=None))]
+    fn dump(
+        &self,
+        py: Python<'_>,
+        output: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<PyBytes>>> {
+        use std::fmt::Write as _;
+        let store = self.db.current();
+        let text = py.detach(|| {
+            let dict = store.dict();
+            let mut text = String::new();
+            for g in store.graph_ids().to_vec() {
+                let graph = (g != DEFAULT_GRAPH).then(|| dict.term(g));
+                store.for_each_match(g, [None; 3], |[s, p, o]| {
+                    let _ = write!(
+                        text,
+                        "{} {} {}",
+                        dict.term(s).as_ref(),
+                        dict.term(p).as_ref(),
+                        dict.term(o).as_ref()
+                    );
+                    if let Some(g) = &graph {
+                        let _ = write!(text, " {}", g.as_ref());
+                    }
+                    text.push_str(" .\n");
+                });
+            }
+            text
+        });
+        match output {
+            None => Ok(Some(PyBytes::new(py, text.as_bytes()).unbind())),
+            Some(o) if o.hasattr("write")? && !o.is_instance_of::<PyString>() => {
+                o.call_method1("write", (PyBytes::new(py, text.as_bytes()),))?;
+                Ok(None)
+            }
+            Some(o) => {
+                let p: PathBuf = o.extract()?;
+                let tmp = p.with_extension("nq.tmp");
+                std::fs::write(&tmp, text.as_bytes())
+                    .and_then(|()| std::fs::rename(&tmp, &p))
+                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", p.display())))?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Folds the update log of a store on disk into its snapshot now (a checkpoint); nothing
+    /// for a store in memory.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        if self.db.is_durable() {
+            let db = self.db.clone();
+            py.detach(move || db.merge(true)).map_err(store_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// One IRI or a list of them.
+#[derive(FromPyObject)]
+enum OneOrMany {
+    One(NamedNode),
+    Many(Vec<NamedNode>),
+}
+
+impl OneOrMany {
+    fn iris(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(n) => vec![n.iri],
+            OneOrMany::Many(v) => v.into_iter().map(|n| n.iri).collect(),
+        }
+    }
+}
+
+/// A query's answer before it becomes Python objects.
+enum Answer {
+    Solutions(Vec<String>, Box<Collected>),
+    Boolean(bool),
+    Graph(Vec<Triple>),
+}
+
+/// The solutions of a SELECT: held in the engine's ids and turned into Python terms as they
+/// are read, or into Arrow columns by `to_arrow()` without a Python object per value.
+#[pyclass(module = "nearflow", frozen, sequence)]
+pub struct QuerySolutions {
+    pub(crate) vars: Arc<[String]>,
+    pub(crate) all: Collected,
+}
+
+impl QuerySolutions {
+    fn new(vars: Vec<String>, all: Collected) -> Self {
+        QuerySolutions {
+            vars: vars.into(),
+            all,
+        }
+    }
+
+    fn row(&self, i: usize) -> QuerySolution {
+        let row = self.all.rows.get(i).expect("in range");
+        QuerySolution {
+            vars: self.vars.clone(),
+            values: (0..self.vars.len())
+                .map(|c| self.all.term(row, c).map(|t| AnyTerm::of(t.as_ref())))
+                .collect(),
+        }
+    }
+}
+
+#[pymethods]
+impl QuerySolutions {
+    /// The projected variables' names, in order.
+    #[getter]
+    fn variables(&self) -> Vec<String> {
+        self.vars.to_vec()
+    }
+
+    fn __len__(&self) -> usize {
+        self.all.rows.len()
+    }
+
+    fn __getitem__(&self, i: isize) -> PyResult<QuerySolution> {
+        let n = self.all.rows.len() as isize;
+        let j = if i < 0 { i + n } else { i };
+        if j < 0 || j >= n {
+            return Err(PyIndexError::new_err("solution index out of range"));
+        }
+        Ok(self.row(j as usize))
+    }
+
+    fn __iter__(slf: Py<Self>) -> SolutionsIter {
+        SolutionsIter {
+            of: slf,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<QuerySolutions {} rows of ?{}>",
+            self.all.rows.len(),
+            self.vars.join(" ?")
+        )
+    }
+
+    /// The solutions as one Arrow record batch, by the Arrow PyCapsule interface (pyarrow,
+    /// polars and others read it without a copy).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        let _ = requested_schema;
+        crate::arrow::capsules(py, &self.vars, &self.all)
+    }
+
+    /// The solutions as a `pyarrow.Table`: one column per variable, unbound values null.
+    /// A column whose bound values are all `xsd:integer` literals is `int64`; all
+    /// `xsd:double`, `xsd:float` or `xsd:decimal`, `float64`; all `xsd:boolean`, `bool`;
+    /// any other column `string` (an IRI's text, a literal's lexical form, `_:label` for a
+    /// blank node).
+    fn to_arrow<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let pa = crate::arrow::pyarrow(py)?;
+        let batch = pa.call_method1("record_batch", (slf,))?;
+        pa.getattr("Table")?
+            .call_method1("from_batches", (vec![batch],))
+    }
+
+    /// The solutions as a `pandas.DataFrame` (through `to_arrow()`).
+    fn to_pandas<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        Self::to_arrow(slf)?.call_method0("to_pandas")
+    }
+
+    /// The solutions as a `polars.DataFrame` (through `to_arrow()`).
+    fn to_polars<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let pl = py.import("polars").map_err(|_| {
+            pyo3::exceptions::PyImportError::new_err("to_polars() needs polars: pip install polars")
+        })?;
+        pl.call_method1("from_arrow", (Self::to_arrow(slf)?,))
+    }
+}
+
+/// Iterates over `QuerySolutions`.
+#[pyclass(module = "nearflow", frozen)]
+pub struct SolutionsIter {
+    of: Py<QuerySolutions>,
+    next: AtomicUsize,
+}
+
+#[pymethods]
+impl SolutionsIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> Option<QuerySolution> {
+        let of = self.of.bind(py).get();
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < of.all.rows.len()).then(|| of.row(i))
+    }
+}
+
+/// One solution: its values by position (`row[0]`) or by variable name (`row["x"]`), `None`
+/// where unbound; it unpacks as a tuple.
+#[pyclass(module = "nearflow", frozen)]
+pub struct QuerySolution {
+    vars: Arc<[String]>,
+    values: Vec<Option<AnyTerm>>,
+}
+
+#[pymethods]
+impl QuerySolution {
+    fn __len__(&self) -> usize {
+        self.values.len()
+    }
+
+    fn __getitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<AnyTerm>> {
+        if let Ok(i) = key.extract::<isize>() {
+            let n = self.values.len() as isize;
+            let j = if i < 0 { i + n } else { i };
+            if j < 0 || j >= n {
+                return Err(PyIndexError::new_err("solution index out of range"));
+            }
+            return Ok(self.values[j as usize].clone());
+        }
+        let name: String = key.extract()?;
+        let name = name.strip_prefix(['?', '$']).unwrap_or(&name);
+        match self.vars.iter().position(|v| v == name) {
+            Some(i) => Ok(self.values[i].clone()),
+            None => Err(PyKeyError::new_err(format!(
+                "no variable ?{name} in the solution"
+            ))),
+        }
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let t = pyo3::types::PyTuple::new(py, self.values.clone())?;
+        Ok(t.try_iter()?.into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        let parts: Vec<String> = self
+            .vars
+            .iter()
+            .zip(&self.values)
+            .filter_map(|(v, t)| t.as_ref().map(|t| format!("?{v}={}", t.as_ref())))
+            .collect();
+        format!("<QuerySolution {}>", parts.join(" "))
+    }
+}
