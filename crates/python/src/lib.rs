@@ -4,8 +4,8 @@
 //! store in memory, or a snapshot with its update log), queries prepared and run by
 //! `nearflow-sparql` on one LAS runtime per process, updates applied and logged as
 //! `nearflow update` and the endpoint apply them — in Python classes a pyoxigraph user knows:
-//! [`store::Store`], the terms of [`terms`], solutions that hand their columns to Arrow
-//! ([`arrow`]) without a Python object per value.
+//! `Store` (`store.rs`), the terms (`terms.rs`), solutions that hand their columns to Arrow
+//! (`arrow.rs`) without a Python object per value.
 //!
 //! Every query, update and load runs with the GIL released, on a thread of its own, while the
 //! calling thread waits for it and checks for signals: Ctrl-C (`KeyboardInterrupt`) cancels the
