@@ -14,6 +14,7 @@
 //! column), never a crash of the interpreter.
 
 mod arrow;
+mod server;
 mod store;
 mod terms;
 
@@ -58,14 +59,15 @@ static GLOBAL_ALLOCATOR: nearflow_alloc::Nearflow = nearflow_alloc::Nearflow;
 /// The runtime every query of this process runs on: this machine's topology under LAS,
 /// started on the first query. Its threads are not pinned: a Python process shares its cores
 /// with whatever else the program runs.
-fn runtime() -> PyResult<&'static Runtime> {
-    static RT: OnceLock<Result<Runtime, String>> = OnceLock::new();
+fn runtime() -> PyResult<&'static Arc<Runtime>> {
+    static RT: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
     RT.get_or_init(|| {
         let machine = nearflow_topo::detect_host().map_err(|e| e.to_string())?;
         Runtime::builder(machine)
             .policy(nearflow_policy::PolicyKind::Las)
             .pinning(nearflow_rt::Pinning::None)
             .build_checked()
+            .map(Arc::new)
             .map_err(|e| e.to_string())
     })
     .as_ref()
@@ -163,6 +165,7 @@ fn _nearflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::QuerySolutions>()?;
     m.add_class::<store::QuerySolution>()?;
     m.add_class::<store::SolutionsIter>()?;
+    m.add_class::<server::Server>()?;
     m.add("QuerySyntaxError", py.get_type::<QuerySyntaxError>())?;
     m.add("QueryCancelled", py.get_type::<QueryCancelled>())?;
     m.add("MemoryLimitExceeded", py.get_type::<MemoryLimitExceeded>())?;

@@ -102,11 +102,18 @@ fn options(
     };
     Ok(Options {
         timeout: timeout.map(Seconds::duration).transpose()?,
-        memory_limit: memory_limit.or_else(sparql::default_memory_limit),
+        memory_limit: memory_limit.or_else(default_memory_limit),
         spill,
         base: base_iri,
         ..Options::default()
     })
+}
+
+/// The command line's default memory limit (three quarters of the machine's memory), read
+/// once: the machine's memory does not change under a running program.
+fn default_memory_limit() -> Option<usize> {
+    static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(sparql::default_memory_limit)
 }
 
 /// A store error as Python's exception.
@@ -641,6 +648,46 @@ impl Store {
                 Ok(None)
             }
         }
+    }
+
+    /// Serves the store over HTTP as `nearflow serve` does (the SPARQL 1.1 Protocol at
+    /// `/query` and `/update`, the Graph Store Protocol, the query page), from threads of its
+    /// own while Python goes on; the `Server` returned says its `url` and stops at `stop()` or
+    /// at the end of a `with` block. `bind` is `HOST:PORT` (port 0 picks a free one); as with
+    /// `nearflow serve`, no page of another origin may read or write unless `cors` names its
+    /// origin, and beyond loopback writes need `write_token` (sent as `Authorization: Bearer`).
+    /// `timeout` (seconds) and `memory_limit` (bytes) bound each query (defaults: 60 s, and the
+    /// host's memory shared by twice the queries that may run).
+    #[pyo3(signature = (bind="127.0.0.1:7878", *, cors=None, write_token=None, timeout=None, memory_limit=None))]
+    fn serve(
+        &self,
+        py: Python<'_>,
+        bind: &str,
+        cors: Option<Vec<String>>,
+        write_token: Option<String>,
+        timeout: Option<Seconds>,
+        memory_limit: Option<usize>,
+    ) -> PyResult<crate::server::Server> {
+        let addr: std::net::SocketAddr = bind.parse().map_err(|e| {
+            PyValueError::new_err(format!(
+                "bind={bind:?} is not HOST:PORT with an IP address: {e}"
+            ))
+        })?;
+        let rt = runtime()?.clone();
+        let mut config = nearflow_serve::Config::for_pus(rt.machine().pu_count());
+        if let Some(t) = timeout {
+            config.timeout = t.duration()?;
+        }
+        if memory_limit.is_some() {
+            config.memory_limit = memory_limit;
+        }
+        config.access = nearflow_serve::Access {
+            cors: cors.unwrap_or_default(),
+            write_token,
+            bind: Some(addr),
+            hosts: Vec::new(),
+        };
+        crate::server::Server::start(py, self.db.clone(), rt, config, addr)
     }
 
     /// Folds the update log of a store on disk into its snapshot now (a checkpoint); nothing

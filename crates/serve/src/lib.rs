@@ -426,6 +426,17 @@ pub fn run(
     addr: SocketAddr,
     ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<()> {
+    run_until(endpoint, addr, ready, stop_signal())
+}
+
+/// [`run`], serving until `stop` completes instead of a signal (a server started by a library
+/// call, which its caller stops): the connections then end as in [`serve`].
+pub fn run_until(
+    endpoint: Arc<Endpoint>,
+    addr: SocketAddr,
+    ready: impl FnOnce(SocketAddr),
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(endpoint.config.io_threads.max(1))
         .max_blocking_threads(endpoint.config.max_running.max(1) + 8)
@@ -437,7 +448,7 @@ pub fn run(
             .await
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
         ready(listener.local_addr()?);
-        serve(listener, endpoint, stop_signal()).await
+        serve(listener, endpoint, stop).await
     })
 }
 

@@ -1,0 +1,213 @@
+"""nearflow from Python beside pyoxigraph and rdflib's own engine, in one process, interleaved.
+
+    python compare.py [--data FILE] [--queries DIR] [--rounds N] [--rdflib-timeout S]
+
+Loads the same SP²Bench file into each (timed), runs the 17 queries round after round, each
+round every query on every engine one after the other (rdflib once, each query stopped after
+--rdflib-timeout seconds), and times a 1M-row SELECT into a pandas DataFrame through each. An
+engine's time for a query is the wall time of the Python call that gives the whole answer:
+nearflow's `len(store.query(q))`, pyoxigraph's count of the solutions it iterates,
+rdflib's `len(list(graph.query(q)))`. Every answer's row count is compared across engines and
+a difference is printed. Prints markdown tables; nothing here is a test.
+"""
+
+import argparse
+import gzip
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+
+import nearflow
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.join(HERE, "..", "..", "..", "..", "shared", "data", "sp2bench")
+ORDER = ["q1", "q2", "q3a", "q3b", "q3c", "q4", "q5a", "q5b", "q6", "q7", "q8", "q9", "q10", "q11", "q12a", "q12b", "q12c"]
+
+
+def machine():
+    model = "?"
+    l2 = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            l2 = f.read().strip()
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPUs, L2 {l2} per core, Python {platform.python_version()}"
+
+
+class Deadline(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Deadline()
+
+
+def timed(f):
+    t = time.perf_counter()
+    v = f()
+    return time.perf_counter() - t, v
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=os.path.join(SHARED, "sp2b-1000000.n3.gz"))
+    ap.add_argument("--queries", default=os.path.join(SHARED, "queries"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rdflib-timeout", type=float, default=60.0)
+    ap.add_argument("--engines", default="nearflow,pyoxigraph,rdflib")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the DataFrame timing")
+    a = ap.parse_args()
+    engines = a.engines.split(",")
+    print(f"machine: {machine()}", flush=True)
+    print(f"data: {a.data}; {a.rounds} rounds; rdflib capped at {a.rdflib_timeout:.0f} s a query", flush=True)
+    queries = {q: open(os.path.join(a.queries, q + ".sparql")).read() for q in ORDER}
+
+    # Loads.
+    stores = {}
+    loads = {}
+    if "nearflow" in engines:
+        s = nearflow.Store()
+        loads["nearflow"], _ = timed(lambda: s.load(a.data, format="ttl"))
+        stores["nearflow"] = s
+        print(f"nearflow loaded {len(s)} triples in {loads['nearflow']:.1f} s", flush=True)
+    if "pyoxigraph" in engines:
+        import pyoxigraph as ox
+
+        s = ox.Store()
+        loads["pyoxigraph"], _ = timed(lambda: s.bulk_load(gzip.open(a.data), format=ox.RdfFormat.TURTLE))
+        stores["pyoxigraph"] = s
+        print(f"pyoxigraph loaded {len(s)} triples in {loads['pyoxigraph']:.1f} s", flush=True)
+    if "rdflib" in engines:
+        import rdflib
+
+        g = rdflib.Graph()
+        loads["rdflib"], _ = timed(lambda: g.parse(gzip.open(a.data), format="turtle"))
+        stores["rdflib"] = g
+        print(f"rdflib loaded {len(g)} triples in {loads['rdflib']:.1f} s", flush=True)
+
+    def run(engine, text):
+        s = stores[engine]
+        if engine == "nearflow":
+            r = s.query(text)
+            return int(r) if isinstance(r, bool) else len(r)
+        if engine == "pyoxigraph":
+            r = s.query(text)
+            if isinstance(r, bool) or type(r).__name__ == "QueryBoolean":
+                return int(bool(r))
+            return sum(1 for _ in r)
+        r = s.query(text)
+        if r.type == "ASK":
+            return int(r.askAnswer)
+        return len(list(r))
+
+    times = {e: {q: [] for q in ORDER} for e in engines}
+    rows = {e: {} for e in engines}
+    signal.signal(signal.SIGALRM, _alarm)
+    for rnd in range(a.rounds):
+        for q in ORDER:
+            for e in engines:
+                if e == "rdflib" and rnd > 0:
+                    continue
+                if e == "rdflib":
+                    signal.setitimer(signal.ITIMER_REAL, a.rdflib_timeout)
+                try:
+                    t, n = timed(lambda: run(e, queries[q]))
+                except Deadline:
+                    t, n = None, None
+                finally:
+                    if e == "rdflib":
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                times[e][q].append(t)
+                if n is not None:
+                    rows[e][q] = n
+            print(f"round {rnd + 1} {q}: " + ", ".join(
+                f"{e} {'—' if times[e][q][-1] is None else f'{times[e][q][-1] * 1000:.1f} ms'}"
+                for e in engines if times[e][q]), flush=True)
+
+    for q in ORDER:
+        counts = {e: rows[e].get(q) for e in engines if q in rows[e]}
+        if len(set(counts.values())) > 1:
+            print(f"ROWS DIFFER on {q}: {counts}")
+
+    def med(e, q):
+        ts = [t for t in times[e][q] if t is not None]
+        return statistics.median(ts) if ts and len(ts) == len(times[e][q]) else None
+
+    print()
+    head = "| query | rows | " + " | ".join(f"{e} (ms)" for e in engines)
+    if "pyoxigraph" in engines and "nearflow" in engines:
+        head += " | pyoxigraph / nearflow"
+    if "rdflib" in engines and "nearflow" in engines:
+        head += " | rdflib / nearflow"
+    print(head + " |")
+    print("|---" * (head.count("|")) + "|")
+    for q in ORDER:
+        n = rows.get("nearflow", {}).get(q, next((rows[e][q] for e in engines if q in rows[e]), "?"))
+        cells = [q, f"{n:,}" if isinstance(n, int) else str(n)]
+        for e in engines:
+            m = med(e, q)
+            cells.append("stopped" if m is None else f"{m * 1000:.1f}")
+        nf_t = med("nearflow", q) if "nearflow" in engines else None
+        for other in ("pyoxigraph", "rdflib"):
+            if other in engines and "nearflow" in engines:
+                o = med(other, q)
+                if o is None:
+                    cells.append(f"> {a.rdflib_timeout / nf_t:.0f}" if other == "rdflib" and nf_t else "—")
+                else:
+                    cells.append(f"{o / nf_t:.1f}" if nf_t else "—")
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print("| load of the file | " + " | ".join(f"{e}: {loads[e]:.1f} s" for e in engines) + " |")
+
+    # A large answer into pandas.
+    import pandas as pd
+
+    text = f"SELECT ?s ?p ?o WHERE {{ ?s ?p ?o }} LIMIT {a.rows}"
+    frames = {}
+    for rnd in range(a.rounds):
+        for e in engines:
+            if e == "rdflib" and rnd > 0:
+                continue
+            if e == "nearflow":
+                f = lambda: stores[e].query(text).to_pandas()
+            elif e == "pyoxigraph":
+                import io
+                import pyoxigraph as ox
+
+                def f():
+                    r = stores["pyoxigraph"].query(text)
+                    return pd.read_csv(io.BytesIO(r.serialize(format=ox.QueryResultsFormat.CSV)))
+            else:
+                def f():
+                    r = stores["rdflib"].query(text)
+                    return pd.DataFrame([[str(x) for x in row] for row in r], columns=[str(v) for v in r.vars])
+            if e == "rdflib":
+                signal.setitimer(signal.ITIMER_REAL, a.rdflib_timeout)
+            try:
+                t, df = timed(f)
+                frames.setdefault(e, []).append((t, len(df)))
+            except Deadline:
+                frames.setdefault(e, []).append((None, None))
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    print()
+    print(f"| {a.rows:,}-row SELECT into a pandas DataFrame | rows | median s |")
+    print("|---|---:|---:|")
+    how = {"nearflow": "`to_pandas()` (Arrow)", "pyoxigraph": "CSV results → `pandas.read_csv`", "rdflib": "rows → `pandas.DataFrame`"}
+    for e, runs in frames.items():
+        ts = [t for t, _ in runs if t is not None]
+        n = next((n for _, n in runs if n is not None), None)
+        print(f"| {e}: {how[e]} | {n if n is not None else '—'} | {statistics.median(ts):.2f} |" if ts else f"| {e}: {how[e]} | — | stopped |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
