@@ -10,16 +10,17 @@ use nearflow_rt::Runtime;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 
+/// What stops a running server, and its thread.
+type Running = (
+    tokio::sync::oneshot::Sender<()>,
+    JoinHandle<std::io::Result<()>>,
+);
+
 /// A running SPARQL endpoint over a store; `stop()` (or leaving a `with` block) ends it.
 #[pyclass(module = "nearflow", frozen)]
 pub struct Server {
     addr: SocketAddr,
-    running: Mutex<
-        Option<(
-            tokio::sync::oneshot::Sender<()>,
-            JoinHandle<std::io::Result<()>>,
-        )>,
-    >,
+    running: Mutex<Option<Running>>,
 }
 
 impl Server {
