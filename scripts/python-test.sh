@@ -2,7 +2,8 @@
 # The Python package as a user gets it: builds the wheel of crates/python with maturin (in the
 # workspace's target folder, sharing its compiled dependencies), installs it into a fresh
 # virtual environment with the test's packages from PyPI (crates/python/tests/requirements.txt),
-# and runs pytest on crates/python/tests against the installed wheel. Arguments go to pytest.
+# runs pytest on crates/python/tests against the installed wheel (arguments go to it), then
+# rdflib's own store tests against the plugin (crates/python/tests/rdflib_suite.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/python-venv
@@ -20,5 +21,15 @@ rm -rf target/wheels
 PATH="$PWD/$venv/bin:$PATH" maturin build --release --auditwheel skip \
   -m crates/python/Cargo.toml -o target/wheels
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps target/wheels/nearflow-*.whl
-cd crates/python/tests
-exec "../../../$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+(cd crates/python/tests && "../../../$venv/bin/python" -m pytest -q -p no:cacheprovider "$@")
+# rdflib's own tests of store plugins, from its source distribution on PyPI (the version the
+# tests pinned), run against nearflow's plugin.
+version=$(sed -n 's/^rdflib==//p' crates/python/tests/requirements.txt)
+src=target/rdflib-tests/rdflib-$version
+if [ ! -d "$src/test" ]; then
+  rm -rf target/rdflib-tests
+  "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    -d target/rdflib-tests "rdflib==$version"
+  tar xzf "target/rdflib-tests/rdflib-$version.tar.gz" -C target/rdflib-tests
+fi
+"$venv/bin/python" crates/python/tests/rdflib_suite.py "$src"

@@ -3,8 +3,10 @@
     python compare.py [--data FILE] [--queries DIR] [--rounds N] [--rdflib-timeout S]
 
 Loads the same SP²Bench file into each (timed), runs the 17 queries round after round, each
-round every query on every engine one after the other (rdflib once, each query stopped after
---rdflib-timeout seconds), and times a 1M-row SELECT into a pandas DataFrame through each. An
+round every query on every engine one after the other (rdflib once), and times a 1M-row SELECT
+into a pandas DataFrame through each. A query is stopped after --timeout seconds: rdflib's (pure
+Python) by an alarm signal, pyoxigraph's (which cannot be interrupted inside a query) by running
+it in a worker process that is killed and started again. An
 engine's time for a query is the wall time of the Python call that gives the whole answer:
 nearflow's `len(store.query(q))`, pyoxigraph's count of the solutions it iterates,
 rdflib's `len(list(graph.query(q)))`. Every answer's row count is compared across engines and
@@ -13,6 +15,7 @@ a difference is printed. Prints markdown tables; nothing here is a test.
 
 import argparse
 import gzip
+import json
 import os
 import platform
 import signal
@@ -57,18 +60,83 @@ def timed(f):
     return time.perf_counter() - t, v
 
 
+class Worker:
+    """pyoxigraph in a process of its own, so that a query past the time limit can be stopped:
+    the process is killed and started again (the store loaded again)."""
+
+    def __init__(self, data, rows):
+        self.data = data
+        self.start()
+
+    def start(self):
+        import subprocess
+
+        self.p = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "pyoxigraph", "--data", self.data],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        line = self.p.stdout.readline().split()
+        self.load_s, self.triples = float(line[1]), int(line[2])
+
+    def run(self, text, timeout):
+        """(seconds, rows) of the query inside the worker, or (None, None) past `timeout`."""
+        import select
+
+        self.p.stdin.write(json.dumps(text) + "\n")
+        self.p.stdin.flush()
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout + 5)
+        if not ready:
+            self.p.kill()
+            self.p.wait()
+            self.start()
+            return None, None
+        t, n = self.p.stdout.readline().split()
+        return float(t), int(n)
+
+
+def worker(data):
+    """The worker's loop: a query (JSON) a line in, `seconds rows` a line out. A query that
+    starts with FRAME is timed into a pandas DataFrame through CSV results."""
+    import io
+
+    import pyoxigraph as ox
+
+    s = ox.Store()
+    t, _ = timed(lambda: s.bulk_load(gzip.open(data), format=ox.RdfFormat.TURTLE))
+    print(f"ready {t} {len(s)}", flush=True)
+    for line in sys.stdin:
+        text = json.loads(line)
+        if text.startswith("FRAME "):
+            import pandas as pd
+
+            def f():
+                r = s.query(text[6:])
+                return len(pd.read_csv(io.BytesIO(r.serialize(format=ox.QueryResultsFormat.CSV))))
+        else:
+            def f():
+                r = s.query(text)
+                if isinstance(r, bool) or type(r).__name__ == "QueryBoolean":
+                    return int(bool(r))
+                return sum(1 for _ in r)
+        t, n = timed(f)
+        print(f"{t} {n}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.path.join(SHARED, "sp2b-1000000.n3.gz"))
     ap.add_argument("--queries", default=os.path.join(SHARED, "queries"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rdflib-timeout", type=float, default=60.0)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--engines", default="nearflow,pyoxigraph,rdflib")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the DataFrame timing")
     a = ap.parse_args()
+    if a.worker:
+        return worker(a.data)
     engines = a.engines.split(",")
     print(f"machine: {machine()}", flush=True)
-    print(f"data: {a.data}; {a.rounds} rounds; rdflib capped at {a.rdflib_timeout:.0f} s a query", flush=True)
+    print(f"data: {a.data}; {a.rounds} rounds; rdflib and pyoxigraph stopped after {a.timeout:.0f} s a query", flush=True)
     queries = {q: open(os.path.join(a.queries, q + ".sparql")).read() for q in ORDER}
 
     # Loads.
@@ -80,12 +148,9 @@ def main():
         stores["nearflow"] = s
         print(f"nearflow loaded {len(s)} triples in {loads['nearflow']:.1f} s", flush=True)
     if "pyoxigraph" in engines:
-        import pyoxigraph as ox
-
-        s = ox.Store()
-        loads["pyoxigraph"], _ = timed(lambda: s.bulk_load(gzip.open(a.data), format=ox.RdfFormat.TURTLE))
-        stores["pyoxigraph"] = s
-        print(f"pyoxigraph loaded {len(s)} triples in {loads['pyoxigraph']:.1f} s", flush=True)
+        stores["pyoxigraph"] = Worker(a.data, a.rows)
+        loads["pyoxigraph"] = stores["pyoxigraph"].load_s
+        print(f"pyoxigraph loaded {stores['pyoxigraph'].triples} triples in {loads['pyoxigraph']:.1f} s", flush=True)
     if "rdflib" in engines:
         import rdflib
 
@@ -100,10 +165,7 @@ def main():
             r = s.query(text)
             return int(r) if isinstance(r, bool) else len(r)
         if engine == "pyoxigraph":
-            r = s.query(text)
-            if isinstance(r, bool) or type(r).__name__ == "QueryBoolean":
-                return int(bool(r))
-            return sum(1 for _ in r)
+            return s.run(text, a.timeout)
         r = s.query(text)
         if r.type == "ASK":
             return int(r.askAnswer)
@@ -118,9 +180,11 @@ def main():
                 if e == "rdflib" and rnd > 0:
                     continue
                 if e == "rdflib":
-                    signal.setitimer(signal.ITIMER_REAL, a.rdflib_timeout)
+                    signal.setitimer(signal.ITIMER_REAL, a.timeout)
                 try:
                     t, n = timed(lambda: run(e, queries[q]))
+                    if e == "pyoxigraph":
+                        t, n = n
                 except Deadline:
                     t, n = None, None
                 finally:
@@ -161,7 +225,7 @@ def main():
             if other in engines and "nearflow" in engines:
                 o = med(other, q)
                 if o is None:
-                    cells.append(f"> {a.rdflib_timeout / nf_t:.0f}" if other == "rdflib" and nf_t else "—")
+                    cells.append(f"> {a.timeout / nf_t:.0f}" if other == "rdflib" and nf_t else "—")
                 else:
                     cells.append(f"{o / nf_t:.1f}" if nf_t else "—")
         print("| " + " | ".join(cells) + " |")
@@ -180,21 +244,24 @@ def main():
             if e == "nearflow":
                 f = lambda: stores[e].query(text).to_pandas()
             elif e == "pyoxigraph":
-                import io
-                import pyoxigraph as ox
-
                 def f():
-                    r = stores["pyoxigraph"].query(text)
-                    return pd.read_csv(io.BytesIO(r.serialize(format=ox.QueryResultsFormat.CSV)))
+                    t, n = stores["pyoxigraph"].run("FRAME " + text, a.timeout)
+                    if t is None:
+                        raise Deadline()
+                    return t, n
             else:
                 def f():
                     r = stores["rdflib"].query(text)
                     return pd.DataFrame([[str(x) for x in row] for row in r], columns=[str(v) for v in r.vars])
             if e == "rdflib":
-                signal.setitimer(signal.ITIMER_REAL, a.rdflib_timeout)
+                signal.setitimer(signal.ITIMER_REAL, a.timeout)
             try:
                 t, df = timed(f)
-                frames.setdefault(e, []).append((t, len(df)))
+                if e == "pyoxigraph":
+                    t, n = df
+                else:
+                    n = len(df)
+                frames.setdefault(e, []).append((t, n))
             except Deadline:
                 frames.setdefault(e, []).append((None, None))
             finally:

@@ -29,7 +29,7 @@ use crate::{query_error, run_detached, runtime};
 /// to the log before it returns, and the log is folded into the snapshot by checkpoints
 /// (`flush()`, or when it grows). A store on disk takes its write lock: one process at a time
 /// writes it.
-#[pyclass(module = "nearflow", frozen)]
+#[pyclass(module = "nearflow", frozen, weakref)]
 pub struct Store {
     db: Arc<Db>,
     merger: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,

@@ -30,6 +30,8 @@ How it maps rdflib's model onto nearflow's, where the two differ:
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import rdflib
@@ -39,6 +41,10 @@ from rdflib.store import VALID_STORE, Store
 from rdflib.term import BNode, Node, URIRef, Variable
 
 from . import _nearflow as nf
+
+# The stores on disk this process has open, by their file's real path: a store takes its write
+# lock once, and rdflib may open two graphs over one folder.
+_OPEN: "weakref.WeakValueDictionary[str, nf.Store]" = weakref.WeakValueDictionary()
 
 _XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
@@ -103,6 +109,7 @@ class NearflowStore(Store):
         self._pending: List[Any] = []
         self._namespaces: Dict[str, URIRef] = {}
         self._prefixes: Dict[URIRef, str] = {}
+        self._empty: set = set()
         super().__init__(configuration, identifier)
         if self._inner is None:
             self._inner = nf.Store()
@@ -110,14 +117,20 @@ class NearflowStore(Store):
     # -- opening and closing -------------------------------------------------------------
 
     def open(self, configuration: Any, create: bool = False) -> Optional[int]:
-        """Opens the store on disk at `configuration` (a path), made empty when `create`."""
-        import os
-
+        """Opens the store on disk at `configuration`, made empty when `create`: a store file,
+        or a folder (as rdflib's other stores take one) holding the store file `nearflow.store`."""
         path = os.fspath(configuration)
+        if os.path.isdir(path):
+            path = os.path.join(path, "nearflow.store")
         if not create and not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such store (open it with create=True to make one)")
         self._flush()
-        self._inner = nf.Store(path)
+        key = os.path.realpath(path)
+        inner = _OPEN.get(key)
+        if inner is None:
+            inner = nf.Store(path)
+            _OPEN[key] = inner
+        self._inner = inner
         return VALID_STORE
 
     def close(self, commit_pending_transaction: bool = False) -> None:
@@ -213,17 +226,22 @@ class NearflowStore(Store):
         if triple is None:
             names = [nf.DefaultGraph()] if self._matches((None, None, None), nf.DefaultGraph()) else []
             names += self.inner.named_graphs()
+            names += [g for g in self._empty if g not in names]
         else:
             names = list(dict.fromkeys(q.graph_name for q in self._matches(triple, None)))
         for g in names:
             yield self._context(g)
 
     def add_graph(self, graph: Graph) -> None:
-        # nearflow holds a graph while it holds a quad of it.
-        pass
+        # nearflow holds a graph while it holds a quad of it; an empty one added here is
+        # listed by contexts() for as long as this object lives (it is not on disk).
+        g = _graph_of(graph)
+        if isinstance(g, nf.NamedNode):
+            self._empty.add(g)
 
     def remove_graph(self, graph: Graph) -> None:
         self.remove((None, None, None), graph)
+        self._empty.discard(_graph_of(graph))
 
     # -- namespaces ----------------------------------------------------------------------
 
