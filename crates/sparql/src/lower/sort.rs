@@ -183,20 +183,55 @@ impl<const N: usize> SortOp<N> {
                 let by_term = |a: u32, b: u32| {
                     term_order(vals[a as usize].as_ref(), vals[b as usize].as_ref())
                 };
-                order.sort_by(|&a, &b| by_value(a, b).then_with(|| by_term(a, b)));
-                let mut value_rank = vec![0u32; ids.len()];
-                let mut term_rank = vec![0u32; ids.len()];
-                for (at, &d) in order.iter().enumerate() {
-                    let (v, t) = match at.checked_sub(1).map(|p| order[p]) {
+                let full = |a: &u32, b: &u32| by_value(*a, *b).then_with(|| by_term(*a, *b));
+                // A top-k over one key needs the order of the first `keep` distinct values (in
+                // the key's direction) and of those tied with the last of them by value: every
+                // other value comes after them, so all take one rank past theirs (before them,
+                // for a descending key). The ranks of the rest are never compared among
+                // themselves in the rows kept.
+                let desc = cols[j].1;
+                let (ranked, rest, offset) = match keep {
+                    Some(kk) if k == 1 && kk > 0 && kk < order.len() => {
+                        let dir = |a: &u32, b: &u32| {
+                            let o = full(a, b);
+                            if desc {
+                                o.reverse()
+                            } else {
+                                o
+                            }
+                        };
+                        order.select_nth_unstable_by(kk - 1, dir);
+                        let last = order[kk - 1];
+                        let (head, tail) = order.split_at(kk);
+                        let mut ranked = head.to_vec();
+                        ranked.extend(tail.iter().filter(|&&d| by_value(last, d).is_eq()));
+                        ranked.sort_by(full);
+                        let n_ranked = ranked.len() as u32;
+                        if desc {
+                            (ranked, 0, 1)
+                        } else {
+                            (ranked, n_ranked, 0)
+                        }
+                    }
+                    _ => {
+                        order.sort_by(full);
+                        (order, 0, 0)
+                    }
+                };
+                let mut value_rank = vec![rest; ids.len()];
+                let mut term_rank = vec![rest; ids.len()];
+                for (at, &d) in ranked.iter().enumerate() {
+                    let here = at as u32 + offset;
+                    let (v, t) = match at.checked_sub(1).map(|p| ranked[p]) {
                         Some(prev) if by_value(prev, d).is_eq() => (
                             value_rank[prev as usize],
                             if by_term(prev, d).is_eq() {
                                 term_rank[prev as usize]
                             } else {
-                                at as u32
+                                here
                             },
                         ),
-                        _ => (at as u32, at as u32),
+                        _ => (here, here),
                     };
                     value_rank[d as usize] = v;
                     term_rank[d as usize] = t;
