@@ -14,7 +14,7 @@ use nearflow_rdf::term::{Id, TermRef};
 use nearflow_rdf::DEFAULT_GRAPH;
 use nearflow_sparql::algebra::Dataset;
 use nearflow_sparql::update::{add_loaded, LoadFrom, Update, UpdateOptions};
-use nearflow_sparql::{self as sparql, Collected, Options, Query, QueryError, QueryResults};
+use nearflow_sparql::{self as sparql, Collected, Form, Options, Query, QueryError, QueryResults};
 use pyo3::exceptions::{PyIndexError, PyKeyError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -785,6 +785,35 @@ impl QuerySolutions {
             self.all.rows.len(),
             self.vars.join(" ?")
         )
+    }
+
+    /// The solutions as distinct terms and, per variable, each row's index into them (-1 where
+    /// unbound): an answer repeats its terms, so a caller that makes objects of its own of
+    /// them (the rdflib plugin) makes each once.
+    fn term_columns(&self) -> (Vec<AnyTerm>, Vec<Vec<i64>>) {
+        let Form::Select(cols) = &self.all.form else {
+            return (Vec::new(), Vec::new());
+        };
+        let cx = self.all.cx();
+        let mut index: std::collections::HashMap<Id, i64> = std::collections::HashMap::new();
+        let mut terms = Vec::new();
+        let columns = cols
+            .iter()
+            .map(|&(_, c)| {
+                self.all
+                    .rows
+                    .iter()
+                    .map(|r| match r[c] {
+                        nearflow_rdf::term::UNBOUND => -1,
+                        id => *index.entry(id).or_insert_with(|| {
+                            terms.push(AnyTerm::of(cx.term(id).as_ref()));
+                            terms.len() as i64 - 1
+                        }),
+                    })
+                    .collect()
+            })
+            .collect();
+        (terms, columns)
     }
 
     /// The solutions as one Arrow record batch, by the Arrow PyCapsule interface (pyarrow,

@@ -228,3 +228,15 @@ def test_dump_writes_n_quads(small, tmp_path):
     buf = io.BytesIO()
     small.dump(buf)
     assert buf.getvalue().decode() == text
+
+
+def test_term_columns_agree_with_the_rows(small):
+    r = small.query(
+        "SELECT ?p ?age WHERE { ?p <http://example.com/name> ?n OPTIONAL { ?p <http://example.com/age> ?age } }"
+    )
+    terms, columns = r.term_columns()
+    assert len(terms) == len(set(terms))
+    assert [[None if i < 0 else terms[i] for i in col] for col in columns] == [
+        [row[k] for row in r] for k in range(2)
+    ]
+    assert small.query("SELECT * WHERE { }").term_columns() == ([], [])

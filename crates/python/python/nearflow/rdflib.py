@@ -301,9 +301,14 @@ class NearflowStore(Store):
         r = Result("SELECT")
         variables = [Variable(v) for v in answer.variables]
         r.vars = variables
+        # Each distinct term of the answer becomes an rdflib term once.
+        terms, columns = answer.term_columns()
+        made = [_to_rdflib(t) for t in terms]
+        made.append(None)  # index -1: unbound
+        values = [[made[i] for i in col] for col in columns]
         r.bindings = [
-            {v: _to_rdflib(t) for v, t in zip(variables, row) if t is not None} for row in answer
-        ]
+            {v: t for v, t in zip(variables, row) if t is not None} for row in zip(*values)
+        ] if values else [{} for _ in range(len(answer))]
         return r
 
     def update(self, update: Any, initNs: Any, initBindings: Any, queryGraph: Any, **kwargs: Any) -> None:
