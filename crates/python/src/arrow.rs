@@ -101,47 +101,22 @@ fn column(all: &Collected, col: usize) -> ArrayRef {
         };
     }
     let n = rows.len();
-    let term = |id: Id| cx.term(id);
     match kind.unwrap_or(Kind::Text) {
         Kind::Int => {
             let mut b = Int64Builder::with_capacity(n);
-            for row in rows {
-                match row[col] {
-                    UNBOUND => b.append_null(),
-                    id => match term(id).as_ref() {
-                        TermRef::Literal { value, .. } => {
-                            b.append_option(value.trim().parse().ok())
-                        }
-                        _ => b.append_null(),
-                    },
-                }
-            }
+            each_literal(all, col, |v| {
+                b.append_option(v.and_then(|v| v.trim().parse().ok()))
+            });
             Arc::new(b.finish())
         }
         Kind::Float => {
             let mut b = Float64Builder::with_capacity(n);
-            for row in rows {
-                match row[col] {
-                    UNBOUND => b.append_null(),
-                    id => match term(id).as_ref() {
-                        TermRef::Literal { value, .. } => b.append_option(float(value)),
-                        _ => b.append_null(),
-                    },
-                }
-            }
+            each_literal(all, col, |v| b.append_option(v.and_then(float)));
             Arc::new(b.finish())
         }
         Kind::Bool => {
             let mut b = BooleanBuilder::with_capacity(n);
-            for row in rows {
-                match row[col] {
-                    UNBOUND => b.append_null(),
-                    id => match term(id).as_ref() {
-                        TermRef::Literal { value, .. } => b.append_option(boolean(value)),
-                        _ => b.append_null(),
-                    },
-                }
-            }
+            each_literal(all, col, |v| b.append_option(v.and_then(boolean)));
             Arc::new(b.finish())
         }
         Kind::Text => {
@@ -151,12 +126,27 @@ fn column(all: &Collected, col: usize) -> ArrayRef {
                 match row[col] {
                     UNBOUND => b.append_null(),
                     id => {
-                        text(term(id).as_ref(), &mut s);
+                        text(cx.term(id).as_ref(), &mut s);
                         b.append_value(&s);
                     }
                 }
             }
             Arc::new(b.finish())
+        }
+    }
+}
+
+/// Calls `push` with the lexical form of each row's literal in column `col`, `None` where the
+/// row leaves it unbound (or binds it to another kind of term).
+fn each_literal(all: &Collected, col: usize, mut push: impl FnMut(Option<&str>)) {
+    let cx = all.cx();
+    for row in &all.rows {
+        match row[col] {
+            UNBOUND => push(None),
+            id => match cx.term(id).as_ref() {
+                TermRef::Literal { value, .. } => push(Some(value)),
+                _ => push(None),
+            },
         }
     }
 }
