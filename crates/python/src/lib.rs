@@ -20,7 +20,7 @@ mod terms;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nearflow_rt::Runtime;
@@ -109,47 +109,85 @@ fn syntax_args(message: &str) -> (String, (String, usize, usize, String)) {
     )
 }
 
-/// Runs `work` on a thread of its own with the GIL released. The calling thread wakes every
+/// A job for a helper thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The helper threads that wait for a job, each by the sender of its own queue. A query hands
+/// its work to one of them rather than to a new thread: a new thread costs its stack and a
+/// fresh allocator state per call, which a query of a millisecond notices.
+static IDLE: Mutex<Vec<mpsc::Sender<Job>>> = Mutex::new(Vec::new());
+
+/// Helper threads kept waiting at most; past that a finished one ends.
+const MAX_IDLE: usize = 8;
+
+/// Runs `job` on an idle helper thread, or on a new one when none waits.
+fn hand_off(job: Job) -> PyResult<()> {
+    let idle = IDLE.lock().expect("not poisoned").pop();
+    let job = match idle {
+        Some(tx) => match tx.send(job) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::SendError(job)) => job,
+        },
+        None => job,
+    };
+    let (tx, rx) = mpsc::channel::<Job>();
+    tx.send(job).expect("the receiver is here");
+    std::thread::Builder::new()
+        .name("nearflow-py".into())
+        .spawn(move || {
+            while let Ok(job) = rx.recv() {
+                // A job that panics has told its caller so (its result channel closes).
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                let mut idle = IDLE.lock().expect("not poisoned");
+                if idle.len() >= MAX_IDLE {
+                    return;
+                }
+                idle.push(tx.clone());
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))
+}
+
+/// Runs `work` on a helper thread with the GIL released. The calling thread wakes every
 /// 50 ms to check for signals: on Ctrl-C it sets the flag `work` was given (a query's run
 /// stops within a step), waits for `work` to return, and raises `KeyboardInterrupt`.
 fn run_detached<T, E, F>(py: Python<'_>, work: F) -> PyResult<Result<T, E>>
 where
-    T: Send,
-    E: Send,
-    F: FnOnce(Arc<AtomicBool>) -> Result<T, E> + Send,
+    T: Send + 'static,
+    E: Send + 'static,
+    F: FnOnce(Arc<AtomicBool>) -> Result<T, E> + Send + 'static,
 {
     let stop = Arc::new(AtomicBool::new(false));
-    std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel(1);
-        // Waited on with the GIL released, which asks for a `Sync` receiver.
-        let rx = std::sync::Mutex::new(rx);
-        let recv = |timeout: Option<Duration>| {
-            let rx = rx.lock().expect("not poisoned");
-            match timeout {
-                Some(t) => rx.recv_timeout(t),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    let (tx, rx) = mpsc::sync_channel(1);
+    let flag = stop.clone();
+    hand_off(Box::new(move || {
+        let _ = tx.send(work(flag));
+    }))?;
+    // Waited on with the GIL released, which asks for a `Sync` receiver.
+    let rx = Mutex::new(rx);
+    let recv = |timeout: Option<Duration>| {
+        let rx = rx.lock().expect("not poisoned");
+        match timeout {
+            Some(t) => rx.recv_timeout(t),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        }
+    };
+    loop {
+        match py.detach(|| recv(Some(Duration::from_millis(50)))) {
+            Ok(r) => return Ok(r),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("nearflow's worker thread panicked"))
             }
-        };
-        let flag = stop.clone();
-        s.spawn(move || {
-            let _ = tx.send(work(flag));
-        });
-        loop {
-            match py.detach(|| recv(Some(Duration::from_millis(50)))) {
-                Ok(r) => return Ok(r),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(PyRuntimeError::new_err("nearflow's worker thread panicked"))
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(interrupt) = py.check_signals() {
-                        stop.store(true, Ordering::Release);
-                        let _ = py.detach(|| recv(None));
-                        return Err(interrupt);
-                    }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    stop.store(true, Ordering::Release);
+                    let _ = py.detach(|| recv(None));
+                    return Err(interrupt);
                 }
             }
         }
-    })
+    }
 }
 
 #[pymodule]

@@ -223,7 +223,8 @@ impl Store {
                 &Arc<nearflow_rdf::Store>,
                 Arc<AtomicBool>,
             ) -> Result<(nearflow_rdf::Store, Vec<([Id; 4], bool)>), String>
-            + Send,
+            + Send
+            + 'static,
     ) -> PyResult<u64> {
         let db = self.db.clone();
         run_detached(py, move |stop| {
@@ -397,8 +398,9 @@ impl Store {
         let parsed = Update::parse(update, base_iri.as_deref()).map_err(query_error)?;
         let timeout = timeout.map(Seconds::duration).transpose()?;
         let rt = runtime()?;
-        let failed = std::sync::Mutex::new(None);
-        let r = self.change(py, |s, stop| {
+        let failed = Arc::new(std::sync::Mutex::new(None));
+        let failure = failed.clone();
+        let r = self.change(py, move |s, stop| {
             let options = UpdateOptions {
                 query: Options {
                     timeout,
@@ -411,12 +413,13 @@ impl Store {
                 Ok(a) => Ok((a.store, a.changes)),
                 Err(e) => {
                     let m = e.to_string();
-                    *failed.lock().expect("not poisoned") = Some(e);
+                    *failure.lock().expect("not poisoned") = Some(e);
                     Err(m)
                 }
             }
         });
-        match failed.into_inner().expect("not poisoned") {
+        let failed = failed.lock().expect("not poisoned").take();
+        match failed {
             Some(e) => Err(query_error(e)),
             None => r.map(|_| ()),
         }
