@@ -46,11 +46,13 @@ impl Drop for Store {
     }
 }
 
-/// A duration in seconds (a number or a `datetime.timedelta`).
+/// A duration: seconds (a number), a `datetime.timedelta`, or text as the command line takes
+/// it (`"30s"`, `"250ms"`, `"2m"`).
 #[derive(FromPyObject)]
 enum Seconds {
     Delta(Duration),
     Number(f64),
+    Text(String),
 }
 
 impl Seconds {
@@ -61,6 +63,28 @@ impl Seconds {
             Seconds::Number(s) => Err(PyValueError::new_err(format!(
                 "timeout={s}: give a positive number of seconds"
             ))),
+            Seconds::Text(t) => nearflow_topo::units::duration(&t)
+                .map_err(|e| PyValueError::new_err(format!("timeout={t:?}: {e}"))),
+        }
+    }
+}
+
+/// A size in bytes: a number, or text as the command line takes it (`"512MiB"`, `"2G"`).
+#[derive(FromPyObject)]
+enum Size {
+    Bytes(usize),
+    Text(String),
+}
+
+impl Size {
+    fn bytes(self) -> PyResult<usize> {
+        match self {
+            Size::Bytes(0) => Err(PyValueError::new_err(
+                "memory_limit=0: give a number of bytes",
+            )),
+            Size::Bytes(n) => Ok(n),
+            Size::Text(t) => nearflow_topo::units::bytes(&t)
+                .map_err(|e| PyValueError::new_err(format!("memory_limit={t:?}: {e}"))),
         }
     }
 }
@@ -72,14 +96,10 @@ impl Seconds {
 fn options(
     base_iri: Option<String>,
     timeout: Option<Seconds>,
-    memory_limit: Option<usize>,
+    memory_limit: Option<Size>,
     spill_dir: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Options> {
-    if memory_limit == Some(0) {
-        return Err(PyValueError::new_err(
-            "memory_limit=0: give a number of bytes",
-        ));
-    }
+    let memory_limit = memory_limit.map(Size::bytes).transpose()?;
     let spill = match spill_dir {
         None => Some(std::env::temp_dir()),
         Some(d) if d.is_instance_of::<pyo3::types::PyBool>() => {
@@ -314,10 +334,10 @@ impl Store {
     ///
     /// `default_graph` (an IRI or a list of them) and `named_graphs` set the query's dataset
     /// as the SPARQL Protocol's `default-graph-uri` and `named-graph-uri` do, over the query's
-    /// own `FROM` clauses. `timeout` (seconds or a `timedelta`) and `memory_limit` (bytes)
-    /// stop the run with `TimeoutError` and `MemoryLimitExceeded`; past the memory limit,
-    /// joins and DISTINCT first spill to `spill_dir` (the system's temporary folder unless
-    /// `spill_dir=False`).
+    /// own `FROM` clauses. `timeout` (seconds, a `timedelta` or `"30s"`) and `memory_limit`
+    /// (bytes or `"2GiB"`) stop the run with `TimeoutError` and `MemoryLimitExceeded`; past the
+    /// memory limit, joins and DISTINCT first spill to `spill_dir` (the system's temporary
+    /// folder unless `spill_dir=False`).
     #[pyo3(signature = (query, *, base_iri=None, default_graph=None, named_graphs=None, timeout=None, memory_limit=None, spill_dir=None))]
     #[allow(clippy::too_many_arguments)]
     fn query(
@@ -328,7 +348,7 @@ impl Store {
         default_graph: Option<OneOrMany>,
         named_graphs: Option<Vec<NamedNode>>,
         timeout: Option<Seconds>,
-        memory_limit: Option<usize>,
+        memory_limit: Option<Size>,
         spill_dir: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let options = options(base_iri, timeout, memory_limit, spill_dir)?;
@@ -659,8 +679,8 @@ impl Store {
     /// at the end of a `with` block. `bind` is `HOST:PORT` (port 0 picks a free one); as with
     /// `nearflow serve`, no page of another origin may read or write unless `cors` names its
     /// origin, and beyond loopback writes need `write_token` (sent as `Authorization: Bearer`).
-    /// `timeout` (seconds) and `memory_limit` (bytes) bound each query (defaults: 60 s, and the
-    /// host's memory shared by twice the queries that may run).
+    /// `timeout` (seconds, or `"30s"`) and `memory_limit` (bytes, or `"1GiB"`) bound each
+    /// query (defaults: 60 s, and the host's memory shared by twice the queries that may run).
     #[pyo3(signature = (bind="127.0.0.1:7878", *, cors=None, write_token=None, timeout=None, memory_limit=None))]
     fn serve(
         &self,
@@ -669,7 +689,7 @@ impl Store {
         cors: Option<Vec<String>>,
         write_token: Option<String>,
         timeout: Option<Seconds>,
-        memory_limit: Option<usize>,
+        memory_limit: Option<Size>,
     ) -> PyResult<crate::server::Server> {
         let addr: std::net::SocketAddr = bind.parse().map_err(|e| {
             PyValueError::new_err(format!(
@@ -681,8 +701,8 @@ impl Store {
         if let Some(t) = timeout {
             config.timeout = t.duration()?;
         }
-        if memory_limit.is_some() {
-            config.memory_limit = memory_limit;
+        if let Some(m) = memory_limit {
+            config.memory_limit = Some(m.bytes()?);
         }
         config.access = nearflow_serve::Access {
             cors: cors.unwrap_or_default(),

@@ -170,6 +170,11 @@ def test_timeout_stops_a_query():
     t = time.monotonic()
     with pytest.raises(TimeoutError):
         s.query(q, timeout=0.3)
+    with pytest.raises(TimeoutError):
+        s.query(q, timeout="300ms")
+    for bad in (0, -1.0, "soon", "0s"):
+        with pytest.raises(ValueError, match="timeout"):
+            s.query(q, timeout=bad)
     assert time.monotonic() - t < 20
 
 
@@ -198,6 +203,12 @@ def test_memory_limit_stops_or_spills(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="not a directory"):
         s.query(q, spill_dir="/no/such/folder")
+    # Sizes as the command line writes them.
+    with pytest.raises(nearflow.MemoryLimitExceeded):
+        s.query(q, memory_limit="1MiB", spill_dir=False)
+    for bad in (0, "lots", "0B", "3 parsecs"):
+        with pytest.raises(ValueError, match="memory_limit"):
+            s.query(q, memory_limit=bad)
 
 
 def test_store_on_disk_keeps_updates_and_takes_its_lock(tmp_path):

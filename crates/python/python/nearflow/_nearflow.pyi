@@ -93,7 +93,8 @@ class QuerySyntaxError(SyntaxError): ...
 class QueryCancelled(Exception): ...
 class MemoryLimitExceeded(MemoryError): ...
 
-Seconds = Union[float, datetime.timedelta]
+Seconds = Union[float, datetime.timedelta, str]
+Size = Union[int, str]
 
 class Server:
     @property
@@ -120,7 +121,7 @@ class Store:
         default_graph: Union[NamedNode, List[NamedNode], None] = None,
         named_graphs: Optional[List[NamedNode]] = None,
         timeout: Optional[Seconds] = None,
-        memory_limit: Optional[int] = None,
+        memory_limit: Optional[Size] = None,
         spill_dir: Union[str, os.PathLike[str], bool, None] = None,
     ) -> Union[QuerySolutions, bool, List[Triple]]: ...
     def update(
@@ -153,6 +154,6 @@ class Store:
         cors: Optional[List[str]] = None,
         write_token: Optional[str] = None,
         timeout: Optional[Seconds] = None,
-        memory_limit: Optional[int] = None,
+        memory_limit: Optional[Size] = None,
     ) -> Server: ...
     def flush(self) -> None: ...
