@@ -159,10 +159,28 @@ where
     F: FnOnce(Arc<AtomicBool>) -> Result<T, E> + Send + 'static,
 {
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::sync_channel(1);
     let flag = stop.clone();
+    run_detached_with(
+        py,
+        move || work(flag),
+        move || stop.store(true, Ordering::Release),
+    )
+}
+
+/// [`run_detached`] for work stopped another way: `interrupt` is called on Ctrl-C.
+fn run_detached_with<T, E, F>(
+    py: Python<'_>,
+    work: F,
+    interrupt: impl FnOnce(),
+) -> PyResult<Result<T, E>>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+    F: FnOnce() -> Result<T, E> + Send + 'static,
+{
+    let (tx, rx) = mpsc::sync_channel(1);
     hand_off(Box::new(move || {
-        let _ = tx.send(work(flag));
+        let _ = tx.send(work());
     }))?;
     // Waited on with the GIL released, which asks for a `Sync` receiver.
     let rx = Mutex::new(rx);
@@ -180,10 +198,10 @@ where
                 return Err(PyRuntimeError::new_err("nearflow's worker thread panicked"))
             }
             Err(RecvTimeoutError::Timeout) => {
-                if let Err(interrupt) = py.check_signals() {
-                    stop.store(true, Ordering::Release);
+                if let Err(e) = py.check_signals() {
+                    interrupt();
                     let _ = py.detach(|| recv(None));
-                    return Err(interrupt);
+                    return Err(e);
                 }
             }
         }

@@ -190,6 +190,7 @@ fn parse(
     format: Option<Format>,
     base: Option<&str>,
     graph: Option<&str>,
+    progress: &Arc<load::Progress>,
 ) -> Result<Loaded, String> {
     let mut out = Loaded::default();
     let (name, format, reader): (PathBuf, Format, Box<dyn Read + Send>) = match input {
@@ -213,22 +214,20 @@ fn parse(
             ("<bytes>".into(), format, Box::new(std::io::Cursor::new(b)))
         }
     };
-    let file_base = (name.to_str() != Some("<bytes>"))
-        .then(|| load::file_iri(&std::fs::canonicalize(&name).unwrap_or(name.clone())));
+    let file_base = (name.to_str() != Some("<bytes>")).then(|| load::file_iri(&name));
     let base = base.map(str::to_owned).or(file_base);
-    let r = match (graph, &base) {
-        (Some(g), b) => load::load_reader_into_graph(
-            &mut out,
-            &name,
-            format,
-            reader,
-            "p",
-            b.as_deref().unwrap_or(g),
-            g,
-        ),
-        (None, Some(b)) => load::load_reader_with_base(&mut out, &name, format, reader, "p", b),
-        (None, None) => load::load_reader(&mut out, &name, format, reader, "p"),
-    };
+    // A named graph's triples resolve against the graph's IRI when nothing else is given.
+    let base = base.or_else(|| graph.map(str::to_owned));
+    let r = load::load_reader_to(
+        &mut out,
+        &name,
+        format,
+        reader,
+        "p",
+        base.as_deref(),
+        graph,
+        progress,
+    );
     r.map_err(|e| e.to_string())?;
     Ok(out)
 }
@@ -471,9 +470,22 @@ impl Store {
                 ))
             }
         };
-        let loaded = run_detached(py, move |_| {
-            parse(input, format, base_iri.as_deref(), graph.as_deref())
-        })?
+        // Ctrl-C stops the parse after the batch it is encoding.
+        let progress = Arc::new(load::Progress::default());
+        let parsing = progress.clone();
+        let loaded = crate::run_detached_with(
+            py,
+            move || {
+                parse(
+                    input,
+                    format,
+                    base_iri.as_deref(),
+                    graph.as_deref(),
+                    &parsing,
+                )
+            },
+            move || progress.cancel.store(true, Ordering::Release),
+        )?
         .map_err(PyValueError::new_err)?;
         let loaded = Arc::new(loaded);
         self.change(py, move |s, _| {

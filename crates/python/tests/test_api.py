@@ -191,6 +191,32 @@ def test_ctrl_c_stops_a_query_inside_the_runtime():
     assert s.query("ASK { ?s ?p ?o }") is True
 
 
+def test_ctrl_c_stops_a_load_that_would_not_end(tmp_path):
+    # A FIFO fed without end: only a cancel inside the parser ends this load.
+    fifo = tmp_path / "endless.nt"
+    os.mkfifo(fifo)
+
+    def feed():
+        try:
+            with open(fifo, "wb") as f:
+                i = 0
+                while True:
+                    f.write(b"".join(b'<http://example.com/s%d> <http://example.com/p> "v" .\n' % (i + j) for j in range(1000)))
+                    i += 1000
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    s = nearflow.Store()
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        s.load(fifo)
+    assert time.monotonic() - t < 60
+    assert len(s) == 0
+
+
 def test_memory_limit_stops_or_spills(tmp_path):
     s = nearflow.Store()
     s.extend([Quad(NamedNode(EX + f"s{i}"), NamedNode(EX + "p"), Literal(str(i))) for i in range(200_000)])

@@ -544,18 +544,15 @@ pub fn load_reader(
     reader: impl Read + Send,
     prefix: &str,
 ) -> Result<(), LoadError> {
-    load_one(
+    load_reader_to(
         out,
         name,
         format,
-        Box::new(reader),
-        &Target {
-            prefix,
-            base: None,
-            graph: None,
-        },
+        reader,
+        prefix,
+        None,
+        None,
         &Arc::default(),
-        &mut |_| Ok(()),
     )
 }
 
@@ -568,19 +565,15 @@ pub fn load_reader_with_base(
     prefix: &str,
     base: &str,
 ) -> Result<(), LoadError> {
-    check_base(base)?;
-    load_one(
+    load_reader_to(
         out,
         name,
         format,
-        Box::new(reader),
-        &Target {
-            prefix,
-            base: Some(base),
-            graph: None,
-        },
+        reader,
+        prefix,
+        Some(base),
+        None,
         &Arc::default(),
-        &mut |_| Ok(()),
     )
 }
 
@@ -595,13 +588,44 @@ pub fn load_reader_into_graph(
     base: &str,
     graph: &str,
 ) -> Result<(), LoadError> {
-    check_base(base)?;
-    oxiri::Iri::parse(graph).map_err(|e| LoadError::BadGraphName {
-        graph: graph.to_owned(),
-        message: e.to_string(),
-    })?;
-    if format.has_graphs() {
-        return Err(LoadError::QuadsIntoGraph(name.to_owned()));
+    load_reader_to(
+        out,
+        name,
+        format,
+        reader,
+        prefix,
+        Some(base),
+        Some(graph),
+        &Arc::default(),
+    )
+}
+
+/// [`load_reader`] with every option: relative IRIs resolved against `base` (without one, a
+/// relative IRI is an error), the triples into the named graph `graph` (an absolute IRI; a
+/// triples document only), and `progress`, whose `cancel` stops the load with
+/// [`LoadError::Interrupted`] after the batch it is encoding.
+#[allow(clippy::too_many_arguments)]
+pub fn load_reader_to(
+    out: &mut Loaded,
+    name: &Path,
+    format: Format,
+    reader: impl Read + Send,
+    prefix: &str,
+    base: Option<&str>,
+    graph: Option<&str>,
+    progress: &Arc<Progress>,
+) -> Result<(), LoadError> {
+    if let Some(b) = base {
+        check_base(b)?;
+    }
+    if let Some(g) = graph {
+        oxiri::Iri::parse(g).map_err(|e| LoadError::BadGraphName {
+            graph: g.to_owned(),
+            message: e.to_string(),
+        })?;
+        if format.has_graphs() {
+            return Err(LoadError::QuadsIntoGraph(name.to_owned()));
+        }
     }
     load_one(
         out,
@@ -610,10 +634,10 @@ pub fn load_reader_into_graph(
         Box::new(reader),
         &Target {
             prefix,
-            base: Some(base),
-            graph: Some(graph),
+            base,
+            graph,
         },
-        &Arc::default(),
+        progress,
         &mut |_| Ok(()),
     )
 }
