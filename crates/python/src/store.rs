@@ -637,49 +637,106 @@ impl Store {
             .collect()
     }
 
-    /// Writes the store's quads as N-Quads to `output` (a path or a binary file object), or
-    /// returns them as `bytes` when `output` is omitted.
-    #[pyo3(signature = (output=None))]
+    /// Writes the store as N-Quads (`format="nq"`, the default: every graph), or one graph as
+    /// N-Triples, Turtle or RDF/XML (`"nt"`, `"ttl"`, `"rdf"`, or their media types): the
+    /// graph `from_graph` (a `NamedNode`, or `DefaultGraph()`, the default when the store has
+    /// no named graph). Into `output` (a path, written whole or not at all, or a binary file
+    /// object), or returned as `bytes` when `output` is omitted.
+    #[pyo3(signature = (output=None, format="nq", *, from_graph=None))]
     fn dump(
         &self,
         py: Python<'_>,
         output: Option<&Bound<'_, PyAny>>,
+        format: &str,
+        from_graph: Option<GraphName>,
     ) -> PyResult<Option<Py<PyBytes>>> {
+        use nearflow_sparql::results::GraphFormat;
         use std::fmt::Write as _;
         let store = self.db.current();
-        let text = py.detach(|| {
-            let dict = store.dict();
-            let mut text = String::new();
-            for g in store.graph_ids().to_vec() {
-                let graph = (g != DEFAULT_GRAPH).then(|| dict.term(g));
-                store.for_each_match(g, [None; 3], |[s, p, o]| {
-                    let _ = write!(
-                        text,
-                        "{} {} {}",
-                        dict.term(s).as_ref(),
-                        dict.term(p).as_ref(),
-                        dict.term(o).as_ref()
-                    );
-                    if let Some(g) = &graph {
-                        let _ = write!(text, " {}", g.as_ref());
-                    }
-                    text.push_str(" .\n");
-                });
+        let graph_format = match format_named(format)? {
+            Format::NQuads => None,
+            Format::NTriples => Some(GraphFormat::NTriples),
+            Format::Turtle => Some(GraphFormat::Turtle),
+            Format::RdfXml => Some(GraphFormat::RdfXml),
+            Format::TriG => {
+                return Err(PyValueError::new_err(
+                    "dump writes N-Quads, N-Triples, Turtle or RDF/XML; TriG is not written",
+                ))
             }
-            text
-        });
+        };
+        let text = match graph_format {
+            None => {
+                if from_graph.is_some() {
+                    return Err(PyValueError::new_err(
+                        "from_graph= names one graph for a triples format; N-Quads holds them all",
+                    ));
+                }
+                py.detach(|| {
+                    let dict = store.dict();
+                    let mut text = String::new();
+                    for g in store.graph_ids().to_vec() {
+                        let graph = (g != DEFAULT_GRAPH).then(|| dict.term(g));
+                        store.for_each_match(g, [None; 3], |[s, p, o]| {
+                            let _ = write!(
+                                text,
+                                "{} {} {}",
+                                dict.term(s).as_ref(),
+                                dict.term(p).as_ref(),
+                                dict.term(o).as_ref()
+                            );
+                            if let Some(g) = &graph {
+                                let _ = write!(text, " {}", g.as_ref());
+                            }
+                            text.push_str(" .\n");
+                        });
+                    }
+                    text.into_bytes()
+                })
+            }
+            Some(gf) => {
+                let g = match &from_graph {
+                    None if store.named_graphs().next().is_some() => {
+                        return Err(PyValueError::new_err(
+                            "the store has named graphs: give from_graph= (a NamedNode, or DefaultGraph()) for a triples format, or dump N-Quads",
+                        ))
+                    }
+                    None | Some(GraphName::Default(_)) => Some(DEFAULT_GRAPH),
+                    Some(g) => g.term().and_then(|t| store.id_of(t)),
+                };
+                py.detach(|| {
+                    let dict = store.dict();
+                    let mut triples = Vec::new();
+                    if let Some(g) = g {
+                        store.for_each_match(g, [None; 3], |ids| {
+                            triples.push(
+                                ids.map(|id| nearflow_rdf::Term::from(dict.term(id).as_ref())),
+                            );
+                        });
+                    }
+                    let mut out = Vec::new();
+                    nearflow_sparql::results::write_graph_as(&mut out, &triples, gf).map(|()| out)
+                })
+                .map_err(|e| PyValueError::new_err(format!("cannot write the graph: {e}")))?
+            }
+        };
+        let text = text.as_slice();
         match output {
-            None => Ok(Some(PyBytes::new(py, text.as_bytes()).unbind())),
+            None => Ok(Some(PyBytes::new(py, text).unbind())),
             Some(o) if o.hasattr("write")? && !o.is_instance_of::<PyString>() => {
-                o.call_method1("write", (PyBytes::new(py, text.as_bytes()),))?;
+                o.call_method1("write", (PyBytes::new(py, text),))?;
                 Ok(None)
             }
             Some(o) => {
                 let p: PathBuf = o.extract()?;
-                let tmp = p.with_extension("nq.tmp");
-                std::fs::write(&tmp, text.as_bytes())
+                let mut tmp = p.clone().into_os_string();
+                tmp.push(".tmp");
+                let tmp = PathBuf::from(tmp);
+                std::fs::write(&tmp, text)
                     .and_then(|()| std::fs::rename(&tmp, &p))
-                    .map_err(|e| PyOSError::new_err(format!("{}: {e}", p.display())))?;
+                    .map_err(|e| {
+                        let _ = std::fs::remove_file(&tmp);
+                        PyOSError::new_err(format!("{}: {e}", p.display()))
+                    })?;
                 Ok(None)
             }
         }

@@ -277,3 +277,26 @@ def test_term_columns_agree_with_the_rows(small):
         [row[k] for row in r] for k in range(2)
     ]
     assert small.query("SELECT * WHERE { }").term_columns() == ([], [])
+
+
+@pytest.mark.parametrize("fmt", ["nt", "ttl", "rdf", "text/turtle"])
+def test_dump_one_graph_in_a_triples_format(small, fmt, tmp_path):
+    with pytest.raises(ValueError, match="from_graph"):
+        small.dump(format=fmt)
+    data = small.dump(format=fmt, from_graph=DefaultGraph())
+    again = nearflow.Store()
+    again.load(data, format=fmt)
+    assert sorted(map(str, again.quads_for_pattern())) == sorted(
+        map(str, small.quads_for_pattern(graph_name=DefaultGraph()))
+    )
+    named = small.dump(format=fmt, from_graph=NamedNode(EX + "g"))
+    one = nearflow.Store()
+    one.load(named, format=fmt)
+    assert len(one) == 1
+    out = tmp_path / "g.out"
+    small.dump(out, fmt, from_graph=NamedNode(EX + "g"))
+    assert out.read_bytes() == named
+    with pytest.raises(ValueError, match="from_graph"):
+        small.dump(format="nq", from_graph=DefaultGraph())
+    with pytest.raises(ValueError, match="TriG"):
+        small.dump(format="trig")

@@ -146,7 +146,13 @@ class Store:
         graph_name: Optional[GraphName] = None,
     ) -> List[Quad]: ...
     def named_graphs(self) -> List[GraphName]: ...
-    def dump(self, output: Union[str, os.PathLike[str], IO[bytes], None] = None) -> Optional[bytes]: ...
+    def dump(
+        self,
+        output: Union[str, os.PathLike[str], IO[bytes], None] = None,
+        format: str = "nq",
+        *,
+        from_graph: Optional[GraphName] = None,
+    ) -> Optional[bytes]: ...
     def serve(
         self,
         bind: str = "127.0.0.1:7878",
