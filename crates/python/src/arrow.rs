@@ -3,7 +3,7 @@
 //! `__arrow_c_array__`), so a million-row answer reaches pandas without a Python object per
 //! value.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
@@ -81,15 +81,14 @@ fn column(all: &Collected, col: usize) -> ArrayRef {
     let rows = &all.rows;
     // Decide the column's type from its distinct ids (an answer repeats its terms: each is
     // read from the dictionary once).
-    let mut kinds: HashMap<Id, Kind> = HashMap::new();
+    let mut seen: HashSet<Id> = HashSet::new();
     let mut kind = None;
     for row in rows {
         let id = row[col];
-        if id == UNBOUND || kinds.contains_key(&id) {
+        if id == UNBOUND || !seen.insert(id) {
             continue;
         }
         let k = kind_of(cx.term(id).as_ref());
-        kinds.insert(id, k);
         kind = match kind {
             None => Some(k),
             Some(prev) if prev == k => Some(k),

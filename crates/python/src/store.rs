@@ -374,18 +374,17 @@ impl Store {
                     Answer::Solutions(vars, Box::new(s.collect()?))
                 }
                 QueryResults::Boolean(a) => Answer::Boolean(a.value),
+                // The engine gives only valid triples: every predicate is an IRI.
                 QueryResults::Graph(a) => Answer::Graph(
                     a.value
                         .iter()
-                        .map(|[s, p, o]| Triple {
-                            subject: AnyTerm::of(s.as_ref()),
-                            predicate: NamedNode {
-                                iri: match p.as_ref() {
-                                    TermRef::Iri(i) => i.to_owned(),
-                                    other => other.to_string(),
-                                },
-                            },
-                            object: AnyTerm::of(o.as_ref()),
+                        .filter_map(|[s, p, o]| match AnyTerm::of(p.as_ref()) {
+                            AnyTerm::Named(predicate) => Some(Triple {
+                                subject: AnyTerm::of(s.as_ref()),
+                                predicate,
+                                object: AnyTerm::of(o.as_ref()),
+                            }),
+                            _ => None,
                         })
                         .collect(),
                 ),
