@@ -55,8 +55,13 @@ const PARTS: usize = 64;
 /// Levels of splitting: 64⁴ partitions at the most.
 const LEVELS: u32 = 4;
 
-/// Bytes of rows a grace hash join reads back from a file at a time.
+/// Bytes of rows a grace hash join reads back from a file at a time, at the most.
 const READ_CHUNK: usize = 256 << 10;
+
+/// The least write buffer of a partition's file and chunk read back: a grace join whose
+/// buffers would not fit beside what the plan holds takes these (96 KiB in all).
+const MIN_WRITE_BUFFER: usize = 512;
+const MIN_READ_CHUNK: usize = 16 << 10;
 
 /// The partition at `level` of a row whose key hashes to `key` (bits of the key mixed again:
 /// the table hashes the key itself).
@@ -81,18 +86,39 @@ struct Grace<const N: usize> {
     current: Option<RowFile<N>>,
     /// Rows read back.
     chunk: Vec<Row<N>>,
+    /// Bytes of each file's write buffer.
+    write_buffer: usize,
+    /// Rows read back at a time.
+    chunk_rows: usize,
     /// The files' write buffers, `chunk` and the probe rows read back, as charged.
     buffers: Held,
 }
 
 impl<const N: usize> Grace<N> {
-    /// Bytes a grace join holds beside its table: the write buffers of both inputs' files,
-    /// a chunk read back and the probe rows taken from it.
-    const BUFFERS: usize = 2 * PARTS * WRITE_BUFFER + 2 * READ_CHUNK;
+    /// The bytes a grace join holds beside its table with files written through `write`
+    /// bytes each and chunks of `read` bytes read back: the write buffers of both inputs'
+    /// files, a chunk read back and the probe rows taken from it.
+    const fn buffers(write: usize, read: usize) -> usize {
+        2 * PARTS * write + 2 * read
+    }
 
-    /// Files for every partition of one input, in `dir`.
-    fn files(dir: &SpillTo) -> Result<Vec<RowFile<N>>, FlowError> {
-        (0..PARTS).map(|_| RowFile::create(dir)).collect()
+    /// The sizes of the write buffers and of the chunk read back, for buffers of at most
+    /// `budget` bytes in all: [`WRITE_BUFFER`] and [`READ_CHUNK`] scaled down alike, to no
+    /// less than the least ones.
+    fn sizes(budget: usize) -> (usize, usize) {
+        let full = Self::buffers(WRITE_BUFFER, READ_CHUNK);
+        let scaled = |max: usize, min: usize| {
+            (max as u128 * budget as u128 / full as u128).clamp(min as u128, max as u128) as usize
+        };
+        (
+            scaled(WRITE_BUFFER, MIN_WRITE_BUFFER),
+            scaled(READ_CHUNK, MIN_READ_CHUNK),
+        )
+    }
+
+    /// Files for every partition of one input, in `dir`, written through `buffer` bytes each.
+    fn files(dir: &SpillTo, buffer: usize) -> Result<Vec<RowFile<N>>, FlowError> {
+        (0..PARTS).map(|_| RowFile::buffered(dir, buffer)).collect()
     }
 
     /// Writes `rows` to the partitions of `files` by their key at `level`.
@@ -484,19 +510,35 @@ impl<const N: usize> JoinOp<N> {
 
     /// Writes the table's rows and the probe rows taken in ahead to their partitions, and
     /// goes on as a grace hash join.
+    ///
+    /// Its buffers take at most a sixteenth of the plan's memory limit, as the probe rows
+    /// taken in ahead do; the least ones where even that does not fit beside what the plan's
+    /// other operators hold (their tables, other joins' buffers), since several joins of a
+    /// plan may spill at once.
     fn start_grace(&mut self, io: &mut Io<'_>, dir: &SpillTo) -> Result<(), FlowError> {
-        let mut build = Grace::files(dir)?;
+        let full = Grace::<N>::buffers(WRITE_BUFFER, READ_CHUNK);
+        let (mut write, mut read) = Grace::<N>::sizes(io.memory_limit().map_or(full, |l| l / 16));
+        let mut build = Grace::files(dir, write)?;
         let table = std::mem::replace(&mut self.table, Table::new());
         Grace::write(&mut build, &self.build_key, 0, &table.rows, &self.stat)?;
         drop(table);
         self.held.set(io, 0)?;
-        let mut probe = Grace::files(dir)?;
+        let mut probe = Grace::files(dir, write)?;
         let queued: Vec<Row<N>> = std::mem::take(&mut self.queue).into();
         Grace::write(&mut probe, &self.probe_key, 0, &queued, &self.stat)?;
         drop(queued);
         self.ahead.set(io, 0)?;
         let mut buffers = Held::default();
-        buffers.set(io, Grace::<N>::BUFFERS)?;
+        if let Err(e) = buffers.set(io, Grace::<N>::buffers(write, read)) {
+            let FlowError::MemoryLimit { .. } = e else {
+                return Err(e);
+            };
+            (write, read) = (MIN_WRITE_BUFFER, MIN_READ_CHUNK);
+            buffers.set(io, Grace::<N>::buffers(write, read))?;
+            for f in build.iter_mut().chain(&mut probe) {
+                f.rebuffer(write)?;
+            }
+        }
         self.grace = Some(Box::new(Grace {
             build,
             probe,
@@ -504,6 +546,8 @@ impl<const N: usize> JoinOp<N> {
             ended: false,
             current: None,
             chunk: Vec::new(),
+            write_buffer: write,
+            chunk_rows: (read / std::mem::size_of::<Row<N>>()).max(1),
             buffers,
         }));
         Ok(())
@@ -548,7 +592,7 @@ impl<const N: usize> JoinOp<N> {
             g.todo.reverse();
             g.ended = true;
         }
-        let rows = (READ_CHUNK / std::mem::size_of::<Row<N>>()).max(1);
+        let rows = g.chunk_rows;
         let mut n = 0;
         loop {
             if let Some(st) = self.probing.take() {
@@ -617,7 +661,7 @@ impl<const N: usize> JoinOp<N> {
             let dir = self.spill.as_ref().expect("a spill folder");
             let mut parts = Vec::with_capacity(2);
             for (mut file, key) in [(build, &self.build_key), (probe, &self.probe_key)] {
-                let mut split = Grace::files(dir)?;
+                let mut split = Grace::files(dir, g.write_buffer)?;
                 while file.read(&mut chunk, rows)? {
                     Grace::write(&mut split, key, level + 1, &chunk, &self.stat)?;
                 }
@@ -835,4 +879,22 @@ pub(super) fn build<const N: usize>(
             b.stream::<Row<N>>(op, 0).expect("a join outputs rows")
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_buffers_scale_down_to_the_least() {
+        type G = Grace<4>;
+        let full = G::buffers(WRITE_BUFFER, READ_CHUNK);
+        assert_eq!(G::sizes(full), (WRITE_BUFFER, READ_CHUNK));
+        assert_eq!(G::sizes(usize::MAX), (WRITE_BUFFER, READ_CHUNK));
+        let (w, r) = G::sizes(full / 4);
+        assert_eq!((w, r), (WRITE_BUFFER / 4, READ_CHUNK / 4));
+        assert!(G::buffers(w, r) <= full / 4);
+        assert_eq!(G::sizes(0), (MIN_WRITE_BUFFER, MIN_READ_CHUNK));
+        assert_eq!(G::buffers(MIN_WRITE_BUFFER, MIN_READ_CHUNK), 96 << 10);
+    }
 }

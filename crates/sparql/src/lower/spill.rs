@@ -47,18 +47,35 @@ pub(crate) struct RowFile<const N: usize> {
 }
 
 impl<const N: usize> RowFile<N> {
-    /// A new, empty file in `to.dir`.
+    /// A new, empty file in `to.dir`, written through [`WRITE_BUFFER`] bytes.
     pub(crate) fn create(to: &SpillTo) -> Result<Self, FlowError> {
+        Self::buffered(to, WRITE_BUFFER)
+    }
+
+    /// A new, empty file in `to.dir`, written through `buffer` bytes.
+    pub(crate) fn buffered(to: &SpillTo, buffer: usize) -> Result<Self, FlowError> {
         let dir = &to.dir;
         let file = tempfile::tempfile_in(dir).map_err(|e| failed(dir, "writing", e))?;
         Ok(RowFile {
             dir: dir.clone(),
             width: to.width.clamp(1, N),
-            out: Some(BufWriter::with_capacity(WRITE_BUFFER, file)),
+            out: Some(BufWriter::with_capacity(buffer, file)),
             input: None,
             rows: 0,
             read: 0,
         })
+    }
+
+    /// Writes what follows through `buffer` bytes (the rows buffered so far are written
+    /// first).
+    pub(crate) fn rebuffer(&mut self, buffer: usize) -> Result<(), FlowError> {
+        if let Some(out) = self.out.take() {
+            let file = out
+                .into_inner()
+                .map_err(|e| failed(&self.dir, "writing", e.into_error()))?;
+            self.out = Some(BufWriter::with_capacity(buffer, file));
+        }
+        Ok(())
     }
 
     /// Rows written.
@@ -151,6 +168,8 @@ mod tests {
             .map(|i| [i, i.wrapping_mul(2_654_435_761), 7, UNBOUND])
             .collect();
         f.write(&rows[..3000]).unwrap();
+        // Rows buffered when the buffer changes are kept.
+        f.rebuffer(512).unwrap();
         f.write(&rows[3000..]).unwrap();
         assert_eq!(f.rows(), 10_000);
         let (mut back, mut chunk) = (Vec::new(), Vec::new());
