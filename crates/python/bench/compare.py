@@ -1,6 +1,6 @@
 """nearflow from Python beside pyoxigraph and rdflib's own engine, in one process, interleaved.
 
-    python compare.py [--data FILE] [--queries DIR] [--rounds N] [--rdflib-timeout S]
+    python compare.py [--data FILE] [--queries DIR] [--rounds N] [--timeout S] [--repeat K]
 
 Loads the same SP²Bench file into each (timed), runs the 17 queries round after round, each
 round every query on every engine one after the other (rdflib once), and times a 1M-row SELECT
@@ -10,8 +10,11 @@ it in a worker process that is killed and started again. An
 engine's time for a query is the wall time of the Python call that gives the whole answer:
 nearflow's `len(store.query(q))`, pyoxigraph's count of the solutions it iterates,
 rdflib's `len(list(graph.query(q)))`, on its own engine and on `Graph(store="nearflow")`
-(the plugin: rdflib's API, nearflow's engine, every answer turned into rdflib's terms). Every answer's row count is compared across engines and
-a difference is printed. Prints markdown tables; nothing here is a test.
+(the plugin: rdflib's API, nearflow's engine, every answer turned into rdflib's terms). With
+--repeat K a cell of a round is the median of K calls one after the other (the engine's
+threads and the query's pages warm), rather than one call after the other engines' turns.
+Every answer's row count is compared across engines and a difference is printed. Prints
+markdown tables; nothing here is a test.
 """
 
 import argparse
@@ -64,6 +67,12 @@ def timed(f):
     return time.perf_counter() - t, v
 
 
+def timed_median(f, repeat):
+    """`timed(f)` `repeat` times one after the other: the median time, and the last value."""
+    runs = [timed(f) for _ in range(repeat)]
+    return statistics.median(t for t, _ in runs), runs[-1][1]
+
+
 class Worker:
     """pyoxigraph in a process of its own, so that a query past the time limit can be stopped:
     the process is killed and started again (the store loaded again)."""
@@ -82,13 +91,14 @@ class Worker:
         line = self.p.stdout.readline().split()
         self.load_s, self.triples = float(line[1]), int(line[2])
 
-    def run(self, text, timeout):
-        """(seconds, rows) of the query inside the worker, or (None, None) past `timeout`."""
+    def run(self, text, timeout, repeat=1):
+        """(seconds, rows) of the query inside the worker (the median of `repeat` calls), or
+        (None, None) past `timeout`."""
         import select
 
-        self.p.stdin.write(json.dumps(text) + "\n")
+        self.p.stdin.write(json.dumps({"text": text, "repeat": repeat}) + "\n")
         self.p.stdin.flush()
-        ready, _, _ = select.select([self.p.stdout], [], [], timeout + 5)
+        ready, _, _ = select.select([self.p.stdout], [], [], timeout * repeat + 5)
         if not ready:
             self.p.kill()
             self.p.wait()
@@ -99,8 +109,9 @@ class Worker:
 
 
 def worker(data):
-    """The worker's loop: a query (JSON) a line in, `seconds rows` a line out. A query that
-    starts with FRAME is timed into a pandas DataFrame through CSV results."""
+    """The worker's loop: a query and how many calls to time (JSON) a line in, `seconds rows`
+    a line out. A query that starts with FRAME is timed into a pandas DataFrame through CSV
+    results."""
     import io
 
     import pyoxigraph as ox
@@ -109,7 +120,8 @@ def worker(data):
     t, _ = timed(lambda: s.bulk_load(gzip.open(data), format=ox.RdfFormat.TURTLE))
     print(f"ready {t} {len(s)}", flush=True)
     for line in sys.stdin:
-        text = json.loads(line)
+        asked = json.loads(line)
+        text = asked["text"]
         if text.startswith("FRAME "):
             import pandas as pd
 
@@ -122,7 +134,7 @@ def worker(data):
                 if isinstance(r, bool) or type(r).__name__ == "QueryBoolean":
                     return int(bool(r))
                 return sum(1 for _ in r)
-        t, n = timed(f)
+        t, n = timed_median(f, asked["repeat"])
         print(f"{t} {n}", flush=True)
 
 
@@ -137,12 +149,15 @@ def main():
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--engines", default="nearflow,plugin,pyoxigraph,rdflib")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the DataFrame timing")
+    ap.add_argument("--repeat", type=int, default=1, help="calls of a query a cell times (their median)")
     a = ap.parse_args()
     if a.worker:
         return worker(a.data)
     engines = a.engines.split(",")
     print(f"machine: {machine()}", flush=True)
     print(f"data: {a.data}; {a.rounds} rounds; rdflib and pyoxigraph stopped after {a.timeout:.0f} s a query", flush=True)
+    if a.repeat > 1:
+        print(f"each cell the median of {a.repeat} calls one after the other", flush=True)
     queries = {q: open(os.path.join(a.queries, q + ".sparql")).read() for q in ORDER}
     order = list(ORDER)
     if a.workloads:
@@ -186,7 +201,7 @@ def main():
             r = s.query(text)
             return int(r) if isinstance(r, bool) else len(r)
         if engine == "pyoxigraph":
-            return s.run(text, a.timeout)
+            return s.run(text, a.timeout, a.repeat)
         # rdflib's Graph.query: rdflib's engine, or through the plugin nearflow's.
         r = s.query(text)
         if r.type == "ASK":
@@ -204,7 +219,7 @@ def main():
                 if e == "rdflib":
                     signal.setitimer(signal.ITIMER_REAL, a.timeout)
                 try:
-                    t, n = timed(lambda: run(e, queries[q]))
+                    t, n = timed_median(lambda: run(e, queries[q]), a.repeat if e != "pyoxigraph" else 1)
                     if e == "pyoxigraph":
                         t, n = n
                 except Deadline:
@@ -243,7 +258,7 @@ def main():
         cells = [q, f"{n:,}" if isinstance(n, int) else str(n)]
         for e in engines:
             m = med(e, q)
-            cells.append("stopped" if m is None else f"{m * 1000:.1f}")
+            cells.append("stopped" if m is None else f"{m * 1000:.2f}" if m < 0.001 else f"{m * 1000:.1f}")
         pairs = [("pyoxigraph", "nearflow"), ("rdflib", "nearflow"), ("rdflib", "plugin")]
         for other, ours in pairs:
             if other in engines and ours in engines:

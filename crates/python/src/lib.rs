@@ -7,13 +7,17 @@
 //! `Store` (`store.rs`), the terms (`terms.rs`), solutions that hand their columns to Arrow
 //! (`arrow.rs`) without a Python object per value.
 //!
-//! Every query, update and load runs with the GIL released, on a thread of its own, while the
-//! calling thread waits for it and checks for signals: Ctrl-C (`KeyboardInterrupt`) cancels the
-//! run inside the runtime and is raised once the run has stopped. Errors are Python
+//! Every query, update and load runs with the GIL released, and Ctrl-C (`KeyboardInterrupt`)
+//! cancels it inside the runtime (or the parser) and is raised once it has stopped: a query
+//! or update on Python's main thread runs on that thread, with a SIGINT handler of ours in
+//! front of Python's while it lasts (`interrupt.rs`); anything else on a helper thread while
+//! the calling thread waits for it and checks for signals. Errors are Python
 //! exceptions (a syntax error a `SyntaxError`, bad data a `ValueError` naming the line and
 //! column), never a crash of the interpreter.
 
 mod arrow;
+#[cfg(target_os = "linux")]
+mod interrupt;
 mod server;
 mod store;
 mod terms;
@@ -149,15 +153,26 @@ fn hand_off(job: Job) -> PyResult<()> {
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))
 }
 
-/// Runs `work` on a helper thread with the GIL released. The calling thread wakes every
-/// 50 ms to check for signals: on Ctrl-C it sets the flag `work` was given (a query's run
-/// stops within a step), waits for `work` to return, and raises `KeyboardInterrupt`.
+/// Runs `work` with the GIL released; on Ctrl-C the flag `work` was given is set (a query's
+/// run stops within a step), and once `work` has returned `KeyboardInterrupt` is raised.
+///
+/// On Python's main thread `work` runs on the calling thread, Ctrl-C seen by a handler of
+/// ours ([`interrupt`]). Elsewhere it runs on a helper thread while the calling thread wakes
+/// every 50 ms to check for signals.
 fn run_detached<T, E, F>(py: Python<'_>, work: F) -> PyResult<Result<T, E>>
 where
     T: Send + 'static,
     E: Send + 'static,
     F: FnOnce(Arc<AtomicBool>) -> Result<T, E> + Send + 'static,
 {
+    #[cfg(target_os = "linux")]
+    if let Some((watch, stop)) = interrupt::watch() {
+        let r = py.detach(move || work(stop));
+        drop(watch);
+        // A Ctrl-C during the run (which stopped it) is raised now.
+        py.check_signals()?;
+        return Ok(r);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     run_detached_with(

@@ -14,14 +14,9 @@ import sys
 
 import pytest
 
-PASSED_AT_LEAST = 14
+PASSED_AT_LEAST = 25
 
-RELATIVE = (
-    "the test stores relative IRIs (URIRef('michel')); nearflow stores RDF, whose IRIs are "
-    "absolute, and refuses them with ValueError (as pyoxigraph does)"
-)
 KNOWN = {
-    "test/test_graph/test_graph.py::test_connected[nearflow]": RELATIVE,
     "test/test_graph/test_graph.py::test_graph_sub[nearflow]": (
         "two rdflib Graphs over one store folder, each named by a blank node: such a graph is "
         "nearflow's default graph, so the two are one graph"
@@ -34,7 +29,6 @@ KNOWN = {
         "(with spaces); nearflow refuses the invalid IRI"
     ),
 }
-CONTEXT_CASES = "test/test_graph/test_graph_context.py::"
 
 DIRS = ["test/test_graph", "test/test_dataset", "test/test_store", "test/test_conjunctivegraph"]
 
@@ -63,11 +57,7 @@ class Pick:
 
 
 def known(nodeid):
-    if nodeid in KNOWN:
-        return KNOWN[nodeid]
-    if nodeid.startswith(CONTEXT_CASES):
-        return RELATIVE
-    return None
+    return KNOWN.get(nodeid)
 
 
 def main():

@@ -164,6 +164,11 @@ def _heavy(store):
     return "SELECT (COUNT(*) AS ?n) WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f }"
 
 
+def _ctrl_c_after(seconds):
+    """Sends this process SIGINT (Ctrl-C) in `seconds`, from another thread."""
+    threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+
+
 def test_timeout_stops_a_query():
     s = nearflow.Store()
     q = _heavy(s)
@@ -181,14 +186,57 @@ def test_timeout_stops_a_query():
 def test_ctrl_c_stops_a_query_inside_the_runtime():
     s = nearflow.Store()
     q = _heavy(s)
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    _ctrl_c_after(0.3)
     t = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         s.query(q)
     assert time.monotonic() - t < 20
     # The store answers the next query.
     assert s.query("ASK { ?s ?p ?o }") is True
+
+
+def test_ctrl_c_reaches_the_programs_own_sigint_handler():
+    # A query on the main thread has nearflow's handler in front of Python's while it runs:
+    # the program's handler still runs (and what it raises comes out), and is in place after.
+    class Stop(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Stop()
+
+    s = nearflow.Store()
+    q = _heavy(s)
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        _ctrl_c_after(0.3)
+        t = time.monotonic()
+        with pytest.raises(Stop):
+            s.query(q)
+        assert time.monotonic() - t < 20
+        assert signal.getsignal(signal.SIGINT) is handler
+        with pytest.raises(Stop):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_queries_from_several_threads_at_once():
+    # Off the main thread a query runs on a helper thread while its caller waits.
+    s = nearflow.Store()
+    s.extend([Quad(NamedNode(EX + f"s{i}"), NamedNode(EX + "p"), Literal(str(i))) for i in range(1000)])
+    answers = []
+
+    def ask(k):
+        for _ in range(20):
+            answers.append(s.query(f"SELECT (COUNT(*) AS ?n) WHERE {{ ?s ?p ?o FILTER (?o != '{k}') }}")[0]["n"].value)
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == ["999"] * 80
 
 
 def test_ctrl_c_stops_a_load_that_would_not_end(tmp_path):
@@ -208,8 +256,7 @@ def test_ctrl_c_stops_a_load_that_would_not_end(tmp_path):
 
     threading.Thread(target=feed, daemon=True).start()
     s = nearflow.Store()
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    _ctrl_c_after(0.5)
     t = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         s.load(fifo)

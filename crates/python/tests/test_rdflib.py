@@ -124,6 +124,32 @@ def test_literals_keep_their_lexical_form():
     assert str(o) == "01" and o.datatype == ns.XSD.integer
 
 
+def test_relative_urirefs_come_back_as_they_went_in():
+    ds = Dataset(store="nearflow")
+    g = ds.graph(URIRef("context-1"))
+    g.add((URIRef("michel"), URIRef("likes"), URIRef("pizza")))
+    g.add((URIRef("michel"), URIRef("likes"), URIRef("http://example.com/cheese")))
+    assert set(g.objects(URIRef("michel"), URIRef("likes"))) == {
+        URIRef("pizza"),
+        URIRef("http://example.com/cheese"),
+    }
+    assert URIRef("context-1") in {c.identifier for c in ds.graphs()}
+    r = ds.query(
+        "SELECT ?s ?o WHERE { GRAPH <urn:x-nearflow:relative:context-1> "
+        "{ ?s <urn:x-nearflow:relative:likes> ?o } }"
+    )
+    assert {(row.s, row.o) for row in r} == {
+        (URIRef("michel"), URIRef("pizza")),
+        (URIRef("michel"), URIRef("http://example.com/cheese")),
+    }
+    g.remove((URIRef("michel"), None, URIRef("pizza")))
+    assert len(g) == 1
+    # Not an IRI even under the prefix: refused, nothing stored.
+    with pytest.raises(ValueError):
+        g.add((URIRef("a b"), URIRef("likes"), URIRef("pizza")))
+        g.commit()
+
+
 def test_a_store_on_disk(tmp_path):
     path = str(tmp_path / "g.store")
     g = Graph(store="nearflow")

@@ -25,12 +25,17 @@ How it maps rdflib's model onto nearflow's, where the two differ:
   with ``initBindings``, a query over the union of all graphs (a ``ConjunctiveGraph``'s
   default), an update on a named graph — raise ``NotImplementedError`` here, which makes rdflib
   answer them with its own engine over this store's triples: slower, never wrong.
+- A relative URIRef (``URIRef("michel")``, which rdflib allows and an RDF store does not) is
+  stored as the IRI ``urn:x-nearflow:relative:michel`` and comes back from the store, its
+  queries and its contexts as the URIRef it was; a SPARQL query names it by that IRI (a
+  relative IRI in a query's text is resolved against its base, as SPARQL says).
 - Formulas (N3's quoted graphs) are not supported.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -51,11 +56,24 @@ _XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 # Added triples are written as one update once this many wait, or before the next read.
 _BUFFER = 10_000
 
+# rdflib lets a URIRef be relative (``URIRef("michel")``); an IRI of RDF is absolute. The
+# plugin stores a relative one as an IRI under this prefix and gives it back as it was.
+_RELATIVE = "urn:x-nearflow:relative:"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _iri(ref: URIRef) -> Any:
+    """nearflow's IRI for an rdflib URIRef: a relative one under `_RELATIVE`."""
+    text = str(ref)
+    if _SCHEME.match(text) is None:
+        return nf.NamedNode(_RELATIVE + text)
+    return nf.NamedNode(text)
+
 
 def _to_nf(term: Node) -> Any:
     """nearflow's term for an rdflib term."""
     if isinstance(term, URIRef):
-        return nf.NamedNode(str(term))
+        return _iri(term)
     if isinstance(term, BNode):
         return nf.BlankNode(str(term))
     if isinstance(term, rdflib.Literal):
@@ -72,7 +90,10 @@ def _to_rdflib(term: Any) -> Optional[Node]:
     if term is None:
         return None
     if isinstance(term, nf.NamedNode):
-        return URIRef(term.value)
+        value = term.value
+        if value.startswith(_RELATIVE):
+            return URIRef(value[len(_RELATIVE) :])
+        return URIRef(value)
     if isinstance(term, nf.BlankNode):
         return BNode(term.value)
     if isinstance(term, nf.Literal):
@@ -92,7 +113,7 @@ def _graph_of(context: Any) -> Any:
     if ident == DATASET_DEFAULT_GRAPH_ID or isinstance(ident, BNode):
         return nf.DefaultGraph()
     if isinstance(ident, URIRef):
-        return nf.NamedNode(str(ident))
+        return _iri(ident)
     raise TypeError(f"a graph is named by an IRI or a blank node, not {ident!r}")
 
 
@@ -288,7 +309,7 @@ class NearflowStore(Store):
         if queryGraph == "__UNION__":
             raise NotImplementedError
         if isinstance(queryGraph, URIRef) and queryGraph != DATASET_DEFAULT_GRAPH_ID:
-            default_graph = nf.NamedNode(str(queryGraph))
+            default_graph = _iri(queryGraph)
         text = self._prologue(query, initNs)
         base = kwargs.get("base")
         answer = self.inner.query(text, base_iri=base, default_graph=default_graph)
