@@ -159,5 +159,16 @@ def test_a_store_on_disk(tmp_path):
     g2 = Graph(store="nearflow")
     g2.open(path)
     assert len(g2) == 13
+    # Namespace bindings are kept with the store.
+    g2.bind("mine", "http://example.com/mine#")
+    g2.close()
+    g3 = Graph(store="nearflow")
+    g3.open(path)
+    assert ("mine", URIRef("http://example.com/mine#")) in set(g3.namespaces())
+    g3.close()
+    with open(path + ".namespaces.json", "w") as f:
+        f.write("[not bindings")
+    with pytest.raises(ValueError, match="namespace bindings"):
+        Graph(store="nearflow").open(path)
     with pytest.raises(FileNotFoundError):
         Graph(store="nearflow").open(str(tmp_path / "none.store"))

@@ -29,11 +29,14 @@ How it maps rdflib's model onto nearflow's, where the two differ:
   stored as the IRI ``urn:x-nearflow:relative:michel`` and comes back from the store, its
   queries and its contexts as the URIRef it was; a SPARQL query names it by that IRI (a
   relative IRI in a query's text is resolved against its base, as SPARQL says).
+- Namespace bindings of a store on disk are kept beside its file, in
+  ``<store>.namespaces.json`` (written whole at each change); nearflow's other tools ignore it.
 - Formulas (N3's quoted graphs) are not supported.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import weakref
@@ -130,6 +133,8 @@ class NearflowStore(Store):
         self._pending: List[Any] = []
         self._namespaces: Dict[str, URIRef] = {}
         self._prefixes: Dict[URIRef, str] = {}
+        # Where a store on disk keeps the namespace bindings (beside its file); None in memory.
+        self._namespaces_path: Optional[str] = None
         self._empty: set = set()
         super().__init__(configuration, identifier)
         if self._inner is None:
@@ -152,6 +157,8 @@ class NearflowStore(Store):
             inner = nf.Store(path)
             _OPEN[key] = inner
         self._inner = inner
+        self._namespaces_path = path + ".namespaces.json"
+        self._load_namespaces()
         return VALID_STORE
 
     def close(self, commit_pending_transaction: bool = False) -> None:
@@ -161,6 +168,7 @@ class NearflowStore(Store):
         if self._inner is not None:
             self._inner.flush()
         self._inner = None
+        self._namespaces_path = None
 
     def commit(self) -> None:
         self._flush()
@@ -272,12 +280,18 @@ class NearflowStore(Store):
     # -- namespaces ----------------------------------------------------------------------
 
     def bind(self, prefix: str, namespace: URIRef, override: bool = True) -> None:
-        namespace = URIRef(namespace)
+        if self._bind(prefix, URIRef(namespace), override):
+            self._save_namespaces()
+
+    def _bind(self, prefix: str, namespace: URIRef, override: bool) -> bool:
+        """Binds `prefix` to `namespace` as rdflib's stores do; whether a binding changed."""
         taken = self._prefixes.get(namespace)
         if taken is not None and not override:
-            return
+            return False
         if prefix in self._namespaces and not override:
-            return
+            return False
+        if taken == prefix and self._namespaces.get(prefix) == namespace:
+            return False
         if taken is not None:
             self._namespaces.pop(taken, None)
         old = self._namespaces.get(prefix)
@@ -285,6 +299,35 @@ class NearflowStore(Store):
             self._prefixes.pop(old, None)
         self._namespaces[prefix] = namespace
         self._prefixes[namespace] = prefix
+        return True
+
+    def _load_namespaces(self) -> None:
+        """Takes the bindings saved beside the store on disk, over those made before it was
+        opened, and saves the union."""
+        path = self._namespaces_path
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            if not isinstance(saved, dict) or not all(isinstance(v, str) for v in saved.values()):
+                raise ValueError("not an object of prefixes and namespaces")
+        except FileNotFoundError:
+            saved = {}
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: the store's namespace bindings cannot be read: {e}") from None
+        for prefix, namespace in saved.items():
+            self._bind(prefix, URIRef(namespace), True)
+        self._save_namespaces()
+
+    def _save_namespaces(self) -> None:
+        """Writes the bindings beside the store on disk, whole or not at all (a temporary file
+        renamed over the old one)."""
+        path = self._namespaces_path
+        if path is None:
+            return
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({p: str(n) for p, n in self._namespaces.items()}, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
 
     def namespace(self, prefix: str) -> Optional[URIRef]:
         return self._namespaces.get(prefix)
