@@ -636,7 +636,8 @@ impl Store {
             .collect()
     }
 
-    /// Writes the store as N-Quads (`format="nq"`, the default: every graph), or one graph as
+    /// Writes the store as N-Quads (`format="nq"`, the default) or TriG (`"trig"`), every
+    /// graph, or one graph as
     /// N-Triples, Turtle or RDF/XML (`"nt"`, `"ttl"`, `"rdf"`, or their media types): the
     /// graph `from_graph` (a `NamedNode`, or `DefaultGraph()`, the default when the store has
     /// no named graph). Into `output` (a path, written whole or not at all, or a binary file
@@ -652,46 +653,62 @@ impl Store {
         use nearflow_sparql::results::GraphFormat;
         use std::fmt::Write as _;
         let store = self.db.current();
-        let graph_format = match format_named(format)? {
-            Format::NQuads => None,
+        let format = format_named(format)?;
+        let graph_format = match format {
+            Format::NQuads | Format::TriG => None,
             Format::NTriples => Some(GraphFormat::NTriples),
             Format::Turtle => Some(GraphFormat::Turtle),
             Format::RdfXml => Some(GraphFormat::RdfXml),
-            Format::TriG => {
-                return Err(PyValueError::new_err(
-                    "dump writes N-Quads, N-Triples, Turtle or RDF/XML; TriG is not written",
-                ))
-            }
         };
+        if graph_format.is_none() && from_graph.is_some() {
+            return Err(PyValueError::new_err(
+                "from_graph= names one graph for a triples format; N-Quads and TriG hold them all",
+            ));
+        }
         let text = match graph_format {
-            None => {
-                if from_graph.is_some() {
-                    return Err(PyValueError::new_err(
-                        "from_graph= names one graph for a triples format; N-Quads holds them all",
-                    ));
-                }
-                py.detach(|| {
+            None if format == Format::TriG => py
+                .detach(|| {
                     let dict = store.dict();
-                    let mut text = String::new();
-                    for g in store.graph_ids().to_vec() {
-                        let graph = (g != DEFAULT_GRAPH).then(|| dict.term(g));
-                        store.for_each_match(g, [None; 3], |[s, p, o]| {
-                            let _ = write!(
-                                text,
-                                "{} {} {}",
-                                dict.term(s).as_ref(),
-                                dict.term(p).as_ref(),
-                                dict.term(o).as_ref()
-                            );
-                            if let Some(g) = &graph {
-                                let _ = write!(text, " {}", g.as_ref());
-                            }
-                            text.push_str(" .\n");
-                        });
-                    }
-                    text.into_bytes()
+                    let graphs: Vec<_> = store
+                        .graph_ids()
+                        .iter()
+                        .map(|&g| {
+                            let name = (g != DEFAULT_GRAPH)
+                                .then(|| nearflow_rdf::Term::from(dict.term(g).as_ref()));
+                            let mut triples = Vec::new();
+                            store.for_each_match(g, [None; 3], |ids| {
+                                triples.push(
+                                    ids.map(|id| nearflow_rdf::Term::from(dict.term(id).as_ref())),
+                                );
+                            });
+                            (name, triples)
+                        })
+                        .collect();
+                    let mut out = Vec::new();
+                    nearflow_sparql::results::write_dataset_trig(&mut out, &graphs).map(|()| out)
                 })
-            }
+                .map_err(|e| PyValueError::new_err(format!("cannot write the dataset: {e}")))?,
+            None => py.detach(|| {
+                let dict = store.dict();
+                let mut text = String::new();
+                for g in store.graph_ids().to_vec() {
+                    let graph = (g != DEFAULT_GRAPH).then(|| dict.term(g));
+                    store.for_each_match(g, [None; 3], |[s, p, o]| {
+                        let _ = write!(
+                            text,
+                            "{} {} {}",
+                            dict.term(s).as_ref(),
+                            dict.term(p).as_ref(),
+                            dict.term(o).as_ref()
+                        );
+                        if let Some(g) = &graph {
+                            let _ = write!(text, " {}", g.as_ref());
+                        }
+                        text.push_str(" .\n");
+                    });
+                }
+                text.into_bytes()
+            }),
             Some(gf) => {
                 let g = match &from_graph {
                     None if store.named_graphs().next().is_some() => {

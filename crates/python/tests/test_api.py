@@ -345,5 +345,13 @@ def test_dump_one_graph_in_a_triples_format(small, fmt, tmp_path):
     assert out.read_bytes() == named
     with pytest.raises(ValueError, match="from_graph"):
         small.dump(format="nq", from_graph=DefaultGraph())
-    with pytest.raises(ValueError, match="TriG"):
-        small.dump(format="trig")
+
+
+def test_dump_writes_trig(small):
+    data = small.dump(format="trig")
+    assert data.decode().count("{") == 1  # one named graph's block
+    again = nearflow.Store()
+    again.load(data, format="trig")
+    assert sorted(map(str, again.quads_for_pattern())) == sorted(map(str, small.quads_for_pattern()))
+    with pytest.raises(ValueError, match="from_graph"):
+        small.dump(format="trig", from_graph=DefaultGraph())

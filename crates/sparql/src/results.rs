@@ -1,5 +1,5 @@
 //! Writing results: SPARQL 1.1 JSON, XML, CSV and TSV through `sparesults`, a readable table
-//! for the terminal, N-Triples or Turtle for CONSTRUCT.
+//! for the terminal, N-Triples or Turtle for CONSTRUCT, TriG for a dataset.
 
 use std::io::{self, Write};
 
@@ -194,6 +194,45 @@ pub fn write_graph(out: &mut dyn Write, triples: &[[Term; 3]], turtle: bool) -> 
     write_graph_as(out, triples, format)
 }
 
+/// The RDF triple of `[s, p, o]`; `None` for one RDF cannot hold (a literal subject or a
+/// non-IRI predicate, which a CONSTRUCT template can make).
+fn rdf_triple([s, p, o]: &[Term; 3]) -> Option<oxrdf::TripleRef<'_>> {
+    let subject: oxrdf::NamedOrBlankNodeRef<'_> = match s {
+        Term::Iri(x) => NamedNodeRef::new_unchecked(x).into(),
+        Term::Blank(x) => BlankNodeRef::new_unchecked(x).into(),
+        Term::Literal { .. } => return None,
+    };
+    let Term::Iri(p) = p else { return None };
+    Some(oxrdf::TripleRef::new(
+        subject,
+        NamedNodeRef::new_unchecked(p),
+        ox(o.as_ref()),
+    ))
+}
+
+/// Writes a dataset as TriG: each graph's triples in turn, `None` the default graph's (at the
+/// top level), a named graph (an IRI or a blank node) in a block of its own. A triple or graph
+/// name that RDF cannot hold is left out.
+pub fn write_dataset_trig(
+    out: &mut dyn Write,
+    graphs: &[(Option<Term>, Vec<[Term; 3]>)],
+) -> io::Result<()> {
+    let mut w = oxttl::TriGSerializer::new().for_writer(out);
+    for (name, triples) in graphs {
+        let graph: oxrdf::GraphNameRef<'_> = match name {
+            None => oxrdf::GraphNameRef::DefaultGraph,
+            Some(Term::Iri(x)) => NamedNodeRef::new_unchecked(x).into(),
+            Some(Term::Blank(x)) => BlankNodeRef::new_unchecked(x).into(),
+            Some(Term::Literal { .. }) => continue,
+        };
+        for t in triples.iter().filter_map(rdf_triple) {
+            w.serialize_quad(t.in_graph(graph))?;
+        }
+    }
+    w.finish()?;
+    Ok(())
+}
+
 /// Writes a graph in `format`. A triple that RDF cannot hold (a literal subject or a
 /// non-IRI predicate, which a CONSTRUCT template can make) is left out, as §16.2 says.
 pub fn write_graph_as(
@@ -201,19 +240,7 @@ pub fn write_graph_as(
     triples: &[[Term; 3]],
     format: GraphFormat,
 ) -> io::Result<()> {
-    let rdf = triples.iter().filter_map(|[s, p, o]| {
-        let subject: oxrdf::NamedOrBlankNodeRef<'_> = match s {
-            Term::Iri(x) => NamedNodeRef::new_unchecked(x).into(),
-            Term::Blank(x) => BlankNodeRef::new_unchecked(x).into(),
-            Term::Literal { .. } => return None,
-        };
-        let Term::Iri(p) = p else { return None };
-        Some(oxrdf::TripleRef::new(
-            subject,
-            NamedNodeRef::new_unchecked(p),
-            ox(o.as_ref()),
-        ))
-    });
+    let rdf = triples.iter().filter_map(rdf_triple);
     match format {
         GraphFormat::Turtle => {
             let mut w = oxttl::TurtleSerializer::new().for_writer(out);
