@@ -106,6 +106,16 @@ pub struct LoadCmd {
     /// loads in memory.
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes, conflicts_with = "add")]
     pub memory_budget: Option<usize>,
+    /// Split the store into this many shards for a cluster: --save then names a new folder
+    /// that gets one store per shard (each with the whole dictionary, so ids agree across
+    /// shards) and a manifest.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=nearflow_rdf::shard::MAX_SHARDS as i64), conflicts_with = "add")]
+    pub shards: Option<u32>,
+    /// Which shard a quad goes to: `subject` (the subject's hash: every quad of a subject on
+    /// one shard, so star patterns join inside a shard) or `hash` (the hash of the whole
+    /// triple: even shards whatever the subjects' sizes).
+    #[arg(long, value_name = "RULE", default_value = "subject", requires = "shards", value_parser = parse_shard_by)]
+    pub shard_by: nearflow_rdf::shard::ShardBy,
     #[command(flatten)]
     pub read: crate::args::ReadArgs,
     #[command(flatten)]
@@ -115,6 +125,11 @@ pub struct LoadCmd {
     pub quiet: bool,
 }
 
+fn parse_shard_by(s: &str) -> Result<nearflow_rdf::shard::ShardBy, String> {
+    nearflow_rdf::shard::ShardBy::from_name(s)
+        .ok_or_else(|| format!("`{s}`: a shard rule is `subject` or `hash`"))
+}
+
 pub fn load(cmd: &LoadCmd) -> Result<()> {
     let inputs: Vec<PathBuf> = cmd
         .files
@@ -122,6 +137,9 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
         .cloned()
         .chain(cmd.read.named.iter().map(|(_, f)| f.clone()))
         .collect();
+    if cmd.shards.is_some() {
+        return load_new(cmd);
+    }
     snapshot::check_target(&cmd.save, &inputs)?;
     let machine = cmd.topo.load()?;
     let store = if cmd.add {
@@ -180,14 +198,33 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
     let handler: extern "C" fn(libc::c_int) = on_interrupt;
     unsafe { libc::signal(libc::SIGINT, handler as libc::sighandler_t) };
     let t = Instant::now();
-    let r = open::load_to_snapshot(
-        &cmd.files,
-        &cmd.read.options(),
-        budget,
-        &cmd.save,
-        cmd.quiet,
-        &INTERRUPTED,
-    );
+    let r = match cmd.shards {
+        None => open::load_to_snapshot(
+            &cmd.files,
+            &cmd.read.options(),
+            budget,
+            &cmd.save,
+            cmd.quiet,
+            &INTERRUPTED,
+        )
+        .map(|r| (r, None)),
+        Some(n) => open::load_to_cluster(
+            &cmd.topo.load()?,
+            &cmd.files,
+            &cmd.read.options(),
+            budget,
+            (
+                &cmd.save,
+                nearflow_rdf::shard::Sharding {
+                    shards: n as usize,
+                    by: cmd.shard_by,
+                },
+            ),
+            cmd.quiet,
+            &INTERRUPTED,
+        )
+        .map(|(r, m)| (r, Some(m))),
+    };
     // SAFETY: restores the default action.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let report = match r {
@@ -199,6 +236,7 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
         }
         r => r?,
     };
+    let (report, manifest) = report;
     if !cmd.quiet {
         let secs = t.elapsed().as_secs_f64();
         let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
@@ -224,12 +262,30 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
         eprintln!(
             "passes: parsing {parse:.1} s, merging terms {terms:.1} s, sorting runs {sort:.1} s, merging quads {quads:.1} s"
         );
-        eprintln!(
-            "saved {} ({:.1} MiB, {:.1} bytes/quad)",
-            cmd.save.display(),
-            mib(size),
-            size as f64 / report.quads.max(1) as f64
-        );
+        match manifest {
+            None => eprintln!(
+                "saved {} ({:.1} MiB, {:.1} bytes/quad)",
+                cmd.save.display(),
+                mib(size),
+                size as f64 / report.quads.max(1) as f64
+            ),
+            Some(m) => {
+                let shards: Vec<String> = (0..m.sharding.shards)
+                    .map(|i| {
+                        let path = nearflow_rdf::shard::Manifest::shard_path(&cmd.save, i);
+                        let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+                        format!("{} quads, {:.1} MiB", m.quads[i], mib(bytes))
+                    })
+                    .collect();
+                eprintln!(
+                    "saved {} shards by {} in {}: {}",
+                    m.sharding.shards,
+                    m.sharding.by.name(),
+                    cmd.save.display(),
+                    shards.join("; ")
+                );
+            }
+        }
     }
     Ok(())
 }

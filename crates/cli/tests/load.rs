@@ -253,3 +253,75 @@ fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
         assert_eq!(std::fs::read(&target).unwrap(), before);
     }
 }
+
+/// `nearflow load --shards 3` under a budget that spills: the shards together hold the
+/// bounded load's quads, each once; every shard has the whole dictionary (a term has one id
+/// everywhere); by subject, every subject's quads are on one shard.
+#[test]
+fn a_sharded_load_splits_the_store_by_subject() {
+    let doc = document();
+    let target = scratch("sharded");
+    let _ = std::fs::remove_dir_all(&target);
+    let out = nearflow(&[
+        "load",
+        doc.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+        "--memory-budget",
+        "64MiB",
+        "--shards",
+        "3",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("saved 3 shards by subject"), "{err}");
+    let machine = nearflow_topo::from_synthetic("core:2 pu:1").unwrap();
+    let want = nearflow_rdf::load::load_files(&[doc.to_owned()], &Arc::default())
+        .unwrap()
+        .into_store(&machine)
+        .unwrap();
+    let manifest = nearflow_rdf::shard::Manifest::read(&target).unwrap();
+    assert_eq!(manifest.total(), want.len());
+    let mut union = Vec::new();
+    let mut owner = std::collections::HashMap::new();
+    for i in 0..3 {
+        let path = nearflow_rdf::shard::Manifest::shard_path(&target, i);
+        let shard = nearflow_rdf::snapshot::open(&path, &machine).unwrap();
+        assert_eq!(shard.len(), manifest.quads[i]);
+        assert!(shard.len() > want.len() / 4, "shard {i}: {}", shard.len());
+        assert_eq!(shard.dict().len(), want.dict().len());
+        for q in shard.quads() {
+            let subject = shard.dict().term(q[0]).to_string();
+            assert_eq!(
+                *owner.entry(subject).or_insert(i),
+                i,
+                "a subject on two shards"
+            );
+        }
+        union.extend(fingerprints(&shard));
+    }
+    union.sort_unstable();
+    assert_eq!(union, fingerprints(&want));
+    // Nothing of the load is left beside the folder.
+    let left: Vec<_> = std::fs::read_dir(target.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".sharded"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A second load into the same folder is refused, and leaves it as it was.
+    let out = nearflow(&[
+        "load",
+        doc.to_str().unwrap(),
+        "--save",
+        target.to_str().unwrap(),
+        "--shards",
+        "2",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+    assert_eq!(
+        nearflow_rdf::shard::Manifest::read(&target).unwrap(),
+        manifest
+    );
+}

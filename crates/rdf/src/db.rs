@@ -257,7 +257,8 @@ pub fn log_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn lock_path(path: &Path) -> PathBuf {
+/// The file whose lock is the store's write lock ([`log_path`]'s sibling).
+pub fn lock_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".lock");
     PathBuf::from(p)

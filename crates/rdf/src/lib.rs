@@ -75,6 +75,7 @@ pub mod load;
 mod log;
 pub mod open;
 pub mod replica;
+pub mod shard;
 pub mod shared;
 pub mod snapshot;
 pub mod store;

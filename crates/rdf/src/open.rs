@@ -32,6 +32,9 @@ pub enum OpenError {
     /// Building or replicating the indexes failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Writing a cluster's shards failed.
+    #[error(transparent)]
+    Shard(#[from] crate::shard::ShardError),
 }
 
 type Result<T, E = OpenError> = std::result::Result<T, E>;
@@ -249,6 +252,63 @@ pub fn load_to_snapshot(
         }
         worker.join().expect("the loader does not panic")
     })
+}
+
+/// [`load_to_snapshot`] of a store split by `sharding` into shards in the folder `dir`
+/// (`shard.rs`): the files are loaded into one snapshot in a temporary file beside `dir`, in
+/// bounded memory, which is then cut into the shards and removed. The disk holds the whole
+/// store twice at the end of the load, once whole and once in shards.
+pub fn load_to_cluster(
+    machine: &nearflow_topo::Machine,
+    files: &[PathBuf],
+    options: &load::LoadOptions,
+    budget: u64,
+    (dir, sharding): (&Path, crate::shard::Sharding),
+    quiet: bool,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(crate::bulk::BulkReport, crate::shard::Manifest)> {
+    crate::shard::check_target(dir)?;
+    let mut name = std::ffi::OsString::from(".");
+    name.push(dir.file_name().unwrap_or_default());
+    name.push(format!(".whole.{}.tmp", std::process::id()));
+    let whole = dir.with_file_name(name);
+    struct Remove<'a>(&'a Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            for f in [
+                self.0.to_owned(),
+                crate::db::log_path(self.0),
+                crate::db::lock_path(self.0),
+            ] {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    let _remove = Remove(&whole);
+    let report = load_to_snapshot(files, options, budget, &whole, quiet, cancel)?;
+    if cancel.load(Ordering::Relaxed) {
+        return Err(LoadError::Interrupted.into());
+    }
+    let store = crate::snapshot::open(&whole, machine).map_err(DbError::from)?;
+    let bar = (!quiet).then(|| {
+        let b = indicatif::ProgressBar::new(sharding.shards as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "writing shards {bar:30} {pos}/{len} ({elapsed})",
+            )
+            .expect("a valid template"),
+        );
+        b
+    });
+    let manifest = crate::shard::write_shards(&store, dir, sharding, |_| {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    Ok((report, manifest))
 }
 
 /// Refuses a missing file, or standard input named twice, before anything is read.

@@ -116,6 +116,24 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
     save_capped(store, path, u64::MAX, Format::Packed)
 }
 
+/// Writes the quads of `store` that `keep` keeps (given each as `[g, s, p, o]`) to `path`,
+/// atomically as [`save`] does, with every term of `store`'s dictionary, so the ids are those
+/// of `store` (a shard of a cluster, `shard.rs`).
+pub(crate) fn save_kept(
+    store: &Store,
+    path: &Path,
+    keep: packed::Keep<'_>,
+) -> Result<(), SnapshotError> {
+    write_atomically(path, |mut file, tmp| {
+        packed::write_kept(store, &mut file, packed::VERSION, Some(keep))
+            .and_then(|()| file.sync_all())
+            .map_err(|error| SnapshotError::Io {
+                path: tmp.to_owned(),
+                error,
+            })
+    })
+}
+
 /// Which format [`save`] writes: 4 (packed, the default), or 3 and 2 (kept for the tests of
 /// their readers, which open the snapshots of earlier builds).
 #[derive(Clone, Copy, PartialEq, Eq)]

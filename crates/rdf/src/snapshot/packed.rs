@@ -432,6 +432,21 @@ pub(crate) fn write<F: Write + Seek>(
     file: &mut F,
     version: u16,
 ) -> std::io::Result<()> {
+    write_kept(store, file, version, None)
+}
+
+/// A quad, `[graph, subject, predicate, object]`, that a filtered write keeps.
+pub(crate) type Keep<'a> = &'a dyn Fn([Id; 4]) -> bool;
+
+/// [`write`], of the quads `keep` (given each quad in `[g, s, p, o]` order) keeps when it is
+/// set: every term of the dictionary is written, so ids stay those of `store`; the graph table
+/// and statistics are recounted from the rows kept.
+pub(crate) fn write_kept<F: Write + Seek>(
+    store: &Store,
+    file: &mut F,
+    version: u16,
+    keep: Option<Keep<'_>>,
+) -> std::io::Result<()> {
     let dict = store.dict();
     let mut w = Writer::of_format(&mut *file, version)?;
     let spool = std::io::Cursor::new(Vec::new());
@@ -440,16 +455,26 @@ pub(crate) fn write<F: Write + Seek>(
     sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(&dict.key_of(b)));
     w.term_index(&sorted)?;
     drop(sorted);
-    let flat = store.is_flat();
+    let flat = store.is_flat() && keep.is_none();
     let mut stats = crate::layout::StatsBuilder::default();
     let mut graphs: Vec<(Id, usize)> = Vec::new();
     for order in Permutation::ALL {
+        let at = order.positions();
         w.permutation(
             order,
             |e| e,
             |push| {
                 let (mut last, mut rows) = (None::<[Id; 4]>, 0usize);
                 merged_rows(store, order, |k| {
+                    if let Some(keep) = keep {
+                        let mut q = [k[0], 0, 0, 0];
+                        for i in 0..3 {
+                            q[1 + at[i]] = k[1 + i];
+                        }
+                        if !keep(q) {
+                            return Ok(());
+                        }
+                    }
                     if !flat {
                         stats.row(order, last, k, &mut graphs, rows);
                         last = Some(k);
