@@ -69,18 +69,26 @@ fn fingerprints(s: &nearflow_rdf::Store) -> Vec<u128> {
     out
 }
 
+/// `nearflow load DOC --save TARGET FLAGS…`.
+fn load_document(target: &Path, flags: &[&str]) -> std::process::Output {
+    let mut args = vec!["load", document().to_str().unwrap(), "--save"];
+    args.push(target.to_str().unwrap());
+    args.extend_from_slice(flags);
+    nearflow(&args)
+}
+
+/// The document loaded in memory, the store a load to disk is compared with.
+fn in_memory(machine: &nearflow_topo::Machine) -> nearflow_rdf::Store {
+    nearflow_rdf::load::load_files(&[document().to_owned()], &Arc::default())
+        .unwrap()
+        .into_store(machine)
+        .unwrap()
+}
+
 #[test]
 fn a_load_under_a_small_budget_is_the_load_in_memory_quad_for_quad() {
-    let doc = document();
     let target = scratch("bounded.nfs");
-    let out = nearflow(&[
-        "load",
-        doc.to_str().unwrap(),
-        "--save",
-        target.to_str().unwrap(),
-        "--memory-budget",
-        "64MiB",
-    ]);
+    let out = load_document(&target, &["--memory-budget", "64MiB"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let runs: usize = err
@@ -91,10 +99,7 @@ fn a_load_under_a_small_budget_is_the_load_in_memory_quad_for_quad() {
         .unwrap_or_else(|| panic!("no count of runs: {err}"));
     assert!(runs >= 3, "a budget of 64 MiB spilled {runs} runs: {err}");
     let machine = nearflow_topo::from_synthetic("pack:2 [numa] core:1 pu:1").unwrap();
-    let want = nearflow_rdf::load::load_files(&[doc.to_owned()], &Arc::default())
-        .unwrap()
-        .into_store(&machine)
-        .unwrap();
+    let want = in_memory(&machine);
     let got = nearflow_rdf::snapshot::open(&target, &machine).unwrap();
     assert_eq!(got.len(), want.len());
     assert!(got.len() as f64 > TRIPLES as f64 * 0.9);
@@ -259,27 +264,14 @@ fn a_full_disk_is_a_clear_error_and_leaves_the_previous_store() {
 /// everywhere); by subject, every subject's quads are on one shard.
 #[test]
 fn a_sharded_load_splits_the_store_by_subject() {
-    let doc = document();
     let target = scratch("sharded");
     let _ = std::fs::remove_dir_all(&target);
-    let out = nearflow(&[
-        "load",
-        doc.to_str().unwrap(),
-        "--save",
-        target.to_str().unwrap(),
-        "--memory-budget",
-        "64MiB",
-        "--shards",
-        "3",
-    ]);
+    let out = load_document(&target, &["--memory-budget", "64MiB", "--shards", "3"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("saved 3 shards by subject"), "{err}");
     let machine = nearflow_topo::from_synthetic("core:2 pu:1").unwrap();
-    let want = nearflow_rdf::load::load_files(&[doc.to_owned()], &Arc::default())
-        .unwrap()
-        .into_store(&machine)
-        .unwrap();
+    let want = in_memory(&machine);
     let manifest = nearflow_rdf::shard::Manifest::read(&target).unwrap();
     assert_eq!(manifest.total(), want.len());
     let mut union = Vec::new();
@@ -310,18 +302,22 @@ fn a_sharded_load_splits_the_store_by_subject() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
     // A second load into the same folder is refused, and leaves it as it was.
-    let out = nearflow(&[
-        "load",
-        doc.to_str().unwrap(),
-        "--save",
-        target.to_str().unwrap(),
-        "--shards",
-        "2",
-    ]);
+    let out = load_document(&target, &["--shards", "2"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
     assert_eq!(
         nearflow_rdf::shard::Manifest::read(&target).unwrap(),
         manifest
     );
+    // The folder is not one store: a query over it says what it is.
+    let out = nearflow(&[
+        "sparql",
+        "--store",
+        target.to_str().unwrap(),
+        "-e",
+        "ASK {}",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a folder of 3 shards"), "{err}");
 }

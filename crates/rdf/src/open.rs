@@ -32,6 +32,11 @@ pub enum OpenError {
     /// Building or replicating the indexes failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A cluster's folder named where one store is opened.
+    #[error(
+        "{0}: a folder of {1} shards (`nearflow load --shards`), not one store; a shard opens as one store ({0}/shard-0.store…), and the shards are not yet queried as one"
+    )]
+    Cluster(PathBuf, usize),
     /// Writing a cluster's shards failed.
     #[error(transparent)]
     Shard(#[from] crate::shard::ShardError),
@@ -349,6 +354,10 @@ pub fn open_db_tuned(
     quiet: bool,
     tuning: Tuning,
 ) -> Result<Db> {
+    if path.join(crate::shard::MANIFEST).is_file() {
+        let shards = crate::shard::Manifest::read(path)?.sharding.shards;
+        return Err(OpenError::Cluster(path.to_owned(), shards));
+    }
     let t = Instant::now();
     let db = Db::open_tuned(path, machine, writable, tuning)?;
     if !quiet {
