@@ -321,3 +321,52 @@ fn a_sharded_load_splits_the_store_by_subject() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a folder of 3 shards"), "{err}");
 }
+
+/// A sharded load killed outright (`kill -9`) leaves its temporary store beside the folder and
+/// no folder; the next load into it removes what was left, says so, and writes the shards.
+#[test]
+fn a_killed_sharded_load_is_cleaned_up_by_the_next() {
+    let target = scratch("killed-shards");
+    let _ = std::fs::remove_dir_all(&target);
+    let dir = target.parent().unwrap();
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.trim_start_matches('.').starts_with("killed-shards."))
+            .collect()
+    };
+    let mut child = Command::new(BIN)
+        .args(["load", document().to_str().unwrap(), "--save"])
+        .arg(&target)
+        .args(["--memory-budget", "64MiB", "--shards", "2", "--quiet"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once its temporary store's spill folder exists.
+    let started = Instant::now();
+    while !leftovers().iter().any(|n| n.contains(".load-")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the load never started spilling: {:?}",
+            leftovers()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!leftovers().is_empty());
+    assert!(!target.exists(), "a killed load left a folder of shards");
+    let out = load_document(&target, &["--shards", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("of an earlier load that was killed"), "{err}");
+    assert_eq!(leftovers(), Vec::<String>::new());
+    assert_eq!(
+        nearflow_rdf::shard::Manifest::read(&target)
+            .unwrap()
+            .quads
+            .len(),
+        2
+    );
+}

@@ -273,6 +273,10 @@ pub fn load_to_cluster(
     cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<(crate::bulk::BulkReport, crate::shard::Manifest)> {
     crate::shard::check_target(dir)?;
+    let stale = crate::shard::remove_stale(dir);
+    if stale > 0 && !quiet {
+        eprintln!("removed {stale} temporary file(s) of an earlier load that was killed");
+    }
     let mut name = std::ffi::OsString::from(".");
     name.push(dir.file_name().unwrap_or_default());
     name.push(format!(".whole.{}.tmp", std::process::id()));
@@ -309,6 +313,11 @@ pub fn load_to_cluster(
         if let Some(b) = &bar {
             b.inc(1);
         }
+        !cancel.load(Ordering::Relaxed)
+    })
+    .map_err(|e| match e {
+        crate::shard::ShardError::Interrupted => OpenError::Load(LoadError::Interrupted),
+        e => e.into(),
     })?;
     if let Some(b) = &bar {
         b.finish_and_clear();

@@ -228,6 +228,8 @@ pub enum ShardError {
         /// What is wrong.
         why: String,
     },
+    /// The caller stopped the write.
+    Interrupted,
     /// The folder cannot take a cluster.
     Refused {
         /// The folder.
@@ -246,6 +248,7 @@ impl fmt::Display for ShardError {
                 write!(f, "{}: not a cluster manifest: {why}", path.display())
             }
             ShardError::Refused { path, why } => write!(f, "{}: {why}", path.display()),
+            ShardError::Interrupted => f.write_str("interrupted"),
         }
     }
 }
@@ -286,13 +289,14 @@ pub fn check_target(dir: &Path) -> Result<(), ShardError> {
 /// [`check_target`] checks): the shards are written into a temporary folder beside it, each
 /// synced, with the manifest last, and the folder renamed to `dir` at the end, so an error or
 /// an interruption leaves no folder that looks like a cluster. `done(i)` is called as shard
-/// `i` is finished. Each shard is one pass over `store`'s indexes, streamed: nothing of them
+/// `i` is finished, and says whether to go on: `false` stops the write with
+/// [`ShardError::Interrupted`], the temporary folder removed. Each shard is one pass over `store`'s indexes, streamed: nothing of them
 /// is copied in memory but a hash per term (8 bytes a term).
 pub fn write_shards(
     store: &Store,
     dir: &Path,
     sharding: Sharding,
-    mut done: impl FnMut(usize),
+    mut done: impl FnMut(usize) -> bool,
 ) -> Result<Manifest, ShardError> {
     assert!((1..=MAX_SHARDS).contains(&sharding.shards));
     check_target(dir)?;
@@ -314,7 +318,9 @@ pub fn write_shards(
             snapshot::save_kept(store, &Manifest::shard_path(&tmp, i), &keep)?;
             // Each quad was offered once per permutation.
             quads.push(kept.get() / crate::layout::Permutation::ALL.len() as u64);
-            done(i);
+            if !done(i) {
+                return Err(ShardError::Interrupted);
+            }
         }
         let manifest = Manifest { sharding, quads };
         let path = tmp.join(MANIFEST);
@@ -340,6 +346,53 @@ pub fn write_shards(
         let _ = std::fs::remove_dir_all(&tmp);
     }
     written
+}
+
+/// Removes what loads into the cluster folder `dir` left beside it when they were killed
+/// before they could clean up (`kill -9`, a power cut): their temporary folders of shards
+/// (`.NAME.PID.tmp`), their temporary whole stores (`.NAME.whole.PID.tmp` and its lock and
+/// log) and those stores' own temporary files and folders; how many. Only what belongs to a
+/// process that no longer runs is removed, so a load running beside it keeps its files.
+pub fn remove_stale(dir: &Path) -> usize {
+    let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return 0;
+    };
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return 0;
+    };
+    let stale = |entry: &str| -> bool {
+        let Some(rest) = entry.strip_prefix('.') else {
+            return false;
+        };
+        let rest = rest.trim_start_matches('.');
+        let Some(rest) = rest
+            .strip_prefix(name.as_str())
+            .and_then(|r| r.strip_prefix('.'))
+        else {
+            return false;
+        };
+        let rest = rest.strip_prefix("whole.").unwrap_or(rest);
+        let Some((pid, tail)) = rest.split_once('.') else {
+            return false;
+        };
+        tail.starts_with("tmp")
+            && !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && !Path::new("/proc").join(pid).exists()
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| stale(&e.file_name().to_string_lossy()))
+        .filter(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()).is_ok(),
+            Ok(_) => std::fs::remove_file(e.path()).is_ok(),
+            Err(_) => false,
+        })
+        .count()
 }
 
 /// A new, empty folder beside `dir` (`.NAME.PID.tmp`), for [`write_shards`].
@@ -421,7 +474,11 @@ mod tests {
             let dir = tmp.path().join("cluster");
             let sharding = Sharding { shards: 3, by };
             let mut finished = Vec::new();
-            let m = write_shards(&whole, &dir, sharding, |i| finished.push(i)).unwrap();
+            let m = write_shards(&whole, &dir, sharding, |i| {
+                finished.push(i);
+                true
+            })
+            .unwrap();
             assert_eq!(finished, [0, 1, 2]);
             assert_eq!(Manifest::read(&dir).unwrap(), m);
             assert_eq!(m.total(), 2000);
@@ -464,14 +521,14 @@ mod tests {
             by: ShardBy::Subject,
         };
         std::fs::write(tmp.path().join("file"), "x").unwrap();
-        let e = write_shards(&whole, tmp.path(), sharding, |_| {}).unwrap_err();
+        let e = write_shards(&whole, tmp.path(), sharding, |_| true).unwrap_err();
         assert!(e.to_string().contains("not empty"), "{e}");
-        let e = write_shards(&whole, &tmp.path().join("file"), sharding, |_| {}).unwrap_err();
+        let e = write_shards(&whole, &tmp.path().join("file"), sharding, |_| true).unwrap_err();
         assert!(e.to_string().contains("not a folder"), "{e}");
         // An empty folder is taken.
         let dir = tmp.path().join("c");
         std::fs::create_dir(&dir).unwrap();
-        write_shards(&whole, &dir, sharding, |_| {}).unwrap();
+        write_shards(&whole, &dir, sharding, |_| true).unwrap();
         let manifest = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&manifest).unwrap();
         for (from, to, says) in [
@@ -492,12 +549,59 @@ mod tests {
         std::fs::remove_file(Manifest::shard_path(&dir, 1)).unwrap();
         let e = Manifest::read(&dir).unwrap_err().to_string();
         assert!(e.contains("missing"), "{e}");
+        // Stopped after its first shard: nothing is left of it.
+        let e = write_shards(&whole, &tmp.path().join("stopped"), sharding, |_| false);
+        assert!(matches!(e, Err(ShardError::Interrupted)));
         // No temporary folder is left beside the clusters.
         let names: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn what_killed_loads_left_is_removed_and_a_running_one_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c.d");
+        // No process has this id: Linux's ids stop at 2^22.
+        let dead = 1u32 << 23;
+        let alive = std::process::id();
+        let names = |pid: u32| {
+            [
+                format!(".c.d.{pid}.tmp"),
+                format!(".c.d.whole.{pid}.tmp"),
+                format!(".c.d.whole.{pid}.tmp.lock"),
+                format!(".c.d.whole.{pid}.tmp.log"),
+                format!("..c.d.whole.{pid}.tmp.{pid}.tmp"),
+                format!("..c.d.whole.{pid}.tmp.load-{pid}"),
+            ]
+        };
+        for pid in [dead, alive] {
+            for (i, n) in names(pid).iter().enumerate() {
+                let p = tmp.path().join(n);
+                if i % 5 == 0 {
+                    std::fs::create_dir(&p).unwrap();
+                    std::fs::write(p.join("f"), "x").unwrap();
+                } else {
+                    std::fs::write(p, "x").unwrap();
+                }
+            }
+        }
+        // Others' files that look alike are not touched.
+        for other in [".c.dx.1.tmp", ".c.d.x.tmp", "c.d.5.tmp", ".c.d.whole.7"] {
+            std::fs::write(tmp.path().join(other), "x").unwrap();
+        }
+        assert_eq!(remove_stale(&dir), 6);
+        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = names(alive).to_vec();
+        want.extend([".c.dx.1.tmp", ".c.d.x.tmp", "c.d.5.tmp", ".c.d.whole.7"].map(String::from));
+        want.sort();
+        assert_eq!(left, want);
     }
 
     #[test]
