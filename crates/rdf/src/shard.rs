@@ -604,6 +604,40 @@ mod tests {
         assert_eq!(left, want);
     }
 
+    proptest::proptest! {
+        /// Any bytes as a manifest, and a good one with a line changed or put in: an error or
+        /// a manifest, never a panic.
+        #[test]
+        fn any_manifest_is_read_or_refused(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            line in 0usize..6,
+            replace in proptest::prelude::any::<bool>(),
+            with in "[ a-z0-9.-]{0,24}",
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            std::fs::write(tmp.path().join(MANIFEST), &bytes).unwrap();
+            let _ = Manifest::read(tmp.path());
+            let good = Manifest {
+                sharding: Sharding { shards: 2, by: ShardBy::Subject },
+                quads: vec![3, 4],
+            };
+            for i in 0..2 {
+                std::fs::write(Manifest::shard_path(tmp.path(), i), "").unwrap();
+            }
+            let mut lines: Vec<String> = good.text().lines().map(String::from).collect();
+            // A line of the 5 replaced, or a line put in before one (or at the end).
+            if replace && line < lines.len() {
+                lines[line] = with.clone();
+            } else {
+                lines.insert(line.min(lines.len()), with.clone());
+            }
+            std::fs::write(tmp.path().join(MANIFEST), lines.join("\n")).unwrap();
+            if let Ok(m) = Manifest::read(tmp.path()) {
+                proptest::prop_assert_eq!(m.quads.len(), m.sharding.shards);
+            }
+        }
+    }
+
     #[test]
     fn by_subject_keeps_a_subject_on_one_shard() {
         let sharding = Sharding {
