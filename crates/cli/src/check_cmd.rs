@@ -17,7 +17,8 @@ pub struct PlacementCmd {
 
 #[derive(Args, Debug)]
 pub struct StoreCheckCmd {
-    /// The store snapshot to check (written by `nearflow load … --save`).
+    /// The store snapshot to check (written by `nearflow load … --save`), or a cluster's folder
+    /// (`--shards`): each shard is checked, and that the shards hold as many terms each.
     pub store: std::path::PathBuf,
     /// When the update log is damaged, keep the records before the damage and drop the rest
     /// (the damaged log is kept beside it as `STORE.log.damaged`); says how many acknowledged
@@ -30,6 +31,48 @@ pub struct StoreCheckCmd {
 /// then), waits for the check of every other section's checksum, and replays its log; exit 1
 /// naming the section or the log's byte when one is damaged.
 pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
+    if !cmd.store.join(nearflow_rdf::shard::MANIFEST).is_file() {
+        return store_one(cmd).map(|_| ());
+    }
+    let manifest = nearflow_rdf::shard::Manifest::read(&cmd.store)?;
+    let mut terms = Vec::new();
+    for i in 0..manifest.sharding.shards {
+        let shard = StoreCheckCmd {
+            store: nearflow_rdf::shard::Manifest::shard_path(&cmd.store, i),
+            salvage: cmd.salvage,
+        };
+        let (quads, n) = store_one(&shard)?;
+        if quads != manifest.quads[i] {
+            println!(
+                "{}: {quads} quads, {} when it was loaded",
+                shard.store.display(),
+                manifest.quads[i]
+            );
+        }
+        terms.push(n);
+    }
+    if let Some(i) = terms.iter().position(|&n| n != terms[0]) {
+        bail!(
+            "{}: the shards' dictionaries differ ({} terms in shard 0, {} in shard {i}): ids no \
+             longer mean the same terms on every shard",
+            cmd.store.display(),
+            terms[0],
+            terms[i]
+        );
+    }
+    println!(
+        "{}: {} shards by {}, {} quads; every shard whole, with as many terms as the others ({})",
+        cmd.store.display(),
+        manifest.sharding.shards,
+        manifest.sharding.by.name(),
+        manifest.total(),
+        terms[0]
+    );
+    Ok(())
+}
+
+/// [`store`] of one store: its quads and terms.
+fn store_one(cmd: &StoreCheckCmd) -> Result<(u64, usize)> {
     if cmd.salvage {
         let s = nearflow_rdf::db::salvage(&cmd.store)?;
         match (&s.copy, &s.why) {
@@ -96,7 +139,7 @@ pub fn store(cmd: &StoreCheckCmd) -> Result<()> {
     );
     match verdict {
         Some(d) => bail!("{}: {d}", cmd.store.display()),
-        None => Ok(()),
+        None => Ok((s.len(), s.dict().len())),
     }
 }
 

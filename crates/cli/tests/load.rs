@@ -320,6 +320,35 @@ fn a_sharded_load_splits_the_store_by_subject() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a folder of 3 shards"), "{err}");
+    // `check store` checks every shard.
+    let out = nearflow(&["check", "store", target.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("3 shards by subject"), "{said}");
+    assert_eq!(said.matches("logged updates replayed").count(), 3, "{said}");
+    // A shard is not changed on its own.
+    let shard = nearflow_rdf::shard::Manifest::shard_path(&target, 1);
+    let update = "INSERT DATA { <http://x/new> <http://x/p> 1 }";
+    let out = nearflow(&["update", "--store", shard.to_str().unwrap(), "-e", update]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a shard of a cluster"), "{err}");
+    // Changed outside its folder, then put back: `check store` finds that the ids disagree.
+    let alone = scratch("shard-alone.store");
+    let log = |p: &Path| nearflow_rdf::db::log_path(p);
+    let _ = std::fs::remove_file(log(&alone));
+    std::fs::copy(&shard, &alone).unwrap();
+    let out = nearflow(&["update", "--store", alone.to_str().unwrap(), "-e", update]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::copy(log(&alone), log(&shard)).unwrap();
+    let out = nearflow(&["check", "store", target.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the shards' dictionaries differ"), "{err}");
 }
 
 /// A sharded load killed outright (`kill -9`) leaves its temporary store beside the folder and

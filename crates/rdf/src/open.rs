@@ -37,6 +37,11 @@ pub enum OpenError {
         "{0}: a folder of {1} shards (`nearflow load --shards`), not one store; a shard opens as one store ({0}/shard-0.store…), and the shards are not yet queried as one"
     )]
     Cluster(PathBuf, usize),
+    /// A shard of a cluster opened for writing.
+    #[error(
+        "{0}: a shard of a cluster (`nearflow load --shards`); changed on its own it would give new terms ids the other shards do not share, so it opens read-only (--read-only), and a cluster does not yet take updates"
+    )]
+    ShardWrite(PathBuf),
     /// Writing a cluster's shards failed.
     #[error(transparent)]
     Shard(#[from] crate::shard::ShardError),
@@ -366,6 +371,9 @@ pub fn open_db_tuned(
     if path.join(crate::shard::MANIFEST).is_file() {
         let shards = crate::shard::Manifest::read(path)?.sharding.shards;
         return Err(OpenError::Cluster(path.to_owned(), shards));
+    }
+    if writable && crate::shard::is_shard(path) {
+        return Err(OpenError::ShardWrite(path.to_owned()));
     }
     let t = Instant::now();
     let db = Db::open_tuned(path, machine, writable, tuning)?;

@@ -209,6 +209,22 @@ impl Manifest {
     }
 }
 
+/// Whether `path` is a shard of a cluster: `shard-I.store` in a folder whose manifest names it.
+pub fn is_shard(path: &Path) -> bool {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return false;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    dir.join(MANIFEST).is_file()
+        && Manifest::read(dir).is_ok_and(|m| {
+            (0..m.sharding.shards).any(|i| name == std::ffi::OsStr::new(&Manifest::shard_file(i)))
+        })
+}
+
 /// Why a cluster's folder could not be written or read.
 #[derive(Debug)]
 pub enum ShardError {
