@@ -145,7 +145,7 @@ impl Manifest {
         for (i, q) in self.quads.iter().enumerate() {
             t.push_str(&format!("shard {i} {} {q}\n", Self::shard_file(i)));
         }
-        t
+        with_checksum(t)
     }
 
     /// Reads the manifest of the cluster in `dir`, and checks that its shards are there.
@@ -159,7 +159,17 @@ impl Manifest {
             path: path.clone(),
             why,
         };
-        let mut lines = text.lines();
+        // The last line, `end CRC`, is the CRC-32 of all before it: a manifest cut short or
+        // changed is refused, never read as a smaller cluster.
+        let body = text.strip_suffix('\n').unwrap_or(&text);
+        let (body, end) = body.rsplit_once('\n').unwrap_or(("", body));
+        let crc = format!("{:08x}", crc32fast::hash(body.as_bytes()));
+        if end.strip_prefix("end ") != Some(crc.as_str()) {
+            return Err(bad(format!(
+                "its last line is `{end}`, not `end {crc}` (the checksum of the lines before it): cut short or changed"
+            )));
+        }
+        let mut lines = body.lines();
         if lines.next() != Some(MAGIC) {
             return Err(bad(format!("does not start with `{MAGIC}`")));
         }
@@ -223,6 +233,12 @@ pub fn is_shard(path: &Path) -> bool {
         && Manifest::read(dir).is_ok_and(|m| {
             (0..m.sharding.shards).any(|i| name == std::ffi::OsStr::new(&Manifest::shard_file(i)))
         })
+}
+
+/// `body` (lines, each ended by a newline) and its last line, `end CRC`.
+fn with_checksum(body: String) -> String {
+    let crc = crc32fast::hash(body.trim_end_matches('\n').as_bytes());
+    format!("{body}end {crc:08x}\n")
 }
 
 /// Why a cluster's folder could not be written or read.
@@ -547,6 +563,7 @@ mod tests {
         write_shards(&whole, &dir, sharding, |_| true).unwrap();
         let manifest = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&manifest).unwrap();
+        let body = text.rsplit_once("end ").unwrap().0.to_owned();
         for (from, to, says) in [
             ("shard-by subject", "shard-by object", "unknown rule"),
             ("shards 2", "shards 0", "shard count"),
@@ -557,10 +574,19 @@ mod tests {
             ),
             ("nearflow-cluster 1", "nearflow-cluster 9", "does not start"),
         ] {
+            // Changed, the checksum refuses it; with its checksum made again, the line does.
             std::fs::write(&manifest, text.replace(from, to)).unwrap();
+            let e = Manifest::read(&dir).unwrap_err().to_string();
+            assert!(e.contains("cut short or changed"), "{from} → {to}: {e}");
+            std::fs::write(&manifest, with_checksum(body.replace(from, to))).unwrap();
             let e = Manifest::read(&dir).unwrap_err().to_string();
             assert!(e.contains(says), "{from} → {to}: {e}");
         }
+        // Cut short after a line: refused.
+        let cut = &text[..text.find("shard 1").unwrap()];
+        std::fs::write(&manifest, cut).unwrap();
+        let e = Manifest::read(&dir).unwrap_err().to_string();
+        assert!(e.contains("cut short or changed"), "{e}");
         std::fs::write(&manifest, &text).unwrap();
         std::fs::remove_file(Manifest::shard_path(&dir, 1)).unwrap();
         let e = Manifest::read(&dir).unwrap_err().to_string();
@@ -648,6 +674,10 @@ mod tests {
                 lines.insert(line.min(lines.len()), with.clone());
             }
             std::fs::write(tmp.path().join(MANIFEST), lines.join("\n")).unwrap();
+            let _ = Manifest::read(tmp.path());
+            // The same lines under a good checksum: they reach the parser.
+            let body = lines[..lines.len() - 1].iter().map(|l| format!("{l}\n")).collect();
+            std::fs::write(tmp.path().join(MANIFEST), with_checksum(body)).unwrap();
             if let Ok(m) = Manifest::read(tmp.path()) {
                 proptest::prop_assert_eq!(m.quads.len(), m.sharding.shards);
             }
