@@ -7,7 +7,9 @@
 # datafusion-distributed workers and a Ballista scheduler with two executors (one vcore each)
 # on loopback, and runs ROUNDS (default 3) interleaved rounds: in each, per size, DataFusion in
 # one process, then datafusion-distributed, then Ballista, each query 5 times (median, min, max
-# in ms, and the count). Then the fault test: an executor (a worker) is killed 0.5 s into a
+# in ms, and the count). Then the routing test: the rows of a's first task are scanned by the
+# worker a route-tasks handler of ours names, not by the one the engine would choose. Then
+# the fault test: an executor (a worker) is killed 0.5 s into a
 # join, and what the query ended with is printed. Every process it starts is stopped by PID
 # when it ends, whatever way it ends.
 set -euo pipefail
@@ -55,6 +57,10 @@ for r in $(seq "$rounds"); do
     done
   done
 done
+echo "routing: which worker scanned the rows of a's task 0 (first = 1), routed by our handler to the"
+echo "second worker, and by the engine's own routing; 3 runs each"
+echo -e "routing\trun\tworker\tfirst_v\tlast_v\trows"
+"$bin" dd-where "$data/rows-${sizes%%,*}" 7101,7102 3 | sed 's/\t| /\t/; s/ *| */\t/g; s/\t$//'
 n=${sizes##*,}
 echo "fault test, $n rows: a worker killed 0.5 s into the join"
 timeout 120 "$bin" dd-once "$data/rows-$n" 7101,7102 | sed 's|^|datafusion-distributed\t|' &

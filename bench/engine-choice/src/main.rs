@@ -19,7 +19,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: engine-choice gen DIR ROWS | local DIR REPS | dd-worker PORT | dd-run DIR PORT,… REPS | \
          b-scheduler PORT | b-executor SCHEDULER_PORT PORT WORK_DIR | b-run DIR SCHEDULER_PORT REPS | \
-         dd-once DIR PORT,… | b-once DIR SCHEDULER_PORT"
+         dd-once DIR PORT,… | dd-where DIR PORT,… REPS | b-once DIR SCHEDULER_PORT"
     );
     std::process::exit(2)
 }
@@ -115,6 +115,63 @@ async fn ballista(dir: &str, port: &str) -> datafusion::error::Result<SessionCon
     Ok(ctx)
 }
 
+/// `worker_port()`: the port of the worker that evaluates it (0 in the coordinator). Volatile,
+/// so it is evaluated where its rows are, never folded into a constant when the plan is made.
+fn worker_port(port: u16) -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{create_udf, ColumnarValue, Volatility};
+    create_udf(
+        "worker_port",
+        vec![],
+        DataType::Int64,
+        Volatility::Volatile,
+        Arc::new(move |_: &[ColumnarValue]| {
+            Ok(ColumnarValue::Scalar(
+                datafusion::common::ScalarValue::Int64(Some(i64::from(port))),
+            ))
+        }),
+    )
+}
+
+/// Which worker scanned which rows of `a`: the table's `v` runs 1..=N through its files in
+/// order, so each task's file group is a range of `v`.
+const WHERE: &str =
+    "SELECT worker_port() AS worker, min(v) AS first, max(v) AS last, count(*) AS rows \
+                     FROM a GROUP BY worker ORDER BY first";
+
+/// The coordinator of `dd-routed`: datafusion-distributed with a route-tasks handler that gives
+/// task `i` of a stage over a leaf the `i`-th worker from the end of the list, the reverse of
+/// the list's order, so that a routing obeyed shows in which worker scanned which range.
+async fn routed(dir: &str, list: &str) -> datafusion::error::Result<SessionContext> {
+    use datafusion_distributed::{
+        DistributedExt, RouteTasksEvent, RouteTasksEventResponse, SessionStateBuilderExt,
+    };
+    let urls: Vec<url::Url> = ports(list)
+        .iter()
+        .map(|p| url::Url::parse(&format!("http://127.0.0.1:{p}")).expect("a URL"))
+        .collect();
+    let route = move |ev: RouteTasksEvent| {
+        let n = urls.len();
+        Some(Ok(RouteTasksEventResponse::new(
+            (0..ev.task_count)
+                .map(|i| urls[n - 1 - i % n].clone())
+                .collect(),
+        )))
+    };
+    let state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config())
+        .with_distributed_worker_resolver(Ports(ports(list)))
+        .with_distributed_planner()
+        .with_distributed_file_scan_config_bytes_per_partition(1)?
+        .with_distributed_route_tasks_handler(route)
+        .build();
+    let ctx = SessionContext::from(state);
+    ctx.register_udf(worker_port(0));
+    register(&ctx, dir).await?;
+    Ok(ctx)
+}
+
 /// One join: its count, or the error it ended with (for the fault test).
 async fn once(ctx: datafusion::error::Result<SessionContext>) {
     match async { count(&ctx?, JOIN).await }.await {
@@ -149,8 +206,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             report("datafusion-1-process", &ctx, num(3) as usize).await?;
         }
         "dd-worker" => {
+            let port = num(2) as u16;
+            let worker = datafusion_distributed::Worker::from_session_builder(
+                move |ctx: datafusion_distributed::WorkerQueryContext| async move {
+                    Ok(ctx
+                        .builder
+                        .with_scalar_functions(vec![Arc::new(worker_port(port))])
+                        .build())
+                },
+            );
             tonic::transport::Server::builder()
-                .add_service(datafusion_distributed::Worker::default().into_worker_server())
+                .add_service(worker.into_worker_server())
                 .serve(SocketAddr::from(([127, 0, 0, 1], num(2) as u16)))
                 .await?;
         }
@@ -160,6 +226,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             report(&name, &ctx, num(4) as usize).await?;
         }
         "dd-once" => once(distributed(arg(2), arg(3)).await).await,
+        "dd-where" => {
+            // Each of `reps` runs: which worker scanned which range of `a`, with the reversed
+            // routing (`routed`) and with the engine's own.
+            for (how, ctx) in [
+                ("routed-reversed", routed(arg(2), arg(3)).await?),
+                ("engine-default", {
+                    let ctx = distributed(arg(2), arg(3)).await?;
+                    ctx.register_udf(worker_port(0));
+                    ctx
+                }),
+            ] {
+                for run in 0..num(4) {
+                    let batches = ctx.sql(WHERE).await?.collect().await?;
+                    let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+                    for line in text
+                        .lines()
+                        .filter(|l| l.starts_with("| ") && !l.contains("worker"))
+                    {
+                        println!("{how}\trun {run}\t{line}");
+                    }
+                }
+            }
+        }
         "b-scheduler" => {
             use ballista_scheduler::cluster::BallistaCluster;
             use ballista_scheduler::config::SchedulerConfig;
