@@ -435,7 +435,8 @@ pub(crate) fn write<F: Write + Seek>(
     write_kept(store, file, version, None)
 }
 
-/// A quad, `[graph, subject, predicate, object]`, that a filtered write keeps.
+/// Which quads a filtered write keeps: asked of each quad as `[graph, subject, predicate,
+/// object]`.
 pub(crate) type Keep<'a> = &'a dyn Fn([Id; 4]) -> bool;
 
 /// [`write`], of the quads `keep` (given each quad in `[g, s, p, o]` order) keeps when it is
