@@ -322,15 +322,21 @@ pub fn check_target(dir: &Path) -> Result<(), ShardError> {
 /// synced, with the manifest last, and the folder renamed to `dir` at the end, so an error or
 /// an interruption leaves no folder that looks like a cluster. `done(i)` is called as shard
 /// `i` is finished, and says whether to go on: `false` stops the write with
-/// [`ShardError::Interrupted`], the temporary folder removed. Each shard is one pass over `store`'s indexes, streamed: nothing of them
-/// is copied in memory but a hash per term (8 bytes a term).
+/// [`ShardError::Interrupted`], the temporary folder removed. Each shard is one pass over
+/// `store`'s indexes, streamed: nothing of them is copied in memory but a hash per term (8
+/// bytes a term).
 pub fn write_shards(
     store: &Store,
     dir: &Path,
     sharding: Sharding,
     mut done: impl FnMut(usize) -> bool,
 ) -> Result<Manifest, ShardError> {
-    assert!((1..=MAX_SHARDS).contains(&sharding.shards));
+    if !(1..=MAX_SHARDS).contains(&sharding.shards) {
+        return Err(ShardError::Refused {
+            path: dir.to_owned(),
+            why: format!("{} shards: give 1 to {MAX_SHARDS}", sharding.shards),
+        });
+    }
     check_target(dir)?;
     let tmp = temporary_beside(dir)?;
     let written = (|| {
@@ -591,6 +597,16 @@ mod tests {
         std::fs::remove_file(Manifest::shard_path(&dir, 1)).unwrap();
         let e = Manifest::read(&dir).unwrap_err().to_string();
         assert!(e.contains("missing"), "{e}");
+        // No shards, or too many: refused.
+        for shards in [0, MAX_SHARDS + 1] {
+            let e = write_shards(
+                &whole,
+                &tmp.path().join("n"),
+                Sharding { shards, ..sharding },
+                |_| true,
+            );
+            assert!(e.unwrap_err().to_string().contains("give 1 to"));
+        }
         // Stopped after its first shard: nothing is left of it.
         let e = write_shards(&whole, &tmp.path().join("stopped"), sharding, |_| false);
         assert!(matches!(e, Err(ShardError::Interrupted)));
