@@ -90,18 +90,31 @@ fn ports(list: &str) -> Vec<u16> {
         .collect()
 }
 
-async fn distributed(dir: &str, list: &str) -> datafusion::error::Result<SessionContext> {
+/// A session planning for datafusion-distributed over the workers on the ports in `list`, every
+/// file its own task; `routed` adds our route-tasks handler.
+async fn distributed_with(
+    dir: &str,
+    list: &str,
+    routed: bool,
+) -> datafusion::error::Result<SessionContext> {
     use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
-    let state = SessionStateBuilder::new()
+    let mut state = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config())
         .with_distributed_worker_resolver(Ports(ports(list)))
         .with_distributed_planner()
-        .with_distributed_file_scan_config_bytes_per_partition(1)?
-        .build();
-    let ctx = SessionContext::from(state);
+        .with_distributed_file_scan_config_bytes_per_partition(1)?;
+    if routed {
+        state = state.with_distributed_route_tasks_handler(reversed(list));
+    }
+    let ctx = SessionContext::from(state.build());
+    ctx.register_udf(worker_port(0));
     register(&ctx, dir).await?;
     Ok(ctx)
+}
+
+async fn distributed(dir: &str, list: &str) -> datafusion::error::Result<SessionContext> {
+    distributed_with(dir, list, false).await
 }
 
 async fn ballista(dir: &str, port: &str) -> datafusion::error::Result<SessionContext> {
@@ -139,37 +152,23 @@ const WHERE: &str =
     "SELECT worker_port() AS worker, min(v) AS first, max(v) AS last, count(*) AS rows \
                      FROM a GROUP BY worker ORDER BY first";
 
-/// The coordinator of `dd-routed`: datafusion-distributed with a route-tasks handler that gives
-/// task `i` of a stage over a leaf the `i`-th worker from the end of the list, the reverse of
-/// the list's order, so that a routing obeyed shows in which worker scanned which range.
-async fn routed(dir: &str, list: &str) -> datafusion::error::Result<SessionContext> {
-    use datafusion_distributed::{
-        DistributedExt, RouteTasksEvent, RouteTasksEventResponse, SessionStateBuilderExt,
-    };
-    let urls: Vec<url::Url> = ports(list)
-        .iter()
-        .map(|p| url::Url::parse(&format!("http://127.0.0.1:{p}")).expect("a URL"))
-        .collect();
-    let route = move |ev: RouteTasksEvent| {
-        let n = urls.len();
-        Some(Ok(RouteTasksEventResponse::new(
-            (0..ev.task_count)
-                .map(|i| urls[n - 1 - i % n].clone())
-                .collect(),
-        )))
-    };
-    let state = SessionStateBuilder::new()
-        .with_default_features()
-        .with_config(config())
-        .with_distributed_worker_resolver(Ports(ports(list)))
-        .with_distributed_planner()
-        .with_distributed_file_scan_config_bytes_per_partition(1)?
-        .with_distributed_route_tasks_handler(route)
-        .build();
-    let ctx = SessionContext::from(state);
-    ctx.register_udf(worker_port(0));
-    register(&ctx, dir).await?;
-    Ok(ctx)
+/// A route-tasks handler that gives task `i` of a stage over a leaf the `i`-th worker of
+/// `list` from its end, the reverse of the list's order, so that a routing obeyed shows in
+/// which worker scanned which rows.
+fn reversed(list: &str) -> impl datafusion_distributed::RouteTasksHandler {
+    use datafusion_distributed::{RouteTasksEvent, RouteTasksEventResponse};
+    let urls = Ports(ports(list));
+    move |ev: RouteTasksEvent| {
+        use datafusion_distributed::WorkerResolver;
+        Some(urls.get_urls().map(|urls| {
+            let n = urls.len();
+            RouteTasksEventResponse::new(
+                (0..ev.task_count)
+                    .map(|i| urls[n - 1 - i % n].clone())
+                    .collect(),
+            )
+        }))
+    }
 }
 
 /// One join: its count, or the error it ended with (for the fault test).
@@ -228,15 +227,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "dd-once" => once(distributed(arg(2), arg(3)).await).await,
         "dd-where" => {
             // Each of `reps` runs: which worker scanned which range of `a`, with the reversed
-            // routing (`routed`) and with the engine's own.
-            for (how, ctx) in [
-                ("routed-reversed", routed(arg(2), arg(3)).await?),
-                ("engine-default", {
-                    let ctx = distributed(arg(2), arg(3)).await?;
-                    ctx.register_udf(worker_port(0));
-                    ctx
-                }),
-            ] {
+            // routing (`reversed`) and with the engine's own.
+            for (how, routed) in [("routed-reversed", true), ("engine-default", false)] {
+                let ctx = distributed_with(arg(2), arg(3), routed).await?;
                 for run in 0..num(4) {
                     let batches = ctx.sql(WHERE).await?.collect().await?;
                     let text = arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
