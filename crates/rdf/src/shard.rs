@@ -522,6 +522,7 @@ mod tests {
             assert_eq!(m.total(), 2000);
             let mut union = Vec::new();
             let mut owner = std::collections::HashMap::new();
+            let mut split_subjects = std::collections::HashSet::new();
             for i in 0..3 {
                 let shard = snapshot::open(&Manifest::shard_path(&dir, i), &machine).unwrap();
                 assert_eq!(
@@ -533,8 +534,8 @@ mod tests {
                 assert!(m.quads[i] > 0, "{by:?}: shard {i} is empty");
                 for q in shard.quads() {
                     let first = *owner.entry(q[0]).or_insert(i);
-                    if by == ShardBy::Subject {
-                        assert_eq!(first, i, "a subject on two shards");
+                    if first != i {
+                        split_subjects.insert(q[0]);
                     }
                     // The ids mean the same terms as in the whole store.
                     assert_eq!(shard.dict().term(q[2]), whole.dict().term(q[2]));
@@ -543,8 +544,10 @@ mod tests {
             }
             union.sort();
             assert_eq!(union, all, "{by:?}");
-            if by == ShardBy::Triple {
-                assert!(owner.len() == 50);
+            // By subject no subject is split; by triple most of the 50 are (40 quads each).
+            match by {
+                ShardBy::Subject => assert!(split_subjects.is_empty(), "a subject on two shards"),
+                ShardBy::Triple => assert!(split_subjects.len() > 40, "{}", split_subjects.len()),
             }
         }
     }
