@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{nearflow, BIN};
+use common::{fails_with, nearflow, BIN};
 
 fn scratch(name: &str) -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("load-cli");
@@ -398,4 +398,25 @@ fn a_killed_sharded_load_is_cleaned_up_by_the_next() {
             .len(),
         2
     );
+}
+
+/// The sharding flags' bad values are refused before anything is read, naming the flag.
+#[test]
+fn bad_sharding_flags_are_refused() {
+    let target = scratch("flags").to_str().unwrap().to_owned();
+    let load = |flags: &[&str]| {
+        let mut args = vec!["load", "x.ttl", "--save", &target];
+        args.extend_from_slice(flags);
+        args.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    fails_with(&load(&["--shards", "0"]), "--shards");
+    fails_with(&load(&["--shards", "1025"]), "--shards");
+    fails_with(&load(&["--shards", "two"]), "--shards");
+    fails_with(
+        &load(&["--shards", "2", "--shard-by", "object"]),
+        "a shard rule is",
+    );
+    fails_with(&load(&["--shard-by", "hash"]), "--shards");
+    fails_with(&load(&["--shards", "2", "--add"]), "--add");
+    assert!(!Path::new(&target).exists());
 }
