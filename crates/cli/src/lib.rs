@@ -6,6 +6,8 @@
 //! - `nearflow run vwap|plan` — applications on the dataflow engine (`--trace FILE.svg`);
 //! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store;
 //! - `nearflow update` — SPARQL 1.1 Update against a store, durable when it returns;
+//! - `nearflow worker` — serves a sharded store's shards to a cluster's coordinator
+//!   (`nearflow-cluster`), which `nearflow sparql --cluster` is;
 //! - `nearflow serve` — a SPARQL 1.1 Protocol endpoint over a store (`nearflow-serve`);
 //! - `nearflow check placement|store` — are pages and threads on the NUMA nodes they should be?
 //!   Is a store whole?
@@ -19,7 +21,7 @@
 //!   runtime a command starts.
 //! - `topo_cmd.rs` — `topo`; `run_cmd.rs` — `run vwap`, `run plan`; `check_cmd.rs` —
 //!   `check placement`, `check store`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` —
-//!   `serve`; `update_cmd.rs` — `update`. No file imports another command's file.
+//!   `serve`; `update_cmd.rs` — `update`; `cluster_cmd.rs` — `worker`. No file imports another command's file.
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.
@@ -27,6 +29,7 @@
 
 pub mod args;
 mod check_cmd;
+mod cluster_cmd;
 mod run_cmd;
 mod serve_cmd;
 mod sparql_cmd;
@@ -57,6 +60,8 @@ pub enum Command {
     Serve(serve_cmd::ServeCmd),
     /// Run a SPARQL 1.1 Update request against a store snapshot (durable when it returns).
     Update(update_cmd::UpdateCmd),
+    /// Serve a sharded store's shards to a cluster's coordinator (`sparql --cluster`).
+    Worker(cluster_cmd::WorkerCmd),
 }
 
 /// `nearflow check …`.
@@ -80,6 +85,7 @@ pub fn run(command: Command) -> Result<()> {
         Command::Load(c) => sparql_cmd::load(&c),
         Command::Serve(c) => serve_cmd::run(&c),
         Command::Update(c) => update_cmd::run(&c),
+        Command::Worker(c) => cluster_cmd::worker(&c),
     }
 }
 

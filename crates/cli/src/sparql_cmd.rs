@@ -84,6 +84,11 @@ pub struct SparqlCmd {
     /// Do not show load progress.
     #[arg(long)]
     pub quiet: bool,
+    /// Run the query on a cluster: the workers (`nearflow worker`) serving the sharded store
+    /// that --store names, as host:port,host:port… Each shard answers the query's star
+    /// patterns on the worker its task is routed to; the rest of the query runs here.
+    #[arg(long, value_name = "HOST:PORT[,…]", requires = "store")]
+    pub cluster: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -356,13 +361,27 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri));
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
-    let source = if cmd.source.is_empty(&cmd.read) {
-        from_files(&text, base.as_deref(), &cmd.read)?
-    } else {
-        cmd.source.source(&cmd.read)?
+    let coordinator = match (&cmd.cluster, &cmd.source.store) {
+        (Some(workers), Some(dir)) => Some(nearflow_cluster::Coordinator::connect(
+            dir,
+            nearflow_cluster::worker_urls(workers)?,
+            &machine,
+        )?),
+        _ => None,
     };
-    let store = Arc::new(source.open(&machine, cmd.quiet)?);
-    open::place(&store, cmd.store_placement.into(), cmd.quiet)?;
+    let store = match &coordinator {
+        Some(c) => c.store().clone(),
+        None => {
+            let source = if cmd.source.is_empty(&cmd.read) {
+                from_files(&text, base.as_deref(), &cmd.read)?
+            } else {
+                cmd.source.source(&cmd.read)?
+            };
+            let store = Arc::new(source.open(&machine, cmd.quiet)?);
+            open::place(&store, cmd.store_placement.into(), cmd.quiet)?;
+            store
+        }
+    };
     let rt = build_runtime(
         machine,
         cmd.policy,
@@ -380,14 +399,20 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         profile: false,
         base,
     };
-    let q = sparql::prepare(&store, &text, &options)?;
+    let started = Instant::now();
+    let (q, fetched) = match &coordinator {
+        Some(c) => {
+            let (q, f) = c.prepare(&text, &options)?;
+            (q, Some(f))
+        }
+        None => (sparql::prepare(&store, &text, &options)?, None),
+    };
     for f in &q.query().unknown_functions {
         eprintln!(
             "warning: nearflow does not know the function <{f}>: every call of it is an error \
              (SPARQL 1.1 §17.6), so a FILTER over it is false and a BIND leaves its variable unbound"
         );
     }
-    let started = Instant::now();
     let answer = q.execute(&rt, None)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -447,6 +472,17 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let took = started.elapsed();
     if cmd.explain {
         eprint!("{}", q.explain());
+        if let Some(f) = fetched {
+            eprintln!(
+                "cluster: {} fragments on {} shards, {} rows from the workers in {:.3} s",
+                f.fragments,
+                coordinator
+                    .as_ref()
+                    .map_or(0, |c| c.manifest().sharding.shards),
+                f.rows,
+                f.elapsed.as_secs_f64()
+            );
+        }
         if !ran {
             eprintln!("answered without a request: a constant of the query is not in the store");
         }

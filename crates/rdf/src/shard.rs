@@ -136,6 +136,13 @@ impl Manifest {
         self.quads.iter().sum()
     }
 
+    /// A CRC-32 of the manifest: the same for the same folder's shards, different (but for a
+    /// collision) for another split or other data; a cluster's workers check it against the
+    /// coordinator's before they answer.
+    pub fn fingerprint(&self) -> u32 {
+        crc32fast::hash(self.text().as_bytes())
+    }
+
     fn text(&self) -> String {
         let mut t = format!(
             "{MAGIC}\nshards {}\nshard-by {}\n",

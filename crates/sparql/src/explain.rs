@@ -377,6 +377,7 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             t
         }
         Op::Values(c, rows) => format!("values {} ({} rows)", cols(c, names), rows.len()),
+        Op::Given(g) => format!("from the shards {} ({} rows)", cols(&g.cols, names), g.rows),
         Op::Graphs(c, ids) => format!("named graphs as {} ({} rows)", name(names, *c), ids.len()),
         Op::Group(keys, aggs, two_phase) => format!(
             "group by [{}]{} computing {}",

@@ -46,6 +46,8 @@
 //!   functions and casts.
 //! - `path.rs` — property paths over terms, and their walker over the store.
 //! - `minted.rs` — ids for the terms a query computes.
+//! - `fragment.rs` — a query cut into the fragments each shard of a sharded store answers
+//!   alone, and the plan of the rest over their rows.
 //! - `explain.rs` — the three levels of `--explain`.
 //! - `results.rs` — output formats (`sparesults`, the terminal table, N-Triples/Turtle).
 //! - `replica_check.rs` — the placement check of a replicated store: pages on their nodes, no
@@ -58,6 +60,7 @@ mod answer;
 mod error;
 pub mod explain;
 pub mod expr;
+pub mod fragment;
 pub mod functions;
 pub mod lower;
 pub mod minted;
@@ -288,6 +291,27 @@ impl Query {
     /// Plans the query against `store` (stage 4): terms become the store's ids, the dataset's
     /// graphs graph ids.
     pub fn plan(self: &Arc<Self>, store: &Arc<Store>, options: &Options) -> Prepared {
+        self.plan_with(store, options, None)
+    }
+
+    /// Plans the query over its fragments' answers from a sharded store's shards
+    /// ([`fragment`]): every basic graph pattern is joined from `given`'s rows, and `store`
+    /// (any one shard: each holds the whole dictionary) serves ids and terms.
+    pub fn plan_given(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        options: &Options,
+        given: &fragment::Given,
+    ) -> Prepared {
+        self.plan_with(store, options, Some(given))
+    }
+
+    fn plan_with(
+        self: &Arc<Self>,
+        store: &Arc<Store>,
+        options: &Options,
+        given: Option<&fragment::Given>,
+    ) -> Prepared {
         let dop = options
             .dop
             .unwrap_or_else(|| store.machine().pu_count().max(1))
@@ -302,6 +326,7 @@ impl Query {
             row_bytes: (lower::width_class(self.names.len()).unwrap_or(lower::MAX_WIDTH)
                 * std::mem::size_of::<Id>()) as f64,
             table_budget: options.memory_limit.map(|l| l as f64 / 4.0),
+            given,
         };
         let phys = planner.plan(&self.optimized, &default);
         Prepared {

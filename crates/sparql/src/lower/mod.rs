@@ -598,6 +598,20 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
             stat.rows.store(out.len() as u64, Ordering::Relaxed);
             vec![b.source(out)]
         }
+        Op::Given(g) => {
+            let width = g.cols.len();
+            let out: Vec<Row<N>> = (0..g.rows)
+                .map(|i| {
+                    let mut row = [UNBOUND; N];
+                    for (k, &c) in g.cols.iter().enumerate() {
+                        row[c] = g.ids[i * width + k];
+                    }
+                    row
+                })
+                .collect();
+            stat.rows.store(out.len() as u64, Ordering::Relaxed);
+            vec![b.source(out)]
+        }
         Op::StarCount { .. } => star_count::build::<N>(cx, b, p),
         Op::IndexCount { col, count, .. } => {
             let mut row = [UNBOUND; N];

@@ -204,6 +204,9 @@ impl Planner<'_> {
         if quads.is_empty() {
             return self.filters(Phys::unit(), cs);
         }
+        if let Some(given) = self.given {
+            return self.given_bgp(given, quads, cs);
+        }
         if active.len() > 1 && quads.iter().any(|q| q.g.is_none()) {
             return self.merged_bgp(quads, cs, active);
         }
@@ -371,6 +374,66 @@ impl Planner<'_> {
         cur = self.apply_ready(cur, &mut cs);
         for p in it {
             cur = self.join(cur, p);
+            cur = self.apply_ready(cur, &mut cs);
+        }
+        self.filters(cur, cs)
+    }
+
+    /// A basic graph pattern joined from its fragments' rows ([`crate::fragment`]), greedily as
+    /// [`bgp`](Self::bgp) orders patterns: the fragment with the fewest rows first, then the
+    /// connected one (a shared variable, else an `=` conjunct, which becomes a value-key join)
+    /// with the fewest rows; hash joins throughout.
+    fn given_bgp(&self, given: &crate::fragment::Given, quads: &[QuadPat], cs: Vec<Expr>) -> Phys {
+        let mut parts: Vec<Phys> = crate::fragment::groups(given.split, quads)
+            .iter()
+            .map(|g| {
+                let rows = given.of(g);
+                let cert: BTreeSet<usize> = rows.cols.iter().copied().collect();
+                let est = rows.rows as f64;
+                Phys::new(Op::Given(rows), vec![], est, cert, BTreeSet::new())
+            })
+            .collect();
+        let mut cs = cs;
+        let smallest = |parts: &[Phys], among: &mut dyn Iterator<Item = usize>| {
+            among.min_by(|&a, &b| parts[a].est.total_cmp(&parts[b].est))
+        };
+        let first = smallest(&parts, &mut (0..parts.len())).expect("not empty");
+        let mut cur = parts.remove(first);
+        cur = self.apply_ready(cur, &mut cs);
+        while !parts.is_empty() {
+            let connected = smallest(
+                &parts,
+                &mut (0..parts.len()).filter(|&k| !parts[k].cert.is_disjoint(&cur.cert)),
+            );
+            let edge = |k: usize| {
+                cs.iter().filter_map(var_eq).find(|&(a, b)| {
+                    (cur.cert.contains(&a) && parts[k].cert.contains(&b))
+                        || (cur.cert.contains(&b) && parts[k].cert.contains(&a))
+                })
+            };
+            let by_edge = smallest(&parts, &mut (0..parts.len()).filter(|&k| edge(k).is_some()));
+            cur = match (connected, by_edge) {
+                (Some(k), _) => {
+                    let p = parts.remove(k);
+                    self.join(cur, p)
+                }
+                (None, Some(k)) => {
+                    let (a, b) = edge(k).expect("found");
+                    let p = parts.remove(k);
+                    cs.retain(|c| var_eq(c) != Some((a, b)));
+                    let eq = Expr::Eq(Box::new(Expr::Var(a)), Box::new(Expr::Var(b)));
+                    let est = cur.est.max(p.est);
+                    let mut j = self.hash_join(JoinMode::Inner, cur, p, Some(eq));
+                    j.est = est;
+                    j
+                }
+                (None, None) => {
+                    // Not connected: a cross product with the smallest remaining fragment.
+                    let k = smallest(&parts, &mut (0..parts.len())).expect("not empty");
+                    let p = parts.remove(k);
+                    self.join(cur, p)
+                }
+            };
             cur = self.apply_ready(cur, &mut cs);
         }
         self.filters(cur, cs)

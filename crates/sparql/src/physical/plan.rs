@@ -257,6 +257,8 @@ pub enum Op {
     Values(Vec<usize>, Arc<Vec<Vec<Option<Term>>>>),
     /// One row per graph id, the column bound to it.
     Graphs(usize, Arc<Vec<Id>>),
+    /// A fragment's rows, answered by a sharded store's shards ([`crate::fragment`]).
+    Given(Arc<crate::fragment::GivenRows>),
     /// GROUP BY the key columns, computing the aggregates (only the keys and the aggregates'
     /// columns are bound in its output); in two phases when the flag is set (a partial
     /// aggregation per input stream, the groups' states then merged: `exec/group.rs`).
@@ -334,6 +336,7 @@ impl Phys {
                 | Op::Project(_)
                 | Op::Extend(..)
                 | Op::Values(..)
+                | Op::Given(_)
                 | Op::IndexCount { .. }
                 | Op::Graphs(..)
         ) && self.inputs.iter().all(Phys::streams)
@@ -388,6 +391,7 @@ pub fn yields_nothing(p: &Phys) -> bool {
         Op::Empty => true,
         Op::Unit | Op::Scan { .. } | Op::Path(..) => false,
         Op::Values(_, rows) => rows.is_empty(),
+        Op::Given(g) => g.rows == 0,
         Op::IndexCount { .. } | Op::StarCount { .. } => false,
         Op::Graphs(_, ids) => ids.is_empty(),
         // Without keys, a group is one row even over no input.

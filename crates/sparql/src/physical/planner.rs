@@ -45,6 +45,10 @@ pub struct Planner<'s> {
     /// memory a packet) does, where a hash join would hold a table that the limit would stop
     /// (`join_order.rs`). `None`: no limit.
     pub table_budget: Option<f64>,
+    /// The answers of the query's fragments, when the store is split into shards
+    /// ([`crate::fragment`]): each basic graph pattern is then joined from its fragments'
+    /// rows, never read from `store` (which serves the dictionary and the graphs).
+    pub given: Option<&'s crate::fragment::Given>,
 }
 
 impl Planner<'_> {
@@ -605,9 +609,15 @@ impl Planner<'_> {
         aggs: &[(usize, Agg)],
         active: &[Id],
     ) -> Phys {
+        // The counts from the indexes read the store's: not a shard's.
         if let Some(p) = self
-            .index_count(i, keys, aggs, active)
-            .or_else(|| self.star_count(i, keys, aggs, active))
+            .given
+            .is_none()
+            .then(|| {
+                self.index_count(i, keys, aggs, active)
+                    .or_else(|| self.star_count(i, keys, aggs, active))
+            })
+            .flatten()
         {
             return p;
         }

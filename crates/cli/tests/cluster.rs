@@ -1,0 +1,350 @@
+//! A nearflow cluster on loopback, as `scripts/local-cluster.sh` starts one: a sharded store
+//! served by two workers (`nearflow worker`), queried through `nearflow sparql --cluster`.
+//! Every SP²Bench query answers as one process does, by subject and by whole triple; a worker
+//! killed in the middle of a query fails it with the engine's error, never a wrong answer.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{fails_with, nearflow, ok, BIN};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cluster-cli");
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Triples of the generated document: every query's answer is non-trivial at this size (q4
+/// has tens of thousands of rows) and a run of all 17 takes seconds.
+const TRIPLES: u64 = 100_000;
+
+/// The generated SP²Bench document loaded three ways, once per test process: one store, two
+/// shards by subject, three shards by whole triple.
+struct Stores {
+    one: PathBuf,
+    by_subject: PathBuf,
+    by_triple: PathBuf,
+}
+
+fn stores() -> &'static Stores {
+    static S: OnceLock<Stores> = OnceLock::new();
+    S.get_or_init(|| {
+        let doc = scratch(&format!("sp2b-{TRIPLES}.ttl"));
+        let w = std::io::BufWriter::new(std::fs::File::create(&doc).unwrap());
+        nearflow_apps::sp2bench::generate(TRIPLES, 1, w).unwrap();
+        let s = Stores {
+            one: scratch("one.store"),
+            by_subject: scratch("by-subject"),
+            by_triple: scratch("by-triple"),
+        };
+        for p in [&s.one, &s.by_subject, &s.by_triple] {
+            let _ = std::fs::remove_dir_all(p);
+            let _ = std::fs::remove_file(p);
+        }
+        let doc = doc.to_str().unwrap();
+        let save = |p: &Path, extra: &[&str]| {
+            let mut a = vec!["load", doc, "--quiet", "--save", p.to_str().unwrap()];
+            a.extend_from_slice(extra);
+            ok(&a);
+        };
+        save(&s.one, &[]);
+        save(&s.by_subject, &["--shards", "2"]);
+        save(&s.by_triple, &["--shards", "3", "--shard-by", "hash"]);
+        s
+    })
+}
+
+/// A running `nearflow worker`, killed when dropped.
+struct Worker {
+    child: Child,
+    addr: String,
+}
+
+impl Worker {
+    fn start(dir: &Path) -> Worker {
+        let mut child = Command::new(BIN)
+            .args(["worker", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().expect("a line from the worker").unwrap();
+        let addr = first
+            .split(" listening on ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        // The rest of its stderr is drained, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Worker { child, addr }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cluster_of(workers: &[Worker]) -> String {
+    workers
+        .iter()
+        .map(|w| w.addr.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A query's solutions as TSV lines, sorted (the order of an answer without ORDER BY is
+/// free), or an ASK's answer.
+fn answer(args: &[&str]) -> Vec<String> {
+    let mut lines: Vec<String> = ok(args).lines().map(str::to_owned).collect();
+    lines.sort_unstable();
+    lines
+}
+
+#[test]
+fn every_sp2bench_query_through_two_workers_answers_as_one_process() {
+    let s = stores();
+    let one = s.one.to_str().unwrap();
+    for dir in [&s.by_subject, &s.by_triple] {
+        let workers = [Worker::start(dir), Worker::start(dir)];
+        let list = cluster_of(&workers);
+        let dir = dir.to_str().unwrap();
+        let mut rows = 0;
+        for (name, _) in nearflow_apps::sp2bench::queries::QUERIES {
+            let q = nearflow_apps::sp2bench::queries::text(name).unwrap();
+            let base = ["sparql", "--quiet", "--format", "tsv", "-e", &q];
+            let mut single = base.to_vec();
+            single.extend(["--store", one]);
+            let mut through = base.to_vec();
+            through.extend(["--store", dir, "--cluster", &list]);
+            let (a, b) = (answer(&single), answer(&through));
+            assert_eq!(a.len(), b.len(), "{name} through {dir}: row counts");
+            assert!(a == b, "{name} through {dir}: the answers differ");
+            rows += a.len();
+        }
+        assert!(
+            rows > 10_000,
+            "the 17 answers hold {rows} rows: too few to test"
+        );
+    }
+}
+
+#[test]
+fn what_a_cluster_cannot_run_is_refused_with_a_reason() {
+    let s = stores();
+    let dir = s.by_subject.to_str().unwrap();
+    let workers = [Worker::start(&s.by_subject)];
+    let list = cluster_of(&workers);
+    let q = |text: &str| {
+        vec![
+            "sparql".to_owned(),
+            "--quiet".into(),
+            "--store".into(),
+            dir.into(),
+            "--cluster".into(),
+            list.clone(),
+            "-e".into(),
+            text.into(),
+        ]
+    };
+    fails_with(
+        &q("SELECT * WHERE { ?a <http://p>+ ?b }"),
+        "property paths on a sharded store",
+    );
+    fails_with(&q("DESCRIBE <http://a>"), "DESCRIBE on a sharded store");
+    fails_with(
+        &q("SELECT * WHERE { GRAPH ?g { ?a ?b ?c } }"),
+        "GRAPH on a sharded store",
+    );
+    // A one-shard folder, an address that is not one, a folder that is not a cluster.
+    let single = scratch("single-shard");
+    let _ = std::fs::remove_dir_all(&single);
+    let doc = scratch(&format!("sp2b-{TRIPLES}.ttl"));
+    ok(&[
+        "load",
+        doc.to_str().unwrap(),
+        "--quiet",
+        "--save",
+        single.to_str().unwrap(),
+        "--shards",
+        "1",
+    ]);
+    let select = "SELECT * WHERE { ?s ?p ?o } LIMIT 1";
+    fails_with(
+        &[
+            "sparql",
+            "--store",
+            single.to_str().unwrap(),
+            "--cluster",
+            &list,
+            "-e",
+            select,
+        ],
+        "holds one shard",
+    );
+    fails_with(
+        &[
+            "sparql",
+            "--store",
+            dir,
+            "--cluster",
+            "127.0.0.1",
+            "-e",
+            select,
+        ],
+        "give host:port",
+    );
+    fails_with(
+        &[
+            "sparql",
+            "--store",
+            s.one.to_str().unwrap(),
+            "--cluster",
+            &list,
+            "-e",
+            select,
+        ],
+        "cluster.manifest",
+    );
+    // Workers of another store: refused, not answered from the wrong shards.
+    let other = [Worker::start(&s.by_triple)];
+    fails_with(
+        &[
+            "sparql",
+            "--store",
+            dir,
+            "--cluster",
+            &cluster_of(&other),
+            "-e",
+            select,
+        ],
+        "another sharded store",
+    );
+    // A worker that is not there.
+    drop(other);
+    fails_with(
+        &[
+            "sparql",
+            "--store",
+            dir,
+            "--cluster",
+            "127.0.0.1:1",
+            "-e",
+            select,
+        ],
+        "the cluster failed",
+    );
+    // `--cluster` names the folder with --store.
+    let out = nearflow(&["sparql", "--cluster", &list, "-e", select]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--store"));
+}
+
+/// Every triple of a subject with every two others: millions of rows from the workers, so that
+/// most of the query's time is their fetching.
+const TRIPLES_OF_A_SUBJECT: &str = "SELECT * WHERE { ?s ?p ?o . ?s ?q ?v . ?s ?r ?w }";
+
+/// Runs the query through the cluster, killing the second worker `kill_after` in: the output,
+/// and whether the query was still running when the worker died.
+fn killed_after(dir: &str, kill_after: Duration) -> (std::process::Output, bool) {
+    let mut workers = vec![Worker::start(Path::new(dir)), Worker::start(Path::new(dir))];
+    let list = cluster_of(&workers);
+    let started = Instant::now();
+    let args = [
+        "sparql",
+        "--quiet",
+        "--count",
+        "--store",
+        dir,
+        "--cluster",
+        &list,
+        "-e",
+    ];
+    let mut query = Command::new(BIN)
+        .args(args)
+        .arg(TRIPLES_OF_A_SUBJECT)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(kill_after);
+    let running = query.try_wait().unwrap().is_none();
+    drop(workers.remove(1));
+    while query.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the query hung after its worker died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (query.wait_with_output().unwrap(), running)
+}
+
+#[test]
+fn a_worker_killed_in_the_middle_of_a_query_fails_it_and_never_gives_a_wrong_answer() {
+    let s = stores();
+    let dir = s.by_subject.to_str().unwrap();
+    let one = s.one.to_str().unwrap();
+    let right = ok(&[
+        "sparql",
+        "--quiet",
+        "--count",
+        "--store",
+        one,
+        "-e",
+        TRIPLES_OF_A_SUBJECT,
+    ]);
+    // How long the query takes whole, to kill a worker a third of the way in.
+    let whole = {
+        let workers = [Worker::start(&s.by_subject), Worker::start(&s.by_subject)];
+        let list = cluster_of(&workers);
+        let t = Instant::now();
+        let args = [
+            "sparql",
+            "--quiet",
+            "--count",
+            "--store",
+            dir,
+            "--cluster",
+            &list,
+            "-e",
+        ];
+        let mut a: Vec<&str> = args.to_vec();
+        a.push(TRIPLES_OF_A_SUBJECT);
+        assert_eq!(ok(&a), right, "through the cluster, whole");
+        t.elapsed()
+    };
+    let mut failed = 0;
+    for _ in 0..4 {
+        let (out, running) = killed_after(dir, whole / 3);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        if out.status.success() {
+            // Every row had come from the workers before the kill: the answer, whole.
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                right,
+                "a wrong answer"
+            );
+        } else {
+            assert!(running, "failed though it had ended before the kill: {err}");
+            assert!(err.contains("the cluster failed"), "{err}");
+            assert!(err.contains("stopped answering"), "{err}");
+            assert!(out.stdout.is_empty(), "a partial answer: {:?}", out.stdout);
+            failed += 1;
+            break;
+        }
+    }
+    assert!(
+        failed > 0,
+        "in 4 runs the kill, {whole:?} / 3 in, never came while rows were being fetched"
+    );
+}
