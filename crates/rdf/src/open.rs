@@ -34,7 +34,7 @@ pub enum OpenError {
     Store(#[from] StoreError),
     /// A cluster's folder named where one store is opened.
     #[error(
-        "{0}: a folder of {1} shards (`nearflow load --shards`), not one store; a shard opens as one store ({0}/shard-0.store…), and the shards are not yet queried as one"
+        "{0}: a folder of {1} shards (`nearflow load --shards`), not one store; query the shards as one through their workers (`nearflow worker {0}`, then `nearflow sparql --store {0} --cluster HOST:PORT,…`), or a shard alone as a store ({0}/shard-0.store…)"
     )]
     Cluster(PathBuf, usize),
     /// A shard of a cluster opened for writing.
