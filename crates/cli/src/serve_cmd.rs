@@ -20,6 +20,11 @@ pub struct ServeCmd {
     /// The address to listen on (port 0: any free port, printed).
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub bind: SocketAddr,
+    /// Answer over a cluster: the workers (`nearflow worker`) serving the sharded store that
+    /// --store names, as host:port,host:port… (read-only; the Graph Store Protocol serves the
+    /// default graph only).
+    #[arg(long, value_name = "HOST:PORT[,…]", requires = "store")]
+    pub cluster: Option<String>,
     /// A query's time limit, and the most a request's `timeout` parameter may ask (e.g. 30s,
     /// 250ms, 2m).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::args::duration)]
@@ -187,17 +192,38 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             anyhow::bail!("--spill-dir {}: not a directory", d.display());
         }
     }
-    let db = Arc::new(cmd.source.source(&cmd.read)?.open_db(
-        &machine,
-        !cmd.read_only,
-        cmd.quiet,
-        nearflow_rdf::db::Tuning {
-            merge_idle: cmd.merge_idle,
-            checkpoint_bytes: cmd.checkpoint_size as u64,
-            segment_min_quads: cmd.segment_min_quads,
-            ..Default::default()
-        },
-    )?);
+    let tuning = nearflow_rdf::db::Tuning {
+        merge_idle: cmd.merge_idle,
+        checkpoint_bytes: cmd.checkpoint_size as u64,
+        segment_min_quads: cmd.segment_min_quads,
+        ..Default::default()
+    };
+    // Over a cluster the endpoint's store is one shard, opened read-only for its dictionary;
+    // the coordinator plans every query.
+    let cluster = match (&cmd.cluster, &cmd.source.store) {
+        (Some(workers), Some(dir)) => Some(Arc::new(ClusterPlanner(
+            nearflow_cluster::Coordinator::connect(
+                dir,
+                nearflow_cluster::worker_urls(workers)?,
+                &machine,
+            )?,
+        ))),
+        _ => None,
+    };
+    let db = Arc::new(match &cluster {
+        Some(c) => nearflow_rdf::open::open_db_tuned(
+            &machine,
+            &nearflow_rdf::shard::Manifest::shard_path(c.0.dir(), 0),
+            false,
+            true,
+            tuning,
+        )?,
+        None => {
+            cmd.source
+                .source(&cmd.read)?
+                .open_db(&machine, !cmd.read_only, cmd.quiet, tuning)?
+        }
+    });
     // The replicas live in the indexes every later version shares, and the background
     // merge's new indexes are replicated again.
     nearflow_rdf::open::place(&db.current(), cmd.store_placement.into(), cmd.quiet)?;
@@ -231,7 +257,14 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         access,
     };
     let limit = config.memory_limit;
-    let endpoint = Endpoint::new(db.clone(), Arc::new(rt), config);
+    let triples = match &cluster {
+        Some(c) => c.0.manifest().total(),
+        None => db.current().len() as u64,
+    };
+    let endpoint = match cluster {
+        Some(c) => Endpoint::with_planner(db.clone(), Arc::new(rt), config, c),
+        None => Endpoint::new(db.clone(), Arc::new(rt), config),
+    };
     let policy = cmd.policy;
     let quiet = cmd.quiet;
     let writes = match (db.is_writable(), db.is_durable()) {
@@ -244,8 +277,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     );
     let served = nearflow_serve::run(endpoint, cmd.bind, |addr| {
         eprintln!(
-            "serving {} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops",
-            db.current().len()
+            "serving {triples} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops"
         );
         if let Some(l) = limit.filter(|_| !quiet) {
             eprintln!("a query may hold {} MiB", l >> 20);
@@ -265,4 +297,17 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         }
     }
     served
+}
+
+/// The endpoint's planner over a cluster: the coordinator's.
+struct ClusterPlanner(nearflow_cluster::Coordinator);
+
+impl nearflow_serve::Planner for ClusterPlanner {
+    fn plan(
+        &self,
+        query: Arc<nearflow_sparql::Query>,
+        options: &nearflow_sparql::Options,
+    ) -> Result<nearflow_sparql::Prepared, nearflow_sparql::QueryError> {
+        Ok(self.0.prepare_query(query, options)?.0)
+    }
 }

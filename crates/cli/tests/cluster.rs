@@ -101,6 +101,13 @@ fn cluster_of(workers: &[Worker]) -> String {
         .join(",")
 }
 
+/// `sparql --count` of `query` over the store `store`: the count's line.
+fn count_in(store: &str, query: &str) -> String {
+    ok(&[
+        "sparql", "--quiet", "--count", "--store", store, "-e", query,
+    ])
+}
+
 /// A query's solutions as TSV lines, sorted (the order of an answer without ORDER BY is
 /// free), or an ASK's answer.
 fn answer(args: &[&str]) -> Vec<String> {
@@ -252,25 +259,30 @@ fn what_a_cluster_cannot_run_is_refused_with_a_reason() {
 /// most of the query's time is their fetching.
 const TRIPLES_OF_A_SUBJECT: &str = "SELECT * WHERE { ?s ?p ?o . ?s ?q ?v . ?s ?r ?w }";
 
-/// Runs the query through the cluster, killing the second worker `kill_after` in: the output,
-/// and whether the query was still running when the worker died.
-fn killed_after(dir: &str, kill_after: Duration) -> (std::process::Output, bool) {
-    let mut workers = vec![Worker::start(Path::new(dir)), Worker::start(Path::new(dir))];
-    let list = cluster_of(&workers);
-    let started = Instant::now();
-    let args = [
+/// `sparql --count` of the query through the workers `list` of the cluster in `dir`.
+fn counted_through<'a>(dir: &'a str, list: &'a str) -> [&'a str; 9] {
+    let q = TRIPLES_OF_A_SUBJECT;
+    [
         "sparql",
         "--quiet",
         "--count",
         "--store",
         dir,
         "--cluster",
-        &list,
+        list,
         "-e",
-    ];
+        q,
+    ]
+}
+
+/// Runs the query through the cluster, killing the second worker `kill_after` in: the output,
+/// and whether the query was still running when the worker died.
+fn killed_after(dir: &str, kill_after: Duration) -> (std::process::Output, bool) {
+    let mut workers = vec![Worker::start(Path::new(dir)), Worker::start(Path::new(dir))];
+    let list = cluster_of(&workers);
+    let started = Instant::now();
     let mut query = Command::new(BIN)
-        .args(args)
-        .arg(TRIPLES_OF_A_SUBJECT)
+        .args(counted_through(dir, &list))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -293,33 +305,17 @@ fn a_worker_killed_in_the_middle_of_a_query_fails_it_and_never_gives_a_wrong_ans
     let s = stores();
     let dir = s.by_subject.to_str().unwrap();
     let one = s.one.to_str().unwrap();
-    let right = ok(&[
-        "sparql",
-        "--quiet",
-        "--count",
-        "--store",
-        one,
-        "-e",
-        TRIPLES_OF_A_SUBJECT,
-    ]);
+    let right = count_in(one, TRIPLES_OF_A_SUBJECT);
     // How long the query takes whole, to kill a worker a third of the way in.
     let whole = {
         let workers = [Worker::start(&s.by_subject), Worker::start(&s.by_subject)];
         let list = cluster_of(&workers);
         let t = Instant::now();
-        let args = [
-            "sparql",
-            "--quiet",
-            "--count",
-            "--store",
-            dir,
-            "--cluster",
-            &list,
-            "-e",
-        ];
-        let mut a: Vec<&str> = args.to_vec();
-        a.push(TRIPLES_OF_A_SUBJECT);
-        assert_eq!(ok(&a), right, "through the cluster, whole");
+        assert_eq!(
+            ok(&counted_through(dir, &list)),
+            right,
+            "through the cluster, whole"
+        );
         t.elapsed()
     };
     let mut failed = 0;
@@ -347,4 +343,97 @@ fn a_worker_killed_in_the_middle_of_a_query_fails_it_and_never_gives_a_wrong_ans
         failed > 0,
         "in 4 runs the kill, {whole:?} / 3 in, never came while rows were being fetched"
     );
+}
+
+/// One HTTP/1.1 exchange with `addr`: the whole response.
+fn http(addr: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serve_answers_the_protocol_over_the_cluster_as_over_one_store() {
+    let s = stores();
+    let workers = [Worker::start(&s.by_subject), Worker::start(&s.by_subject)];
+    let list = cluster_of(&workers);
+    let dir = s.by_subject.to_str().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--quiet", "--bind", "127.0.0.1:0", "--store", dir])
+        .args(["--cluster", &list])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().expect("a line from serve").unwrap();
+    std::thread::spawn(move || lines.for_each(drop));
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    // The triples of every shard, as the manifest counts them: one store's.
+    let one = s.one.to_str().unwrap();
+    let all = count_in(one, "SELECT * { ?s ?p ?o }");
+    let serving = format!("serving {} triples", all.trim());
+    assert!(first.starts_with(&serving), "{first}");
+    assert!(first.contains("read-only"), "{first}");
+    let get = |path: &str| {
+        http(
+            &addr,
+            &format!("GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: text/csv\r\n\r\n"),
+        )
+    };
+    // q5a, the join of two stars on an `=`: the same rows through the endpoint as from one
+    // process.
+    let q5a = nearflow_apps::sp2bench::queries::text("q5a").unwrap();
+    let r = get(&format!(
+        "/query?query={}",
+        nearflow_serve::protocol::encode(&q5a)
+    ));
+    assert_eq!(status(&r), "200", "{}", &r[..r.len().min(400)]);
+    let mut body: Vec<&str> = r
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .collect();
+    body.sort_unstable();
+    let csv = ok(&[
+        "sparql", "--quiet", "--format", "csv", "--store", one, "-e", &q5a,
+    ]);
+    let mut expected: Vec<&str> = csv.lines().skip(1).collect();
+    expected.sort_unstable();
+    assert!(!expected.is_empty());
+    assert!(
+        body == expected,
+        "q5a through the endpoint differs from one process"
+    );
+    // What a cluster does not run: a 4xx or 501 with the reason, never a wrong answer.
+    let path = get(&format!(
+        "/query?query={}",
+        nearflow_serve::protocol::encode("SELECT * { ?a <http://p>+ ?b }")
+    ));
+    assert!(status(&path).starts_with('4'), "{path}");
+    assert!(path.contains("sharded store"), "{path}");
+    let named = get("/store?graph=http%3A%2F%2Fg");
+    assert_eq!(status(&named), "501", "{named}");
+    let update = http(
+        &addr,
+        "POST /update HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-update\r\nContent-Length: 39\r\nConnection: close\r\n\r\nINSERT DATA { <http://a> <http://b> 1 }",
+    );
+    assert_eq!(status(&update), "403", "{update}");
+    assert!(update.contains("a cluster takes no update"), "{update}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A response's status code.
+fn status(response: &str) -> &str {
+    response.split_whitespace().nth(1).unwrap_or("")
 }

@@ -94,6 +94,17 @@ pub enum ClusterError {
     OneShard(PathBuf),
 }
 
+impl From<ClusterError> for QueryError {
+    /// A cluster's failure as a query's: what a cluster does not run stays `Unsupported`, a
+    /// query's own error stays itself, the rest is an execution error.
+    fn from(e: ClusterError) -> Self {
+        match e {
+            ClusterError::Query(q) => q,
+            other => QueryError::Exec(other.to_string()),
+        }
+    }
+}
+
 impl From<datafusion::error::DataFusionError> for ClusterError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         let detail = e.to_string().replace('\n', " ");
@@ -400,7 +411,19 @@ impl Coordinator {
         text: &str,
         options: &Options,
     ) -> Result<(Prepared, Fetched), ClusterError> {
-        let query = Arc::new(Query::parse(text, options)?);
+        self.prepare_query(Arc::new(Query::parse(text, options)?), options)
+    }
+
+    /// [`prepare`](Self::prepare) of a query already parsed (the endpoint's, with the
+    /// protocol's dataset set on it).
+    ///
+    /// # Errors
+    /// As [`prepare`](Self::prepare).
+    pub fn prepare_query(
+        &self,
+        query: Arc<Query>,
+        options: &Options,
+    ) -> Result<(Prepared, Fetched), ClusterError> {
         let split = split_of(self.manifest.sharding.by);
         let fragments = fragment::fragments(&query, split)?;
         let start = Instant::now();

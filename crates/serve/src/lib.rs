@@ -233,6 +233,24 @@ pub struct Endpoint {
     /// What it did.
     pub counters: Counters,
     started: Instant,
+    /// Plans the queries instead of the store (`with_planner`).
+    planner: Option<Arc<dyn Planner>>,
+}
+
+/// Plans a query elsewhere than on the endpoint's store: a cluster's coordinator, which runs
+/// the query's fragments on the shards and plans the rest over their rows. The endpoint's
+/// store then serves the dictionary (the terms of the answers), and the Graph Store
+/// Protocol answers only for the default graph (through a query).
+pub trait Planner: Send + Sync {
+    /// The query planned, ready to run on the endpoint's runtime.
+    ///
+    /// # Errors
+    /// As planning on a store, and whatever the planner's own failures are.
+    fn plan(
+        &self,
+        query: Arc<nearflow_sparql::Query>,
+        options: &nearflow_sparql::Options,
+    ) -> Result<nearflow_sparql::Prepared, nearflow_sparql::QueryError>;
 }
 
 impl Endpoint {
@@ -248,7 +266,20 @@ impl Endpoint {
             config,
             counters: Counters::default(),
             started: Instant::now(),
+            planner: None,
         })
+    }
+
+    /// An endpoint over `db` whose queries `planner` plans ([`Planner`]).
+    pub fn with_planner(
+        db: Arc<Db>,
+        rt: Arc<Runtime>,
+        config: Config,
+        planner: Arc<dyn Planner>,
+    ) -> Arc<Self> {
+        let mut ep = Arc::into_inner(Self::new(db, rt, config)).expect("just made");
+        ep.planner = Some(planner);
+        Arc::new(ep)
     }
 
     /// Its configuration.

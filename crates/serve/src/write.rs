@@ -148,6 +148,18 @@ fn refused(e: QueryError) -> ApiError {
     ApiError::new(status, e.to_string())
 }
 
+/// The refusal of a write to a read-only endpoint.
+fn read_only(ep: &Endpoint) -> ApiError {
+    if ep.planner.is_some() {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this endpoint answers over a cluster, whose shards are read-only: a cluster takes \
+             no update",
+        );
+    }
+    stored(UpdateError::Store(nearflow_rdf::db::DbError::ReadOnly))
+}
+
 fn stored(e: UpdateError<ApiError>) -> ApiError {
     match e {
         UpdateError::Update(e) => e,
@@ -177,9 +189,7 @@ pub(crate) async fn update(
     base: Option<String>,
 ) -> Result<Response, ApiError> {
     if !ep.db.is_writable() {
-        return Err(stored(UpdateError::Store(
-            nearflow_rdf::db::DbError::ReadOnly,
-        )));
+        return Err(read_only(ep));
     }
     let _turn = ep.write_turn().await?;
     let ep2 = ep.clone();
@@ -310,9 +320,7 @@ pub(crate) async fn graph_write(
     base: Option<String>,
 ) -> Result<Response, ApiError> {
     if !ep.db.is_writable() {
-        return Err(stored(UpdateError::Store(
-            nearflow_rdf::db::DbError::ReadOnly,
-        )));
+        return Err(read_only(ep));
     }
     let (graph, created_iri) = match graph_param(url)? {
         Some(g) => (g, None),
