@@ -171,6 +171,14 @@ fn what_a_cluster_cannot_run_is_refused_with_a_reason() {
         &q("SELECT * WHERE { GRAPH ?g { ?a ?b ?c } }"),
         "GRAPH on a sharded store",
     );
+    // The fragments' rows count against the memory limit, their fetching against the time
+    // limit.
+    let mut big = q("SELECT * WHERE { ?s ?p ?o }");
+    big.extend(["--memory-limit".into(), "1MiB".into()]);
+    fails_with(&big, "memory limit");
+    let mut slow = q("SELECT * WHERE { ?s ?p ?o . ?s ?q ?v . ?s ?r ?w }");
+    slow.extend(["--timeout".into(), "5ms".into()]);
+    fails_with(&slow, "time limit");
     // A one-shard folder, an address that is not one, a folder that is not a cluster.
     let single = scratch("single-shard");
     let _ = std::fs::remove_dir_all(&single);

@@ -32,6 +32,7 @@ mod exec;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -429,11 +430,23 @@ impl Coordinator {
         let start = Instant::now();
         let fingerprint = self.manifest.fingerprint();
         let shards = self.manifest.sharding.shards;
-        let answers = self.tokio.block_on(futures::future::try_join_all(
+        // The fragments' rows count against the query's memory limit, and their fetching
+        // against its time limit (the plan over them then runs within the limits again).
+        let held = AtomicUsize::new(0);
+        let limit = options.memory_limit;
+        let fetch = futures::future::try_join_all(
             fragments
                 .iter()
-                .map(|f| self.run_fragment(f, shards, fingerprint)),
-        ))?;
+                .map(|f| self.run_fragment(f, shards, fingerprint, (&held, limit))),
+        );
+        let answers = self.tokio.block_on(async {
+            match options.timeout {
+                Some(t) => tokio::time::timeout(t, fetch)
+                    .await
+                    .map_err(|_| ClusterError::Query(QueryError::Timeout(t)))?,
+                None => fetch.await,
+            }
+        })?;
         let mut fetched = Fetched {
             fragments: fragments.len(),
             elapsed: start.elapsed(),
@@ -456,6 +469,7 @@ impl Coordinator {
         f: &fragment::Fragment,
         shards: usize,
         fingerprint: u32,
+        (held, limit): (&AtomicUsize, Option<usize>),
     ) -> Result<GivenRows, ClusterError> {
         let table = exec::FragmentTable::new(f, shards, fingerprint);
         let df = self.ctx.read_table(Arc::new(table))?;
@@ -480,6 +494,15 @@ impl Coordinator {
             ids: Vec::new(),
         };
         while let Some(batch) = stream.try_next().await? {
+            let bytes = batch.num_rows() * width.max(1) * std::mem::size_of::<u32>();
+            let now = held.fetch_add(bytes, Ordering::Relaxed) + bytes;
+            if let Some(limit) = limit.filter(|&l| now > l) {
+                return Err(ClusterError::Query(QueryError::MemoryLimit {
+                    operator: "the rows of the query's fragments from the shards".into(),
+                    limit,
+                    wanted: now,
+                }));
+            }
             exec::append_ids(&batch, width, &mut out)?;
         }
         Ok(out)
