@@ -430,10 +430,14 @@ impl Coordinator {
         let start = Instant::now();
         let fingerprint = self.manifest.fingerprint();
         let shards = self.manifest.sharding.shards;
-        // The fragments' rows count against the query's memory limit, and their fetching
-        // against its time limit (the plan over them then runs within the limits again).
+        // The fragments' rows count against the query's memory limit, twice over: as fetched,
+        // and as the plan's rows of the query's full width that they become when it runs.
+        // Their fetching counts against its time limit (the plan over them then runs within
+        // the limits again).
         let held = AtomicUsize::new(0);
-        let limit = options.memory_limit;
+        let full_row = nearflow_sparql::lower::width_class(query.names.len())
+            .unwrap_or(nearflow_sparql::lower::MAX_WIDTH);
+        let limit = options.memory_limit.map(|l| (l, full_row));
         let fetch = futures::future::try_join_all(
             fragments
                 .iter()
@@ -469,7 +473,7 @@ impl Coordinator {
         f: &fragment::Fragment,
         shards: usize,
         fingerprint: u32,
-        (held, limit): (&AtomicUsize, Option<usize>),
+        (held, limit): (&AtomicUsize, Option<(usize, usize)>),
     ) -> Result<GivenRows, ClusterError> {
         let table = exec::FragmentTable::new(f, shards, fingerprint);
         let df = self.ctx.read_table(Arc::new(table))?;
@@ -494,9 +498,10 @@ impl Coordinator {
             ids: Vec::new(),
         };
         while let Some(batch) = stream.try_next().await? {
-            let bytes = batch.num_rows() * width.max(1) * std::mem::size_of::<u32>();
+            let ids = width.max(1) + limit.map_or(0, |(_, full_row)| full_row);
+            let bytes = batch.num_rows() * ids * std::mem::size_of::<u32>();
             let now = held.fetch_add(bytes, Ordering::Relaxed) + bytes;
-            if let Some(limit) = limit.filter(|&l| now > l) {
+            if let Some((limit, _)) = limit.filter(|&(l, _)| now > l) {
                 return Err(ClusterError::Query(QueryError::MemoryLimit {
                     operator: "the rows of the query's fragments from the shards".into(),
                     limit,
