@@ -60,8 +60,9 @@ cp /bin/busybox "$root/bin/busybox"
 for app in sh mount poweroff cat echo grep tr sleep uname; do
   ln -s busybox "$root/bin/$app"
 done
-cp "$bin" "$root/bin/nearflow"
-cp "$lab" "$root/bin/nearflow-lab"
+# Without their debug information: the guest unpacks them into its 1 GiB of memory.
+objcopy --strip-debug "$bin" "$root/bin/nearflow"
+objcopy --strip-debug "$lab" "$root/bin/nearflow-lab"
 # The binaries' shared libraries (hwloc, udev, libc, the loader) at their own paths.
 { ldd "$bin"; ldd "$lab"; } | grep -o '/[^ ]*' | sort -u | while read -r lib; do
   mkdir -p "$root$(dirname "$lib")"
