@@ -3,6 +3,11 @@
 # doctests), the LD_PRELOAD allocator on real programs, the placement checks on this host and
 # in a two-node QEMU guest, the loom models and Miri. Installs what it needs first.
 #
+# Every cargo command after the first test build selects the whole workspace (`--workspace
+# --test NAME`, never `-p CRATE`): cargo resolves the dependencies' features over the packages
+# it is asked for, so `-p` would compile DataFusion and most of the workspace again with
+# another feature set. `cargo test --workspace` builds every binary and example as well.
+#
 # Each step's line says when it started ([mm:ss] since the start) and the last line says the
 # total; cargo shows its own progress while it builds (the first build is most of the time:
 # see the README for measured durations).
@@ -29,9 +34,7 @@ step "the tests on ../shared/data (SP²Bench against Oxigraph, the README's coun
 # They are #[ignore]d, so that `cargo test` alone never passes them having checked nothing;
 # here they run, and CI (.ci/run sets NEARFLOW_CI) fails when the data is missing.
 if [ -d ../shared/data ]; then
-  cargo test --release -q -p nearflow-sparql --test sp2bench --test generated -- --ignored
-  cargo test --release -q -p nearflow-apps --test apps -- --ignored
-  cargo test --release -q -p nearflow-cli --test cli -- --ignored
+  cargo test --release -q --workspace --test sp2bench --test generated --test apps --test cli -- --ignored
 elif [ -n "${NEARFLOW_CI:-}" ]; then
   echo "FAILED: ../shared/data is missing; CI runs the tests that need it" >&2
   exit 1
@@ -40,8 +43,8 @@ else
 fi
 step "the W3C SPARQL 1.1 query and update tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
 if [ -d ../shared/w3c ]; then
-  cargo test --release -q -p nearflow-testsuite --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
-  cargo test --release -q -p nearflow-serve --test w3c_protocol --test w3c_gsp -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
+  cargo test --release -q --workspace --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
+  cargo test --release -q --workspace --test w3c_protocol --test w3c_gsp -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
 elif [ -n "${NEARFLOW_CI:-}" ]; then
   echo "FAILED: ../shared/w3c is missing; CI runs the W3C tests" >&2
   exit 1
@@ -52,22 +55,20 @@ step "the Python package (crates/python; scripts/python-test.sh): the wheel buil
 scripts/python-test.sh
 step "the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
 scripts/apt-install.sh nearflow-tests chromium
-cargo test --release -q -p nearflow-serve --test browser -- --ignored
+cargo test --release -q --workspace --test browser -- --ignored
 step "fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
-# Property-based, on stable Rust: damaged inputs and random deep/wide query shapes. Briefly
-# here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another PROPTEST_RNG_SEED).
-NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-512}" cargo test --release -q -p nearflow-sparql --test fuzz
-NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-4096}" cargo test --release -q -p nearflow-serve --test fuzz
-cargo build --release -p nearflow-cli -p nearflow-lab-cli -p nearflow-allocbench
-step "bench alloc on the allocbench programs just built (ignored by plain cargo test, which does not build them)"
-cargo test --release -q -p nearflow-lab-cli --test lab -- --ignored --exact bench_alloc_runs_every_allocator
+# Property-based, on stable Rust: damaged inputs and random deep/wide query shapes (both
+# files are named fuzz.rs). Briefly here; run longer with NEARFLOW_FUZZ_CASES=20000 (and
+# another PROPTEST_RNG_SEED).
+NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-4096}" cargo test --release -q --workspace --test fuzz
+step "bench alloc on the allocbench programs (built by cargo test; run only here: plain cargo test ignores it)"
+cargo test --release -q --workspace --test lab -- --ignored --exact bench_alloc_runs_every_allocator
 step "the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
-cargo build --release -p nearflow-apps --examples
+cargo build --release --workspace --examples
 for e in runtime custom_operator join allocator readme; do
   target/release/examples/"$e" 2000
 done
 step "the examples of the nearflow crate (crates/nearflow/examples): join, scope, parallel iterators, nested waits"
-cargo build --release -p nearflow --examples
 target/release/examples/quicksort 200000
 for e in scope par_iter nested; do
   target/release/examples/"$e" >/dev/null
