@@ -4,7 +4,9 @@
 //! (named graphs and dataset clauses, EXISTS anywhere, correlated EXISTS and DESCRIBE among
 //! them), over a store of a default graph and a named graph.
 //! The property everywhere: an answer or an error, never a panic, an abort or a hang; an error
-//! is short and, for a syntax error, names its line and column.
+//! is short and, for a syntax error, names its line and column. And one differential property:
+//! a query cut into a sharded store's fragments and planned over their rows answers as the
+//! query run directly.
 //!
 //! `./test.sh` runs a brief pass (64 cases a target, a fixed seed); run longer with
 //! `NEARFLOW_FUZZ_CASES=20000 cargo test --release -p nearflow-sparql --test fuzz` (and another
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use nearflow_rdf::load::{self, Format, LoadError, Loaded};
 use nearflow_rdf::{snapshot, Store};
+use nearflow_sparql::fragment::{self, Given, GivenRows, Split};
 use nearflow_sparql::{self as sparql, Options};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
@@ -248,6 +251,155 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random query shapes cut into fragments as a sharded store's coordinator cuts them (by
+    /// subject and by triple), each fragment answered by the whole store (one shard holding
+    /// everything, so a fragment's rows are its whole answer), and the rest planned over those
+    /// rows: the same answer as the query run directly, or a refusal of what a fragment cannot
+    /// express; never a panic. Queries whose answer depends on the rows' order (LIMIT, OFFSET,
+    /// SAMPLE, GROUP_CONCAT) only run.
+    #[test]
+    fn fragments_answer_as_the_query(q in cut_query(), by_subject in any::<bool>()) {
+        let (store, rt) = env();
+        let split = if by_subject { Split::Subject } else { Split::Triple };
+        let mut failure = None;
+        on_a_worker_stack(|| failure = through_fragments(store, rt, &q, split).err());
+        prop_assert!(failure.is_none(), "{}", failure.unwrap_or_default());
+    }
+}
+
+/// The fixed shapes the property above must compare (not refuse or skip): stars, chains,
+/// OPTIONAL, MINUS, UNION, EXISTS, subqueries with aggregates, VALUES, BIND, DISTINCT, ASK and
+/// CONSTRUCT.
+#[test]
+fn fragments_answer_as_the_query_on_fixed_shapes() {
+    let (store, rt) = env();
+    for q in [
+        "SELECT * WHERE { ?x <http://ex/name> ?n . ?x <http://ex/knows> ?y . ?y ?p ?o }",
+        "SELECT * WHERE { ?x ?p ?y OPTIONAL { ?y <http://ex/name> ?n } }",
+        "SELECT * WHERE { ?x ?p ?y MINUS { ?x <http://ex/age> ?a } }",
+        "SELECT * WHERE { { ?x <http://ex/name> ?n } UNION { ?x <http://ex/score> ?n } }",
+        "SELECT * WHERE { ?x ?p ?y FILTER NOT EXISTS { ?y ?q ?z } }",
+        "SELECT ?x (COUNT(*) AS ?c) WHERE { ?x ?p ?y . ?y ?q ?z } GROUP BY ?x",
+        "SELECT * WHERE { ?x ?p ?y VALUES ?p { <http://ex/knows> <http://ex/name> } }",
+        "SELECT DISTINCT ?p WHERE { ?x ?p ?y BIND(STR(?y) AS ?s) FILTER(?s != \"x\") }",
+        "ASK { ?x <http://ex/knows> ?y . ?y <http://ex/name> ?n }",
+        "CONSTRUCT { ?y <http://q> ?x } WHERE { ?x <http://ex/knows> ?y }",
+    ] {
+        for split in [Split::Subject, Split::Triple] {
+            on_a_worker_stack(|| {
+                assert_eq!(
+                    through_fragments(store, rt, q, split),
+                    Ok(true),
+                    "{q} by {split:?}"
+                );
+            });
+        }
+    }
+}
+
+/// `Ok(true)`: the answer through fragments equals the direct one; `Ok(false)`: not compared
+/// (refused for a sharded store, unparsable, over a limit, or order-dependent); `Err`: a
+/// difference, or an error only the path through fragments met.
+fn through_fragments(
+    store: &Arc<Store>,
+    rt: &nearflow_rt::Runtime,
+    text: &str,
+    split: Split,
+) -> Result<bool, String> {
+    let options = limited();
+    let Ok(query) = sparql::Query::parse(text, &options) else {
+        return Ok(false);
+    };
+    let query = Arc::new(query);
+    let fragments = match fragment::fragments(&query, split) {
+        Ok(f) => f,
+        Err(sparql::QueryError::Unsupported(m)) if m.contains("sharded store") => return Ok(false),
+        Err(e) => return Err(format!("{text}: the cut failed: {e}")),
+    };
+    let mut given = Given {
+        split,
+        rows: Default::default(),
+    };
+    for f in &fragments {
+        let prepared = sparql::prepare(store, &f.text, &options)
+            .map_err(|e| format!("{text}: fragment {} does not prepare: {e}", f.text))?;
+        let rows = match prepared.run_collect(rt) {
+            Ok(c) => c,
+            Err(e) if over_a_limit(&e) => return Ok(false),
+            Err(e) => return Err(format!("{text}: fragment {} failed: {e}", f.text)),
+        };
+        let sparql::Form::Select(cols) = &rows.form else {
+            return Err(format!("{text}: fragment {} is not a SELECT", f.text));
+        };
+        let cols: Vec<usize> = cols.iter().map(|(_, c)| *c).collect();
+        let mut out = GivenRows {
+            cols: f.cols.clone(),
+            rows: rows.rows.len(),
+            ids: Vec::new(),
+        };
+        for r in rows.rows.iter() {
+            out.ids.extend(cols.iter().map(|&c| r[c]));
+        }
+        given.rows.insert(f.text.clone(), Arc::new(out));
+    }
+    let direct = match sparql::prepare(store, text, &options).and_then(|p| p.run_collect(rt)) {
+        Ok(c) => c,
+        Err(_) => return Ok(false),
+    };
+    let cut = match query.plan_given(store, &options, &given).run_collect(rt) {
+        Ok(c) => c,
+        Err(e) if over_a_limit(&e) => return Ok(false),
+        Err(e) => return Err(format!("{text}: through fragments: {e}")),
+    };
+    if ["LIMIT", "OFFSET", "SAMPLE", "GROUP_CONCAT"]
+        .iter()
+        .any(|w| text.contains(w))
+    {
+        return Ok(false);
+    }
+    let (a, b) = (answer(&direct), answer(&cut));
+    if a != b {
+        return Err(format!(
+            "{text}: by {split:?}, directly {a:?}, through fragments {b:?} ({:?})",
+            fragments.iter().map(|f| &f.text).collect::<Vec<_>>()
+        ));
+    }
+    Ok(true)
+}
+
+fn over_a_limit(e: &sparql::QueryError) -> bool {
+    matches!(
+        e,
+        sparql::QueryError::Timeout(_) | sparql::QueryError::MemoryLimit { .. }
+    )
+}
+
+/// A collected answer, comparable: SELECT's rows as text, sorted; ASK's boolean; CONSTRUCT's
+/// count of solutions.
+fn answer(c: &sparql::Collected) -> Vec<String> {
+    match &c.form {
+        sparql::Form::Select(cols) => {
+            let mut rows: Vec<String> = c
+                .rows
+                .iter()
+                .map(|r| {
+                    (0..cols.len())
+                        .map(|i| c.term(r, i).map(|t| t.to_string()).unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join("\t")
+                })
+                .collect();
+            rows.sort();
+            rows
+        }
+        sparql::Form::Ask => vec![c.boolean().to_string()],
+        _ => vec![c.rows.len().to_string()],
+    }
+}
+
 /// `text` with the bytes `edits` name replaced, read back as UTF-8 (lossily).
 fn damaged(text: String, edits: &[(usize, u8)]) -> String {
     let mut bytes = text.into_bytes();
@@ -416,6 +568,19 @@ fn query() -> impl Strategy<Value = String> {
             }
         },
     )
+}
+
+/// A query the fragments can answer in whole: `SELECT *`, `ASK` or `CONSTRUCT` over a random
+/// group pattern, without dataset clauses or an order-dependent slice at its top.
+fn cut_query() -> impl Strategy<Value = String> {
+    (0usize..3, group(), any::<bool>()).prop_map(|(form, g, distinct)| match form {
+        0 => format!(
+            "SELECT {}* WHERE {g}",
+            if distinct { "DISTINCT " } else { "" }
+        ),
+        1 => format!("ASK {g}"),
+        _ => format!("CONSTRUCT {{ ?x <http://q> ?y }} WHERE {g}"),
+    })
 }
 
 fn var() -> impl Strategy<Value = String> {
