@@ -23,6 +23,9 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy -D warnings (this builds the workspace: the longest wait of a first run)"
 cargo clippy --workspace --all-targets --release -- -D warnings
+# The product as `cargo install --path crates/cli` builds it: without the cluster feature,
+# which the tests turn on (crates/cli's dev-dependencies).
+cargo clippy --release -p nearflow-cli --lib --bins -- -D warnings
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 step "cargo test (release: the stress tests count millions of tasks)"

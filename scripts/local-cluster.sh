@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A nearflow cluster on this machine, and SP²Bench's 17 queries through it against one process:
 #   scripts/local-cluster.sh [--data FILE] [--shards S] [--workers W[,W…]] [--rounds R] [--dir DIR]
-# builds the `nearflow` binary, loads FILE (default: ../shared/data/sp2bench/sp2b-250000.n3.gz)
+# builds the `nearflow` binary with the cluster (`--features cluster`), loads FILE (default: ../shared/data/sp2bench/sp2b-250000.n3.gz)
 # into one store and into a folder of S shards by subject (default 4; both kept in DIR, default
 # .peers/cluster, and reused while FILE is unchanged), then for each W (default 2) starts W
 # workers (`nearflow worker`) on free loopback ports and runs R rounds (default 3): in each,
@@ -36,8 +36,8 @@ say() { echo "local-cluster: $*" >&2; }
 [ -f "$data" ] || { say "no data file $data (give one with --data)"; exit 1; }
 queries=../shared/data/sp2bench/queries
 [ -d "$queries" ] || { say "no SP²Bench queries in $queries"; exit 1; }
-say "building nearflow"
-cargo build --release --quiet -p nearflow-cli >&2
+say "building nearflow with the cluster (--features cluster: the first build takes a while, DataFusion with it)"
+cargo build --release --quiet -p nearflow-cli --features cluster >&2
 bin=$PWD/target/release/nearflow
 mkdir -p "$dir"
 stamp="$(realpath "$data") $(stat -c '%s %Y' "$data") $shards"

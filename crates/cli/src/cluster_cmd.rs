@@ -38,12 +38,12 @@ pub fn worker(cmd: &WorkerCmd) -> Result<()> {
         ..Options::default()
     };
     let server = Arc::new(
-        nearflow_cluster::ShardServer::open(&cmd.dir, machine, options)
+        crate::cluster::ShardServer::open(&cmd.dir, machine, options)
             .with_context(|| format!("{}", cmd.dir.display()))?,
     );
     let m = server.manifest();
     let (shards, by) = (m.sharding.shards, m.sharding.by.name());
-    nearflow_cluster::serve_worker(server, cmd.listen, move |addr| {
+    crate::cluster::serve_worker(server, cmd.listen, move |addr| {
         eprintln!(
             "worker of {shards} shards by {by} listening on {addr} (Ctrl-C or SIGTERM stops it)"
         );

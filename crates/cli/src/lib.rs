@@ -7,7 +7,7 @@
 //! - `nearflow sparql`, `nearflow load` — SPARQL queries over RDF files or a store;
 //! - `nearflow update` — SPARQL 1.1 Update against a store, durable when it returns;
 //! - `nearflow worker` — serves a sharded store's shards to a cluster's coordinator
-//!   (`nearflow-cluster`), which `nearflow sparql --cluster` is;
+//!   (`nearflow-cluster`), which `nearflow sparql --cluster` is (with the `cluster` feature);
 //! - `nearflow serve` — a SPARQL 1.1 Protocol endpoint over a store (`nearflow-serve`);
 //! - `nearflow check placement|store` — are pages and threads on the NUMA nodes they should be?
 //!   Is a store whole?
@@ -22,6 +22,8 @@
 //! - `topo_cmd.rs` — `topo`; `run_cmd.rs` — `run vwap`, `run plan`; `check_cmd.rs` —
 //!   `check placement`, `check store`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` —
 //!   `serve`; `update_cmd.rs` — `update`; `cluster_cmd.rs` — `worker`. No file imports another command's file.
+//! - `cluster.rs` — what the commands call of `nearflow-cluster`: the crate itself with the
+//!   `cluster` feature, else the same names, each an error that says how to build it in.
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.
@@ -29,6 +31,7 @@
 
 pub mod args;
 mod check_cmd;
+mod cluster;
 mod cluster_cmd;
 mod run_cmd;
 mod serve_cmd;

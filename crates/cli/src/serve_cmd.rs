@@ -202,9 +202,9 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     // the coordinator plans every query.
     let cluster = match (&cmd.cluster, &cmd.source.store) {
         (Some(workers), Some(dir)) => Some(Arc::new(ClusterPlanner(
-            nearflow_cluster::Coordinator::connect(
+            crate::cluster::Coordinator::connect(
                 dir,
-                nearflow_cluster::worker_urls(workers)?,
+                crate::cluster::worker_urls(workers)?,
                 &machine,
             )?,
         ))),
@@ -300,7 +300,7 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
 }
 
 /// The endpoint's planner over a cluster: the coordinator's.
-struct ClusterPlanner(nearflow_cluster::Coordinator);
+struct ClusterPlanner(crate::cluster::Coordinator);
 
 impl nearflow_serve::Planner for ClusterPlanner {
     fn plan(

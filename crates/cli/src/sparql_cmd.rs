@@ -362,9 +362,9 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
     let coordinator = match (&cmd.cluster, &cmd.source.store) {
-        (Some(workers), Some(dir)) => Some(nearflow_cluster::Coordinator::connect(
+        (Some(workers), Some(dir)) => Some(crate::cluster::Coordinator::connect(
             dir,
-            nearflow_cluster::worker_urls(workers)?,
+            crate::cluster::worker_urls(workers)?,
             &machine,
         )?),
         _ => None,
