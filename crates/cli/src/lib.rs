@@ -86,10 +86,25 @@ pub fn run(command: Command) -> Result<()> {
         Command::Run(run_cmd::RunCmd::Plan(c)) => run_cmd::plan(&c),
         Command::Sparql(c) => sparql_cmd::run(&c),
         Command::Load(c) => sparql_cmd::load(&c),
-        Command::Serve(c) => serve_cmd::run(&c),
+        Command::Serve(c) => {
+            as_a_server();
+            serve_cmd::run(&c)
+        }
         Command::Update(c) => update_cmd::run(&c),
-        Command::Worker(c) => cluster_cmd::worker(&c),
+        Command::Worker(c) => {
+            as_a_server();
+            cluster_cmd::worker(&c)
+        }
     }
+}
+
+/// A server outlives its peers: a write to a connection whose peer went away (a coordinator
+/// that stopped on its memory limit, a client that closed mid-answer) fails with EPIPE, which
+/// that connection handles, instead of SIGPIPE ending the process. (Writes with `writev`, as
+/// HTTP/2 and gRPC make them, raise SIGPIPE where a `send` would not.)
+fn as_a_server() {
+    // SAFETY: sets one signal's action to "ignore"; no handler is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
 
 /// What both binaries do before parsing: output to a pipe that closed (`nearflow topo --json |

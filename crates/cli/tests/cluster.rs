@@ -8,7 +8,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::{fails_with, nearflow, ok, BIN};
@@ -63,6 +63,8 @@ fn stores() -> &'static Stores {
 struct Worker {
     child: Child,
     addr: String,
+    /// The last lines of its stderr, for a test that finds it gone.
+    stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Worker {
@@ -80,9 +82,37 @@ impl Worker {
             .and_then(|s| s.split(' ').next())
             .unwrap_or_else(|| panic!("no address in {first:?}"))
             .to_owned();
-        // The rest of its stderr is drained, so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Worker { child, addr }
+        // The rest of its stderr is drained, so that it never blocks on a full pipe, and its
+        // last lines kept.
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let kept = stderr.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let mut kept = kept.lock().unwrap();
+                if kept.len() == 64 {
+                    kept.remove(0);
+                }
+                kept.push(line);
+            }
+        });
+        Worker {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// Panics, with how it ended and its last words, if the worker has exited.
+    fn assert_alive(&mut self, after: &str) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            // Its last lines reach the drain.
+            std::thread::sleep(Duration::from_millis(200));
+            panic!(
+                "the worker on {} ended ({status}) after {after}; its stderr:\n{}",
+                self.addr,
+                self.stderr.lock().unwrap().join("\n")
+            );
+        }
     }
 }
 
@@ -148,7 +178,7 @@ fn every_sp2bench_query_through_two_workers_answers_as_one_process() {
 fn what_a_cluster_cannot_run_is_refused_with_a_reason() {
     let s = stores();
     let dir = s.by_subject.to_str().unwrap();
-    let workers = [Worker::start(&s.by_subject)];
+    let mut workers = [Worker::start(&s.by_subject)];
     let list = cluster_of(&workers);
     let q = |text: &str| {
         vec![
@@ -176,9 +206,12 @@ fn what_a_cluster_cannot_run_is_refused_with_a_reason() {
     let mut big = q("SELECT * WHERE { ?s ?p ?o }");
     big.extend(["--memory-limit".into(), "1MiB".into()]);
     fails_with(&big, "memory limit");
+    // A coordinator that stops part-way through a fragment's rows leaves its workers serving.
+    workers[0].assert_alive("a coordinator stopped on its memory limit");
     let mut slow = q("SELECT * WHERE { ?s ?p ?o . ?s ?q ?v . ?s ?r ?w }");
     slow.extend(["--timeout".into(), "5ms".into()]);
     fails_with(&slow, "time limit");
+    workers[0].assert_alive("a coordinator stopped on its time limit");
     // A one-shard folder, an address that is not one, a folder that is not a cluster.
     let single = scratch("single-shard");
     let _ = std::fs::remove_dir_all(&single);
