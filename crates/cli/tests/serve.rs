@@ -228,3 +228,74 @@ fn serve_beyond_loopback_needs_a_token_to_write_and_cors_names_origins() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client that leaves in the middle of a long answer costs the server that answer only: the
+/// server stays up and answers the next client. (Here the server learns of the reset from a
+/// read, so no write of its own fails; the cluster test's workers are the servers whose writes
+/// meet a closed peer.)
+#[test]
+fn serve_outlives_clients_that_leave_mid_answer() {
+    let dir = std::env::temp_dir().join(format!("nearflow-serve-leave-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("d.nt");
+    let triples: String = (0..2000)
+        .map(|i| format!("<http://ex/s{i}> <http://ex/p> \"value number {i}\" .\n"))
+        .collect();
+    std::fs::write(&data, triples).unwrap();
+    let (mut child, port, _) = serving(&[
+        "serve",
+        "--quiet",
+        "--bind",
+        "127.0.0.1:0",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        common::ignores_sigpipe(child.id()),
+        "a server must ignore SIGPIPE"
+    );
+    let at = format!("127.0.0.1:{port}");
+    // 4·10⁶ rows, some 200 MB of TSV: far more than the socket buffers hold.
+    let long = "GET /query?query=SELECT%20*%20%7B%3Fa%20%3Fb%20%3Fc%20.%20%3Fd%20%3Fe%20%3Ff%7D HTTP/1.1\r\nHost: localhost\r\nAccept: text/tab-separated-values\r\nConnection: close\r\n\r\n";
+    for round in 0..4 {
+        let mut s = std::net::TcpStream::connect(&at).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(long.as_bytes()).unwrap();
+        let mut head = vec![0u8; 64 * 1024];
+        s.read_exact(&mut head).unwrap();
+        assert!(head.starts_with(b"HTTP/1.1 200"), "round {round}");
+        // Leave with a reset (linger 0), so that the server sees it at once rather than after
+        // the socket buffers fill.
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: setsockopt(2) on the socket `s` owns, with a `linger` of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        drop(s);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the server ended after a client left in round {round}: {:?}",
+            child.try_wait()
+        );
+    }
+    let r = http(
+        &at,
+        "GET /query?query=ASK%7B%3Fs%20%3Fp%20%3Fo%7D HTTP/1.1\r\nHost: localhost\r\nAccept: text/csv\r\nConnection: close\r\n\r\n",
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("true"), "{r}");
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}

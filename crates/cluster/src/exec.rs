@@ -262,7 +262,7 @@ pub(crate) struct FragmentTable {
 impl FragmentTable {
     pub(crate) fn new(f: &Fragment, shards: usize, fingerprint: u32) -> Self {
         FragmentTable {
-            text: f.text.clone(),
+            text: f.shard_text(),
             width: f.cols.len(),
             shards,
             fingerprint,

@@ -60,7 +60,7 @@ pub use exec::{FragmentCodec, FragmentExec};
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// The folder is not a sharded store, or one of its shards is damaged.
-    #[error("{0}")]
+    #[error(transparent)]
     Shards(#[from] ShardError),
     /// A shard could not be opened.
     #[error("shard {shard}: {why}")]
@@ -71,7 +71,7 @@ pub enum ClusterError {
         why: String,
     },
     /// The query cannot run on a cluster, or failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Query(#[from] QueryError),
     /// A worker's URL is not one.
     #[error("worker address {addr:?}: {why}")]
@@ -85,7 +85,7 @@ pub enum ClusterError {
     #[error("the cluster failed: {0}")]
     Engine(String),
     /// The tokio runtime or the worker's socket could not be set up.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// A one-shard store: nothing to distribute.
     #[error(
@@ -324,6 +324,29 @@ pub struct Coordinator {
     store: Arc<Store>,
     ctx: SessionContext,
     tokio: tokio::runtime::Runtime,
+}
+
+impl Drop for Coordinator {
+    /// Lets the engine's tasks of the last query end before the runtime does. A query's tasks
+    /// outlive its answer for a moment (they close the streams to the workers, or are being
+    /// dropped after a query stopped early), and a runtime dropped under them would cancel a
+    /// task's children while it waits for them, which the engine reports as a panic. What
+    /// stays are the connections to the workers, whose number then holds still: the wait ends
+    /// once the count of live tasks has not changed for 25 ms, or after 2 s.
+    fn drop(&mut self) {
+        let metrics = self.tokio.metrics();
+        let start = Instant::now();
+        let (mut last, mut since) = (metrics.num_alive_tasks(), Instant::now());
+        while since.elapsed() < Duration::from_millis(25)
+            && start.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+            let now = metrics.num_alive_tasks();
+            if now != last {
+                (last, since) = (now, Instant::now());
+            }
+        }
+    }
 }
 
 impl Coordinator {

@@ -277,7 +277,15 @@ pub struct Stats {
 pub enum StoreError {
     /// Building the partitions failed.
     #[error("building the store's partitions: {0}")]
-    Split(#[from] nearflow_split::SplitError),
+    Split(nearflow_split::SplitError),
+}
+
+// The message holds the split's error, so it is not also the source: a chain printed with
+// `{:#}` would say it twice.
+impl From<nearflow_split::SplitError> for StoreError {
+    fn from(e: nearflow_split::SplitError) -> Self {
+        StoreError::Split(e)
+    }
 }
 
 /// The first `k` ids of a pattern's key in `order`.

@@ -17,7 +17,15 @@ pub enum PlacementError {
     Start(#[from] RtError),
     /// The probe request failed.
     #[error("the probe request failed: {0}")]
-    Probe(#[from] RequestError),
+    Probe(RequestError),
+}
+
+// The message holds the request's error, so it is not also the source: a chain printed with
+// `{:#}` would say it twice.
+impl From<RequestError> for PlacementError {
+    fn from(e: RequestError) -> Self {
+        PlacementError::Probe(e)
+    }
 }
 
 /// Builds a runtime on `machine` (the detected host) with threads bound to their core group,

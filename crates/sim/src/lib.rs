@@ -76,13 +76,21 @@ pub use nearflow_alloc::AllocatorKind;
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error("bad workload: {0}")]
-    Workload(#[from] WorkloadError),
+    Workload(WorkloadError),
     #[error("the workload names NUMA node {node}, but the machine has {nodes}")]
     NoSuchNode { node: usize, nodes: usize },
     #[error("the simulation stalled at {at_ns} ns with {left} requests unfinished: no worker will look for their tasks (a lost wake-up)")]
     Stalled { left: usize, at_ns: u64 },
     #[error("{0}")]
     Model(String),
+}
+
+// The message holds the workload's error, so it is not also the source: a chain printed with
+// `{:#}` would say it twice.
+impl From<WorkloadError> for SimError {
+    fn from(e: WorkloadError) -> Self {
+        SimError::Workload(e)
+    }
 }
 
 /// One task as the simulated machine ran it (for a timeline).

@@ -50,7 +50,15 @@ pub enum AnswerError {
     /// Writing failed: the output went away, or the format cannot hold a term of the answer
     /// ([`io::ErrorKind::InvalidData`]: XML and a control character).
     #[error("cannot write the answer: {0}")]
-    Write(#[from] io::Error),
+    Write(io::Error),
+}
+
+// The message holds the I/O error, so it is not also the source: a chain printed with `{:#}`
+// would say it twice.
+impl From<io::Error> for AnswerError {
+    fn from(e: io::Error) -> Self {
+        AnswerError::Write(e)
+    }
 }
 
 /// The solutions of a running SELECT.

@@ -12,6 +12,10 @@
 //! its answer comes back as ids, which agree across shards because every shard holds the
 //! whole dictionary.
 //!
+//! A query that is one fragment under a LIMIT (`SELECT * { ?s ?p ?o } LIMIT 10`, or an ASK)
+//! carries its LIMIT to the shards: without ORDER BY any rows of the answer will do, so each
+//! shard returns at most as many as the query keeps, instead of every row of the star.
+//!
 //! What a fragment cannot express is refused with [`QueryError::Unsupported`]: property paths
 //! (a path's steps cross subjects), `GRAPH` and the dataset clauses (a shard's named graphs are
 //! those whose quads it holds), and `DESCRIBE` (which reads the store around a resource).
@@ -39,8 +43,21 @@ pub enum Split {
 pub struct Fragment {
     /// The query's columns the fragment binds, in the order of the text's projection.
     pub cols: Vec<usize>,
-    /// `SELECT ?v… WHERE { … }`.
+    /// `SELECT ?v… WHERE { … }`: what the fragment's rows are known by in [`Given`].
     pub text: String,
+    /// The most rows a shard need return, when the query is this one fragment under a LIMIT
+    /// (OFFSET + LIMIT of the outermost slice; 1 for an ASK).
+    pub limit: Option<usize>,
+}
+
+impl Fragment {
+    /// The text each shard runs: [`text`](Self::text), with the [`limit`](Self::limit).
+    pub fn shard_text(&self) -> String {
+        match self.limit {
+            Some(n) => format!("{} LIMIT {n}", self.text),
+            None => self.text.clone(),
+        }
+    }
 }
 
 /// A fragment's answer, from all the shards: `rows` rows of `cols.len()` ids each, end to end.
@@ -94,7 +111,36 @@ pub fn fragments(query: &Query, split: Split) -> Result<Vec<Fragment>, QueryErro
             other => stack.extend(other.children()),
         }
     }
+    if let [only] = &mut out[..] {
+        only.limit = carried_limit(query);
+    }
     Ok(out)
+}
+
+/// How many of its basic graph pattern's rows a query needs, when that is all it reads: the
+/// root, through projections and slices of all the solutions, is a basic graph pattern (so,
+/// with one fragment, the fragment), and a slice or an ASK bounds the count. `None` for
+/// anything else: a DISTINCT, a FILTER, an ORDER BY or a join between the fragment and the
+/// limit needs every row.
+fn carried_limit(query: &Query) -> Option<usize> {
+    // The rows needed from below the node being looked at (`None`: all).
+    let mut needed = matches!(query.form, Form::Ask).then_some(1usize);
+    let mut n = &query.optimized;
+    loop {
+        match n {
+            Node::Project(inner, _) => n = inner,
+            Node::Slice(inner, start, len, keys) if keys.is_empty() => {
+                let kept = match (needed, *len) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                needed = kept.map(|k| start.saturating_add(k));
+                n = inner;
+            }
+            Node::Bgp(_) => return needed,
+            _ => return None,
+        }
+    }
 }
 
 fn unsupported(what: &str) -> QueryError {
@@ -177,6 +223,7 @@ pub(crate) fn fragment_of(group: &[&QuadPat]) -> Result<Fragment, QueryError> {
     Ok(Fragment {
         text: format!("SELECT {projection} WHERE {{ {body}}}"),
         cols,
+        limit: None,
     })
 }
 
@@ -243,6 +290,53 @@ mod tests {
         assert!(f[0].text.contains("= <http://o>"), "{}", f[0].text);
         let back = query(&f[0].text);
         assert!(matches!(back.form, Form::Select(ref c) if c.len() == 2));
+    }
+
+    #[test]
+    fn a_query_that_is_one_fragment_carries_its_limit_to_the_shards() {
+        let limit = |text: &str, split| {
+            let f = fragments(&query(text), split).unwrap();
+            assert!(!f.is_empty(), "{text}");
+            (f.len() == 1).then(|| f[0].limit).flatten()
+        };
+        let star = "{ ?a <http://p> ?b . ?a <http://q> ?c }";
+        for (text, by_subject) in [
+            (format!("SELECT * WHERE {star} LIMIT 10"), Some(10)),
+            (
+                format!("SELECT ?b WHERE {star} OFFSET 5 LIMIT 10"),
+                Some(15),
+            ),
+            (format!("ASK {star}"), Some(1)),
+            (
+                format!("SELECT * WHERE {{ {{ SELECT * WHERE {star} LIMIT 2 }} }} LIMIT 7"),
+                Some(2),
+            ),
+            (format!("SELECT * WHERE {star}"), None),
+            (format!("SELECT * WHERE {star} OFFSET 5"), None),
+            (format!("SELECT DISTINCT ?b WHERE {star} LIMIT 10"), None),
+            (format!("SELECT * WHERE {star} ORDER BY ?b LIMIT 10"), None),
+            (
+                "SELECT * WHERE { ?a <http://p> ?b FILTER(?b != 1) } LIMIT 10".to_owned(),
+                None,
+            ),
+            (
+                format!("SELECT (COUNT(*) AS ?n) WHERE {star} LIMIT 10"),
+                None,
+            ),
+        ] {
+            assert_eq!(limit(&text, Split::Subject), by_subject, "{text}");
+        }
+        // Cut by triple the star is two fragments, which meet in the coordinator's join.
+        let two = fragments(&query(&format!("ASK {star}")), Split::Triple).unwrap();
+        assert_eq!(two.len(), 2);
+        assert!(two.iter().all(|f| f.limit.is_none()), "{two:?}");
+        let one = &fragments(&query(&format!("ASK {star}")), Split::Subject).unwrap()[0];
+        assert!(
+            one.shard_text().ends_with("} LIMIT 1"),
+            "{}",
+            one.shard_text()
+        );
+        query(&one.shard_text());
     }
 
     #[test]

@@ -31,6 +31,19 @@ pub fn ok<S: AsRef<OsStr> + Debug>(args: &[S]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Whether process `pid` ignores SIGPIPE, from the `SigIgn` mask of `/proc/PID/status`: a
+/// server must, so that a write to a peer that left fails with EPIPE instead of ending it.
+pub fn ignores_sigpipe(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .unwrap_or_else(|| panic!("no SigIgn in /proc/{pid}/status"));
+    let mask = u64::from_str_radix(mask.trim(), 16).unwrap();
+    // SIGPIPE is signal 13 on Linux; bit n-1 of the mask is signal n.
+    mask & (1 << (13 - 1)) != 0
+}
+
 /// It must fail, without a panic, saying `needle` on stderr; returns stderr.
 pub fn fails_with<S: AsRef<OsStr> + Debug>(args: &[S], needle: &str) -> String {
     let out = nearflow(args);
@@ -41,7 +54,40 @@ pub fn fails_with<S: AsRef<OsStr> + Debug>(args: &[S], needle: &str) -> String {
         "{args:?}: stderr lacks {needle:?}: {err}"
     );
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    for line in err.lines() {
+        assert!(
+            repeated_tail(line).is_none(),
+            "{args:?}: the message says {:?} twice: {line}",
+            repeated_tail(line).unwrap_or_default()
+        );
+    }
     err
+}
+
+/// The part of an error line said twice in a row, as an error that shows its cause in its own
+/// message and also names it as its source prints with `{:#}`: "A: B: B". Only parts of 12
+/// characters or more count, so that "x: x" in a quoted input does not.
+pub fn repeated_tail(line: &str) -> Option<&str> {
+    line.match_indices(": ").find_map(|(i, _)| {
+        let (left, right) = (&line[..i], &line[i + 2..]);
+        (right.len() >= 12 && left.ends_with(right)).then_some(right)
+    })
+}
+
+#[test]
+fn a_message_said_twice_is_seen() {
+    assert_eq!(
+        repeated_tail("error: the query was stopped: the query was stopped"),
+        Some("the query was stopped")
+    );
+    assert_eq!(
+        repeated_tail("error: bad workload: no such node 3: no such node 3"),
+        Some("no such node 3")
+    );
+    assert_eq!(
+        repeated_tail("error: reading a.nt: line 3: no such file"),
+        None
+    );
 }
 
 /// [`fails_with`], and the first line of stderr says it (clap adds a "try --help" line to usage
