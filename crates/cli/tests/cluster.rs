@@ -526,12 +526,7 @@ fn serve_cluster(dir: &Path, list: &str, extra: &[&str]) -> (Server, String, Str
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let first = lines.next().expect("a line from serve").unwrap();
     std::thread::spawn(move || lines.for_each(drop));
-    let addr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
+    let addr = common::served_at(&first).unwrap_or_else(|| panic!("no address in {first:?}"));
     (Server(child), addr, first)
 }
 

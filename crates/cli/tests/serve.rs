@@ -43,12 +43,7 @@ fn serve_answers_over_loopback_and_stops_on_sigterm() {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     // "serving 2 triples at http://127.0.0.1:PORT/query (policy las); Ctrl-C stops"
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let addr = common::served_at(&line).unwrap_or_else(|| panic!("no address in {line:?}"));
     assert!(line.starts_with("serving 2 triples"), "{line}");
     let r = http(
         &addr,
@@ -120,11 +115,8 @@ fn serving(args: &[&str]) -> (std::process::Child, u16, String) {
         }
         said.push_str(&line);
         if line.starts_with("serving") {
-            let port = line
-                .split("http://")
-                .nth(1)
-                .and_then(|r| r.split('/').next())
-                .and_then(|a| a.rsplit(':').next())
+            let port = common::served_at(&line)
+                .and_then(|a| a.rsplit(':').next().map(str::to_owned))
                 .and_then(|p| p.parse().ok())
                 .unwrap_or_else(|| panic!("no port in {line:?}"));
             return (child, port, said);

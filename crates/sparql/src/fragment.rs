@@ -112,17 +112,17 @@ pub fn fragments(query: &Query, split: Split) -> Result<Vec<Fragment>, QueryErro
         }
     }
     if let [only] = &mut out[..] {
-        only.limit = carried_limit(query);
+        only.limit = carried_limit(query, split);
     }
     Ok(out)
 }
 
-/// How many of its basic graph pattern's rows a query needs, when that is all it reads: the
-/// root, through projections and slices of all the solutions, is a basic graph pattern (so,
-/// with one fragment, the fragment), and a slice or an ASK bounds the count. `None` for
+/// How many of its one fragment's rows a query needs, when that is all it reads: the root,
+/// through projections and slices of all the solutions, is a basic graph pattern that makes
+/// one fragment, and a slice or an ASK bounds the count. `None` for
 /// anything else: a DISTINCT, a FILTER, an ORDER BY or a join between the fragment and the
 /// limit needs every row.
-fn carried_limit(query: &Query) -> Option<usize> {
+fn carried_limit(query: &Query, split: Split) -> Option<usize> {
     // The rows needed from below the node being looked at (`None`: all).
     let mut needed = matches!(query.form, Form::Ask).then_some(1usize);
     let mut n = &query.optimized;
@@ -137,7 +137,7 @@ fn carried_limit(query: &Query) -> Option<usize> {
                 needed = kept.map(|k| start.saturating_add(k));
                 n = inner;
             }
-            Node::Bgp(_) => return needed,
+            Node::Bgp(quads) if groups(split, quads).len() == 1 => return needed,
             _ => return None,
         }
     }

@@ -31,6 +31,13 @@ pub fn ok<S: AsRef<OsStr> + Debug>(args: &[S]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The `HOST:PORT` that a server's line names ("serving 2 triples at
+/// http://127.0.0.1:PORT/query …"), if it names one.
+pub fn served_at(line: &str) -> Option<String> {
+    let rest = line.split("http://").nth(1)?;
+    Some(rest.split('/').next()?.to_owned())
+}
+
 /// Whether process `pid` ignores SIGPIPE, from the `SigIgn` mask of `/proc/PID/status`: a
 /// server must, so that a write to a peer that left fails with EPIPE instead of ending it.
 pub fn ignores_sigpipe(pid: u32) -> bool {
