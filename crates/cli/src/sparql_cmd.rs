@@ -441,7 +441,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             let all = s.collect()?;
             let cx = sparql::expr::EvalCx::new(&store, &all.minted);
             let n = results::write_solutions(
-                &mut out,
+                &mut sparql::Undamaged::new(&mut out, &store),
                 cmd.format,
                 cx,
                 vars,

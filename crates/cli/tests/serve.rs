@@ -291,3 +291,221 @@ fn serve_outlives_clients_that_leave_mid_answer() {
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts `nearflow serve ARGS…` as [`serving`] does; `Err` with what it said when it ends
+/// before it serves (a store refused at open).
+// The child is handed to the caller, who stops it and waits for it.
+#[allow(clippy::zombie_processes)]
+fn serving_or_refused(args: &[&str]) -> Result<(std::process::Child, u16), String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let status = child.wait().unwrap();
+            assert!(!status.success(), "a refusal exits non-zero: {said}");
+            return Err(said);
+        }
+        said.push_str(&line);
+        if line.starts_with("serving") {
+            let port = common::served_at(&line)
+                .and_then(|a| a.rsplit(':').next().map(str::to_owned))
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no port in {line:?}"));
+            // The rest of what it says is read, so that it never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+            return Ok((child, port));
+        }
+    }
+}
+
+/// `s` percent-encoded for a URL's query.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The status and the body's lines, sorted, of a GET of `query` asking for `accept`.
+fn answer(at: &str, query: &str, accept: &str) -> (String, Vec<String>) {
+    let r = http(
+        at,
+        &format!(
+            "GET /query?query={} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n",
+            enc(query)
+        ),
+    );
+    let status = r.get(9..12).unwrap_or("").to_owned();
+    let (head, body) = r.split_once("\r\n\r\n").unwrap_or((&r, ""));
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        // The chunks joined; a transfer that broke off (no last chunk) is no answer.
+        let (mut out, mut rest, mut ended) = (String::new(), body, false);
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap_or(usize::MAX);
+            if n == 0 {
+                ended = true;
+                break;
+            }
+            if after.len() < n {
+                break;
+            }
+            out.push_str(&after[..n]);
+            rest = after[n..].trim_start_matches("\r\n");
+        }
+        if !ended {
+            return ("broken".into(), Vec::new());
+        }
+        out
+    } else {
+        body.to_owned()
+    };
+    let mut lines: Vec<String> = body.lines().map(str::to_owned).collect();
+    lines.sort();
+    (status, lines)
+}
+
+/// A snapshot damaged anywhere (one bit flipped at points through the file) is refused at
+/// open, or every answer from it is an error (500, or a transfer that breaks off) or exactly
+/// the undamaged answer — never a made-up term; a clean stop after an update writes nothing
+/// from it; and `check store` still finds the damage after.
+#[test]
+fn damage_in_a_snapshot_is_an_error_never_an_answer() {
+    let dir = std::env::temp_dir().join(format!("nearflow-serve-damage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("d.nt");
+    let triples: String = (0..4000)
+        .map(|i| {
+            format!(
+                "<http://ex/s{i}> <http://ex/name> \"name {i}\" .\n<http://ex/s{i}> <http://ex/knows> <http://ex/s{}> .\n",
+                (i * 7 + 1) % 4000
+            )
+        })
+        .collect();
+    std::fs::write(&data, triples).unwrap();
+    let good = dir.join("good.nfs");
+    common::ok(&[
+        "load",
+        "--quiet",
+        "--save",
+        good.to_str().unwrap(),
+        data.to_str().unwrap(),
+    ]);
+    let queries = [
+        ("CONSTRUCT WHERE { ?s ?p ?o }", "application/n-triples"),
+        ("SELECT * { ?s ?p ?o }", "text/csv"),
+        ("DESCRIBE <http://ex/s3999>", "application/n-triples"),
+        ("SELECT (COUNT(*) AS ?n) { ?s ?p ?o }", "text/csv"),
+    ];
+    let serve = |store: &std::path::Path| {
+        serving_or_refused(&[
+            "serve",
+            "--quiet",
+            "--bind",
+            "127.0.0.1:0",
+            "--merge-idle",
+            "1h",
+            "--store",
+            store.to_str().unwrap(),
+        ])
+    };
+    let (child, port) = serve(&good).expect("the good store serves");
+    let at = format!("127.0.0.1:{port}");
+    let expected: Vec<Vec<String>> = queries
+        .iter()
+        .map(|(q, a)| {
+            let (status, lines) = answer(&at, q, a);
+            assert_eq!(status, "200", "{q}");
+            lines
+        })
+        .collect();
+    stop(child);
+    let bytes = std::fs::read(&good).unwrap();
+    let store = dir.join("s.nfs");
+    let (mut refused, mut errors) = (0, 0);
+    for pct in [3, 10, 20, 30, 45, 60, 75, 90, 99] {
+        for f in std::fs::read_dir(&dir).unwrap().flatten() {
+            if f.file_name().to_string_lossy().starts_with("s.nfs") {
+                std::fs::remove_file(f.path()).unwrap();
+            }
+        }
+        let mut b = bytes.clone();
+        b[bytes.len() * pct / 100] ^= 0x04;
+        std::fs::write(&store, &b).unwrap();
+        let (mut child, port) = match serve(&store) {
+            Ok(c) => c,
+            Err(said) => {
+                assert!(said.contains("damaged"), "at {pct} %: {said}");
+                refused += 1;
+                continue;
+            }
+        };
+        let at = format!("127.0.0.1:{port}");
+        for ((q, a), want) in queries.iter().zip(&expected) {
+            let (status, lines) = answer(&at, q, a);
+            match status.as_str() {
+                "500" | "broken" => errors += 1,
+                "200" => {
+                    let wrong: Vec<&String> = lines.iter().filter(|l| !want.contains(l)).collect();
+                    assert!(
+                        &lines == want,
+                        "at {pct} %: {q} answered 200 from damage: {} lines of {} (want {}) not in \
+                         the answer, such as {:?}",
+                        wrong.len(),
+                        lines.len(),
+                        want.len(),
+                        &wrong[..wrong.len().min(3)]
+                    );
+                }
+                s => panic!("at {pct} %: {q}: status {s}"),
+            }
+        }
+        let r = http(&at, &update_request(""));
+        assert!(
+            r.starts_with("HTTP/1.1 204") || r.starts_with("HTTP/1.1 500"),
+            "at {pct} %: {r}"
+        );
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap();
+        // Nothing read from the damage was written over it: the check finds the damage still,
+        // or the stop wrote the store anew from undamaged reads (a section a write makes
+        // again, such as the term index), and it holds exactly the data and the update.
+        let check = common::nearflow(&["check", "store", store.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&check.stderr).into_owned()
+            + &String::from_utf8_lossy(&check.stdout);
+        if check.status.success() {
+            let (child, port) = serve(&store).expect("a store found whole serves");
+            let (status, lines) = answer(&format!("127.0.0.1:{port}"), queries[0].0, queries[0].1);
+            stop(child);
+            let mut want = expected[0].clone();
+            want.push("<http://ex/c> <http://ex/name> \"Carol\" .".into());
+            want.sort();
+            assert_eq!(
+                (status.as_str(), &lines),
+                ("200", &want),
+                "at {pct} %: {said}"
+            );
+        } else {
+            assert!(said.contains("damaged"), "at {pct} %: {said}");
+        }
+    }
+    assert!(
+        refused + errors > 0,
+        "no damage was found at any of the points"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -156,6 +156,7 @@ pub(crate) fn batch(vars: &[String], all: &Collected) -> Result<RecordBatch, Str
         return Err("only a SELECT's solutions are a table".into());
     };
     let columns: Vec<ArrayRef> = cols.iter().map(|&(_, c)| column(all, c)).collect();
+    all.undamaged().map_err(|e| e.to_string())?;
     let fields: Vec<Field> = vars
         .iter()
         .zip(&columns)

@@ -848,14 +848,17 @@ impl QuerySolutions {
         }
     }
 
-    fn row(&self, i: usize) -> QuerySolution {
+    /// Solution `i`; an error in place of terms read from a damaged store.
+    fn row(&self, i: usize) -> PyResult<QuerySolution> {
         let row = self.all.rows.get(i).expect("in range");
-        QuerySolution {
+        let values = (0..self.vars.len())
+            .map(|c| self.all.term(row, c).map(|t| AnyTerm::of(t.as_ref())))
+            .collect();
+        self.all.undamaged().map_err(query_error)?;
+        Ok(QuerySolution {
             vars: self.vars.clone(),
-            values: (0..self.vars.len())
-                .map(|c| self.all.term(row, c).map(|t| AnyTerm::of(t.as_ref())))
-                .collect(),
-        }
+            values,
+        })
     }
 }
 
@@ -877,7 +880,7 @@ impl QuerySolutions {
         if j < 0 || j >= n {
             return Err(PyIndexError::new_err("solution index out of range"));
         }
-        Ok(self.row(j as usize))
+        self.row(j as usize)
     }
 
     fn __iter__(slf: Py<Self>) -> SolutionsIter {
@@ -898,9 +901,9 @@ impl QuerySolutions {
     /// The solutions as distinct terms and, per variable, each row's index into them (-1 where
     /// unbound): an answer repeats its terms, so a caller that makes objects of its own of
     /// them (the rdflib plugin) makes each once.
-    fn term_columns(&self) -> (Vec<AnyTerm>, Vec<Vec<i64>>) {
+    fn term_columns(&self) -> PyResult<(Vec<AnyTerm>, Vec<Vec<i64>>)> {
         let Form::Select(cols) = &self.all.form else {
-            return (Vec::new(), Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         let cx = self.all.cx();
         let mut index: std::collections::HashMap<Id, i64> = std::collections::HashMap::new();
@@ -921,7 +924,8 @@ impl QuerySolutions {
                     .collect()
             })
             .collect();
-        (terms, columns)
+        self.all.undamaged().map_err(query_error)?;
+        Ok((terms, columns))
     }
 
     /// The solutions as one Arrow record batch, by the Arrow PyCapsule interface (pyarrow,
@@ -977,10 +981,10 @@ impl SolutionsIter {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> Option<QuerySolution> {
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<QuerySolution>> {
         let of = self.of.bind(py).get();
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        (i < of.all.rows.len()).then(|| of.row(i))
+        (i < of.all.rows.len()).then(|| of.row(i)).transpose()
     }
 }
 

@@ -699,6 +699,14 @@ impl Db {
             }));
         }
         let (new, changes) = change(&cur).map_err(UpdateError::Update)?;
+        // The update read the store: a damaged chunk read then reads as a stand-in, which must
+        // not become data.
+        if let Some(d) = cur.settled_damage() {
+            return Err(UpdateError::Store(DbError::SnapshotDamaged {
+                path: self.snapshot.clone().unwrap_or_default(),
+                why: d.to_owned(),
+            }));
+        }
         if changes.is_empty() {
             return Ok(Committed {
                 seq: w.seq,
@@ -752,6 +760,13 @@ impl Db {
         let started = Instant::now();
         let merged_any = !from.is_flat();
         let merged = Arc::new(from.merged().map_err(SnapshotError::from)?);
+        // The merge read every row and term of `from`: a damaged one read as a stand-in.
+        if let Some(d) = from.settled_damage() {
+            return Err(DbError::SnapshotDamaged {
+                path: self.snapshot.clone().unwrap_or_default(),
+                why: d.to_owned(),
+            });
+        }
         {
             let _w = self.writer.lock().expect("not poisoned");
             let latest = self.current();

@@ -164,6 +164,12 @@ impl Store {
         self.health.as_ref().and_then(|h| h.damage())
     }
 
+    /// [`damage`](Self::damage), once every read so far is known checked: for a snapshot
+    /// checked in the background (format 3), after that check has ended.
+    pub fn settled_damage(&self) -> Option<&str> {
+        self.health.as_ref().and_then(|h| h.settled())
+    }
+
     /// The check of a mapped snapshot's sections, when the store was opened from one.
     pub fn health(&self) -> Option<&Arc<Health>> {
         self.health.as_ref()

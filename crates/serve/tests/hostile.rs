@@ -3,7 +3,9 @@
 //! query. The cases, by kind:
 //!
 //! 1. Queries that would overflow a stack: a property path of 5,000 steps in a GET, `|`
-//!    alternatives and `&&`/`||` chains of 60,000, a `+` chain inside an update's WHERE.
+//!    alternatives and `&&`/`||` chains of 60,000, a `+` chain inside an update's WHERE, and
+//!    1,000 brackets hidden from a tokenizer (an escaped `#` or `'` in a local name, `<…>`
+//!    between operands, codepoint escapes) in a GET and in each kind of update.
 //! 2. Other origins: a form POST to `/update`, a `DELETE /store?default`, a read and a
 //!    preflight from `http://evil.example`, a DNS-rebinding `Host`.
 //! 3. Memory bombs under a 256 MiB limit: ORDER BY with 3,000 keys, ORDER BY a computed
@@ -260,6 +262,74 @@ fn deep_queries(s: &Server) {
             "a {op} chain: {r}"
         );
         alive(s, "an && or || chain of 60,000");
+    }
+    // Nesting hidden from a tokenizer that decides what is a comment, a string or an IRI: an
+    // escaped `#` or `'` in a local name, `<…>` between operands, brackets as codepoint
+    // escapes; in a GET (2 KB) and in each kind of update.
+    let (o, c) = ("(".repeat(1000), ")".repeat(1000));
+    let deep = format!("FILTER({o}1{c})");
+    for (case, query) in [
+        (
+            "`\\#` in a local name",
+            format!("PREFIX ex: <http://ex/> SELECT * WHERE {{ ?s ex:p\\# ?o {deep} }}"),
+        ),
+        (
+            "`\\'` in a local name",
+            format!("PREFIX ex: <http://ex/> SELECT * WHERE {{ ?s ex:p\\' ?o {deep} }}"),
+        ),
+        (
+            "`<…>` between operands",
+            format!("SELECT * WHERE {{ ?s ?p ?o FILTER(1<2||{o}1{c}>0) }}"),
+        ),
+        (
+            "codepoint escapes",
+            format!(
+                "SELECT * WHERE {{ FILTER({}1{}) }}",
+                "\\u0028".repeat(1000),
+                "\\u0029".repeat(1000)
+            ),
+        ),
+    ] {
+        expect(
+            s,
+            case,
+            &get(&format!("/query?query={}", enc(&query)), ""),
+            "400",
+        );
+    }
+    let hidden = "PREFIX ex: <http://ex/> ";
+    for (case, update) in [
+        (
+            "INSERT DATA",
+            format!(
+                "{hidden}INSERT DATA {{ ex:s ex:p\\# {}ex:o{} }}",
+                "[ ex:p ".repeat(2000),
+                "]".repeat(2000)
+            ),
+        ),
+        (
+            "INSERT … WHERE",
+            format!("{hidden}INSERT {{ ?s ?p 1 }} WHERE {{ ?s ex:p\\# ?o {deep} }}"),
+        ),
+        (
+            "DELETE … WHERE",
+            format!("{hidden}DELETE {{ ?s ?p ?o }} WHERE {{ ?s ex:p\\# ?o {deep} }}"),
+        ),
+        (
+            "DELETE WHERE",
+            format!(
+                "{hidden}DELETE WHERE {{ ?s ex:p\\# {}1{} }}",
+                "[ ex:q ".repeat(2000),
+                "]".repeat(2000)
+            ),
+        ),
+    ] {
+        expect(
+            s,
+            case,
+            &post("/update", "application/sparql-update", "", &update),
+            "400",
+        );
     }
     let sum = vec!["?o"; 35_000].join(" + ");
     expect(

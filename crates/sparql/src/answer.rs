@@ -102,15 +102,20 @@ impl<'p> Solutions<'p> {
     ) -> Result<(u64, PlanStats), AnswerError> {
         let vars = self.variables();
         let minted = self.minted.clone();
-        let cx = EvalCx::new(self.prepared.store(), &minted);
+        let store = self.prepared.store().clone();
+        let cx = EvalCx::new(&store, &minted);
         let running = &mut self.running;
         let batches = std::iter::from_fn(|| running.next_batch());
-        match results::write_solutions(out, format, cx, vars, batches) {
+        let mut checked = Undamaged { out, store: &store };
+        match results::write_solutions(&mut checked, format, cx, vars, batches) {
             Ok(n) => Ok((n, self.running.finish()?)),
             Err(e) => {
                 self.running.cancel();
                 let _ = self.running.finish();
-                Err(e.into())
+                match store.damage() {
+                    Some(d) => Err(crate::damaged(d).into()),
+                    None => Err(e.into()),
+                }
             }
         }
     }
@@ -156,10 +161,45 @@ impl Prepared {
                 value: batches.iter().any(|b| !b.is_empty()),
                 stats,
             }),
-            _ => QueryResults::Graph(Answered {
-                value: self.graph(&minted, batches.iter().flat_map(|b| b.iter())),
-                stats,
-            }),
+            _ => {
+                let value = self.graph(&minted, batches.iter().flat_map(|b| b.iter()));
+                // Its terms were read after the run ended: a damaged one read as a stand-in.
+                if let Some(d) = self.store().damage() {
+                    return Err(crate::damaged(d));
+                }
+                QueryResults::Graph(Answered { value, stats })
+            }
         })
+    }
+}
+
+/// A writer that refuses every write once the store's checks have found damage. The check of
+/// a chunk is made, and its damage recorded, before any term of it is read, so no byte written
+/// after a damaged term's read (a stand-in for the data) reaches `out`.
+pub struct Undamaged<'a> {
+    out: &'a mut dyn io::Write,
+    store: &'a nearflow_rdf::Store,
+}
+
+impl<'a> Undamaged<'a> {
+    /// `out`, refusing writes once `store` is found damaged.
+    pub fn new(out: &'a mut dyn io::Write, store: &'a nearflow_rdf::Store) -> Self {
+        Undamaged { out, store }
+    }
+}
+
+impl io::Write for Undamaged<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if let Some(d) = self.store.damage() {
+            return Err(io::Error::other(format!("the store is damaged: {d}")));
+        }
+        self.out.write(b)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some(d) = self.store.damage() {
+            return Err(io::Error::other(format!("the store is damaged: {d}")));
+        }
+        self.out.flush()
     }
 }

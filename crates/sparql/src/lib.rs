@@ -57,6 +57,7 @@
 
 pub mod algebra;
 mod answer;
+mod bound;
 mod error;
 pub mod explain;
 pub mod expr;
@@ -99,12 +100,14 @@ use spargebra::term::NamedNodePattern;
 
 use self::algebra::{outer_projection, Dataset, Node, Translator};
 pub use self::algebra::{Form, TemplateSlot};
-pub use self::answer::{AnswerError, Answered, QueryResults, Solutions};
+pub use self::answer::{AnswerError, Answered, QueryResults, Solutions, Undamaged};
 pub use self::error::QueryError;
 use self::expr::EvalCx;
 pub use self::lower::Rows;
 use self::minted::Minted;
-pub use self::parse::{parse, parse_with_base, syntax_message, MAX_NESTING};
+pub use self::parse::{
+    parse, parse_with_base, stack_room, syntax_message, MAX_ELEMENTS, MAX_LEVELS, MAX_NESTING,
+};
 use self::physical::{Phys, Planner};
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermCow, TermRef, UNBOUND};
@@ -519,8 +522,9 @@ impl Running {
                 minted.len()
             )));
         }
-        // A store checked as it is read may have found damage in what this query read.
-        if let Some(d) = store.damage() {
+        // A store checked as it is read may have found damage in what this query read; one
+        // checked in the background is waited for.
+        if let Some(d) = store.settled_damage() {
             return Err(damaged(d));
         }
         Ok(stats)
@@ -528,7 +532,7 @@ impl Running {
 }
 
 /// The error of a query on a store whose file is damaged.
-fn damaged(d: &str) -> QueryError {
+pub(crate) fn damaged(d: &str) -> QueryError {
     QueryError::Exec(format!(
         "the store's snapshot file is damaged: {d}; rebuild it (`nearflow load … --save`) or restore a copy"
     ))
@@ -555,6 +559,15 @@ impl Collected {
         };
         let id = row[cols[i].1];
         (id != UNBOUND).then(|| self.cx().term(id))
+    }
+
+    /// The error to give instead of what was read from these rows' terms, when a read of the
+    /// store found damage: a damaged term reads as a stand-in, never to be given as data.
+    pub fn undamaged(&self) -> Result<(), QueryError> {
+        match self.store.damage() {
+            Some(d) => Err(damaged(d)),
+            None => Ok(()),
+        }
     }
 
     /// Where its ids' terms are.

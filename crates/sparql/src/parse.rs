@@ -1,6 +1,7 @@
 //! Parsing a query's text: its nesting checked first, then `spargebra`; a syntax error as a
 //! user reads it (line and column, what was expected in plain words, the line with a caret).
 
+use crate::bound::{bound, unescaped, Bound};
 use crate::error::QueryError;
 
 /// How deep brackets (`(`, `{`, `[`) may nest in a query's text, and how many unary operators
@@ -8,34 +9,55 @@ use crate::error::QueryError;
 /// levels overflowed the stack. No hand-written query comes near.
 pub const MAX_NESTING: usize = 256;
 
-/// The stack `spargebra`'s parser is given per level of nesting: an unoptimised build used up to
-/// 57 KB per level (a function call as the argument of a function call), an optimised one a
-/// tenth of that.
-const STACK_PER_LEVEL: usize = 64 << 10;
+/// The stack `spargebra`'s parser is given per level ([`Bound::levels`]): an unoptimised
+/// build used up to 57 KB per level (a function call as the argument of a function call), an
+/// optimised one a tenth of that.
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
+    64 << 10
+} else {
+    16 << 10
+};
 
-/// The stack it is given per element of a group (each OPTIONAL, MINUS, BIND, group or GRAPH
-/// block in a row, one more level of its algebra, which it walks recursively): an unoptimised
-/// build used 440 bytes to walk it, and more than 1.6 KB a level to clone it (an update's
-/// `WHERE` is cloned into its query: 1 KB a level overflowed a fuzzed update of about 1,700
-/// levels in a debug build, which `cargo test` without `--release` runs). Every such element
-/// opens a bracket, so the brackets count them; the room is reserved, not touched.
-const STACK_PER_ELEMENT: usize = 4 << 10;
+/// The stack it is given per bracket and per operator ([`Bound::brackets`],
+/// [`Bound::operators`]): each OPTIONAL, MINUS, BIND, group or GRAPH block in a row nests its
+/// group's algebra one level deeper, and each binary operator of a chain its expression's or
+/// path's tree, which are walked, cloned and dropped recursively. An unoptimised build used
+/// 440 bytes a level to walk such a tree and more than 1.6 KB to clone it (an update's `WHERE`
+/// is cloned into its query: 1 KB a level overflowed a fuzzed update of about 1,700 levels in a
+/// debug build, which `cargo test` without `--release` runs). The room is reserved, not
+/// touched.
+const STACK_PER_ELEMENT: usize = if cfg!(debug_assertions) {
+    4 << 10
+} else {
+    1 << 10
+};
+
+/// How many levels ([`Bound::levels`]) a text may open under any reading of it, counting
+/// brackets and unary operators in its strings, IRIs and comments wherever a reading could
+/// take them for code: the stack room is reserved from this count, so it is bounded.
+pub const MAX_LEVELS: usize = 4096;
+
+/// How many brackets and operators ([`Bound::brackets`] + [`Bound::operators`]) a text may
+/// hold under any reading of it (the slashes of its IRIs among them): the room reserved per
+/// element is bounded by this count.
+pub const MAX_ELEMENTS: usize = 1 << 18;
 
 /// How many binary operators (`/`, `|`, `^`, `+`, `-`, `*`, `&&`, `||`, counted by character)
-/// a query's text may hold. `spargebra` folds a chain of them into a tree one level deeper per
-/// operator (a path of 5,000 steps is a tree 5,000 deep), which is then walked, cloned and
-/// dropped recursively: the stack room is reserved per operator, and this bounds it (64 Ki
-/// operators, 256 MiB of room reserved, little of it touched). The algebra refuses a chain
-/// deeper than [`crate::algebra::MAX_DEPTH`] anyway.
+/// a query's text may hold outside its strings, IRIs and comments. `spargebra` folds a chain of
+/// them into a tree one level deeper per operator (a path of 5,000 steps is a tree 5,000 deep),
+/// which is then walked, cloned and dropped recursively. The algebra refuses a chain deeper than
+/// [`crate::algebra::MAX_DEPTH`] anyway.
 pub const MAX_OPERATORS: usize = 1 << 16;
 
 /// How a query's text nests: the deepest its brackets (or unary operators) go, how many
-/// brackets it opens and how many binary operators it holds.
+/// brackets it opens and how many binary operators it holds, as its tokens read; and the
+/// bound no reading of it exceeds, from which its stack room is reserved.
 #[derive(Clone)]
 struct Nesting {
     deepest: usize,
     brackets: usize,
     operators: usize,
+    bound: Bound,
     /// Where `TRUE`, `False` and the like start (char offsets): keywords are matched without
     /// regard to case (SPARQL 1.1 §19.1), and `spargebra` takes the booleans in lower case
     /// only, so they are lowered before it parses.
@@ -110,8 +132,20 @@ fn in_room<T, R>(
 /// Runs `spargebra`'s parser on text that nests as `n` says, with the room it needs made first
 /// (on a new stack segment only where the stack has too little left).
 fn with_room<R>(n: Nesting, parse: impl FnOnce() -> R) -> R {
-    let room = (n.deepest + 4) * STACK_PER_LEVEL + (n.brackets + n.operators) * STACK_PER_ELEMENT;
+    let room = room(n.bound);
     stacker::maybe_grow(room, room, parse)
+}
+
+/// The stack room `spargebra`'s parser is given for `text` (its tree built, walked and
+/// dropped in it), or why the text is refused before it parses. The differential fuzz test
+/// checks that no text makes the parser use more.
+pub fn stack_room(text: &str) -> Result<usize, QueryError> {
+    check_nesting(text).map(|n| room(n.bound))
+}
+
+/// The stack room for a text whose readings stay within `b`.
+pub(crate) fn room(b: Bound) -> usize {
+    (b.levels + 4) * STACK_PER_LEVEL + (b.brackets + b.operators) * STACK_PER_ELEMENT
 }
 
 /// `text` with the booleans starting at `at` (char offsets) in lower case; `None` when there
@@ -135,14 +169,47 @@ fn lower_booleans(text: &str, at: &[usize]) -> Option<String> {
 }
 
 /// Refuses text whose brackets nest, or whose unary operators chain, past [`MAX_NESTING`],
-/// naming the line and column; else how they nest. Strings, IRIs and comments are skipped.
+/// naming the line and column, and text that some reading of it could make nest past
+/// [`MAX_LEVELS`] or hold more than [`MAX_ELEMENTS`] brackets and operators; else how it
+/// nests. The first check reads tokens (strings, IRIs and comments skipped) to say where the
+/// nesting goes too deep; the second ([`bound`]) cannot be fooled by a text its tokens misread,
+/// and the stack room comes from it.
 fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
+    let mut n = check_tokens(text)?;
+    if text.contains("\\u") || text.contains("\\U") {
+        // The parser may read the text with its codepoint escapes replaced.
+        check_tokens(&unescaped(text))?;
+    }
+    n.bound = bound(text);
+    if n.bound.levels > MAX_LEVELS {
+        return Err(QueryError::Syntax(format!(
+            "brackets and unary operators (!, -, +) could nest {} deep in this text, counting \
+             those in its strings, IRIs and comments where it could be read otherwise (a local \
+             name's \\ escapes, `<` after an operand); nearflow refuses text past {MAX_LEVELS}",
+            n.bound.levels
+        )));
+    }
+    if n.bound.brackets + n.bound.operators > MAX_ELEMENTS {
+        return Err(QueryError::Unsupported(format!(
+            "the text holds {} brackets and operators (/, |, ^, *, &, +, -, !, <), counting \
+             those in its strings, IRIs and comments where it could be read otherwise; nearflow \
+             refuses more than {MAX_ELEMENTS} (load large data with `nearflow load`)",
+            n.bound.brackets + n.bound.operators
+        )));
+    }
+    Ok(n)
+}
+
+/// The nesting of `text` as its tokens read (strings, IRIs and comments skipped), refused past
+/// [`MAX_NESTING`] with the line and column.
+fn check_tokens(text: &str) -> Result<Nesting, QueryError> {
     let chars: Vec<char> = text.chars().collect();
     let (mut depth, mut unary) = (0usize, 0usize);
     let mut n = Nesting {
         deepest: 0,
         brackets: 0,
         operators: 0,
+        bound: Bound::default(),
         booleans: Vec::new(),
     };
     let (mut line, mut col) = (1usize, 0usize);
@@ -192,6 +259,14 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 i += 1;
                 continue;
             }
+            '\\' => {
+                // An escaped character of a local name (`ex:a\#b`, `ex:a\(`).
+                i += 2;
+                col += 1;
+                after_operand = true;
+                unary = 0;
+                continue;
+            }
             '#' => {
                 while i < chars.len() && chars[i] != '\n' {
                     i += 1;
@@ -219,19 +294,14 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
                 return Err(QueryError::Syntax(format!(
                     "at {line}:{col}: `{}` is an IRI (the longest token), which cannot follow \
                      an operand here; for a comparison put a space after `<`",
-                    chars[i..i + iriref_len(&chars[i..]).unwrap_or(1)]
-                        .iter()
-                        .collect::<String>()
+                    abbreviated(&chars[i..i + iriref_len(&chars[i..]).unwrap_or(1)])
                 )));
             }
             '<' => {
-                // An IRI if a `>` closes it before any space; otherwise the operator.
-                let end = chars[i + 1..]
-                    .iter()
-                    .position(|&x| x == '>' || x.is_whitespace() || x == '<');
-                if let Some(k) = end.filter(|&k| chars[i + 1 + k] == '>') {
-                    i += k + 2;
-                    col += k + 1;
+                // An IRI if the IRIREF token is there; otherwise the operator.
+                if let Some(len) = iriref_len(&chars[i..]) {
+                    i += len;
+                    col += len - 1;
                     after_operand = true;
                     unary = 0;
                     continue;
@@ -329,6 +399,15 @@ fn check_nesting(text: &str) -> Result<Nesting, QueryError> {
         i += 1;
     }
     Ok(n)
+}
+
+/// `chars` as a string, cut to its first 60 characters and `…` when longer.
+fn abbreviated(chars: &[char]) -> String {
+    let mut s: String = chars.iter().take(60).collect();
+    if chars.len() > 60 {
+        s.push('…');
+    }
+    s
 }
 
 /// The length of the IRIREF token (§19.8: `<`, then no `<>"{}|^`\` or character up to space,

@@ -40,6 +40,15 @@ pub enum SnapshotError {
         /// How.
         why: String,
     },
+    /// The store being written was found damaged while it was read: what was written is
+    /// removed, so nothing derived from a damaged read is ever kept.
+    #[error("the store read to write {path} is damaged: {why}; nothing was written (rebuild the store with `nearflow load … --save`, or restore a copy)")]
+    Damaged {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// What is damaged.
+        why: String,
+    },
     /// The target may not be written (see `check_target`).
     #[error("{path}: will not write a snapshot there: it {why}")]
     Refused {

@@ -130,8 +130,21 @@ pub(crate) fn save_kept(
             .map_err(|error| SnapshotError::Io {
                 path: tmp.to_owned(),
                 error,
-            })
+            })?;
+        undamaged(store, path)
     })
+}
+
+/// Refuses to keep a file written from `store` when a read of it found damage (a damaged
+/// term reads as a stand-in, which must never be written as data).
+pub(crate) fn undamaged(store: &Store, path: &Path) -> Result<(), SnapshotError> {
+    match store.settled_damage() {
+        Some(why) => Err(SnapshotError::Damaged {
+            path: path.to_owned(),
+            why: why.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Which format [`save`] writes: 4 (packed, the default), or 3 and 2 (kept for the tests of
@@ -169,7 +182,8 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
                         error,
                     })
             }
-        }
+        }?;
+        undamaged(store, path)
     })
 }
 

@@ -131,7 +131,8 @@ pub fn write(
             .map_err(|error| SnapshotError::Io {
                 path: tmp.to_owned(),
                 error,
-            })
+            })?;
+        super::undamaged(store, &target)
     })?;
     Ok(out.len() as u64)
 }

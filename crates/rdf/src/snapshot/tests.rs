@@ -423,6 +423,33 @@ fn packed_damage(f: &Path, m: &Machine) {
         (3, "the term index"),
     ] {
         let (off, len) = section(i);
+        // Nothing read from the damaged store is written: the write that reads the damage
+        // fails, naming it, and leaves no file.
+        let copy = f.with_extension("copy");
+        let o = damaged(off + len * 3 / 4).unwrap();
+        match save(&o, &copy) {
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("is damaged") && e.contains(name) && e.contains("nothing was written"),
+                    "{name}: {e}"
+                );
+                assert!(!copy.exists(), "{name}: a copy of damaged data was kept");
+            }
+            Ok(()) => {
+                // A section the write does not read (the term index is made again): the copy
+                // is whole and holds exactly the data.
+                let c = open(&copy, &m).unwrap();
+                assert_eq!(c.health().unwrap().check_all(), None, "{name}");
+                std::fs::write(&f, &good).unwrap();
+                let g = open(&f, &m).unwrap();
+                assert_eq!(c.quads(), g.quads(), "{name}");
+                for id in 1..=g.dict().len() as Id {
+                    assert_eq!(c.dict().term(id), g.dict().term(id), "{name}");
+                }
+                std::fs::remove_file(&copy).unwrap();
+            }
+        }
         let o = damaged(off + len * 3 / 4).unwrap();
         // The first subject's rows and terms lie before the damage.
         let s0 = o.dict().lookup(first).expect("the first subject");
