@@ -86,12 +86,32 @@ fn store_one(cmd: &StoreCheckCmd) -> Result<(u64, usize)> {
                 if s.dropped == 1 { "" } else { "s" },
                 copy.display()
             ),
+            _ if s.unlogged > 0 || s.segment_lost.is_some() => {}
             _ => eprintln!(
                 "{}: the update log is whole ({} record{}); nothing to salvage",
                 cmd.store.display(),
                 s.kept,
                 if s.kept == 1 { "" } else { "s" }
             ),
+        }
+        if let Some(upto) = s.segment_lost {
+            eprintln!(
+                "{}: gave up the missing delta segment (it held updates up to update {upto}); \
+                 the store opens from its snapshot and its update log",
+                cmd.store.display()
+            );
+        }
+        if s.unlogged > 0 {
+            eprintln!(
+                "{}: gave up {} acknowledged update{} past the end of the update log (it was cut, \
+                 zeroed, damaged at its end, removed or replaced by an older copy); the store \
+                 opens with the {} record{} it holds",
+                cmd.store.display(),
+                s.unlogged,
+                if s.unlogged == 1 { "" } else { "s" },
+                s.kept,
+                if s.kept == 1 { "" } else { "s" }
+            );
         }
     }
     let t = std::time::Instant::now();

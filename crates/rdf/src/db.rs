@@ -68,6 +68,31 @@ pub enum DbError {
         /// Where and how.
         why: String,
     },
+    /// The log ends before an update that was acknowledged (`STORE.acked` says which): it was
+    /// cut, zeroed, removed, or replaced by an older copy.
+    #[error("{path}: the store's updates end at update {have}, but updates up to {acked} were acknowledged (recorded in {record}): {missing} acknowledged update{s} {are} missing (the log was cut, zeroed, damaged at its end, removed or replaced by an older copy); the store is not opened, so that none is lost silently (restore the log from a copy, or `nearflow check store --salvage` opens it without them)", s = if *missing == 1 { "" } else { "s" }, are = if *missing == 1 { "is" } else { "are" })]
+    Unlogged {
+        /// The log.
+        path: PathBuf,
+        /// The file that records the last acknowledged update.
+        record: PathBuf,
+        /// The last update the snapshot, its segment and the log hold.
+        have: u64,
+        /// The last update acknowledged.
+        acked: u64,
+        /// How many acknowledged updates the files do not hold.
+        missing: u64,
+    },
+    /// The delta segment the store needs beside its snapshot is not there.
+    #[error("{path} is missing: the store needs it (so {record} says), since it holds the updates up to update {upto} that its snapshot does not; the store is not opened, so that they are not lost silently (restore the segment from a copy, or `nearflow check store --salvage` opens the store without them)")]
+    SegmentMissing {
+        /// The segment.
+        path: PathBuf,
+        /// The file that records which segment the store needs.
+        record: PathBuf,
+        /// The last update the segment held.
+        upto: u64,
+    },
     /// The background check of a mapped snapshot found a section damaged.
     #[error("{path}: the store's snapshot is damaged: {why}; updates are refused (rebuild it with `nearflow load … --save`, or restore a copy)")]
     SnapshotDamaged {
@@ -188,6 +213,10 @@ struct Log {
 
 struct Writer {
     log: Option<Log>,
+    /// The record of the last acknowledged update (`STORE.acked`), for a durable store.
+    acked: Option<File>,
+    /// The last update of the segment the store needs beside its snapshot (0: none).
+    segment: u64,
     seq: u64,
     last_update: Instant,
 }
@@ -255,6 +284,89 @@ pub fn log_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".log");
     PathBuf::from(p)
+}
+
+/// The record of the last acknowledged update beside snapshot `path` (`STORE.acked`): 28
+/// bytes, `NFACK\0`, format u16, the update's sequence number u64, the last update of the
+/// delta segment the store needs beside its snapshot u64 (0: none), CRC-32 of those. It is
+/// rewritten in place after each update's record is synced to the log, so it is never ahead of
+/// what the log holds: a log that ends before it lost acknowledged updates. The segment's
+/// number is written (and synced) when a checkpoint writes a segment, before it cuts the log,
+/// and cleared once a snapshot holds the segment's updates, before the segment is removed: a
+/// store that needs a segment it does not find lost the updates the segment held.
+pub fn acked_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".acked");
+    PathBuf::from(p)
+}
+
+const ACKED_MAGIC: &[u8; 6] = b"NFACK\0";
+const ACKED_LEN: usize = 28;
+
+/// What `STORE.acked` records: the last acknowledged update, and the last update of the segment
+/// the store needs (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Acked {
+    seq: u64,
+    segment: u64,
+}
+
+/// The record at `path`; `None` when there is none (a store written before these records, or
+/// one never opened for writing).
+fn read_acked(path: &Path) -> Result<Option<Acked>, DbError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let n = ACKED_LEN - 4;
+    let whole = bytes.len() == ACKED_LEN
+        && &bytes[..6] == ACKED_MAGIC
+        && bytes[6..8] == 1u16.to_le_bytes()
+        && crc32fast::hash(&bytes[..n]).to_le_bytes() == bytes[n..];
+    if !whole {
+        return Err(DbError::Damaged {
+            path: path.to_owned(),
+            why: "(the record of the last acknowledged update is not whole)".into(),
+        });
+    }
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    Ok(Some(Acked {
+        seq: word(8),
+        segment: word(16),
+    }))
+}
+
+fn open_acked(path: &Path) -> Result<File, DbError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io(path))
+}
+
+/// Writes `a` into `f` (one write at offset 0).
+fn write_acked(f: &File, a: Acked) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; ACKED_LEN];
+    b[..6].copy_from_slice(ACKED_MAGIC);
+    b[6..8].copy_from_slice(&1u16.to_le_bytes());
+    b[8..16].copy_from_slice(&a.seq.to_le_bytes());
+    b[16..24].copy_from_slice(&a.segment.to_le_bytes());
+    let crc = crc32fast::hash(&b[..ACKED_LEN - 4]);
+    b[ACKED_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+    f.write_all_at(&b, 0)?;
+    f.set_len(ACKED_LEN as u64)
+}
+
+/// [`write_acked`] into the record of store `path`, synced.
+fn record_acked(path: &Path, a: Acked) -> Result<(), DbError> {
+    let ap = acked_path(path);
+    let f = open_acked(&ap)?;
+    write_acked(&f, a)
+        .and_then(|()| f.sync_data())
+        .map_err(io(&ap))
 }
 
 /// The file whose lock is the store's write lock ([`log_path`]'s sibling).
@@ -438,6 +550,8 @@ impl Db {
             None,
             store,
             None,
+            None,
+            0,
             0,
             None,
             true,
@@ -453,6 +567,8 @@ impl Db {
             None,
             store,
             None,
+            None,
+            0,
             0,
             None,
             false,
@@ -467,6 +583,8 @@ impl Db {
         snapshot: Option<PathBuf>,
         store: Store,
         log: Option<Log>,
+        acked: Option<File>,
+        segment: u64,
         seq: u64,
         lock: Option<WriteLock>,
         writable: bool,
@@ -479,6 +597,8 @@ impl Db {
             current: RwLock::new(Arc::new(store)),
             writer: Mutex::new(Writer {
                 log,
+                acked,
+                segment,
                 seq,
                 last_update: Instant::now(),
             }),
@@ -535,6 +655,11 @@ impl Db {
             }
         };
         let disk = OnDisk::of(&store, print);
+        let segment_seq = match &found {
+            segment::Found::Applied(_, s) => *s,
+            _ => 0,
+        };
+        let segment_absent = matches!(found, segment::Found::Absent);
         let mut stats = DbStats::default();
         let store = match found {
             segment::Found::Applied(s, _) => {
@@ -580,10 +705,44 @@ impl Db {
                 (store, r.last_seq, log)
             }
         };
+        let ap = acked_path(path);
+        let have = seq.max(segment_seq);
+        let recorded = read_acked(&ap)?;
+        if let Some(a) = recorded {
+            if a.seq > have {
+                return Err(DbError::Unlogged {
+                    path: lp,
+                    record: ap,
+                    have,
+                    acked: a.seq,
+                    missing: a.seq - have,
+                });
+            }
+            if a.segment > 0 && segment_absent {
+                return Err(DbError::SegmentMissing {
+                    path: seg,
+                    record: ap,
+                    upto: a.segment,
+                });
+            }
+        }
+        // The segment the store now needs: the one applied, or none.
+        let segment = segment_seq;
+        let acked = if writable {
+            let f = open_acked(&ap)?;
+            write_acked(&f, Acked { seq: have, segment })
+                .and_then(|()| f.sync_data())
+                .map_err(io(&ap))?;
+            Some(f)
+        } else {
+            None
+        };
         Ok(Db::new(
             Some(path.to_owned()),
             store,
             log,
+            acked,
+            segment,
             seq,
             lock,
             writable,
@@ -616,6 +775,13 @@ impl Db {
         let out = save()?;
         write_log(&lp, base_seq, &[])?;
         remove_segment(path)?;
+        record_acked(
+            path,
+            Acked {
+                seq: base_seq,
+                segment: 0,
+            },
+        )?;
         Ok(out)
     }
 
@@ -628,6 +794,8 @@ impl Db {
             snapshot::save(&store, path)?;
             write_log(&log.path, seq, &[])?;
             *log = open_append(&log.path)?;
+            w.segment = 0;
+            record_acked(path, Acked { seq, segment: 0 })?;
             remove_segment(path)?;
             *self.disk.lock().expect("not poisoned") = None;
         } else if !self.writable {
@@ -717,6 +885,18 @@ impl Db {
         if let Some(log) = &mut w.log {
             let rec = encode(seq, &new, &changes);
             log.append(&rec)?;
+        }
+        if let Some(f) = &w.acked {
+            // Not synced: it is written after the record is, so a crash can leave it behind
+            // the log, never ahead of it. A failed write loses no update, only the check of the
+            // next open against this one.
+            let _ = write_acked(
+                f,
+                Acked {
+                    seq,
+                    segment: w.segment,
+                },
+            );
         }
         w.seq = seq;
         w.last_update = Instant::now();
@@ -830,11 +1010,30 @@ impl Db {
             disk.as_ref().expect("a large store's snapshot").print
         };
         let bytes = segment::write(path, print, seq, from)?;
+        // Recorded before the log is cut: from here on, the store needs the segment.
+        self.need_segment(seq)?;
         self.cut_log(seq, cut)?;
         let mut st = self.stats.lock().expect("not poisoned");
         st.segments += 1;
         st.last_checkpoint_bytes = bytes;
         Ok(())
+    }
+
+    /// Records, synced, that the store needs the segment holding the updates up to `upto`
+    /// beside its snapshot (0: none).
+    fn need_segment(&self, upto: u64) -> Result<(), DbError> {
+        let mut w = self.writer.lock().expect("not poisoned");
+        w.segment = upto;
+        match (&self.snapshot, w.acked.is_some()) {
+            (Some(path), true) => record_acked(
+                path,
+                Acked {
+                    seq: w.seq,
+                    segment: upto,
+                },
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// Writes `from` (every record up to `seq`) as the snapshot, its delta merged in as the
@@ -871,6 +1070,8 @@ impl Db {
     /// The snapshot at `path` just written from `written`, mapped; the segment of the one it
     /// replaced removed, and the new one recorded as the store's file.
     fn map_written(&self, path: &Path, written: &Store) -> Result<Store, DbError> {
+        // The snapshot holds the segment's updates: recorded before the segment goes.
+        self.need_segment(0)?;
         remove_segment(path)?;
         let mapped = snapshot::open(path, written.machine())?;
         let print = segment::fingerprint(path)?;
@@ -969,6 +1170,11 @@ pub struct Salvaged {
     pub copy: Option<PathBuf>,
     /// Where and how it was damaged.
     pub why: Option<String>,
+    /// Acknowledged updates past the log's end (`STORE.acked` recorded a later one), given up:
+    /// the record now names the log's last update.
+    pub unlogged: u64,
+    /// The last update of a delta segment the store needed and did not find, given up.
+    pub segment_lost: Option<u64>,
 }
 
 /// Cuts the log of store `path` back to its good records when it is damaged (a copy of the
@@ -978,33 +1184,94 @@ pub struct Salvaged {
 pub fn salvage(path: &Path) -> Result<Salvaged, DbError> {
     let _lock = lock(path)?;
     let lp = log_path(path);
-    let bytes = std::fs::read(&lp).map_err(io(&lp))?;
-    let scan = logfmt::scan(&bytes).map_err(|why| DbError::Damaged {
-        path: lp.clone(),
+    let mut out = match std::fs::read(&lp) {
+        Ok(bytes) => salvage_log(&lp, &bytes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+            Salvaged {
+                kept: 0,
+                dropped: 0,
+                copy: None,
+                why: None,
+                unlogged: 0,
+                segment_lost: None,
+            },
+            0,
+        ),
+        Err(e) => return Err(io(&lp)(e)),
+    };
+    // An acknowledged update past the log's end is given up too, said in `unlogged`.
+    let ap = acked_path(path);
+    let acked = match read_acked(&ap) {
+        Ok(a) => a,
+        // A damaged record says nothing to keep.
+        Err(DbError::Damaged { .. }) => Some(Acked {
+            seq: u64::MAX,
+            segment: 0,
+        }),
+        Err(e) => return Err(e),
+    };
+    let last = out.1;
+    let seg_absent = !segment::segment_path(path).exists();
+    match acked {
+        Some(a) if a.seq > last || (a.segment > 0 && seg_absent) => {
+            if a.seq > last && a.seq != u64::MAX {
+                out.0.unlogged = a.seq - last;
+            }
+            if a.segment > 0 && seg_absent {
+                out.0.segment_lost = Some(a.segment);
+            }
+            let segment = if seg_absent { 0 } else { a.segment };
+            record_acked(
+                path,
+                Acked {
+                    seq: a.seq.min(last).max(segment),
+                    segment,
+                },
+            )?;
+        }
+        _ => {}
+    }
+    Ok(out.0)
+}
+
+/// [`salvage`] of the log's bytes: what was kept and dropped, and the last update kept.
+fn salvage_log(lp: &Path, bytes: &[u8]) -> Result<(Salvaged, u64), DbError> {
+    let scan = logfmt::scan(bytes).map_err(|why| DbError::Damaged {
+        path: lp.to_owned(),
         why,
     })?;
     let End::Damaged { at, record, why } = &scan.end else {
-        return Ok(Salvaged {
-            kept: scan.records.len(),
-            dropped: 0,
-            copy: None,
-            why: None,
-        });
+        return Ok((
+            Salvaged {
+                kept: scan.records.len(),
+                dropped: 0,
+                copy: None,
+                why: None,
+                unlogged: 0,
+                segment_lost: None,
+            },
+            scan.last_seq,
+        ));
     };
-    let dropped = 1 + logfmt::readable_after(&bytes, scan.version, *at, scan.last_seq);
+    let dropped = 1 + logfmt::readable_after(bytes, scan.version, *at, scan.last_seq);
     let mut copy = lp.as_os_str().to_owned();
     copy.push(".damaged");
     let copy = PathBuf::from(copy);
-    std::fs::write(&copy, &bytes)
+    std::fs::write(&copy, bytes)
         .and_then(|()| File::open(&copy)?.sync_all())
         .map_err(io(&copy))?;
-    write_log(&lp, scan.base_seq, &reframed(&bytes, &scan))?;
-    Ok(Salvaged {
-        kept: scan.records.len(),
-        dropped,
-        copy: Some(copy),
-        why: Some(format!("at byte {at} (record {record}): {why}")),
-    })
+    write_log(lp, scan.base_seq, &reframed(bytes, &scan))?;
+    Ok((
+        Salvaged {
+            kept: scan.records.len(),
+            dropped,
+            copy: Some(copy),
+            why: Some(format!("at byte {at} (record {record}): {why}")),
+            unlogged: 0,
+            segment_lost: None,
+        },
+        scan.last_seq,
+    ))
 }
 
 /// Removes the temporary files a killed writer of this store left (a snapshot or a log being
@@ -1177,14 +1444,21 @@ mod tests {
         }
         let lp = log_path(&path);
         let whole = std::fs::read(&lp).unwrap();
-        // Cut at every byte of the last record: the first two updates always come back.
+        // Cut at every byte of the last record: the first two updates always come back. The
+        // third was acknowledged, so its loss is refused; a crash while its record was being
+        // written (before it was acknowledged) leaves the record of the second as the last.
         let rec = (whole.len() - HEADER) / 3;
+        let acked = std::fs::read(acked_path(&path)).unwrap();
         for cut in [
             whole.len() - 1,
             whole.len() - rec + 3,
             whole.len() - rec + 9,
         ] {
             std::fs::write(&lp, &whole[..cut]).unwrap();
+            std::fs::write(acked_path(&path), &acked).unwrap();
+            let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
+            assert!(e.contains("1 acknowledged update is missing"), "{e}");
+            record_acked(&path, Acked { seq: 2, segment: 0 }).unwrap();
             let db = Db::open(&path, &machine(), true).unwrap();
             assert_eq!(db.current().len(), 5, "cut at {cut}");
             assert!(db.stats().dropped_bytes > 0);
@@ -1205,6 +1479,79 @@ mod tests {
         std::fs::write(&lp, b"hello").unwrap();
         let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
         assert!(e.contains("header"), "{e}");
+    }
+
+    /// An acknowledged update the log no longer holds (cut at a record's end, zeroed from the
+    /// middle, the last record damaged, removed, an older copy put back) is refused, saying how
+    /// many; `salvage` gives them up, saying so, and the store opens; bytes after the last
+    /// acknowledged record (a torn write) are dropped as before.
+    #[test]
+    fn acknowledged_updates_past_the_log_are_refused_until_salvaged() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        snapshot::save(&store_with(3), &path).unwrap();
+        let lp = log_path(&path);
+        let older = {
+            let db = Db::open(&path, &machine(), true).unwrap();
+            for i in 0..3 {
+                insert(&db, i, None);
+            }
+            let older = std::fs::read(&lp).unwrap();
+            for i in 3..5 {
+                insert(&db, i, None);
+            }
+            older
+        };
+        let whole = std::fs::read(&lp).unwrap();
+        let starts = record_starts(&whole);
+        let mut flipped = whole.clone();
+        *flipped.last_mut().unwrap() ^= 0x10;
+        let mut zeroed = whole.clone();
+        zeroed[starts[2]..].fill(0);
+        let cases: [(&str, Option<Vec<u8>>, u64); 5] = [
+            (
+                "cut after the third record",
+                Some(whole[..starts[3]].to_vec()),
+                2,
+            ),
+            ("zeroed from the third record", Some(zeroed), 3),
+            ("the last record damaged", Some(flipped), 1),
+            ("an older copy", Some(older), 2),
+            ("removed", None, 5),
+        ];
+        let acked = std::fs::read(acked_path(&path)).unwrap();
+        for (case, log, missing) in cases {
+            match &log {
+                Some(b) => std::fs::write(&lp, b).unwrap(),
+                None => std::fs::remove_file(&lp).unwrap(),
+            }
+            std::fs::write(acked_path(&path), &acked).unwrap();
+            for writable in [false, true] {
+                let e = Db::open(&path, &machine(), writable)
+                    .unwrap_err()
+                    .to_string();
+                let s = if missing == 1 { " is" } else { "s are" };
+                assert!(
+                    e.contains(&format!("{missing} acknowledged update{s} missing")),
+                    "{case}: {e}"
+                );
+                assert!(e.contains("--salvage"), "{case}: {e}");
+            }
+            let s = salvage(&path).unwrap();
+            assert_eq!(s.unlogged, missing, "{case}");
+            let db = Db::open(&path, &machine(), true).unwrap();
+            assert_eq!(db.current().len(), 3 + 5 - missing, "{case}");
+            drop(db);
+            std::fs::write(&lp, &whole).unwrap();
+        }
+        // A write cut short after the last acknowledged record: dropped, nothing refused.
+        std::fs::write(acked_path(&path), &acked).unwrap();
+        let mut torn = whole.clone();
+        torn.extend_from_slice(&whole[starts[4]..starts[4] + 10]);
+        std::fs::write(&lp, &torn).unwrap();
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.current().len(), 8);
+        assert!(db.stats().dropped_bytes > 0);
     }
 
     /// The byte offsets of the records of a log of format 2.
@@ -1488,6 +1835,35 @@ mod tests {
         assert_eq!(terms_of(&got), terms_of(&want));
         assert_eq!(stats_of(&got), stats_of(&want));
         assert_eq!(got.graph_ids().len(), 2);
+        drop(read);
+        // The segment removed: its 15 updates would be lost, so the store is not opened;
+        // salvage gives them up, saying so.
+        let kept = std::fs::read(&seg).unwrap();
+        std::fs::remove_file(&seg).unwrap();
+        for writable in [false, true] {
+            let e = Db::open(&path, &machine(), writable)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("s.nfs.delta is missing") && e.contains("up to update 15"),
+                "{e}"
+            );
+        }
+        // Put back, it opens again.
+        std::fs::write(&seg, &kept).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), true).unwrap().current().len(),
+            106
+        );
+        std::fs::remove_file(&seg).unwrap();
+        let s = salvage(&path).unwrap();
+        assert_eq!(s.segment_lost, Some(15));
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(
+            db.current().len(),
+            100 + 1,
+            "the snapshot and the record after"
+        );
     }
 
     #[test]

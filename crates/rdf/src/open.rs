@@ -293,6 +293,7 @@ pub fn load_to_cluster(
                 self.0.to_owned(),
                 crate::db::log_path(self.0),
                 crate::db::lock_path(self.0),
+                crate::db::acked_path(self.0),
             ] {
                 let _ = std::fs::remove_file(f);
             }

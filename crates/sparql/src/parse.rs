@@ -32,14 +32,14 @@ const STACK_PER_ELEMENT: usize = if cfg!(debug_assertions) {
     1 << 10
 };
 
-/// How many levels ([`Bound::levels`]) a text may open under any reading of it, counting
-/// brackets and unary operators in its strings, IRIs and comments wherever a reading could
-/// take them for code: the stack room is reserved from this count, so it is bounded.
+/// How many levels (brackets open, and unary operators read) a text may open under any
+/// reading of it, counting brackets and unary operators in its strings, IRIs and comments
+/// wherever a reading could take them for code: the stack room is reserved from this count,
+/// so it is bounded.
 pub const MAX_LEVELS: usize = 4096;
 
-/// How many brackets and operators ([`Bound::brackets`] + [`Bound::operators`]) a text may
-/// hold under any reading of it (the slashes of its IRIs among them): the room reserved per
-/// element is bounded by this count.
+/// How many brackets and operators a text may hold under any reading of it (the slashes of
+/// its IRIs among them): the room reserved per element is bounded by this count.
 pub const MAX_ELEMENTS: usize = 1 << 18;
 
 /// How many binary operators (`/`, `|`, `^`, `+`, `-`, `*`, `&&`, `||`, counted by character)

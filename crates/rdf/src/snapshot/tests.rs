@@ -431,7 +431,9 @@ fn packed_damage(f: &Path, m: &Machine) {
             Err(e) => {
                 let e = e.to_string();
                 assert!(
-                    e.contains("is damaged") && e.contains(name) && e.contains("nothing was written"),
+                    e.contains("is damaged")
+                        && e.contains(name)
+                        && e.contains("nothing was written"),
                     "{name}: {e}"
                 );
                 assert!(!copy.exists(), "{name}: a copy of damaged data was kept");
