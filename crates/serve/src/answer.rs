@@ -68,6 +68,8 @@ pub(crate) async fn query(
             chosen: None,
             buf: Vec::new(),
             tx: body_tx,
+            deadline: None,
+            io: tokio::runtime::Handle::current(),
         };
         let r = run(&ep2, req, accept.as_deref(), flag, &mut out);
         if !head_only && matches!(r, Err(ref e) if e.cancelled) {
@@ -127,8 +129,12 @@ fn run(
     out: &mut Out,
 ) -> Result<(), ApiError> {
     let cfg = &ep.config;
+    let timeout = req.timeout.map_or(cfg.timeout, |t| t.min(cfg.timeout));
+    // The time limit holds for the wait for a client that reads slowly too: past it the
+    // answer's next chunk is not waited for, and the query stops.
+    out.deadline = Some(std::time::Instant::now() + timeout);
     let options = Options {
-        timeout: Some(req.timeout.map_or(cfg.timeout, |t| t.min(cfg.timeout))),
+        timeout: Some(timeout),
         memory_limit: cfg.memory_limit,
         spill: cfg.spill.clone(),
         base: req.base.clone(),
@@ -176,6 +182,9 @@ fn written(e: io::Error) -> ApiError {
     if e.kind() == io::ErrorKind::InvalidData {
         return ApiError::new(StatusCode::NOT_ACCEPTABLE, e.to_string());
     }
+    if e.kind() == io::ErrorKind::TimedOut {
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+    }
     tracing::debug!(error = %e, "the answer could not be written");
     ApiError::from(QueryError::Cancelled)
 }
@@ -186,6 +195,10 @@ struct Out {
     chosen: Option<Chosen>,
     buf: Vec<u8>,
     tx: mpsc::Sender<io::Result<Bytes>>,
+    /// The query's time limit: a chunk the client has not made room for by then is not sent.
+    deadline: Option<std::time::Instant>,
+    /// The I/O runtime, whose timer bounds the wait for the client.
+    io: tokio::runtime::Handle,
 }
 
 impl Out {
@@ -200,7 +213,22 @@ impl Out {
         }
         if !self.buf.is_empty() {
             let chunk = Bytes::from(std::mem::take(&mut self.buf));
-            self.tx.blocking_send(Ok(chunk)).map_err(|_| closed())?;
+            let Some(deadline) = self.deadline else {
+                return self.tx.blocking_send(Ok(chunk)).map_err(|_| closed());
+            };
+            let deadline = tokio::time::Instant::from_std(deadline);
+            match self
+                .io
+                .block_on(tokio::time::timeout_at(deadline, self.tx.send(Ok(chunk))))
+            {
+                Ok(sent) => sent.map_err(|_| closed())?,
+                Err(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client did not read the answer within the query's time limit",
+                    ))
+                }
+            }
         }
         Ok(())
     }

@@ -9,7 +9,9 @@
 //! 2. Other origins: a form POST to `/update`, a `DELETE /store?default`, a read and a
 //!    preflight from `http://evil.example`, a DNS-rebinding `Host`.
 //! 3. Memory bombs under a 256 MiB limit: ORDER BY with 3,000 keys, ORDER BY a computed
-//!    CONCAT over a cross product, a CONSTRUCT and an INSERT whose WHERE is a cross product.
+//!    CONCAT over a cross product, a CONSTRUCT and an INSERT whose WHERE is a cross product;
+//!    clients that send a query with a large answer and read none of it (the rows waiting
+//!    for them charged to the memory limit, the wait bounded by the time limit).
 //! 5. Limits inside long loops: an IN list of 60,000 under a 1 s time limit, a query and an
 //!    update whose client goes away.
 //! 6. Slow and oversized bodies: a declared length that never arrives, a chunked trickle, a
@@ -215,6 +217,12 @@ fn limits_hold_inside_long_loops_and_for_clients_that_leave() {
 }
 
 #[test]
+fn clients_that_read_nothing_are_bounded_and_give_back_their_turns() {
+    // A time limit long enough that only the memory limit stops the first case.
+    one_at_a_time_within(Duration::from_secs(3), readers_of_nothing);
+}
+
+#[test]
 fn slow_and_oversized_bodies_are_cut_off() {
     one_at_a_time(slow_and_oversized_bodies);
 }
@@ -417,6 +425,90 @@ fn other_origins(s: &Server) {
         .as_bytes(),
         "204",
     );
+}
+
+fn vm_rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sends `req` on a connection it returns, reading nothing of the answer.
+fn send_and_read_nothing(addr: SocketAddr, req: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(req).unwrap();
+    c
+}
+
+/// 3b. Clients that send a query with a large answer and read none of it: the rows waiting for
+/// them count against the query's memory limit, the wait against its time limit, and their
+/// turns come back while they are still connected.
+fn readers_of_nothing(s: &Server) {
+    let cross = get(
+        &format!("/query?query={}", enc("SELECT * { ?a ?b ?c . ?d ?e ?f }")),
+        "Accept: text/tab-separated-values\r\n",
+    );
+    let base = vm_rss_kib();
+    let c = send_and_read_nothing(s.addr, &cross);
+    let started = Instant::now();
+    let mut peak = base;
+    while s
+        .ep
+        .counters
+        .running
+        .load(std::sync::atomic::Ordering::SeqCst)
+        > 0
+        || started.elapsed() < Duration::from_millis(500)
+    {
+        peak = peak.max(vm_rss_kib());
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a query whose client reads nothing still runs after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grew = peak.saturating_sub(base) >> 10;
+    eprintln!(
+        "a client that reads nothing: the resident set grew by {grew} MiB, the query ended after {:.1?}",
+        started.elapsed()
+    );
+    assert!(
+        grew < 384,
+        "the resident set grew by {grew} MiB for a client that reads nothing, under a 256 MiB limit"
+    );
+    alive(s, "a client that reads nothing");
+    drop(c);
+    // More of them than run at once: each turn comes back at the time limit at the latest.
+    let small = get(
+        &format!(
+            "/query?query={}",
+            enc("SELECT * { ?a <http://ex/name> ?c . ?d <http://ex/name> ?f }")
+        ),
+        "Accept: text/tab-separated-values\r\n",
+    );
+    let held: Vec<TcpStream> = (0..6)
+        .map(|_| send_and_read_nothing(s.addr, &small))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    while s
+        .ep
+        .counters
+        .running
+        .load(std::sync::atomic::Ordering::SeqCst)
+        > 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "queries whose clients read nothing hold their turns past the time limit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    alive(s, "six clients that read nothing");
+    drop(held);
 }
 
 /// 3. A query over its memory limit fails with 503 before it grows past it.

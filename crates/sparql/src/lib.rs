@@ -387,6 +387,9 @@ pub struct Prepared {
 /// A running query: batches of rows as they come, then the plan's counters.
 pub struct Running {
     rx: Receiver<Rows>,
+    /// The count of rows in `rx` not taken yet (the sink waits past a few packets of them);
+    /// dropped, it tells the sink the caller has gone.
+    waiting: lower::Caller,
     /// The plan's handle and shape; `None` for a query answered without a request (its plan
     /// yields nothing: [`physical::yields_nothing`]).
     run: Option<(PlanHandle, PlanShape)>,
@@ -475,16 +478,33 @@ impl Running {
                 return None;
             }
             match self.rx.recv_timeout(std::time::Duration::from_millis(20)) {
-                Ok(b) => return Some(b),
+                Ok(b) => {
+                    self.taken(&b);
+                    return Some(b);
+                }
                 Err(RecvTimeoutError::Disconnected) => return None,
                 // A plan that failed never closes the channel: ask the runtime.
                 Err(RecvTimeoutError::Timeout)
                     if self.run.as_ref().is_none_or(|(h, _)| h.is_done()) =>
                 {
-                    return self.rx.try_recv().ok()
+                    let b = self.rx.try_recv().ok();
+                    if let Some(b) = &b {
+                        self.taken(b);
+                    }
+                    return b;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
+        }
+    }
+
+    /// Batch `b` was taken from the channel: the caller holds its rows now, so the sink's
+    /// count of rows waiting, and its charge for them, give them up.
+    fn taken(&self, b: &Rows) {
+        let bytes = lower::sink_bytes(b);
+        self.waiting.took(bytes);
+        if let Some((h, _)) = &self.run {
+            h.release_held(bytes);
         }
     }
 
@@ -492,6 +512,7 @@ impl Running {
     pub fn finish(self) -> Result<PlanStats, QueryError> {
         let Running {
             rx,
+            waiting,
             run,
             minted,
             deadline,
@@ -503,8 +524,10 @@ impl Running {
         let Some((handle, _)) = run else {
             return Ok(PlanStats::default());
         };
-        let out = handle.wait();
+        // No more rows are taken: the sink no longer waits for them (it drops the rest).
+        drop(waiting);
         drop(rx);
+        let out = handle.wait();
         if stopped {
             return Err(QueryError::Cancelled);
         }
@@ -627,6 +650,7 @@ impl Prepared {
             let (_, rx) = std::sync::mpsc::channel();
             return Ok(Running {
                 rx,
+                waiting: lower::Caller::default(),
                 run: None,
                 minted,
                 deadline: None,
@@ -664,7 +688,8 @@ impl Prepared {
             spill: self.options.spill.as_deref().map(Into::into),
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        lower::build_into(&cx, &mut b, &self.phys, tx);
+        let (handoff, waiting) = lower::Handoff::new(tx);
+        lower::build_into(&cx, &mut b, &self.phys, handoff);
         let plan = b.build().map_err(|e| QueryError::Exec(e.to_string()))?;
         let shape = plan.shape();
         let deadline = self
@@ -673,6 +698,7 @@ impl Prepared {
             .map(|t| (t, std::time::Instant::now() + t));
         Ok(Running {
             rx,
+            waiting,
             run: Some((plan.submit(rt), shape)),
             minted,
             deadline,

@@ -37,13 +37,15 @@ mod path;
 mod project;
 mod scan;
 mod sink;
+pub(crate) use sink::handed_bytes as sink_bytes;
+pub(crate) use sink::Caller;
+pub use sink::Handoff;
 mod sort;
 mod spill;
 mod star_count;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -654,8 +656,8 @@ fn counted<const N: usize>(
 ///
 /// # Panics
 /// If the width is past [`MAX_WIDTH`] (planning refuses such queries).
-pub fn build_into(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
-    fn with<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Sender<Rows>) {
+pub fn build_into(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Handoff) {
+    fn with<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys, tx: Handoff) {
         let streams = build::<N>(cx, b, p);
         sink::build::<N>(b, streams, tx, cx.width);
     }
