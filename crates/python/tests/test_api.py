@@ -366,3 +366,39 @@ def test_dump_writes_trig(small):
     assert sorted(map(str, again.quads_for_pattern())) == sorted(map(str, small.quads_for_pattern()))
     with pytest.raises(ValueError, match="from_graph"):
         small.dump(format="trig", from_graph=DefaultGraph())
+
+
+def test_a_damaged_store_raises_and_never_answers_with_made_up_terms(tmp_path):
+    path = tmp_path / "d.store"
+    s = nearflow.Store(path)
+    data = "".join(f'<http://example.com/s{i}> <http://example.com/p> "value {i}" .\n' for i in range(3000))
+    s.load(data.encode(), format="nt")
+    s.flush()
+    del s
+    good = path.read_bytes()
+    refused = 0
+    for pct in (20, 40, 60, 80, 95):
+        damaged = bytearray(good)
+        damaged[len(good) * pct // 100] ^= 0x04
+        path.write_bytes(bytes(damaged))
+        for f in tmp_path.iterdir():
+            if f.name != path.name and f.name.startswith(path.name) and not f.name.endswith(".lock"):
+                f.unlink()
+        try:
+            s = nearflow.Store(path)
+        except (OSError, ValueError, RuntimeError) as e:
+            assert "damaged" in str(e), str(e)
+            refused += 1
+            continue
+        try:
+            rows = [tuple(str(v) for v in r) for r in s.query("SELECT ?s ?o { ?s ?p ?o }")]
+            df = s.query("SELECT ?s ?o { ?s ?p ?o }").term_columns()
+        except RuntimeError as e:
+            assert "damaged" in str(e), str(e)
+            refused += 1
+        else:
+            assert len(rows) == 3000
+            assert not any("damaged-term" in x for r in rows for x in r)
+            assert len(df[1][0]) == 3000
+        del s
+    assert refused > 0, "no damage was found at any of the points"
