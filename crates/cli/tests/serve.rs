@@ -96,32 +96,9 @@ fn serve_refuses_bad_flags_and_a_taken_port() {
 
 /// Starts `nearflow serve ARGS…`; its child and the port it listens on, read from stderr once
 /// it says "serving" (the lines before, warnings included, returned too).
-// The child is handed to the caller, who stops it and waits for it (`stop`).
-#[allow(clippy::zombie_processes)]
 fn serving(args: &[&str]) -> (std::process::Child, u16, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server ended before it served: {said}");
-        }
-        said.push_str(&line);
-        if line.starts_with("serving") {
-            let port = common::served_at(&line)
-                .and_then(|a| a.rsplit(':').next().map(str::to_owned))
-                .and_then(|p| p.parse().ok())
-                .unwrap_or_else(|| panic!("no port in {line:?}"));
-            return (child, port, said);
-        }
-    }
+    serving_or_refused(args)
+        .unwrap_or_else(|said| panic!("the server ended before it served: {said}"))
 }
 
 fn stop(mut child: std::process::Child) {
@@ -292,11 +269,12 @@ fn serve_outlives_clients_that_leave_mid_answer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `nearflow serve ARGS…` as [`serving`] does; `Err` with what it said when it ends
-/// before it serves (a store refused at open).
+/// Starts `nearflow serve ARGS…`: its child, the port it listens on and the lines it said
+/// before (warnings included), read from stderr once it says "serving"; `Err` with what it
+/// said when it ends before it serves (a store refused at open).
 // The child is handed to the caller, who stops it and waits for it.
 #[allow(clippy::zombie_processes)]
-fn serving_or_refused(args: &[&str]) -> Result<(std::process::Child, u16), String> {
+fn serving_or_refused(args: &[&str]) -> Result<(std::process::Child, u16, String), String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_nearflow"))
         .args(args)
         .stderr(Stdio::piped())
@@ -319,21 +297,9 @@ fn serving_or_refused(args: &[&str]) -> Result<(std::process::Child, u16), Strin
                 .unwrap_or_else(|| panic!("no port in {line:?}"));
             // The rest of what it says is read, so that it never blocks on a full pipe.
             std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-            return Ok((child, port));
+            return Ok((child, port, said));
         }
     }
-}
-
-/// `s` percent-encoded for a URL's query.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The status and the body's lines, sorted, of a GET of `query` asking for `accept`.
@@ -342,7 +308,7 @@ fn answer(at: &str, query: &str, accept: &str) -> (String, Vec<String>) {
         at,
         &format!(
             "GET /query?query={} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n",
-            enc(query)
+            nearflow_serve::protocol::encode(query)
         ),
     );
     let status = r.get(9..12).unwrap_or("").to_owned();
@@ -422,7 +388,7 @@ fn damage_in_a_snapshot_is_an_error_never_an_answer() {
             store.to_str().unwrap(),
         ])
     };
-    let (child, port) = serve(&good).expect("the good store serves");
+    let (child, port, _) = serve(&good).expect("the good store serves");
     let at = format!("127.0.0.1:{port}");
     let expected: Vec<Vec<String>> = queries
         .iter()
@@ -445,7 +411,7 @@ fn damage_in_a_snapshot_is_an_error_never_an_answer() {
         let mut b = bytes.clone();
         b[bytes.len() * pct / 100] ^= 0x04;
         std::fs::write(&store, &b).unwrap();
-        let (mut child, port) = match serve(&store) {
+        let (mut child, port, _) = match serve(&store) {
             Ok(c) => c,
             Err(said) => {
                 assert!(said.contains("damaged"), "at {pct} %: {said}");
@@ -488,7 +454,7 @@ fn damage_in_a_snapshot_is_an_error_never_an_answer() {
         let said = String::from_utf8_lossy(&check.stderr).into_owned()
             + &String::from_utf8_lossy(&check.stdout);
         if check.status.success() {
-            let (child, port) = serve(&store).expect("a store found whole serves");
+            let (child, port, _) = serve(&store).expect("a store found whole serves");
             let (status, lines) = answer(&format!("127.0.0.1:{port}"), queries[0].0, queries[0].1);
             stop(child);
             let mut want = expected[0].clone();

@@ -168,13 +168,18 @@ fn body(reply: &str) -> String {
     out
 }
 
-fn vm_hwm_kib() -> u64 {
+/// A line of this process's `/proc/self/status` in KiB (`VmHWM:`, `VmRSS:`).
+fn status_kib(field: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
     s.lines()
-        .find(|l| l.starts_with("VmHWM:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+fn vm_hwm_kib() -> u64 {
+    status_kib("VmHWM:")
 }
 
 /// The cases run one at a time (their time bounds and the memory peak mean nothing beside
@@ -428,12 +433,14 @@ fn other_origins(s: &Server) {
 }
 
 fn vm_rss_kib() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    status_kib("VmRSS:")
+}
+
+/// Queries running now.
+fn running(s: &Server) -> usize {
+    s.ep.counters
+        .running
+        .load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Sends `req` on a connection it returns, reading nothing of the answer.
@@ -455,14 +462,7 @@ fn readers_of_nothing(s: &Server) {
     let c = send_and_read_nothing(s.addr, &cross);
     let started = Instant::now();
     let mut peak = base;
-    while s
-        .ep
-        .counters
-        .running
-        .load(std::sync::atomic::Ordering::SeqCst)
-        > 0
-        || started.elapsed() < Duration::from_millis(500)
-    {
+    while running(s) > 0 || started.elapsed() < Duration::from_millis(500) {
         peak = peak.max(vm_rss_kib());
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -494,13 +494,7 @@ fn readers_of_nothing(s: &Server) {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
-    while s
-        .ep
-        .counters
-        .running
-        .load(std::sync::atomic::Ordering::SeqCst)
-        > 0
-    {
+    while running(s) > 0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "queries whose clients read nothing hold their turns past the time limit"
@@ -628,17 +622,10 @@ fn limits_inside_long_loops(s: &Server) {
     alive(s, "clients that left");
 }
 
-/// Waits until a query is running (`running`) or none is, failing with `why` after `within`.
-fn wait_until(s: &Server, running: bool, within: Duration, why: &str) {
+/// Waits until a query is running (`busy`) or none is, failing with `why` after `within`.
+fn wait_until(s: &Server, busy: bool, within: Duration, why: &str) {
     let t = Instant::now();
-    while (s
-        .ep
-        .counters
-        .running
-        .load(std::sync::atomic::Ordering::SeqCst)
-        > 0)
-        != running
-    {
+    while (running(s) > 0) != busy {
         assert!(t.elapsed() < within, "{why}");
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -46,42 +46,41 @@ impl Bound {
     }
 }
 
-/// The lexical states of the automaton.
-#[derive(Clone, Copy)]
-enum State {
-    /// Code where no operand precedes (the start, after an operator or an opening bracket).
-    Code = 0,
-    /// Code right after an operand (a name, a variable, a literal, an IRI, a closing bracket).
-    AfterOperand,
-    /// The character after a `\` in code, read as escaped.
-    Escaped,
-    /// A comment, after code where no operand precedes.
-    Comment,
-    /// A comment, after an operand.
-    CommentAfterOperand,
-    /// `'…'`.
-    Single,
-    /// `"…"`.
-    Double,
-    /// `'''…'''`.
-    LongSingle,
-    /// `"""…"""`.
-    LongDouble,
-    /// The character after a `\` in each kind of string.
-    SingleEscaped,
-    DoubleEscaped,
-    LongSingleEscaped,
-    LongDoubleEscaped,
-    /// `<…>`, up to the first `>` (the parser's IRIREF rule takes any other character, and
-    /// checks the IRI after).
-    Iri,
-    /// The second and third quotes of `'''` and `"""`.
-    OpeningSingle,
-    OpeningSingle2,
-    OpeningDouble,
-    OpeningDouble2,
-}
+// The lexical states of the automaton, each an index into the per-state counts.
 
+/// Code where no operand precedes (the start, after an operator or an opening bracket).
+const CODE: usize = 0;
+/// Code right after an operand (a name, a variable, a literal, an IRI, a closing bracket).
+const AFTER_OPERAND: usize = 1;
+/// The character after a `\` in code, read as escaped.
+const ESCAPED: usize = 2;
+/// A comment, after code where no operand precedes.
+const COMMENT: usize = 3;
+/// A comment, after an operand.
+const COMMENT_AFTER_OPERAND: usize = 4;
+/// `'…'`.
+const SINGLE: usize = 5;
+/// `"…"`.
+const DOUBLE: usize = 6;
+/// `'''…'''`.
+const LONG_SINGLE: usize = 7;
+/// `"""…"""`.
+const LONG_DOUBLE: usize = 8;
+/// The character after a `\` in each kind of string.
+const SINGLE_ESCAPED: usize = 9;
+const DOUBLE_ESCAPED: usize = 10;
+const LONG_SINGLE_ESCAPED: usize = 11;
+const LONG_DOUBLE_ESCAPED: usize = 12;
+/// `<…>`, up to the first `>` (the parser's IRIREF rule takes any other character, and
+/// checks the IRI after).
+const IRI: usize = 13;
+/// The second and third quotes of `'''` and `"""`.
+const OPENING_SINGLE: usize = 14;
+const OPENING_SINGLE2: usize = 15;
+const OPENING_DOUBLE: usize = 16;
+const OPENING_DOUBLE2: usize = 17;
+
+/// How many states there are.
 const STATES: usize = 18;
 
 /// What one reading has counted: the counts of [`Bound`] and the depth it is at.
@@ -124,7 +123,7 @@ pub(crate) fn unescaped(text: &str) -> String {
 /// The bound of one sequence of characters.
 fn bound_of(chars: impl Iterator<Item = char>) -> Bound {
     let mut now: [Option<Path>; STATES] = [None; STATES];
-    now[State::Code as usize] = Some(Path::default());
+    now[CODE] = Some(Path::default());
     let mut out = Bound::default();
     // The last three characters, for `'''` and `"""`.
     let mut before = [' '; 2];
@@ -132,8 +131,8 @@ fn bound_of(chars: impl Iterator<Item = char>) -> Bound {
     while let Some(c) = chars.next() {
         let next = chars.peek().copied();
         let mut then: [Option<Path>; STATES] = [None; STATES];
-        let mut go = |s: State, p: Path| {
-            let slot = &mut then[s as usize];
+        let mut go = |s: usize, p: Path| {
+            let slot = &mut then[s];
             *slot = Some(slot.map_or(p, |q| q.max(p)));
         };
         for (i, p) in now.iter().enumerate() {
@@ -161,57 +160,56 @@ fn step(
     next: Option<char>,
     before: [char; 2],
     mut p: Path,
-    go: &mut impl FnMut(State, Path),
+    go: &mut impl FnMut(usize, Path),
 ) {
-    use State::*;
-    let after_operand = from == AfterOperand as usize;
-    let code = from == Code as usize || after_operand;
+    let after_operand = from == AFTER_OPERAND;
+    let code = from == CODE || after_operand;
     if code {
         // Where the code goes after `c`, keeping operand-ness over white space.
-        let same = if after_operand { AfterOperand } else { Code };
+        let same = if after_operand { AFTER_OPERAND } else { CODE };
         match c {
             '(' | '{' | '[' => {
                 p.depth += 1;
                 p.brackets += 1;
-                go(Code, p);
+                go(CODE, p);
             }
             ')' | '}' | ']' => {
                 p.depth = p.depth.saturating_sub(1);
-                go(AfterOperand, p);
+                go(AFTER_OPERAND, p);
             }
             '#' => go(
                 if after_operand {
-                    CommentAfterOperand
+                    COMMENT_AFTER_OPERAND
                 } else {
-                    Comment
+                    COMMENT
                 },
                 p,
             ),
             '\'' | '"' => {
                 // A short string, and where a second quote follows, the opening of a long one
                 // too (`''` is an empty short string unless a third quote follows).
-                go(if c == '\'' { Single } else { Double }, p);
+                go(if c == '\'' { SINGLE } else { DOUBLE }, p);
                 if next == Some(c) {
                     go(
                         if c == '\'' {
-                            OpeningSingle
+                            OPENING_SINGLE
                         } else {
-                            OpeningDouble
+                            OPENING_DOUBLE
                         },
                         p,
                     );
                 }
             }
             '\\' => {
-                go(Escaped, p);
+                go(ESCAPED, p);
                 go(same, p);
             }
             '<' => {
-                go(Iri, p);
+                go(IRI, p);
                 if after_operand {
                     // The comparison operator.
                     p.operators += 1;
-                    go(Code, p);
+                    go(CODE, p);
                 }
             }
             '!' | '-' | '+' => {
@@ -220,109 +218,86 @@ fn step(
                 } else {
                     p.unary += 1;
                 }
-                go(Code, p);
+                go(CODE, p);
             }
             '/' | '|' | '^' | '*' | '&' => {
                 p.operators += 1;
-                go(Code, p);
+                go(CODE, p);
             }
             c if c.is_whitespace() => go(same, p),
-            c if c.is_alphanumeric() || "_?$:".contains(c) => go(AfterOperand, p),
-            _ => go(Code, p),
+            c if c.is_alphanumeric() || "_?$:".contains(c) => go(AFTER_OPERAND, p),
+            _ => go(CODE, p),
         }
         return;
     }
-    let state = [
-        Code,
-        AfterOperand,
-        Escaped,
-        Comment,
-        CommentAfterOperand,
-        Single,
-        Double,
-        LongSingle,
-        LongDouble,
-        SingleEscaped,
-        DoubleEscaped,
-        LongSingleEscaped,
-        LongDoubleEscaped,
-        Iri,
-        OpeningSingle,
-        OpeningSingle2,
-        OpeningDouble,
-        OpeningDouble2,
-    ][from];
+    let state = from;
     match state {
-        Code | AfterOperand => unreachable!("handled above"),
-        Escaped => go(AfterOperand, p),
-        Comment | CommentAfterOperand => match c {
+        ESCAPED => go(AFTER_OPERAND, p),
+        COMMENT | COMMENT_AFTER_OPERAND => match c {
             '\n' | '\r' => go(
-                if matches!(state, Comment) {
-                    Code
+                if state == COMMENT {
+                    CODE
                 } else {
-                    AfterOperand
+                    AFTER_OPERAND
                 },
                 p,
             ),
             _ => go(state, p),
         },
-        Single | Double => {
-            let quote = if matches!(state, Single) { '\'' } else { '"' };
+        SINGLE | DOUBLE => {
+            let quote = if state == SINGLE { '\'' } else { '"' };
             match c {
                 '\\' => go(
-                    if matches!(state, Single) {
-                        SingleEscaped
+                    if state == SINGLE {
+                        SINGLE_ESCAPED
                     } else {
-                        DoubleEscaped
+                        DOUBLE_ESCAPED
                     },
                     p,
                 ),
-                c if c == quote => go(AfterOperand, p),
+                c if c == quote => go(AFTER_OPERAND, p),
                 // A short string cannot hold a line break: the parser fails there; read on as
                 // code, which counts no less.
-                '\n' | '\r' => go(Code, p),
+                '\n' | '\r' => go(CODE, p),
                 _ => go(state, p),
             }
         }
-        LongSingle | LongDouble => {
-            let quote = if matches!(state, LongSingle) {
-                '\''
-            } else {
-                '"'
-            };
+        LONG_SINGLE | LONG_DOUBLE => {
+            let quote = if state == LONG_SINGLE { '\'' } else { '"' };
             match c {
                 '\\' => go(
-                    if matches!(state, LongSingle) {
-                        LongSingleEscaped
+                    if state == LONG_SINGLE {
+                        LONG_SINGLE_ESCAPED
                     } else {
-                        LongDoubleEscaped
+                        LONG_DOUBLE_ESCAPED
                     },
                     p,
                 ),
                 // The third quote in a row closes it (the two before were read inside).
                 c if c == quote && before == [quote, quote] => {
-                    go(AfterOperand, p);
+                    go(AFTER_OPERAND, p);
                     go(state, p);
                 }
                 _ => go(state, p),
             }
         }
-        SingleEscaped => go(Single, p),
-        DoubleEscaped => go(Double, p),
-        LongSingleEscaped => go(LongSingle, p),
-        LongDoubleEscaped => go(LongDouble, p),
-        Iri => match c {
-            '>' => go(AfterOperand, p),
-            _ => go(Iri, p),
+        SINGLE_ESCAPED => go(SINGLE, p),
+        DOUBLE_ESCAPED => go(DOUBLE, p),
+        LONG_SINGLE_ESCAPED => go(LONG_SINGLE, p),
+        LONG_DOUBLE_ESCAPED => go(LONG_DOUBLE, p),
+        IRI => match c {
+            '>' => go(AFTER_OPERAND, p),
+            _ => go(IRI, p),
         },
         // The second quote (the state was entered only where one follows).
-        OpeningSingle => go(OpeningSingle2, p),
-        OpeningDouble => go(OpeningDouble2, p),
+        OPENING_SINGLE => go(OPENING_SINGLE2, p),
+        OPENING_DOUBLE => go(OPENING_DOUBLE2, p),
         // A third quote opens the long string; anything else was an empty short string, which
         // its own state reads.
-        OpeningSingle2 if c == '\'' => go(LongSingle, p),
-        OpeningDouble2 if c == '"' => go(LongDouble, p),
-        OpeningSingle2 | OpeningDouble2 => {}
+        OPENING_SINGLE2 if c == '\'' => go(LONG_SINGLE, p),
+        OPENING_DOUBLE2 if c == '"' => go(LONG_DOUBLE, p),
+        OPENING_SINGLE2 | OPENING_DOUBLE2 => {}
+        _ => unreachable!("code is handled above; no other state"),
     }
 }
 
