@@ -130,13 +130,6 @@ impl PlanHandle {
         self.exec.charge_as(|| what.to_owned(), bytes)
     }
 
-    /// Gives back `bytes` charged by [`charge_held`](Self::charge_held) or by a sink's
-    /// [`Io::charge_handed`](crate::Io::charge_handed) that the consumer no longer holds, or
-    /// has taken over from the sink.
-    pub fn release_held(&self, bytes: usize) {
-        self.exec.uncharge(bytes);
-    }
-
     /// Stops the plan: operator tasks not yet started are skipped; `wait` returns
     /// [`FlowError::Cancelled`].
     pub fn cancel(&self) {

@@ -147,25 +147,6 @@ impl Io<'_> {
         Ok(())
     }
 
-    /// Charges `bytes` of output this operator hands to the plan's consumer outside the plan
-    /// (a sink's rows sent to a channel) against the memory limit, on the plan's account, not
-    /// the operator's: the engine does not give them back when the operator finishes, the
-    /// consumer does once it has taken them ([`PlanHandle::release_held`]). Past the limit it
-    /// is an error and nothing is charged: the consumer is too far behind.
-    ///
-    /// [`PlanHandle::release_held`]: crate::PlanHandle::release_held
-    pub fn charge_handed(&mut self, bytes: usize) -> Result<(), crate::FlowError> {
-        let name = &self.exec.ops[self.node].name;
-        self.exec
-            .charge_as(|| format!("{name} (rows waiting for the consumer)"), bytes)
-    }
-
-    /// Gives back `bytes` charged by [`charge_handed`](Self::charge_handed) that were not
-    /// handed over after all (the consumer had gone).
-    pub fn release_handed(&mut self, bytes: usize) {
-        self.exec.uncharge(bytes);
-    }
-
     /// The plan's memory limit ([`Limits::memory`](crate::Limits::memory)), if it has one.
     pub fn memory_limit(&self) -> Option<usize> {
         self.exec.memory_limit

@@ -498,14 +498,10 @@ impl Running {
         }
     }
 
-    /// Batch `b` was taken from the channel: the caller holds its rows now, so the sink's
-    /// count of rows waiting, and its charge for them, give them up.
+    /// Batch `b` was taken from the channel: the caller holds its rows now, off the sink's
+    /// count of rows waiting.
     fn taken(&self, b: &Rows) {
-        let bytes = lower::sink_bytes(b);
-        self.waiting.took(bytes);
-        if let Some((h, _)) = &self.run {
-            h.release_held(bytes);
-        }
+        self.waiting.took(lower::sink_bytes(b));
     }
 
     /// Waits for the plan to end (after the last batch was read, or dropping the rest).

@@ -1,11 +1,11 @@
 //! The results: every packet of every stream of the plan's root, handed to the caller as it
 //! arrives, as [`Rows`] (results are streamed, not collected and copied).
 //!
-//! The hand-off is bounded: rows the caller has not taken yet (a server's client that reads
-//! slowly, or not at all) count against the memory limit, and past [`WAITING_PACKETS`] packets
-//! of them the sink takes nothing more from its input (the operators above it stop when their
-//! buffers fill) and looks again after a short nap, so the query waits for its caller; its time
-//! limit keeps running meanwhile (the engine checks it before each step).
+//! The hand-off is bounded: past [`WAITING_PACKETS`] packets of rows the caller has not taken
+//! yet (a server's client that reads slowly, or not at all), the sink takes nothing more from
+//! its input (the operators above it stop when their buffers fill) and looks again after a
+//! short nap, so the query waits for its caller; its time limit keeps running meanwhile (the
+//! engine checks it before each step).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
@@ -108,14 +108,12 @@ impl<const N: usize> Operator for ChannelSink<N> {
             }
             // A caller that stopped reading has what it wanted: drop the rest.
             if let Some(h) = &self.tx {
-                // The rows wait in the channel until the caller takes them: they count against
-                // the memory limit until then.
+                // Counted before it is sent, so the caller's count of what it took never runs
+                // ahead of it.
                 let bytes = handed_bytes(&rows);
-                io.charge_handed(bytes)?;
                 h.waiting.bytes.fetch_add(bytes, Ordering::AcqRel);
                 if h.tx.send(rows).is_err() {
                     h.waiting.bytes.fetch_sub(bytes, Ordering::AcqRel);
-                    io.release_handed(bytes);
                 }
             }
         }
@@ -128,8 +126,7 @@ impl<const N: usize> Operator for ChannelSink<N> {
     }
 }
 
-/// What a batch of rows handed to the caller is charged against the memory limit while it
-/// waits to be taken (`Running::next_batch` gives it back).
+/// The bytes a batch of rows handed to the caller counts for while it waits to be taken.
 pub(crate) fn handed_bytes(rows: &Rows) -> usize {
     rows.len() * rows.width().max(1) * std::mem::size_of::<nearflow_rdf::term::Id>()
 }
