@@ -49,13 +49,11 @@ pub const MAX_ELEMENTS: usize = 1 << 18;
 /// [`crate::algebra::MAX_DEPTH`] anyway.
 pub const MAX_OPERATORS: usize = 1 << 16;
 
-/// How a query's text nests: the deepest its brackets (or unary operators) go, how many
-/// brackets it opens and how many binary operators it holds, as its tokens read; and the
-/// bound no reading of it exceeds, from which its stack room is reserved.
+/// How a query's text nests: how many binary operators it holds as its tokens read (refused
+/// past [`MAX_OPERATORS`]), and the bound no reading of it exceeds, from which its stack room
+/// is reserved.
 #[derive(Clone)]
 struct Nesting {
-    deepest: usize,
-    brackets: usize,
     operators: usize,
     bound: Bound,
     /// Where `TRUE`, `False` and the like start (char offsets): keywords are matched without
@@ -206,8 +204,6 @@ fn check_tokens(text: &str) -> Result<Nesting, QueryError> {
     let chars: Vec<char> = text.chars().collect();
     let (mut depth, mut unary) = (0usize, 0usize);
     let mut n = Nesting {
-        deepest: 0,
-        brackets: 0,
         operators: 0,
         bound: Bound::default(),
         booleans: Vec::new(),
@@ -313,7 +309,6 @@ fn check_tokens(text: &str) -> Result<Nesting, QueryError> {
                 // braces and square brackets hold patterns again.
                 expression.push(c == '(' && (after_keyword || expression.last() == Some(&true)));
                 depth += 1;
-                n.brackets += 1;
                 if depth > MAX_NESTING {
                     return refuse(line, col, "brackets nested");
                 }
@@ -395,7 +390,6 @@ fn check_tokens(text: &str) -> Result<Nesting, QueryError> {
         if !c.is_whitespace() {
             after_keyword = false;
         }
-        n.deepest = n.deepest.max(depth).max(unary);
         i += 1;
     }
     Ok(n)
