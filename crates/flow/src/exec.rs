@@ -21,6 +21,7 @@ use nearflow_policy::dataflow::consumer_kind;
 use nearflow_policy::TaskKind;
 use nearflow_rt::TaskCx;
 
+use crate::account::Account;
 use crate::channel::Chan;
 use crate::error::FlowError;
 use crate::io::Io;
@@ -114,9 +115,9 @@ pub(crate) struct Exec {
     pub(crate) workers: usize,
     /// The time limit and when it expires (set on submission).
     pub(crate) time_limit: Option<(Duration, std::time::Instant)>,
-    /// The memory limit and the bytes operators have charged.
-    pub(crate) memory_limit: Option<usize>,
-    pub(crate) charged: AtomicUsize,
+    /// The request's memory account: its limit and the bytes charged (by operators, the
+    /// consumer, and whatever else shares the account).
+    pub(crate) account: Arc<Account>,
 }
 
 /// What [`PlanBuilder::profile_threads`](crate::PlanBuilder::profile_threads) records, as
@@ -213,6 +214,9 @@ impl Exec {
         };
         let cap = plan.buffer_packets;
         let limits = plan.limits;
+        let account = plan
+            .account
+            .unwrap_or_else(|| Arc::new(Account::new(limits.memory)));
         // One buffer per connection, made with the input's type.
         let mut in_chans: Vec<Vec<Option<InEdge>>> = plan
             .nodes
@@ -281,8 +285,7 @@ impl Exec {
             threads,
             workers,
             time_limit: limits.time.map(|t| (t, std::time::Instant::now() + t)),
-            memory_limit: limits.memory,
-            charged: AtomicUsize::new(0),
+            account,
         }
     }
 
@@ -292,39 +295,18 @@ impl Exec {
     }
 
     /// Adds `bytes` to what the plan holds, charged for `who`, unless that would pass the
-    /// memory limit: then nothing is added (an operator that answers the error by writing its
-    /// rows to disk leaves the others their room), and the error says what the plan would
-    /// have held.
+    /// memory limit ([`Account::charge`]).
     pub(crate) fn charge_as(
         &self,
         who: impl FnOnce() -> String,
         bytes: usize,
     ) -> Result<(), FlowError> {
-        // Relaxed: a counter; each charge is added whole or not at all.
-        let Some(limit) = self.memory_limit else {
-            self.charged.fetch_add(bytes, Ordering::Relaxed);
-            return Ok(());
-        };
-        self.charged
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                c.checked_add(bytes).filter(|&now| now <= limit)
-            })
-            .map(|_| ())
-            .map_err(|c| FlowError::MemoryLimit {
-                operator: who(),
-                limit,
-                wanted: c.saturating_add(bytes),
-            })
+        self.account.charge(who, bytes)
     }
 
     /// Gives back `bytes` an operator charged and no longer holds.
     pub(crate) fn uncharge(&self, bytes: usize) {
-        // Relaxed: as in `charge`.
-        let _ = self
-            .charged
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                Some(c.saturating_sub(bytes))
-            });
+        self.account.uncharge(bytes);
     }
 
     /// The worker an operator's next task will run on, as far as the plan knows: its thread's
@@ -406,6 +388,11 @@ impl Exec {
                 self.fail(cx, FlowError::TimeLimit { limit });
                 return;
             }
+        }
+        if let Some(e) = self.account.refusal() {
+            state.failed = true;
+            self.fail(cx, e);
+            return;
         }
         if !self.flush(cx, node, &mut state) {
             return;

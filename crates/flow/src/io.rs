@@ -149,11 +149,19 @@ impl Io<'_> {
 
     /// The plan's memory limit ([`Limits::memory`](crate::Limits::memory)), if it has one.
     pub fn memory_limit(&self) -> Option<usize> {
-        self.exec.memory_limit
+        self.exec.account.limit()
+    }
+
+    /// The bytes the plan may still charge before its memory limit (`usize::MAX` without one):
+    /// an operator that builds its state in one go bounds it by this, and charges it after.
+    pub fn memory_room(&self) -> usize {
+        self.exec.account.room()
     }
 
     /// An error when the plan should stop now: it ran past its time limit
-    /// ([`Limits::time`](crate::Limits::time)), or its request was cancelled or failed. The
+    /// ([`Limits::time`](crate::Limits::time)), a part of its request beside it passed the
+    /// memory limit ([`Account::refuse`](crate::Account::refuse)), or its request was
+    /// cancelled or failed. The
     /// engine checks both before each step; an operator whose one step can run long (an
     /// expression over a long `IN` list on every row, a sort's keys, a closure) calls this
     /// between pieces of work and returns the error, so that the limit holds within a step.
@@ -162,6 +170,9 @@ impl Io<'_> {
             if std::time::Instant::now() >= deadline {
                 return Err(crate::FlowError::TimeLimit { limit });
             }
+        }
+        if let Some(e) = self.exec.account.refusal() {
+            return Err(e);
         }
         if self.cx.request_failed() {
             return Err(crate::FlowError::Cancelled);

@@ -53,6 +53,7 @@
 //! - `ops/` — the operator library. (The applications, VWAP and the generated plan, are in
 //!   `nearflow-apps`, with the examples.)
 
+mod account;
 pub mod channel;
 pub mod error;
 mod exec;
@@ -67,6 +68,7 @@ mod stats;
 mod sync;
 pub mod trace;
 
+pub use account::Account;
 pub use channel::ChanStats;
 pub use error::{FlowError, PlanError};
 pub use handle::{PlanHandle, PlanOutput};

@@ -172,6 +172,7 @@ pub struct PlanBuilder {
     thread: Option<usize>,
     profile_threads: bool,
     limits: Limits,
+    account: Option<std::sync::Arc<crate::Account>>,
 }
 
 /// What a plan may use: time from its submission and bytes of operator state. Past either, the
@@ -219,12 +220,21 @@ impl PlanBuilder {
             thread: None,
             profile_threads: false,
             limits: Limits::default(),
+            account: None,
         }
     }
 
     /// The plan's limits of time and memory (none by default).
     pub fn limits(&mut self, limits: Limits) -> &mut Self {
         self.limits = limits;
+        self
+    }
+
+    /// The memory account the plan charges, shared with whatever else its request holds
+    /// beside the plan; its limit replaces [`Limits::memory`]. Without one, the plan has an
+    /// account of its own with that limit.
+    pub fn account(&mut self, account: std::sync::Arc<crate::Account>) -> &mut Self {
+        self.account = Some(account);
         self
     }
 
@@ -543,6 +553,7 @@ impl PlanBuilder {
             buffer_packets: self.buffer_packets,
             profile_threads: self.profile_threads,
             limits: self.limits,
+            account: self.account,
         })
     }
 }
@@ -556,6 +567,7 @@ pub struct Plan {
     pub(crate) buffer_packets: usize,
     pub(crate) profile_threads: bool,
     pub(crate) limits: Limits,
+    pub(crate) account: Option<std::sync::Arc<crate::Account>>,
 }
 
 impl fmt::Debug for Plan {

@@ -615,6 +615,11 @@ impl Dict {
             + self.under.as_ref().map_or(0, |u| u.heap_bytes())
     }
 
+    /// Bytes held by its own terms (not the dictionary it lies over).
+    pub fn own_heap_bytes(&self) -> usize {
+        self.bytes.capacity() + self.ends.capacity() * 8 + self.table.capacity() * 5
+    }
+
     /// Bytes of a mapped snapshot it reads.
     pub fn mapped_bytes(&self) -> usize {
         self.mapped.as_ref().map_or(0, |m| {

@@ -232,7 +232,25 @@ impl Store {
     }
 }
 
+/// Bytes an edit counts for each change: its entry in the map of changes (at the map's lowest
+/// load), its place in the sorted list [`Edit::finish`] makes, and its rows in the six orders
+/// twice there (the changes' own delta and the merged one). An over-count, so that a bound on
+/// [`Edit::held_bytes`] holds.
+pub const CHANGE_BYTES: usize = 384;
+
 impl<'s> Edit<'s> {
+    /// About the bytes the edit holds, and those [`finish`](Self::finish) will make, beyond the
+    /// version it changes: each change ([`CHANGE_BYTES`]), the terms it added, and the copy of
+    /// the version's delta the new version gets.
+    pub fn held_bytes(&self) -> usize {
+        self.changes
+            .capacity()
+            .max(self.changes.len())
+            .saturating_mul(CHANGE_BYTES)
+            .saturating_add(self.dict.own_heap_bytes())
+            .saturating_add(self.store.delta.heap_bytes())
+    }
+
     /// The id of `term`, adding it to the new version's dictionary when new.
     pub fn intern(&mut self, term: TermRef<'_>) -> Result<Id, DictFull> {
         self.dict.intern(term)

@@ -20,7 +20,7 @@ use nearflow_topo::Machine;
 
 use crate::delta::key_of;
 pub use crate::dict::{Dict, DAMAGED};
-pub use crate::edit::Edit;
+pub use crate::edit::{Edit, CHANGE_BYTES};
 pub use crate::layout::{key_prefix, Permutation, PredStats, Quad, Stats, DEFAULT_GRAPH};
 pub use crate::load;
 pub use crate::replica::Replication;

@@ -615,10 +615,58 @@ pub fn load_reader_to(
     graph: Option<&str>,
     progress: &Arc<Progress>,
 ) -> Result<(), LoadError> {
-    if let Some(b) = base {
+    let target = Target {
+        prefix,
+        base,
+        graph,
+    };
+    load_target(
+        out,
+        name,
+        format,
+        reader,
+        &target,
+        progress,
+        &mut |_| Ok(()),
+    )
+}
+
+/// [`load_reader_to`] calling `after` with what is loaded so far after each batch of
+/// statements: an error it returns stops the load (a caller that bounds the load's memory or
+/// time).
+#[allow(clippy::too_many_arguments)]
+pub fn load_reader_watched(
+    out: &mut Loaded,
+    name: &Path,
+    format: Format,
+    reader: impl Read + Send,
+    prefix: &str,
+    base: &str,
+    graph: Option<&str>,
+    after: &mut dyn FnMut(&mut Loaded) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
+    let target = Target {
+        prefix,
+        base: Some(base),
+        graph,
+    };
+    load_target(out, name, format, reader, &target, &Arc::default(), after)
+}
+
+/// The base and the graph checked, then [`load_one`].
+fn load_target(
+    out: &mut Loaded,
+    name: &Path,
+    format: Format,
+    reader: impl Read + Send,
+    target: &Target<'_>,
+    progress: &Arc<Progress>,
+    after: &mut dyn FnMut(&mut Loaded) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
+    if let Some(b) = target.base {
         check_base(b)?;
     }
-    if let Some(g) = graph {
+    if let Some(g) = target.graph {
         oxiri::Iri::parse(g).map_err(|e| LoadError::BadGraphName {
             graph: g.to_owned(),
             message: e.to_string(),
@@ -627,19 +675,7 @@ pub fn load_reader_to(
             return Err(LoadError::QuadsIntoGraph(name.to_owned()));
         }
     }
-    load_one(
-        out,
-        name,
-        format,
-        Box::new(reader),
-        &Target {
-            prefix,
-            base,
-            graph,
-        },
-        progress,
-        &mut |_| Ok(()),
-    )
+    load_one(out, name, format, Box::new(reader), target, progress, after)
 }
 
 /// Refuses a base that is not an absolute IRI (the parsers then take any base given).
@@ -704,6 +740,34 @@ impl SyntaxLike for oxttl::TurtleSyntaxError {
 /// Triples per batch from the parser thread to the encoder.
 pub(crate) const BATCH: usize = 4096;
 
+/// Bytes of terms' text past which a batch is sent before it has [`BATCH`] statements: the
+/// batches in flight hold at most about this each, however long the terms (a caller that
+/// bounds a load's memory checks it between batches).
+const BATCH_TEXT: usize = 1 << 20;
+
+/// About the bytes of text a statement's terms hold.
+fn quad_text(q: &oxrdf::Quad) -> usize {
+    let term = |t: oxrdf::TermRef<'_>| match t {
+        oxrdf::TermRef::NamedNode(n) => n.as_str().len(),
+        oxrdf::TermRef::BlankNode(b) => b.as_str().len(),
+        oxrdf::TermRef::Literal(l) => {
+            l.value().len() + l.datatype().as_str().len() + l.language().map_or(0, str::len)
+        }
+        #[allow(unreachable_patterns)]
+        _ => 64,
+    };
+    let graph = match &q.graph_name {
+        oxrdf::GraphName::NamedNode(n) => n.as_str().len(),
+        oxrdf::GraphName::BlankNode(b) => b.as_str().len(),
+        oxrdf::GraphName::DefaultGraph => 0,
+    };
+    let subject = match &q.subject {
+        oxrdf::NamedOrBlankNode::NamedNode(n) => n.as_str().len(),
+        oxrdf::NamedOrBlankNode::BlankNode(b) => b.as_str().len(),
+    };
+    subject + q.predicate.as_str().len() + term(q.object.as_ref()) + graph
+}
+
 type Batch = Result<Vec<oxrdf::Quad>, LoadError>;
 
 /// Parses `reader` and sends its statements in batches (a triple as a quad of the default
@@ -740,14 +804,18 @@ fn parse_into(
         oxttl::TurtleParseError::Syntax(s) => syntax(path, &s),
     };
     let mut batch = Vec::with_capacity(BATCH);
+    let mut text = 0usize;
     let mut each = |q: Result<oxrdf::Quad, LoadError>| -> bool {
         match q {
             Ok(q) => {
+                text += quad_text(&q);
                 batch.push(q);
-                batch.len() < BATCH
-                    || tx
-                        .send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
-                        .is_ok()
+                if batch.len() < BATCH && text < BATCH_TEXT {
+                    return true;
+                }
+                text = 0;
+                tx.send(Ok(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))))
+                    .is_ok()
             }
             Err(e) => {
                 let _ = tx.send(Err(e));

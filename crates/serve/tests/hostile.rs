@@ -12,6 +12,12 @@
 //!    CONCAT over a cross product, a CONSTRUCT and an INSERT whose WHERE is a cross product;
 //!    clients that send a query with a large answer and read none of it (the rows waiting
 //!    for them charged to the memory limit, the wait bounded by the time limit).
+//! 4. What the limits bound beside the operators' state, under 256 MiB: values built by
+//!    expressions (a CONCAT doubled 28 times, a 2,000-argument CONCAT of a 1 MB value and
+//!    one per row, a REPLACE that would grow a 1 MB value a millionfold, case mappings), a
+//!    property path's closure over a connected graph, an update whose changes pass the limit
+//!    though its solutions do not, a `LOAD` past the limit and one past the time limit (the
+//!    next write then waits for neither).
 //! 5. Limits inside long loops: an IN list of 60,000 under a 1 s time limit, a query and an
 //!    update whose client goes away.
 //! 6. Slow and oversized bodies: a declared length that never arrives, a chunked trickle, a
@@ -21,7 +27,7 @@
 //!    an unknown expectation, HTTP/2 with prior knowledge, a repeated `format`, a term XML
 //!    cannot hold asked for as XML, `/status`.
 //!
-//! (Case 4, a damaged update log, is `nearflow_rdf::db`'s tests and the CLI's.) The server
+//! (A damaged update log is `nearflow_rdf::db`'s tests and the CLI's.) The server
 //! runs on this host's topology with its I/O on its own runtime, as `nearflow serve` runs.
 
 use std::io::{Read, Write};
@@ -212,6 +218,17 @@ fn no_page_of_another_origin_reads_or_writes() {
 fn memory_bombs_stop_at_the_limit() {
     // A time limit long enough that only the memory limit can stop them.
     one_at_a_time_within(Duration::from_secs(120), memory_bombs);
+}
+
+#[test]
+fn values_paths_updates_and_loads_stop_at_the_limit() {
+    // A time limit long enough that only the memory limit can stop them.
+    one_at_a_time_within(Duration::from_secs(120), beyond_the_operators);
+}
+
+#[test]
+fn a_load_past_the_time_limit_stops_and_holds_no_writer() {
+    one_at_a_time_within(Duration::from_secs(1), slow_load);
 }
 
 #[test]
@@ -556,6 +573,213 @@ fn memory_bombs(s: &Server) {
     );
 }
 
+/// `BIND`s of `?x0` (a 16-character string) and of `?x{k}` = `CONCAT(?x{k-1}, ?x{k-1})` up
+/// to `?x{steps}` (16 · 2^steps characters).
+fn doubling(steps: usize) -> String {
+    let mut q = String::from("BIND(\"0123456789abcdef\" AS ?x0) ");
+    for k in 1..=steps {
+        q.push_str(&format!("BIND(CONCAT(?x{p}, ?x{p}) AS ?x{k}) ", p = k - 1));
+    }
+    q
+}
+
+/// Sends `q` (a query, or an update when it starts so) and asserts a 503 that names the
+/// memory limit, and that the server answers after.
+fn over_the_limit(s: &Server, case: &str, q: &str) {
+    let update = ["INSERT", "DELETE", "LOAD"]
+        .iter()
+        .any(|w| q.starts_with(w));
+    let (path, ct) = if update {
+        ("/update", "application/sparql-update")
+    } else {
+        ("/query", "application/sparql-query")
+    };
+    let (r, _) = raw(s.addr, &post(path, ct, "", q), Duration::from_secs(120));
+    assert_eq!(status(&r), "503", "{case}: {}", &r[..r.len().min(600)]);
+    assert!(r.contains("memory limit"), "{case}: {r}");
+    alive(s, case);
+}
+
+/// 4. Values, closures, updates and loads bounded by the memory limit.
+fn beyond_the_operators(s: &Server) {
+    let before = vm_hwm_kib();
+    let many = |v: &str| vec![v; 2000].join(", ");
+    for (case, q) in [
+        (
+            "a CONCAT doubled 28 times (4 GiB at the end)",
+            format!("SELECT (STRLEN(?x28) AS ?n) {{ {} }}", doubling(28)),
+        ),
+        (
+            "a 2,000-argument CONCAT of a 1 MiB value",
+            format!(
+                "SELECT (STRLEN(?y) AS ?n) {{ {} BIND(CONCAT({}) AS ?y) }}",
+                doubling(16),
+                many("?x16")
+            ),
+        ),
+        (
+            "a 2,000-argument CONCAT on every row",
+            format!(
+                "SELECT (MAX(STRLEN(?y)) AS ?n) {{ ?s <http://ex/name> ?x BIND(CONCAT({}) AS ?y) }}",
+                many("?x")
+            ),
+        ),
+        (
+            "a REPLACE that puts a 1 MiB value at every character of it",
+            format!(
+                "SELECT (STRLEN(?y) AS ?n) {{ {} BIND(REPLACE(?x16, \".\", STR(?x16)) AS ?y) }}",
+                doubling(16)
+            ),
+        ),
+        (
+            "a REPLACE doubled on every row, then upper-cased",
+            "SELECT (MAX(STRLEN(?y)) AS ?n) { ?s <http://ex/name> ?x BIND(UCASE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(?x, \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\"), \".\", \"$0$0$0$0\")) AS ?y) }".to_owned(),
+        ),
+    ] {
+        over_the_limit(s, case, &q);
+    }
+    // The REPLACE's replacement must be a plain literal: that query was refused for its size,
+    // not its form, as the same over a short value shows.
+    assert_eq!(
+        count(
+            s,
+            "SELECT (STRLEN(REPLACE(\"ab\", \".\", \"ab\")) AS ?n) {}"
+        ),
+        "n\r\n4\r\n"
+    );
+    // A connected graph: every subject links to one hub, and the closure of the link both
+    // ways reaches all 40,001 nodes from each (1.6 · 10⁹ pairs).
+    let (r, _) = raw(
+        s.addr,
+        &post(
+            "/update",
+            "application/sparql-update",
+            "",
+            "INSERT { ?s <http://ex/next> <http://ex/hub> } WHERE { ?s <http://ex/v> ?o }",
+        ),
+        Duration::from_secs(60),
+    );
+    assert_eq!(status(&r), "204", "{r}");
+    over_the_limit(
+        s,
+        "a closure over a connected graph",
+        "SELECT (COUNT(*) AS ?n) { ?a (<http://ex/next>|^<http://ex/next>)* ?b }",
+    );
+    over_the_limit(
+        s,
+        "a closure of negated sets over the whole graph",
+        "SELECT (COUNT(*) AS ?n) { ?a (!<http://ex/none>|^!<http://ex/none>)* ?b }",
+    );
+    // The closure from one node is within the limit, and answered.
+    assert_eq!(
+        count(
+            s,
+            "SELECT (COUNT(*) AS ?n) { <http://ex/s7> (<http://ex/next>|^<http://ex/next>)* ?b }"
+        ),
+        "n\r\n40001\r\n"
+    );
+    // 480,000 solutions (within the limit) make 4.8 million new quads (past it).
+    let values: Vec<String> = (1..=12).map(|k| k.to_string()).collect();
+    let templates: Vec<String> = (0..10)
+        .map(|t| format!("?s <http://ex/w{t}> ?k ."))
+        .collect();
+    over_the_limit(
+        s,
+        "an update whose changes pass the limit",
+        &format!(
+            "INSERT {{ {} }} WHERE {{ ?s <http://ex/v> ?o VALUES ?k {{ {} }} }}",
+            templates.join(" "),
+            values.join(" ")
+        ),
+    );
+    // A file of 1.5 million statements, each with terms of its own.
+    let file = s.dir.join("load/big.nt");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+    for i in 0..1_500_000 {
+        writeln!(w, "<http://ex/l{i}> <http://ex/p> \"value {i}\" .").unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let load = format!("LOAD <file://{}>", file.display());
+    over_the_limit(s, "a LOAD past the limit", &load);
+    over_the_limit(
+        s,
+        "a LOAD SILENT past the limit",
+        &load.replace("LOAD", "LOAD SILENT"),
+    );
+    for g in ["w0", "next", "p"] {
+        let want = if g == "next" { "40000" } else { "0" };
+        assert_eq!(
+            count(
+                s,
+                &format!("SELECT (COUNT(*) AS ?n) {{ ?s <http://ex/{g}> ?o }}")
+            ),
+            format!("n\r\n{want}\r\n"),
+            "<http://ex/{g}>: an update refused was made in part"
+        );
+    }
+    let grew = vm_hwm_kib().saturating_sub(before) >> 10;
+    eprintln!("values, closures, updates, loads: the process's peak grew by {grew} MiB");
+    assert!(
+        grew < 640,
+        "the process's peak grew by {grew} MiB under a 256 MiB limit"
+    );
+}
+
+/// A `LOAD` that would run past the time limit stops at it, and the next write is made at
+/// once.
+fn slow_load(s: &Server) {
+    let file = s.dir.join("load/slow.nt");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+    for i in 0..2_000_000 {
+        writeln!(w, "<http://ex/l{}> <http://ex/p> \"{i}\" .", i % 1000).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let (r, took) = raw(
+        s.addr,
+        &post(
+            "/update",
+            "application/sparql-update",
+            "",
+            &format!("LOAD SILENT <file://{}>", file.display()),
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(status(&r), "503", "{r}");
+    assert!(r.contains("time limit"), "{r}");
+    assert!(
+        took < Duration::from_secs(5),
+        "a LOAD under a 1 s limit answered after {took:?}"
+    );
+    next_write_within(
+        s,
+        Duration::from_secs(2),
+        "after a LOAD stopped at the time limit",
+    );
+    assert_eq!(
+        count(s, "SELECT (COUNT(*) AS ?n) { ?s <http://ex/p> ?o }"),
+        "n\r\n1\r\n"
+    );
+}
+
+/// Inserts `<http://ex/next> <http://ex/p> 1`, asserting it is made within `within` (writes
+/// run one at a time: it waits for any write still running).
+fn next_write_within(s: &Server, within: Duration, case: &str) {
+    let (r, took) = raw(
+        s.addr,
+        &post(
+            "/update",
+            "application/sparql-update",
+            "",
+            "INSERT DATA { <http://ex/next> <http://ex/p> 1 }",
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(status(&r), "204", "{case}: {r}");
+    assert!(took < within, "{case}: the next write waited {took:?}");
+}
+
 /// 5. The time limit holds inside a long filter, and a client that leaves stops its query
 ///    and its update.
 fn limits_inside_long_loops(s: &Server) {
@@ -599,20 +823,10 @@ fn limits_inside_long_loops(s: &Server) {
     std::thread::sleep(Duration::from_millis(300));
     drop(c);
     // Writes run one at a time: this one is made once the first has ended, however it ended.
-    let (r, took) = raw(
-        s.addr,
-        &post(
-            "/update",
-            "application/sparql-update",
-            "",
-            "INSERT DATA { <http://ex/next> <http://ex/p> 1 }",
-        ),
-        Duration::from_secs(120),
-    );
-    assert_eq!(status(&r), "204", "{r}");
-    assert!(
-        took < Duration::from_secs(5),
-        "the next update waited {took:?} for the one whose client left"
+    next_write_within(
+        s,
+        Duration::from_secs(5),
+        "after the update of a client that left",
     );
     assert_eq!(
         count(s, "SELECT (COUNT(*) AS ?n) { ?s <http://ex/left> ?o }"),

@@ -938,6 +938,11 @@ impl Expr {
 // of an expression (a 500-term sum on a worker's 2 MiB stack).
 #[inline(never)]
 fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>> {
+    // Once a value was refused for the memory limit the query fails: the rest of its step
+    // computes nothing more.
+    if cx.minted.stopped() {
+        return Err(EvalError);
+    }
     let arg = |i: usize| args[i].eval(cx, row);
     Ok(match f {
         Func::Str => match arg(0)? {
@@ -996,7 +1001,10 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
                 datatype,
                 lang,
             } if lang.is_some() || datatype == XSD_STRING => Val::Lit {
-                value: Cow::Owned(if f == Func::UCase {
+                // A character's case mapping is at most three times its UTF-8 length.
+                value: Cow::Owned(if !cx.minted.may_build(value.len().saturating_mul(3)) {
+                    return Err(EvalError);
+                } else if f == Func::UCase {
                     value.to_uppercase()
                 } else {
                     value.to_lowercase()
@@ -1068,6 +1076,9 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
             for i in 0..args.len() {
                 let v = arg(i)?;
                 let (s, t) = v.string_lit().ok_or(EvalError)?;
+                if !cx.minted.may_build(out.len().saturating_add(s.len())) {
+                    return Err(EvalError);
+                }
                 out.push_str(s);
                 let t = t.map(str::to_owned);
                 tag = match tag {
@@ -1134,7 +1145,7 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
         }
         Func::Replace => {
             let flags = if args.len() > 3 { Some(arg(3)?) } else { None };
-            functions::replace(&arg(0)?, &arg(1)?, &arg(2)?, flags.as_ref())?
+            functions::replace(&arg(0)?, &arg(1)?, &arg(2)?, flags.as_ref(), cx.minted)?
         }
         Func::Year => functions::date_part("YEAR", &arg(0)?)?,
         Func::Month => functions::date_part("MONTH", &arg(0)?)?,
@@ -1165,7 +1176,15 @@ fn call<'s>(f: Func, args: &'s [Expr], cx: EvalCx<'s>, row: &[Id]) -> R<Val<'s>>
         Func::Uuid => functions::uuid(),
         Func::StrUuid => functions::struuid(),
         Func::Rand => functions::rand(),
-        Func::EncodeForUri => functions::encode_for_uri(&arg(0)?)?,
+        Func::EncodeForUri => {
+            // Each byte becomes at most three.
+            let v = arg(0)?;
+            let len = v.string_lit().map_or(0, |(s, _)| s.len());
+            if !cx.minted.may_build(len.saturating_mul(3)) {
+                return Err(EvalError);
+            }
+            functions::encode_for_uri(&v)?
+        }
         Func::Cast(to) => functions::cast(to, &arg(0)?)?,
         Func::Unknown => return Err(EvalError),
     })

@@ -209,12 +209,14 @@ pub fn encode_for_uri(v: &Val<'_>) -> R<Val<'static>> {
 /// `REPLACE(text, pattern, replacement[, flags])` (§17.4.3.15, XPath `fn:replace`): the
 /// text's language tag is kept; `$N` in the replacement is group N, `\$` and `\\` are the
 /// characters themselves; a pattern that matches the empty string is an error (XPath
-/// FORX0003).
+/// FORX0003). The result is built only when `minted` allows its length
+/// ([`Minted::may_build`]).
 pub fn replace(
     text: &Val<'_>,
     pattern: &Val<'_>,
     with: &Val<'_>,
     flags: Option<&Val<'_>>,
+    minted: &Minted,
 ) -> R<Val<'static>> {
     let (s, tag) = text.string_lit().ok_or(EvalError)?;
     let p = pattern.plain_str().ok_or(EvalError)?;
@@ -228,13 +230,21 @@ pub fn replace(
         return Err(EvalError);
     }
     // The regex crate's replacement syntax: `$name`/`${N}` groups, `$$` a dollar.
+    // Beside it, what one replacement holds: its own characters and the groups it names.
     let mut rep = String::with_capacity(w.len());
+    let (mut literal, mut groups) = (0usize, Vec::new());
     let mut chars = w.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\\' => match chars.next() {
-                Some('$') => rep.push_str("$$"),
-                Some('\\') => rep.push('\\'),
+                Some('$') => {
+                    rep.push_str("$$");
+                    literal += 1;
+                }
+                Some('\\') => {
+                    rep.push('\\');
+                    literal += 1;
+                }
                 _ => return Err(EvalError),
             },
             '$' => {
@@ -247,8 +257,34 @@ pub fn replace(
                     return Err(EvalError);
                 }
                 rep.push_str(&format!("${{{digits}}}"));
+                groups.push(digits.parse::<usize>().unwrap_or(usize::MAX));
             }
-            c => rep.push(c),
+            c => {
+                rep.push(c);
+                literal += c.len_utf8();
+            }
+        }
+    }
+    // No match is empty, so there are at most as many as bytes, and the groups of each lie
+    // inside its match: the result is at most the text once plus, per byte, the literal
+    // characters and each named group over the whole text. Past the room, the exact length.
+    let bound = s
+        .len()
+        .saturating_mul(1usize.saturating_add(literal).saturating_add(groups.len()));
+    if !minted.fits(bound) {
+        let mut len = 0usize;
+        let mut last = 0;
+        for c in re.captures_iter(s) {
+            let m = c.get(0).expect("group 0 is the match");
+            len = len.saturating_add(m.start() - last).saturating_add(literal);
+            for &g in &groups {
+                len = len.saturating_add(c.get(g).map_or(0, |x| x.len()));
+            }
+            last = m.end();
+        }
+        len = len.saturating_add(s.len() - last);
+        if !minted.may_build(len) {
+            return Err(EvalError);
         }
     }
     let out = re.replace_all(s, rep.as_str()).into_owned();
@@ -568,10 +604,49 @@ mod tests {
             datatype: Cow::Borrowed(nearflow_rdf::term::RDF_LANG_STRING),
             lang: Some(Cow::Borrowed("en")),
         };
-        let out = replace(&t, &simple("(b)(c)".into()), &simple("$2$1x".into()), None).unwrap();
+        let m = Minted::above(0);
+        let out = replace(
+            &t,
+            &simple("(b)(c)".into()),
+            &simple("$2$1x".into()),
+            None,
+            &m,
+        )
+        .unwrap();
         assert_eq!(out.as_term().to_string(), "\"acbxd\"@en");
         // A pattern matching the empty string is an error.
-        assert!(replace(&t, &simple("x*".into()), &simple("y".into()), None).is_err());
+        assert!(replace(&t, &simple("x*".into()), &simple("y".into()), None, &m).is_err());
+    }
+
+    #[test]
+    fn a_replace_is_built_only_when_its_exact_length_fits() {
+        // 1,000 characters, each replaced by 40: 40,000 bytes, three times that with the
+        // copies minting makes. The cheap bound (41,000) fits neither room: the exact length
+        // decides.
+        let text = simple("a".repeat(1000));
+        let with = simple(format!("{}$0", "x".repeat(39)));
+        let fits = Minted::above(0).charged_to(std::sync::Arc::new(nearflow_flow::Account::new(
+            Some(121_000),
+        )));
+        let out = replace(&text, &simple(".".into()), &with, None, &fits).unwrap();
+        assert_eq!(out.string_lit().unwrap().0.len(), 40_000);
+        assert!(!fits.stopped());
+        let short = Minted::above(0).charged_to(std::sync::Arc::new(nearflow_flow::Account::new(
+            Some(119_000),
+        )));
+        assert!(replace(&text, &simple(".".into()), &with, None, &short).is_err());
+        assert!(
+            short.stopped(),
+            "a refusal fails the query, it is never an unbound value"
+        );
+        assert!(matches!(
+            short.refused(),
+            Some(nearflow_flow::FlowError::MemoryLimit {
+                limit: 119_000,
+                wanted: 120_000,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -480,6 +480,12 @@ impl Running {
             match self.rx.recv_timeout(std::time::Duration::from_millis(20)) {
                 Ok(b) => {
                     self.taken(&b);
+                    // A value refused for the memory limit was made unbound in the rows
+                    // after it: none of them reaches the caller (`finish` says why).
+                    if self.minted.refused().is_some() {
+                        self.stopped_for_memory();
+                        return None;
+                    }
                     return Some(b);
                 }
                 Err(RecvTimeoutError::Disconnected) => return None,
@@ -491,11 +497,21 @@ impl Running {
                     if let Some(b) = &b {
                         self.taken(b);
                     }
+                    if self.minted.refused().is_some() {
+                        self.stopped_for_memory();
+                        return None;
+                    }
                     return b;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
         }
+    }
+
+    /// Stops the run for a value refused for the memory limit ([`Minted::refused`]).
+    fn stopped_for_memory(&mut self) {
+        self.cancel();
+        self.stopped = true;
     }
 
     /// Batch `b` was taken from the channel: the caller holds its rows now, off the sink's
@@ -524,6 +540,9 @@ impl Running {
         drop(waiting);
         drop(rx);
         let out = handle.wait();
+        if let Some(e) = minted.refused() {
+            return Err(QueryError::from_flow(e));
+        }
         if stopped {
             return Err(QueryError::Cancelled);
         }
@@ -641,7 +660,10 @@ impl Prepared {
             return Err(damaged(d));
         }
         reset(&self.phys);
-        let minted = Arc::new(Minted::new(&self.store));
+        // One account for the plan's operators, the rows held for the caller and the terms
+        // the query's expressions make.
+        let account = Arc::new(nearflow_flow::Account::new(self.options.memory_limit));
+        let minted = Arc::new(Minted::new(&self.store).charged_to(account.clone()));
         if physical::yields_nothing(&self.phys) {
             let (_, rx) = std::sync::mpsc::channel();
             return Ok(Running {
@@ -662,6 +684,7 @@ impl Prepared {
             time: self.options.timeout,
             memory: self.options.memory_limit,
         });
+        b.account(account);
         if let Some(p) = self.options.packet_bytes {
             b.packet_bytes(p);
         }

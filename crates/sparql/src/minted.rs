@@ -9,10 +9,18 @@
 //! keys is split into [`SHARDS`] maps by the key's hash, each behind its own mutex taken only to
 //! mint: two workers minting different terms rarely wait for each other, and one term is still
 //! minted once (its key always goes to the same shard).
+//!
+//! The terms are charged to the query's memory account (the one its plan's operators charge):
+//! a term that would pass the limit is not minted, and a value whose building alone could pass
+//! it is not built ([`Minted::may_build`]). Either refusal is kept in the account: the plan
+//! stops at its next operator step, and the query fails with it ([`Minted::refused`]) before
+//! any row made after it reaches the caller.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use nearflow_flow::{Account, FlowError};
 
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, TermRef};
@@ -37,6 +45,16 @@ pub struct Minted {
     run: u64,
     /// The next fresh blank node's number (`BNODE()`).
     fresh: AtomicU64,
+    /// The query's memory account, when it has one (a refusal is kept there: the plan
+    /// stops at its next step).
+    account: Option<Arc<Account>>,
+}
+
+/// Bytes a minted term of `text` bytes (its encoded key) holds: the key in the index and the
+/// term's own strings (each about the text), the term and the map's entry.
+fn minted_bytes(text: usize) -> usize {
+    text.saturating_mul(2)
+        .saturating_add(std::mem::size_of::<Term>() + 64)
 }
 
 impl std::fmt::Debug for Minted {
@@ -54,6 +72,12 @@ impl Minted {
         Minted::above(store.dict().len() as Id)
     }
 
+    /// The table, its terms charged to `account` from now on.
+    pub fn charged_to(mut self, account: Arc<Account>) -> Minted {
+        self.account = Some(account);
+        self
+    }
+
     /// An empty table whose ids start above `base` (the dictionary's last id).
     pub fn above(base: Id) -> Minted {
         Minted {
@@ -65,7 +89,46 @@ impl Minted {
             now: oxsdatatypes::DateTime::now().to_string(),
             run: RUNS.fetch_add(1, Ordering::Relaxed),
             fresh: AtomicU64::new(0),
+            account: None,
         }
+    }
+
+    /// Whether a value of about `bytes` would be allowed by [`may_build`](Self::may_build)
+    /// (nothing is kept either way): a cheap bound checked before an exact one.
+    pub fn fits(&self, bytes: usize) -> bool {
+        self.account
+            .as_ref()
+            .is_none_or(|a| bytes.saturating_mul(3) <= a.room())
+    }
+
+    /// Whether a value of about `bytes` may be built: it, and the two copies minting it
+    /// makes, fit in what the memory account has left. When not, the refusal is kept (the
+    /// query fails with it) and the caller builds nothing.
+    pub fn may_build(&self, bytes: usize) -> bool {
+        let Some(account) = &self.account else {
+            return true;
+        };
+        let needs = bytes.saturating_mul(3);
+        if needs <= account.room() {
+            return true;
+        }
+        self.refuse(account, needs);
+        false
+    }
+
+    fn refuse(&self, account: &Account, bytes: usize) {
+        account.refuse("the values the query's expressions built".into(), bytes);
+    }
+
+    /// Whether a term or a value was refused for the memory limit (the query fails).
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.account.as_ref().is_some_and(|a| a.is_refused())
+    }
+
+    /// Why the query must fail, when a term or a value was refused for the memory limit.
+    pub fn refused(&self) -> Option<FlowError> {
+        self.account.as_ref().and_then(|a| a.refusal())
     }
 
     /// `NOW()` for this run: an `xsd:dateTime` lexical form, the same in every call.
@@ -99,7 +162,8 @@ impl Minted {
     }
 
     /// The id of a term not in the store, minted when new; `None` when the 32-bit ids are
-    /// exhausted (then [`overflowed`](Self::overflowed) is true and the query must fail).
+    /// exhausted (then [`overflowed`](Self::overflowed) is true and the query must fail) or
+    /// the term would pass the memory limit (then [`refused`](Self::refused) says so).
     pub fn mint(&self, t: TermRef<'_>) -> Option<Id> {
         use std::hash::BuildHasher;
         let mut key = String::new();
@@ -108,6 +172,13 @@ impl Minted {
         let mut index = self.index[shard].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&id) = index.get(&key) {
             return Some(id);
+        }
+        if let Some(account) = &self.account {
+            let bytes = minted_bytes(key.len());
+            if account.charge(String::new, bytes).is_err() {
+                self.refuse(account, bytes);
+                return None;
+            }
         }
         if u64::from(self.base) + 1 + self.terms.count() as u64 >= u64::from(Id::MAX) {
             // Relaxed (both stores): read by `overflowed` after the run's plan has ended, which

@@ -150,7 +150,20 @@ pub struct Walker<'s> {
     stop: Option<&'s (dyn Fn() -> bool + 's)>,
     stopped: std::cell::Cell<bool>,
     steps: std::cell::Cell<u32>,
+    /// Ids the walk's collections hold now (results, sets of nodes seen, queues, a merge's
+    /// set of triples), each counted as [`ID_BYTES`] against `budget`.
+    held: std::cell::Cell<usize>,
+    /// Ids it may hold ([`Walker::within`]).
+    budget: usize,
+    /// The most it would have held, once it passed the budget (the walk then ends early).
+    over: std::cell::Cell<Option<usize>>,
 }
+
+/// Bytes a walk counts for each id it holds: the id (4 bytes) in a vector that may have
+/// doubled (8), or in a hash set at its lowest load (about 12 with its control bytes), and a
+/// margin for the queue and the step buffers that hold it too. An over-count: the budget
+/// refuses early, never late.
+pub const ID_BYTES: usize = 16;
 
 impl<'s> Walker<'s> {
     /// A walker over the graphs `graphs` of `store`.
@@ -161,7 +174,57 @@ impl<'s> Walker<'s> {
             stop: None,
             stopped: std::cell::Cell::new(false),
             steps: std::cell::Cell::new(0),
+            held: std::cell::Cell::new(0),
+            budget: usize::MAX,
+            over: std::cell::Cell::new(None),
         }
+    }
+
+    /// The walker, holding at most `bytes` (counted as [`ID_BYTES`] an id): past them every
+    /// walk ends early, [`Walker::stopped`] is true and [`Walker::over_budget`] says how much
+    /// it would have held.
+    pub fn within(mut self, bytes: usize) -> Self {
+        self.budget = bytes / ID_BYTES;
+        self
+    }
+
+    /// The bytes it would have held past its budget, if it passed it.
+    pub fn over_budget(&self) -> Option<usize> {
+        self.over.get()
+    }
+
+    /// `n` more ids held; `false` (and the walk stops) when they would pass the budget: the
+    /// caller then does not keep them.
+    pub(crate) fn grow(&self, n: usize) -> bool {
+        let now = self.held.get().saturating_add(n);
+        if now > self.budget {
+            self.over.set(Some(
+                now.saturating_mul(ID_BYTES)
+                    .max(self.over.get().unwrap_or(0)),
+            ));
+            self.stopped.set(true);
+            return false;
+        }
+        self.held.set(now);
+        true
+    }
+
+    /// `n` ids no longer held.
+    pub(crate) fn shrink(&self, n: usize) {
+        self.held.set(self.held.get().saturating_sub(n));
+    }
+
+    /// [`distinct`] of `v`, whose ids are held: what it drops is given back.
+    fn distinct_held(&self, v: Vec<Id>) -> Vec<Id> {
+        let n = v.len();
+        // The set of the ids seen is held while it is made.
+        if !self.grow(n) {
+            self.shrink(n);
+            return Vec::new();
+        }
+        let d = distinct(v);
+        self.shrink(2 * n - d.len());
+        d
     }
 
     /// The walker, asking `stop` now and then during a closure whether to end early.
@@ -198,11 +261,13 @@ impl<'s> Walker<'s> {
                 let mut seen = HashSet::new();
                 for &g in many {
                     self.store.for_each_match(g, pattern, |t| {
-                        if seen.insert(t) {
+                        if self.over.get().is_none() && !seen.contains(&t) && self.grow(3) {
+                            seen.insert(t);
                             f(t)
                         }
                     });
                 }
+                self.shrink(3 * seen.len());
             }
         }
     }
@@ -210,15 +275,21 @@ impl<'s> Walker<'s> {
     /// Every `y` with `x path y`, with duplicates as §18.4 counts them.
     pub fn from(&self, p: &Resolved, x: Id, out: &mut Vec<Id>) {
         match p {
-            Resolved::Link(Some(l)) => self.each([Some(x), Some(*l), None], |t| out.push(t[2])),
+            Resolved::Link(Some(l)) => self.each([Some(x), Some(*l), None], |t| {
+                if self.grow(1) {
+                    out.push(t[2])
+                }
+            }),
             Resolved::Link(None) => {}
             Resolved::Inverse(q) => self.to(q, x, out),
             Resolved::Seq(a, b) => {
                 let mut mid = Vec::new();
                 self.from(a, x, &mut mid);
+                let n = mid.len();
                 for m in mid {
                     self.from(b, m, out);
                 }
+                self.shrink(n);
             }
             Resolved::Alt(a, b) => {
                 self.from(a, x, out);
@@ -226,13 +297,16 @@ impl<'s> Walker<'s> {
             }
             Resolved::Closure(q, zero) => out.extend(self.closure(q, x, *zero, true)),
             Resolved::ZeroOrOne(q) => {
-                let mut step = vec![x];
+                let mut step = Vec::new();
+                if self.grow(1) {
+                    step.push(x);
+                }
                 self.from(q, x, &mut step);
-                out.extend(distinct(step));
+                out.extend(self.distinct_held(step));
             }
             // One solution per triple, as `{ x ?p ?y FILTER(?p NOT IN (…)) }` gives.
             Resolved::Negated(ps) => self.each([Some(x), None, None], |t| {
-                if !ps.contains(&t[1]) {
+                if !ps.contains(&t[1]) && self.grow(1) {
                     out.push(t[2])
                 }
             }),
@@ -242,15 +316,21 @@ impl<'s> Walker<'s> {
     /// Every `x` with `x path y`.
     pub fn to(&self, p: &Resolved, y: Id, out: &mut Vec<Id>) {
         match p {
-            Resolved::Link(Some(l)) => self.each([None, Some(*l), Some(y)], |t| out.push(t[0])),
+            Resolved::Link(Some(l)) => self.each([None, Some(*l), Some(y)], |t| {
+                if self.grow(1) {
+                    out.push(t[0])
+                }
+            }),
             Resolved::Link(None) => {}
             Resolved::Inverse(q) => self.from(q, y, out),
             Resolved::Seq(a, b) => {
                 let mut mid = Vec::new();
                 self.to(b, y, &mut mid);
+                let n = mid.len();
                 for m in mid {
                     self.to(a, m, out);
                 }
+                self.shrink(n);
             }
             Resolved::Alt(a, b) => {
                 self.to(a, y, out);
@@ -258,12 +338,15 @@ impl<'s> Walker<'s> {
             }
             Resolved::Closure(q, zero) => out.extend(self.closure(q, y, *zero, false)),
             Resolved::ZeroOrOne(q) => {
-                let mut step = vec![y];
+                let mut step = Vec::new();
+                if self.grow(1) {
+                    step.push(y);
+                }
                 self.to(q, y, &mut step);
-                out.extend(distinct(step));
+                out.extend(self.distinct_held(step));
             }
             Resolved::Negated(ps) => self.each([None, None, Some(y)], |t| {
-                if !ps.contains(&t[1]) {
+                if !ps.contains(&t[1]) && self.grow(1) {
                     out.push(t[0])
                 }
             }),
@@ -274,18 +357,21 @@ impl<'s> Walker<'s> {
     /// each once; forwards, or backwards when `forward` is false. Breadth first, marking
     /// every node reached: it ends on cycles. One step's buffer is reused for every node.
     fn closure(&self, q: &Resolved, x: Id, zero: bool, forward: bool) -> Vec<Id> {
+        // Each node reached is held three times (the set, the result, the queue); the set
+        // and the queue are given back at the end, the result passes to the caller.
         let mut seen = HashSet::new();
         let mut out = Vec::new();
-        if zero {
+        if zero && self.grow(3) {
             seen.insert(x);
             out.push(x);
         }
         let mut todo = VecDeque::from([x]);
         let mut step = Vec::new();
-        while let Some(n) = todo.pop_front() {
+        'walk: while let Some(n) = todo.pop_front() {
             if self.should_stop() {
                 break;
             }
+            self.shrink(step.len());
             step.clear();
             if forward {
                 self.from(q, n, &mut step);
@@ -293,12 +379,17 @@ impl<'s> Walker<'s> {
                 self.to(q, n, &mut step);
             }
             for &m in &step {
-                if seen.insert(m) {
+                if !seen.contains(&m) {
+                    if !self.grow(3) {
+                        break 'walk;
+                    }
+                    seen.insert(m);
                     out.push(m);
                     todo.push_back(m);
                 }
             }
         }
+        self.shrink(step.len() + 2 * seen.len());
         out
     }
 
@@ -308,11 +399,13 @@ impl<'s> Walker<'s> {
         let mut out = Vec::new();
         self.each([None, None, None], |t| {
             for n in [t[0], t[2]] {
-                if seen.insert(n) {
+                if !seen.contains(&n) && self.grow(2) {
+                    seen.insert(n);
                     out.push(n);
                 }
             }
         });
+        self.shrink(seen.len());
         out
     }
 
@@ -324,8 +417,12 @@ impl<'s> Walker<'s> {
         match p {
             Resolved::Link(Some(l)) => {
                 let mut v = Vec::new();
-                self.each([None, Some(*l), None], |t| v.push(t[0]));
-                distinct(v)
+                self.each([None, Some(*l), None], |t| {
+                    if self.grow(1) {
+                        v.push(t[0])
+                    }
+                });
+                self.distinct_held(v)
             }
             Resolved::Inverse(q) if matches!(**q, Resolved::Link(_)) => {
                 let Resolved::Link(l) = &**q else {
@@ -333,16 +430,20 @@ impl<'s> Walker<'s> {
                 };
                 let mut v = Vec::new();
                 if let Some(l) = l {
-                    self.each([None, Some(*l), None], |t| v.push(t[2]));
+                    self.each([None, Some(*l), None], |t| {
+                        if self.grow(1) {
+                            v.push(t[2])
+                        }
+                    });
                 }
-                distinct(v)
+                self.distinct_held(v)
             }
             Resolved::Link(None) => Vec::new(),
             Resolved::Seq(a, _) | Resolved::Closure(a, false) => self.starts(a),
             Resolved::Alt(a, b) => {
                 let mut v = self.starts(a);
                 v.extend(self.starts(b));
-                distinct(v)
+                self.distinct_held(v)
             }
             _ => self.nodes(),
         }
@@ -353,11 +454,21 @@ impl<'s> Walker<'s> {
         match p {
             Resolved::Link(Some(l)) => {
                 let mut v = Vec::new();
-                self.each([None, Some(*l), None], |t| v.push((t[0], t[2])));
+                self.each([None, Some(*l), None], |t| {
+                    if self.grow(2) {
+                        v.push((t[0], t[2]))
+                    }
+                });
                 v
             }
             Resolved::Link(None) => Vec::new(),
-            Resolved::Inverse(q) => self.pairs(q).into_iter().map(|(a, b)| (b, a)).collect(),
+            Resolved::Inverse(q) => {
+                let mut v = self.pairs(q);
+                for pair in &mut v {
+                    *pair = (pair.1, pair.0);
+                }
+                v
+            }
             Resolved::Alt(a, b) => {
                 let mut out = self.pairs(a);
                 out.extend(self.pairs(b));
@@ -366,7 +477,7 @@ impl<'s> Walker<'s> {
             Resolved::Negated(ps) => {
                 let mut v = Vec::new();
                 self.each([None, None, None], |t| {
-                    if !ps.contains(&t[1]) {
+                    if !ps.contains(&t[1]) && self.grow(2) {
                         v.push((t[0], t[2]))
                     }
                 });
@@ -375,11 +486,20 @@ impl<'s> Walker<'s> {
             Resolved::Seq(..) | Resolved::Closure(..) | Resolved::ZeroOrOne(_) => {
                 let mut out = Vec::new();
                 let mut ys = Vec::new();
-                for x in self.starts(p) {
+                let starts = self.starts(p);
+                let n = starts.len();
+                for x in starts {
+                    if self.should_stop() {
+                        break;
+                    }
+                    self.shrink(ys.len());
                     ys.clear();
                     self.from(p, x, &mut ys);
-                    out.extend(ys.iter().map(|&y| (x, y)));
+                    if self.grow(2 * ys.len()) {
+                        out.extend(ys.iter().map(|&y| (x, y)));
+                    }
                 }
+                self.shrink(n + ys.len());
                 out
             }
         }

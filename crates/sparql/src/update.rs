@@ -129,6 +129,69 @@ pub struct Applied {
     pub changes: Vec<([Id; 4], bool)>,
 }
 
+/// The limits of one update request as it applies: its time limit, counted from the start of
+/// the request (its WHERE clauses get the time left), and its memory limit, which bounds what
+/// the operations hold: the solutions read, the changes made ([`Edit::held_bytes`]) and a
+/// `LOAD`'s parse. Each is checked as the changes are made; past either the request fails and
+/// nothing of it is kept.
+struct Guard {
+    deadline: Option<(std::time::Duration, std::time::Instant)>,
+    limit: Option<usize>,
+    cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Rows (or quads) between two checks of a [`Guard`].
+const CHECK_EVERY: usize = 1024;
+
+impl Guard {
+    fn new(options: &UpdateOptions) -> Guard {
+        Guard {
+            deadline: options
+                .query
+                .timeout
+                .map(|t| (t, std::time::Instant::now() + t)),
+            limit: options.query.memory_limit,
+            cancel: options.cancel.clone(),
+        }
+    }
+
+    /// `options` with the time left as the time limit.
+    fn left(&self, options: &Options) -> Options {
+        let mut o = options.clone();
+        if let Some((_, at)) = self.deadline {
+            let left = at.saturating_duration_since(std::time::Instant::now());
+            o.timeout = Some(left.max(std::time::Duration::from_millis(1)));
+        }
+        o
+    }
+
+    /// An error when the time limit has passed or the update was cancelled, or when `held`
+    /// bytes (for `what`) pass the memory limit.
+    fn check(&self, held: usize, what: &str) -> Result<(), QueryError> {
+        // Relaxed: a flag, set once.
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(QueryError::Cancelled);
+        }
+        if let Some((limit, at)) = self.deadline {
+            if std::time::Instant::now() >= at {
+                return Err(QueryError::Timeout(limit));
+            }
+        }
+        match self.limit {
+            Some(limit) if held > limit => Err(QueryError::MemoryLimit {
+                operator: what.into(),
+                limit,
+                wanted: held,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn iri(n: &oxrdf::NamedNode) -> Term {
     Term::Iri(n.as_str().to_owned())
 }
@@ -397,10 +460,11 @@ impl Update {
         let mut cur = store.clone();
         let mut touched: HashSet<[Id; 4]> = HashSet::new();
         let mut blanks = Blanks::default();
+        let guard = Guard::new(options);
         for op in &self.ops {
             let next = {
                 let mut e = cur.edit();
-                run(op, &cur, &mut e, rt, options, &mut blanks)?;
+                run(op, &cur, &mut e, rt, options, &guard, &mut blanks)?;
                 touched.extend(e.changes().into_iter().map(|(q, _)| q));
                 e.finish()
             };
@@ -503,8 +567,12 @@ fn apply_templates(
     e: &mut Edit<'_>,
     insert: bool,
     blanks: &mut Blanks,
+    (guard, read): (&Guard, usize),
 ) -> Result<(), QueryError> {
-    for row in rows {
+    for (i, row) in rows.iter().enumerate() {
+        if i % CHECK_EVERY == 0 {
+            guard.check(read.saturating_add(e.held_bytes()), "the update's changes")?;
+        }
         // Blank nodes are fresh per solution.
         let mut scope = HashMap::new();
         for t in templates {
@@ -529,7 +597,7 @@ fn apply_templates(
             }
         }
     }
-    Ok(())
+    guard.check(read.saturating_add(e.held_bytes()), "the update's changes")
 }
 
 /// The graphs a target names that hold quads (for an IRI the store lacks, none).
@@ -546,13 +614,24 @@ fn graphs_of(target: &Target, store: &Store) -> Vec<Id> {
     }
 }
 
-/// Removes every quad of graph `g`.
-fn clear_graph(store: &Store, e: &mut Edit<'_>, g: Id) {
-    let mut quads = Vec::new();
+/// Removes every quad of graph `g`: refused before anything is read when the changes would
+/// pass the memory limit.
+fn clear_graph(store: &Store, e: &mut Edit<'_>, g: Id, guard: &Guard) -> Result<(), QueryError> {
+    let n = store.graph_len(g) as usize;
+    let quad = std::mem::size_of::<[Id; 4]>();
+    let held = e
+        .held_bytes()
+        .saturating_add(n.saturating_mul(quad + nearflow_rdf::index::CHANGE_BYTES));
+    guard.check(held, "the quads the update removes")?;
+    let mut quads = Vec::with_capacity(n);
     store.for_each_match(g, [None; 3], |t| quads.push([t[0], t[1], t[2], g]));
-    for q in quads {
+    for (i, q) in quads.into_iter().enumerate() {
+        if i % CHECK_EVERY == 0 {
+            guard.check(0, "")?;
+        }
         e.remove(q);
     }
+    Ok(())
 }
 
 fn run(
@@ -561,6 +640,7 @@ fn run(
     e: &mut Edit<'_>,
     rt: &Runtime,
     options: &UpdateOptions,
+    guard: &Guard,
     blanks: &mut Blanks,
 ) -> Result<(), QueryError> {
     let missing = |silent: bool, what: String| -> Result<(), QueryError> {
@@ -571,51 +651,65 @@ fn run(
         }
     };
     match op {
-        Operation::InsertData(ts) => apply_templates(ts, &[Vec::new()], e, true, blanks),
-        Operation::DeleteData(ts) => apply_templates(ts, &[Vec::new()], e, false, blanks),
+        Operation::InsertData(ts) => {
+            apply_templates(ts, &[Vec::new()], e, true, blanks, (guard, 0))
+        }
+        Operation::DeleteData(ts) => {
+            apply_templates(ts, &[Vec::new()], e, false, blanks, (guard, 0))
+        }
         Operation::Modify {
             delete,
             insert,
             query,
         } => {
-            let prepared = query.plan(store, &options.query);
+            let prepared = query.plan(store, &guard.left(&options.query));
             let out = prepared.collect(rt, options.cancel.clone())?;
             let width = match &out.form {
                 Form::Select(cols) => cols.len(),
                 _ => 0,
             };
-            // Each solution's terms, then each template's quad per solution: bounded by the
-            // memory limit before they are made.
-            let pending = out.rows.len()
-                * (width
-                    * (std::mem::size_of::<Option<TermRef<'_>>>()
-                        + std::mem::size_of::<Option<nearflow_rdf::TermCow<'_>>>())
-                    + (delete.len() + insert.len()) * 64);
-            if let Some(limit) = options.query.memory_limit.filter(|&l| pending > l) {
-                return Err(QueryError::MemoryLimit {
-                    operator: "the update's changes".into(),
-                    limit,
-                    wanted: pending,
-                });
+            // The solutions' terms, read before the changes are made, held beside the rows:
+            // each cell twice (decoded, then borrowed), each row's two vectors, and the text
+            // of each term decoded; counted as they are read.
+            let cell = std::mem::size_of::<Option<TermRef<'_>>>()
+                + std::mem::size_of::<Option<nearflow_rdf::TermCow<'_>>>();
+            let per_row = width * cell + 2 * (std::mem::size_of::<Vec<()>>() + 16);
+            let mut held = (out.rows.len() * width.max(1) * std::mem::size_of::<Id>())
+                .saturating_add(out.rows.len().saturating_mul(per_row));
+            guard.check(held, "the update's solutions")?;
+            let mut read: Vec<Vec<Option<nearflow_rdf::TermCow<'_>>>> =
+                Vec::with_capacity(out.rows.len());
+            for (n, r) in out.rows.iter().enumerate() {
+                let cells: Vec<_> = (0..width).map(|i| out.term(r, i)).collect();
+                held = held.saturating_add(
+                    cells
+                        .iter()
+                        .flatten()
+                        .map(|t| match t {
+                            nearflow_rdf::TermCow::Key(k) => k.capacity(),
+                            nearflow_rdf::TermCow::Ref(_) => 0,
+                        })
+                        .sum::<usize>(),
+                );
+                read.push(cells);
+                if n % CHECK_EVERY == 0 {
+                    guard.check(held, "the update's solutions")?;
+                }
             }
-            let read: Vec<Vec<Option<nearflow_rdf::TermCow<'_>>>> = out
-                .rows
-                .iter()
-                .map(|r| (0..width).map(|i| out.term(r, i)).collect())
-                .collect();
+            guard.check(held, "the update's solutions")?;
             let rows: Vec<Vec<Option<TermRef<'_>>>> = read
                 .iter()
                 .map(|r| r.iter().map(|t| t.as_ref().map(|t| t.as_ref())).collect())
                 .collect();
             // Update §3.1.3: the deletions and insertions of one solution sequence.
-            apply_templates(delete, &rows, e, false, blanks)?;
-            apply_templates(insert, &rows, e, true, blanks)
+            apply_templates(delete, &rows, e, false, blanks, (guard, held))?;
+            apply_templates(insert, &rows, e, true, blanks, (guard, held))
         }
         Operation::Load {
             silent,
             source,
             into,
-        } => match load(source, into.as_deref(), e, &options.load) {
+        } => match load(source, into.as_deref(), e, &options.load, guard)? {
             Ok(()) => Ok(()),
             Err(why) => missing(*silent, why),
         },
@@ -627,7 +721,7 @@ fn run(
                 }
             }
             for g in graphs {
-                clear_graph(store, e, g);
+                clear_graph(store, e, g, guard)?;
             }
             Ok(())
         }
@@ -639,7 +733,7 @@ fn run(
                 }
             }
             for g in graphs {
-                clear_graph(store, e, g);
+                clear_graph(store, e, g, guard)?;
             }
             Ok(())
         }
@@ -660,12 +754,93 @@ fn run(
 }
 
 /// LOAD of a `file://` IRI into the edit (its blank nodes fresh), where `allowed` lets it.
+/// The inner error is the file's (`SILENT` hides it); the outer one the request's limits,
+/// checked after each batch the parse reads and as the quads are added (never hidden).
 fn load(
     source: &str,
     into: Option<&str>,
     e: &mut Edit<'_>,
     allowed: &LoadFrom,
-) -> Result<(), String> {
+    guard: &Guard,
+) -> Result<Result<(), String>, QueryError> {
+    match read_file(source, into, e, allowed, guard)? {
+        Ok(loaded) => {
+            // The quads' changes and their terms in the edit, beside the parse still held.
+            let quads = loaded.quads.len();
+            let adding = quads
+                .saturating_mul(nearflow_rdf::index::CHANGE_BYTES)
+                .saturating_add(2 * loaded.dict.heap_bytes());
+            guard.check(
+                e.held_bytes()
+                    .saturating_add(loaded_bytes(&loaded))
+                    .saturating_add(adding),
+                "LOAD's quads",
+            )?;
+            Ok(add_loaded_guarded(e, &loaded, Some(guard))?.map(|_| ()))
+        }
+        Err(why) => Ok(Err(why)),
+    }
+}
+
+/// Bytes a parse holds: its terms and its quads.
+fn loaded_bytes(loaded: &nearflow_rdf::index::load::Loaded) -> usize {
+    loaded
+        .dict
+        .heap_bytes()
+        .saturating_add(loaded.quads.capacity() * std::mem::size_of::<[Id; 4]>())
+}
+
+/// The file of a LOAD, parsed (see [`load`]).
+fn read_file(
+    source: &str,
+    into: Option<&str>,
+    e: &Edit<'_>,
+    allowed: &LoadFrom,
+    guard: &Guard,
+) -> Result<Result<nearflow_rdf::index::load::Loaded, String>, QueryError> {
+    use nearflow_rdf::index::load;
+    let (path, format, reader) = match open_file(source, allowed) {
+        Ok(f) => f,
+        Err(why) => return Ok(Err(why)),
+    };
+    let mut loaded = load::Loaded::default();
+    let mut stopped = None;
+    let before = e.held_bytes();
+    let r = load::load_reader_watched(
+        &mut loaded,
+        &path,
+        format,
+        reader,
+        "l",
+        source,
+        into,
+        &mut |l| match guard.check(before.saturating_add(loaded_bytes(l)), "LOAD's parse") {
+            Ok(()) => Ok(()),
+            Err(err) => {
+                stopped = Some(err);
+                Err(load::LoadError::Interrupted)
+            }
+        },
+    );
+    if let Some(err) = stopped {
+        return Err(err);
+    }
+    Ok(r.map(|()| loaded)
+        .map_err(|err| format!("LOAD <{source}>: {err}")))
+}
+
+/// The file a LOAD names, where `allowed` lets it be read: its path, format and reader.
+fn open_file(
+    source: &str,
+    allowed: &LoadFrom,
+) -> Result<
+    (
+        PathBuf,
+        nearflow_rdf::index::load::Format,
+        Box<dyn std::io::Read + Send>,
+    ),
+    String,
+> {
     use nearflow_rdf::index::load;
     let path = load::file_path(source).ok_or_else(|| {
         format!("LOAD <{source}>: nearflow loads local files only (a file:// IRI); it fetches nothing from the network")
@@ -699,14 +874,7 @@ fn load(
     let format = load::Format::from_path(&path)
         .ok_or_else(|| format!("LOAD <{source}>: the file's format is not known from its name"))?;
     let reader = load::open_input(&path).map_err(|err| format!("LOAD <{source}>: {err}"))?;
-    let mut loaded = load::Loaded::default();
-    let r = match into {
-        None => load::load_reader_with_base(&mut loaded, &path, format, reader, "l", source),
-        Some(g) => load::load_reader_into_graph(&mut loaded, &path, format, reader, "l", source, g),
-    };
-    r.map_err(|err| format!("LOAD <{source}>: {err}"))?;
-    add_loaded(e, &loaded)?;
-    Ok(())
+    Ok((path, format, reader))
 }
 
 /// Inserts the quads of `loaded` (a parsed file) into the edit, each of its blank nodes as a
@@ -716,9 +884,22 @@ pub fn add_loaded(
     e: &mut Edit<'_>,
     loaded: &nearflow_rdf::index::load::Loaded,
 ) -> Result<usize, String> {
+    add_loaded_guarded(e, loaded, None).map_err(|err| err.to_string())?
+}
+
+/// [`add_loaded`], checking `guard` (when given) as the quads are added: its error is the
+/// outer one.
+fn add_loaded_guarded(
+    e: &mut Edit<'_>,
+    loaded: &nearflow_rdf::index::load::Loaded,
+    guard: Option<&Guard>,
+) -> Result<Result<usize, String>, QueryError> {
     let mut blanks = Blanks::default();
     let mut ids: HashMap<Id, Id> = HashMap::new();
-    for q in &loaded.quads {
+    for (n, q) in loaded.quads.iter().enumerate() {
+        if let Some(g) = guard.filter(|_| n % CHECK_EVERY == 0) {
+            g.check(0, "")?;
+        }
         let mut out = [DEFAULT_GRAPH; 4];
         for (i, &id) in q.iter().enumerate() {
             if i == 3 && id == DEFAULT_GRAPH {
@@ -733,8 +914,11 @@ pub fn add_loaded(
                             e.intern(TermRef::Blank(&label))
                         }
                         term => e.intern(term),
-                    }
-                    .map_err(|err| err.to_string())?;
+                    };
+                    let x = match x {
+                        Ok(x) => x,
+                        Err(err) => return Ok(Err(err.to_string())),
+                    };
                     ids.insert(id, x);
                     x
                 }
@@ -742,5 +926,5 @@ pub fn add_loaded(
         }
         e.insert(out);
     }
-    Ok(loaded.quads.len())
+    Ok(Ok(loaded.quads.len()))
 }

@@ -10,7 +10,7 @@ use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Sta
 use super::{emit_queued, row_ports, ExecCx, Row, Timer};
 use crate::expr::EvalCx;
 use crate::minted::Minted;
-use crate::path::{End, PathExpr, Walker};
+use crate::path::{End, PathExpr, Walker, ID_BYTES};
 use crate::physical::{Op, OpStat, PathGraphs, Phys};
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, Term, UNBOUND};
@@ -37,19 +37,20 @@ impl<const N: usize> PathOp<N> {
             .unwrap_or(UNBOUND)
     }
 
-    /// Every solution; `false` when `stop` ended a closure early (the rows are then partial).
-    fn solve(&self, stop: &dyn Fn() -> bool) -> (Vec<Row<N>>, bool) {
+    /// Every solution, the walks holding at most `room` bytes between them and the rows;
+    /// `Err` when `stop` ended a closure early (the rows are then partial) or the walks would
+    /// have held more: `Some` of the bytes then.
+    fn solve(&self, stop: &dyn Fn() -> bool, room: usize) -> Result<Vec<Row<N>>, Option<usize>> {
         let mut out = Vec::new();
-        let mut whole = true;
         match self.graphs.bind {
-            None => whole = self.solve_in(self.graphs.graphs.clone(), None, &mut out, stop),
+            None => self.solve_in(self.graphs.graphs.clone(), None, &mut out, stop, room)?,
             Some(c) => {
                 for &g in &self.graphs.graphs {
-                    whole = whole && self.solve_in(vec![g], Some((c, g)), &mut out, stop);
+                    self.solve_in(vec![g], Some((c, g)), &mut out, stop, room)?;
                 }
             }
         }
-        (out, whole)
+        Ok(out)
     }
 
     /// The solutions in the graphs `graphs` (merged), each row with `bind`'s column set;
@@ -60,8 +61,17 @@ impl<const N: usize> PathOp<N> {
         bind: Option<(usize, Id)>,
         out: &mut Vec<Row<N>>,
         stop: &dyn Fn() -> bool,
-    ) -> bool {
-        let w = Walker::new(&self.store, graphs).stopping_on(stop);
+        room: usize,
+    ) -> Result<(), Option<usize>> {
+        // The rows made so far hold part of the room: a row counts as twice its bytes (a
+        // vector that may have doubled), in the walk's units.
+        let row_ids = (2 * std::mem::size_of::<Row<N>>())
+            .div_ceil(ID_BYTES)
+            .max(1);
+        let held = out.capacity().saturating_mul(row_ids * ID_BYTES);
+        let w = Walker::new(&self.store, graphs)
+            .stopping_on(stop)
+            .within(room.saturating_sub(held));
         let p = self.path.resolve(&self.store);
         let row = |x: Id, y: Id| -> Option<Row<N>> {
             let mut r = [UNBOUND; N];
@@ -83,27 +93,42 @@ impl<const N: usize> PathOp<N> {
             Some(r)
         };
         let mut ys = Vec::new();
+        // The rows of `n` ends, counted before they are made.
+        let rows = |n: usize| w.grow(n.saturating_mul(row_ids));
         match (&self.subject, &self.object) {
             (End::Term(s), End::Term(o)) => {
                 let (s, o) = (self.id(s), self.id(o));
                 w.from(&p, s, &mut ys);
-                out.extend(ys.iter().filter(|&&y| y == o).filter_map(|_| row(s, o)));
+                if rows(ys.len()) {
+                    out.extend(ys.iter().filter(|&&y| y == o).filter_map(|_| row(s, o)));
+                }
             }
             (End::Term(s), End::Var(_)) => {
                 let s = self.id(s);
                 w.from(&p, s, &mut ys);
-                out.extend(ys.iter().filter_map(|&y| row(s, y)));
+                if rows(ys.len()) {
+                    out.extend(ys.iter().filter_map(|&y| row(s, y)));
+                }
             }
             (End::Var(_), End::Term(o)) => {
                 let o = self.id(o);
                 w.to(&p, o, &mut ys);
-                out.extend(ys.iter().filter_map(|&x| row(x, o)));
+                if rows(ys.len()) {
+                    out.extend(ys.iter().filter_map(|&x| row(x, o)));
+                }
             }
             (End::Var(_), End::Var(_)) => {
-                out.extend(w.pairs(&p).into_iter().filter_map(|(x, y)| row(x, y)));
+                let pairs = w.pairs(&p);
+                if rows(pairs.len()) {
+                    out.extend(pairs.into_iter().filter_map(|(x, y)| row(x, y)));
+                }
             }
         }
-        !w.stopped()
+        match (w.over_budget(), w.stopped()) {
+            (Some(bytes), _) => Err(Some(bytes.saturating_add(held))),
+            (None, true) => Err(None),
+            (None, false) => Ok(()),
+        }
     }
 }
 
@@ -124,10 +149,23 @@ impl<const N: usize> Operator for PathOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         if self.rows.is_none() {
-            let (rows, whole) = self.solve(&|| io.check().is_err());
-            if !whole {
-                io.check()?;
-            }
+            let room = io.memory_room();
+            let rows = match self.solve(&|| io.check().is_err(), room) {
+                Ok(rows) => rows,
+                Err(over) => {
+                    io.check()?;
+                    let Some(over) = over else {
+                        return Err(FlowError::Cancelled);
+                    };
+                    // Past the room: the walks stopped before holding more than it.
+                    let limit = io.memory_limit().unwrap_or(usize::MAX);
+                    return Err(FlowError::MemoryLimit {
+                        operator: "property path".into(),
+                        limit,
+                        wanted: limit.saturating_sub(room).saturating_add(over),
+                    });
+                }
+            };
             io.charge(rows.len() * std::mem::size_of::<Row<N>>())?;
             self.rows = Some(rows.into());
         }
