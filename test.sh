@@ -59,7 +59,7 @@ scripts/python-test.sh
 step "the endpoint's page in a real browser (headless Chromium from Debian): load it, run a query, page the table, read it back from the DOM; screenshot in results/serve-page.png"
 scripts/apt-install.sh nearflow-tests chromium
 cargo test --release -q --workspace --test browser -- --ignored
-step "fuzz: the snapshot reader, the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the parser's stack against the nesting bound (crates/sparql/tests/nesting.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
+step "fuzz: the snapshot reader, a store's files (each damaged, removed, or swapped for an older copy or another store's), the RDF loaders (Turtle, N-Triples, N-Quads, TriG, RDF/XML, gzip) and the SPARQL front end (crates/sparql/tests/fuzz.rs); the parser's stack against the nesting bound (crates/sparql/tests/nesting.rs); the endpoint's request and Accept readers and random queries and updates sent over HTTP (crates/serve/tests/fuzz.rs)"
 # Property-based, on stable Rust: damaged inputs, random deep/wide query shapes, and texts
 # drawn to hide their depth from a tokenizer (the fuzz files are named fuzz.rs, the bound's
 # nesting.rs). Briefly here; run longer with NEARFLOW_FUZZ_CASES=20000 (and another

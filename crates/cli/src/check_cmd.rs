@@ -86,6 +86,14 @@ fn store_one(cmd: &StoreCheckCmd) -> Result<(u64, usize)> {
                 if s.dropped == 1 { "" } else { "s" },
                 copy.display()
             ),
+            (Some(copy), None) if s.foreign.is_some() => eprintln!(
+                "{}: the update log follows another snapshot; gave up its {} record{} and started \
+                 it afresh: the store opens as its snapshot is (the log is kept as {})",
+                cmd.store.display(),
+                s.foreign.unwrap_or(0),
+                if s.foreign == Some(1) { "" } else { "s" },
+                copy.display()
+            ),
             _ if s.unlogged > 0 || s.segment_lost.is_some() => {}
             _ => eprintln!(
                 "{}: the update log is whole ({} record{}); nothing to salvage",
@@ -96,8 +104,9 @@ fn store_one(cmd: &StoreCheckCmd) -> Result<(u64, usize)> {
         }
         if let Some(upto) = s.segment_lost {
             eprintln!(
-                "{}: gave up the missing delta segment (it held updates up to update {upto}); \
-                 the store opens from its snapshot and its update log",
+                "{}: gave up the delta segment the store needed (missing, or written beside \
+                 another snapshot; it held updates up to update {upto}); the store opens from its \
+                 snapshot and its update log",
                 cmd.store.display()
             );
         }

@@ -97,7 +97,7 @@ fn update_changes_a_saved_store_and_every_reader_sees_it() {
     assert_eq!(names(&s), "n\r\nAlice\r\nCarol\r\nDan\r\nRobert\r\n");
     assert_eq!(
         std::fs::metadata(nearflow_log(&s)).unwrap().len(),
-        20,
+        36,
         "the log holds its header only"
     );
     // A new store over the old name starts without the old one's log.
@@ -128,6 +128,14 @@ fn serving(st: &str) -> std::process::Child {
         }
     }
     server
+}
+
+/// What `check store STORE --salvage` said (it must succeed).
+fn salvaged(st: &str) -> String {
+    let out = nearflow(&["check", "store", st, "--salvage"]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err
 }
 
 fn nearflow_log(s: &Path) -> PathBuf {
@@ -193,25 +201,60 @@ fn a_damaged_log_is_refused_until_salvaged() {
     }
     let log = nearflow_log(&s);
     let mut bytes = std::fs::read(&log).unwrap();
-    // The second record's length: one bit flipped.
-    let first = 20 + 12 + u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
+    // The second record's length: one bit flipped (after the 36-byte header and the first
+    // record's 12-byte frame and payload).
+    let first = 36 + 12 + u32::from_le_bytes(bytes[36..40].try_into().unwrap()) as usize;
     bytes[first + 1] ^= 0x04;
     std::fs::write(&log, &bytes).unwrap();
     let read = ["sparql", "--quiet", "--store", st, "-e", "ASK {}"];
     fails_with(&read, &format!("damaged at byte {first} (record 2)"));
     fails_with(&["check", "store", st], "--salvage");
-    let out = nearflow(&["check", "store", st, "--salvage"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = salvaged(st);
     assert!(
         err.contains("kept the 1 record before it, dropped 3 acknowledged updates"),
         "{err}"
     );
     assert_eq!(names(&s), "n\r\nAlice\r\nBob\r\nU0\r\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Another store's snapshot put beside this store's log: nothing reads it with the log's
+/// updates replayed onto it, `check store` says why, and `--salvage` opens it as it is.
+#[test]
+fn another_stores_snapshot_beside_the_log_is_refused_until_salvaged() {
+    let dir = std::env::temp_dir().join(format!("nearflow-foreign-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = store(&dir);
+    let st = s.to_str().unwrap();
+    ok(&[
+        "update",
+        "--store",
+        st,
+        "-e",
+        "INSERT DATA { <http://ex/c> <http://ex/name> \"Carol\" }",
+    ]);
+    // Another store, of other data.
+    let data = dir.join("other.ttl");
+    std::fs::write(&data, "<http://ex/d> <http://ex/name> \"Dan\" .\n").unwrap();
+    let other = dir.join("other.nfs");
+    ok(&[
+        "load".as_ref(),
+        data.as_os_str(),
+        "--quiet".as_ref(),
+        "--save".as_ref(),
+        other.as_os_str(),
+    ]);
+    std::fs::copy(&other, &s).unwrap();
+    let read = ["sparql", "--quiet", "--store", st, "-e", "ASK {}"];
+    fails_with(&read, "is not the snapshot");
+    fails_with(&["check", "store", st], "1 update record");
+    let err = salvaged(st);
+    assert!(
+        err.contains("follows another snapshot; gave up its 1 record"),
+        "{err}"
+    );
+    // The other store's snapshot as it is, this store's update not applied to it.
+    assert_eq!(names(&s), "n\r\nDan\r\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

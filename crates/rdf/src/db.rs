@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use nearflow_topo::Machine;
 
+use crate::snapshot::segment::Fingerprint;
 use crate::snapshot::{self, segment, SnapshotError};
 use crate::store::{Store, DEFAULT_GRAPH};
 use crate::term::{Id, TermRef};
@@ -83,8 +84,9 @@ pub enum DbError {
         /// How many acknowledged updates the files do not hold.
         missing: u64,
     },
-    /// The delta segment the store needs beside its snapshot is not there.
-    #[error("{path} is missing: the store needs it (so {record} says), since it holds the updates up to update {upto} that its snapshot does not; the store is not opened, so that they are not lost silently (restore the segment from a copy, or `nearflow check store --salvage` opens the store without them)")]
+    /// The delta segment the store needs beside its snapshot is not there (or the one there
+    /// belongs to another snapshot).
+    #[error("{path} {what}: the store needs its own (so {record} says), since it holds the updates up to update {upto} that its snapshot does not; the store is not opened, so that they are not lost silently (restore the segment from a copy, or `nearflow check store --salvage` opens the store without them)", what = if *stale { "belongs to another snapshot" } else { "is missing" })]
     SegmentMissing {
         /// The segment.
         path: PathBuf,
@@ -92,6 +94,21 @@ pub enum DbError {
         record: PathBuf,
         /// The last update the segment held.
         upto: u64,
+        /// Whether a segment is there, written beside another snapshot.
+        stale: bool,
+    },
+    /// The log follows another snapshot than the one beside it: the snapshot is another
+    /// store's or an older copy of this one's, or the log is another store's.
+    #[error("{path} is not the snapshot {log} follows (the snapshot is another store's or an older copy, or the log is another store's): its {records} update record{s} (up to update {last}) are not replayed onto it, and the store is not opened, so that no update is applied to the wrong data or lost silently (put back the files that belong together, or `nearflow check store --salvage` opens the snapshot as it is and gives the log's records up)", s = if *records == 1 { "" } else { "s" })]
+    Foreign {
+        /// The snapshot.
+        path: PathBuf,
+        /// The log.
+        log: PathBuf,
+        /// Its records.
+        records: usize,
+        /// Its last update.
+        last: u64,
     },
     /// The background check of a mapped snapshot found a section damaged.
     #[error("{path}: the store's snapshot is damaged: {why}; updates are refused (rebuild it with `nearflow load … --save`, or restore a copy)")]
@@ -217,8 +234,23 @@ struct Writer {
     acked: Option<File>,
     /// The last update of the segment the store needs beside its snapshot (0: none).
     segment: u64,
+    /// The snapshot the log follows (its header names it).
+    snap: Fingerprint,
+    /// The snapshot being written to replace it, recorded before its rename.
+    next: Option<Fingerprint>,
     seq: u64,
     last_update: Instant,
+}
+
+impl Writer {
+    /// What `STORE.acked` records of this state.
+    fn acked(&self) -> Acked {
+        Acked {
+            seq: self.seq,
+            segment: self.segment,
+            next: self.next,
+        }
+    }
 }
 
 /// A store with its versions, its writer and (when durable) its files.
@@ -286,14 +318,20 @@ pub fn log_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// The record of the last acknowledged update beside snapshot `path` (`STORE.acked`): 28
-/// bytes, `NFACK\0`, format u16, the update's sequence number u64, the last update of the
-/// delta segment the store needs beside its snapshot u64 (0: none), CRC-32 of those. It is
-/// rewritten in place after each update's record is synced to the log, so it is never ahead of
-/// what the log holds: a log that ends before it lost acknowledged updates. The segment's
-/// number is written (and synced) when a checkpoint writes a segment, before it cuts the log,
-/// and cleared once a snapshot holds the segment's updates, before the segment is removed: a
-/// store that needs a segment it does not find lost the updates the segment held.
+/// The record of the last acknowledged update beside snapshot `path` (`STORE.acked`): 44
+/// bytes, `NFACK\0`, format u16 (2; format 1, 28 bytes without the last field, is still read),
+/// the update's sequence number u64, the last update of the delta segment the store needs
+/// beside its snapshot u64 (0: none), the fingerprint of a snapshot being written to replace
+/// the one the log follows (16 bytes, zero: none), CRC-32 of those. It is rewritten in place
+/// after each update's record is synced to the log, so it is never ahead of what the log
+/// holds: a log that ends before it lost acknowledged updates. The segment's number is written
+/// (and synced) when a checkpoint writes a segment, before it cuts the log, and cleared once a
+/// snapshot holds the segment's updates, before the segment is removed: a store that needs a
+/// segment it does not find lost the updates the segment held. The snapshot being written is
+/// recorded (synced) after it is written and before its rename, and cleared once the log
+/// follows it: the one snapshot an open accepts beside a log that follows another (a crash
+/// between the two renames); a replacement of the whole store records a mark instead, and the
+/// old log's records are then not replayed onto the new snapshot.
 pub fn acked_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(".acked");
@@ -301,14 +339,19 @@ pub fn acked_path(path: &Path) -> PathBuf {
 }
 
 const ACKED_MAGIC: &[u8; 6] = b"NFACK\0";
-const ACKED_LEN: usize = 28;
+const ACKED_LEN: usize = 44;
+/// The record's length in format 1 (without `next`).
+const ACKED_LEN_1: usize = 28;
 
-/// What `STORE.acked` records: the last acknowledged update, and the last update of the segment
-/// the store needs (0: none).
+/// What `STORE.acked` records: the last acknowledged update, the last update of the segment
+/// the store needs (0: none), and the snapshot being written to replace the one the log
+/// follows, from just before its rename until the log follows it
+/// ([`Fingerprint::REPLACING`]: a replacement whose log starts afresh).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Acked {
     seq: u64,
     segment: u64,
+    next: Option<Fingerprint>,
 }
 
 /// The record at `path`; `None` when there is none (a store written before these records, or
@@ -319,10 +362,15 @@ fn read_acked(path: &Path) -> Result<Option<Acked>, DbError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(path)(e)),
     };
-    let n = ACKED_LEN - 4;
-    let whole = bytes.len() == ACKED_LEN
+    let n = bytes.len().saturating_sub(4);
+    let version = match bytes.len() {
+        ACKED_LEN_1 => 1u16,
+        ACKED_LEN => 2,
+        _ => 0,
+    };
+    let whole = version > 0
         && &bytes[..6] == ACKED_MAGIC
-        && bytes[6..8] == 1u16.to_le_bytes()
+        && bytes[6..8] == version.to_le_bytes()
         && crc32fast::hash(&bytes[..n]).to_le_bytes() == bytes[n..];
     if !whole {
         return Err(DbError::Damaged {
@@ -331,9 +379,13 @@ fn read_acked(path: &Path) -> Result<Option<Acked>, DbError> {
         });
     }
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let next = (version >= 2)
+        .then(|| Fingerprint::from_bytes(bytes[24..40].try_into().expect("16 bytes")))
+        .filter(|&f| f != Fingerprint::NONE);
     Ok(Some(Acked {
         seq: word(8),
         segment: word(16),
+        next,
     }))
 }
 
@@ -351,9 +403,10 @@ fn write_acked(f: &File, a: Acked) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut b = [0u8; ACKED_LEN];
     b[..6].copy_from_slice(ACKED_MAGIC);
-    b[6..8].copy_from_slice(&1u16.to_le_bytes());
+    b[6..8].copy_from_slice(&2u16.to_le_bytes());
     b[8..16].copy_from_slice(&a.seq.to_le_bytes());
     b[16..24].copy_from_slice(&a.segment.to_le_bytes());
+    b[24..40].copy_from_slice(&a.next.unwrap_or(Fingerprint::NONE).to_bytes());
     let crc = crc32fast::hash(&b[..ACKED_LEN - 4]);
     b[ACKED_LEN - 4..].copy_from_slice(&crc.to_le_bytes());
     f.write_all_at(&b, 0)?;
@@ -441,15 +494,15 @@ fn sync_dir(path: &Path) -> Result<(), DbError> {
         .map_err(io(&dir))
 }
 
-/// Writes a log of `header(base_seq)` and `records` to `path` atomically (a temporary file
-/// synced and renamed over it, the directory synced).
-fn write_log(path: &Path, base_seq: u64, records: &[u8]) -> Result<(), DbError> {
+/// Writes a log of `header(base_seq, snap)` and `records` to `path` atomically (a temporary
+/// file synced and renamed over it, the directory synced).
+fn write_log(path: &Path, base_seq: u64, snap: Fingerprint, records: &[u8]) -> Result<(), DbError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".{}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let r = (|| {
         let mut f = File::create(&tmp)?;
-        f.write_all(&logfmt::header(base_seq))?;
+        f.write_all(&logfmt::header(base_seq, snap))?;
         f.write_all(records)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -552,6 +605,7 @@ impl Db {
             None,
             None,
             0,
+            Fingerprint::NONE,
             0,
             None,
             true,
@@ -569,6 +623,7 @@ impl Db {
             None,
             None,
             0,
+            Fingerprint::NONE,
             0,
             None,
             false,
@@ -585,6 +640,7 @@ impl Db {
         log: Option<Log>,
         acked: Option<File>,
         segment: u64,
+        snap: Fingerprint,
         seq: u64,
         lock: Option<WriteLock>,
         writable: bool,
@@ -599,6 +655,8 @@ impl Db {
                 log,
                 acked,
                 segment,
+                snap,
+                next: None,
                 seq,
                 last_update: Instant::now(),
             }),
@@ -637,8 +695,9 @@ impl Db {
         // them (in that order, each by a rename): read all three again when the snapshot or
         // the segment changed meanwhile.
         let seg = segment::segment_path(path);
+        let ap = acked_path(path);
         let mut tries = 0;
-        let (store, print, found, read, bytes) = loop {
+        let (store, print, found, read, bytes, recorded) = loop {
             let before = (identity(path), identity(&seg));
             let store = snapshot::open(path, machine)?;
             let print = segment::fingerprint(path)?;
@@ -648,18 +707,52 @@ impl Db {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(io(&lp)(e)),
             };
-            let read = bytes.as_deref().map(|b| read_log(&lp, b)).transpose()?;
+            let read = bytes.as_deref().map(|b| read_log(&lp, b)).transpose();
+            // The record is rewritten in place after every update: a reader may catch it
+            // half written, and reads it again.
+            let recorded = read_acked(&ap);
             tries += 1;
-            if writable || (identity(path), identity(&seg)) == before || tries >= 5 {
-                break (store, print, found, read, bytes);
+            // A reader beside a writer may also catch a checkpoint between its renames: the
+            // new snapshot read, the log read before it was cut, the record read after it
+            // was cleared. It reads them all again.
+            let settled = match (&read, &recorded) {
+                (Ok(r), Ok(a)) => {
+                    let follows = r.as_ref().is_none_or(|r| r.snap.is_none_or(|f| f == print));
+                    let named = a.and_then(|a| a.next);
+                    follows || named == Some(print) || named == Some(Fingerprint::REPLACING)
+                }
+                _ => false,
+            };
+            if writable || ((identity(path), identity(&seg)) == before && settled) || tries >= 5 {
+                break (store, print, found, read?, bytes, recorded?);
             }
+            std::thread::sleep(std::time::Duration::from_millis(5 * tries));
         };
         let disk = OnDisk::of(&store, print);
+        // A snapshot written to replace the one the log follows, recorded before its rename:
+        // a crash before the log followed it leaves it beside the old log.
+        let next = recorded.and_then(|a| a.next);
+        let checkpointed = next == Some(print);
+        // Whether the log follows this snapshot (a log of format 1 or 2 does not say), and
+        // whether the snapshot replaced the store whole (its old log then starts afresh).
+        let follows = read
+            .as_ref()
+            .is_none_or(|r| r.snap.is_none_or(|f| f == print));
+        let replaced = !follows && next == Some(Fingerprint::REPLACING);
+        if let (false, Some(r)) = (follows || checkpointed || replaced, &read) {
+            return Err(DbError::Foreign {
+                path: path.to_owned(),
+                log: lp,
+                records: r.records.len(),
+                last: r.last_seq,
+            });
+        }
         let segment_seq = match &found {
             segment::Found::Applied(_, s) => *s,
             _ => 0,
         };
-        let segment_absent = matches!(found, segment::Found::Absent);
+        let segment_found = matches!(found, segment::Found::Applied(..));
+        let segment_stale = matches!(found, segment::Found::Stale);
         let mut stats = DbStats::default();
         let store = match found {
             segment::Found::Applied(s, _) => {
@@ -667,23 +760,28 @@ impl Db {
                 stats.segment = Some((a as u64, r as u64));
                 s
             }
-            segment::Found::Absent => store,
-            segment::Found::Stale => {
-                if writable {
-                    remove_segment(path)?;
-                }
-                store
-            }
+            segment::Found::Absent | segment::Found::Stale => store,
         };
         let (store, seq, log) = match read {
             None => {
                 let log = if writable {
-                    write_log(&lp, 0, &[])?;
+                    write_log(&lp, 0, print, &[])?;
                     Some(open_append(&lp)?)
                 } else {
                     None
                 };
                 (store, 0, log)
+            }
+            Some(r) if replaced => {
+                // The replacement holds what the store is to be: the old log's records are
+                // not its updates, and it starts afresh (as the replacement would have made it).
+                let log = if writable {
+                    write_log(&lp, r.last_seq, print, &[])?;
+                    Some(open_append(&lp)?)
+                } else {
+                    None
+                };
+                (store, r.last_seq, log)
             }
             Some(r) => {
                 stats.replayed = r.records.len() as u64;
@@ -692,11 +790,13 @@ impl Db {
                 }
                 let store = replay(&store, &r.records)?;
                 let log = if writable {
-                    // A torn tail is cut off, and a log of an earlier format rewritten in
-                    // the one appended to.
-                    if r.end != End::Clean || r.version != logfmt::VERSION {
+                    // A torn tail is cut off, a log of an earlier format rewritten in the one
+                    // appended to, and the log of the snapshot a checkpoint replaced made to
+                    // follow the new one (which holds its records: replaying them again, in
+                    // order, leaves each quad as the last of them left it).
+                    if r.end != End::Clean || r.version != logfmt::VERSION || !follows {
                         let keep = reframed(bytes.as_deref().expect("read"), &r);
-                        write_log(&lp, r.base_seq, &keep)?;
+                        write_log(&lp, r.base_seq, print, &keep)?;
                     }
                     Some(open_append(&lp)?)
                 } else {
@@ -705,10 +805,8 @@ impl Db {
                 (store, r.last_seq, log)
             }
         };
-        let ap = acked_path(path);
         let have = seq.max(segment_seq);
-        let recorded = read_acked(&ap)?;
-        if let Some(a) = recorded {
+        if let Some(a) = recorded.filter(|_| !replaced) {
             if a.seq > have {
                 return Err(DbError::Unlogged {
                     path: lp,
@@ -718,21 +816,35 @@ impl Db {
                     missing: a.seq - have,
                 });
             }
-            if a.segment > 0 && segment_absent {
+            // A segment of another snapshot is not this one's, unless a checkpoint or a
+            // replacement wrote this snapshot (which holds what the store is to hold).
+            let rewritten = checkpointed || next == Some(Fingerprint::REPLACING);
+            if a.segment > 0 && !segment_found && !rewritten {
                 return Err(DbError::SegmentMissing {
                     path: seg,
                     record: ap,
                     upto: a.segment,
+                    stale: segment_stale,
                 });
             }
+        }
+        if writable && segment_stale {
+            remove_segment(path)?;
         }
         // The segment the store now needs: the one applied, or none.
         let segment = segment_seq;
         let acked = if writable {
             let f = open_acked(&ap)?;
-            write_acked(&f, Acked { seq: have, segment })
-                .and_then(|()| f.sync_data())
-                .map_err(io(&ap))?;
+            write_acked(
+                &f,
+                Acked {
+                    seq: have,
+                    segment,
+                    next: None,
+                },
+            )
+            .and_then(|()| f.sync_data())
+            .map_err(io(&ap))?;
             Some(f)
         } else {
             None
@@ -743,6 +855,7 @@ impl Db {
             log,
             acked,
             segment,
+            print,
             seq,
             lock,
             writable,
@@ -772,14 +885,44 @@ impl Db {
             Ok(b) => read_log(&lp, &b).map(|r| r.last_seq).unwrap_or(0),
             Err(_) => 0,
         };
-        let out = save()?;
-        write_log(&lp, base_seq, &[])?;
+        // Recorded before the snapshot is replaced: a crash before the new log is written
+        // leaves the replacement beside the old log, whose records are then not replayed
+        // onto it. The rest of the record stays the old store's, whole until the rename.
+        let before = read_acked(&acked_path(path)).ok().flatten();
+        let kept = before.unwrap_or(Acked {
+            seq: base_seq,
+            ..Acked::default()
+        });
+        // (A new store has no old log to set aside.)
+        let replacing = path.exists();
+        if replacing {
+            record_acked(
+                path,
+                Acked {
+                    next: Some(Fingerprint::REPLACING),
+                    ..kept
+                },
+            )?;
+        }
+        let out = match save() {
+            Ok(out) => out,
+            Err(e) => {
+                // Not renamed: the old store stands, and its record as it was.
+                if replacing {
+                    let _ = record_acked(path, Acked { next: None, ..kept });
+                }
+                return Err(e);
+            }
+        };
+        let print = segment::fingerprint(path).map_err(DbError::from)?;
+        write_log(&lp, base_seq, print, &[])?;
         remove_segment(path)?;
         record_acked(
             path,
             Acked {
                 seq: base_seq,
                 segment: 0,
+                next: None,
             },
         )?;
         Ok(out)
@@ -790,12 +933,25 @@ impl Db {
     pub fn rewrite(&self, store: Store) -> Result<(), DbError> {
         let mut w = self.writer.lock().expect("not poisoned");
         let seq = w.seq;
-        if let (Some(path), Some(log)) = (&self.snapshot, &mut w.log) {
-            snapshot::save(&store, path)?;
-            write_log(&log.path, seq, &[])?;
+        if let (Some(path), true) = (&self.snapshot, w.log.is_some()) {
+            // The store replaced whole: a crash before the log starts afresh leaves the new
+            // snapshot beside the old log, whose records are then not replayed onto it.
+            w.next = Some(Fingerprint::REPLACING);
+            self.record(&w)?;
+            if let Err(e) = snapshot::save(&store, path) {
+                // Not renamed: the old store stands, and its record says nothing else.
+                w.next = None;
+                let _ = self.record(&w);
+                return Err(e.into());
+            }
+            let print = segment::fingerprint(path)?;
+            let log = w.log.as_mut().expect("checked above");
+            write_log(&log.path, seq, print, &[])?;
             *log = open_append(&log.path)?;
             w.segment = 0;
-            record_acked(path, Acked { seq, segment: 0 })?;
+            w.snap = print;
+            w.next = None;
+            self.record(&w)?;
             remove_segment(path)?;
             *self.disk.lock().expect("not poisoned") = None;
         } else if !self.writable {
@@ -895,6 +1051,7 @@ impl Db {
                 Acked {
                     seq,
                     segment: w.segment,
+                    next: w.next,
                 },
             );
         }
@@ -967,7 +1124,7 @@ impl Db {
         };
         if due {
             // The snapshot holds every record up to `seq` (the log's first `cut` bytes).
-            snapshot::save(&merged, path)?;
+            self.save_snapshot(&merged, path)?;
             self.cut_log(seq, cut)?;
             // The snapshot just written, mapped: the versions go on over its indexes, read in
             // place, and the copies in memory are freed once no query holds them.
@@ -1024,16 +1181,36 @@ impl Db {
     fn need_segment(&self, upto: u64) -> Result<(), DbError> {
         let mut w = self.writer.lock().expect("not poisoned");
         w.segment = upto;
+        self.record(&w)
+    }
+
+    /// Records `w`'s state in `STORE.acked`, synced (a durable store's).
+    fn record(&self, w: &Writer) -> Result<(), DbError> {
         match (&self.snapshot, w.acked.is_some()) {
-            (Some(path), true) => record_acked(
-                path,
-                Acked {
-                    seq: w.seq,
-                    segment: upto,
-                },
-            ),
+            (Some(path), true) => record_acked(path, w.acked()),
             _ => Ok(()),
         }
+    }
+
+    /// Writes `store` as the snapshot at `path` (a checkpoint: every record up to the log's
+    /// cut), recording it (synced) as the snapshot about to replace the one the log follows
+    /// before it is renamed: a crash before the log follows it leaves a snapshot the record
+    /// names beside the old log, which an open accepts (and nothing else).
+    fn save_snapshot(&self, store: &Store, path: &Path) -> Result<(), DbError> {
+        let saved = snapshot::save_then(store, path, |tmp| {
+            let print = segment::fingerprint(tmp)?;
+            let mut w = self.writer.lock().expect("not poisoned");
+            w.next = Some(print);
+            self.record(&w)
+        });
+        if saved.is_err() {
+            // Not renamed: the record names no file that will be the snapshot.
+            let mut w = self.writer.lock().expect("not poisoned");
+            if w.next.take().is_some() {
+                let _ = self.record(&w);
+            }
+        }
+        saved
     }
 
     /// Writes `from` (every record up to `seq`) as the snapshot, its delta merged in as the
@@ -1041,7 +1218,7 @@ impl Db {
     /// snapshot mapped.
     fn rewrite_large(&self, path: &Path, from: &Store, seq: u64, cut: u64) -> Result<(), DbError> {
         let started = Instant::now();
-        snapshot::save(from, path)?;
+        self.save_snapshot(from, path)?;
         self.cut_log(seq, cut)?;
         let mapped = self.map_written(path, from)?;
         {
@@ -1060,10 +1237,19 @@ impl Db {
     /// that a snapshot or segment holds those.
     fn cut_log(&self, seq: u64, cut: u64) -> Result<(), DbError> {
         let mut w = self.writer.lock().expect("not poisoned");
+        // The log follows the snapshot a checkpoint just wrote, or the one it followed.
+        let snap = w.next.unwrap_or(w.snap);
         let log = w.log.as_mut().expect("a durable store has its log");
         let rest = log.read_from(cut)?;
-        write_log(&log.path, seq, &rest)?;
+        write_log(&log.path, seq, snap, &rest)?;
         *log = open_append(&log.path)?;
+        w.snap = snap;
+        if w.next.take().is_some() {
+            // The new snapshot holds every record up to `seq`, the segment's among them: the
+            // store needs no segment from here on (its file goes once the snapshot is mapped).
+            w.segment = 0;
+            self.record(&w)?;
+        }
         Ok(())
     }
 
@@ -1160,7 +1346,7 @@ impl Db {
 }
 
 /// What [`salvage`] did to a store's log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Salvaged {
     /// Records kept: those before the damage (all of them when there was none).
     pub kept: usize,
@@ -1173,102 +1359,137 @@ pub struct Salvaged {
     /// Acknowledged updates past the log's end (`STORE.acked` recorded a later one), given up:
     /// the record now names the log's last update.
     pub unlogged: u64,
-    /// The last update of a delta segment the store needed and did not find, given up.
+    /// The last update of a delta segment the store needed and did not find (or found
+    /// written beside another snapshot), given up.
     pub segment_lost: Option<u64>,
+    /// Records of a log that follows another snapshot, given up (the log is copied to
+    /// [`copy`](Self::copy) and started afresh): the snapshot opens as it is.
+    pub foreign: Option<usize>,
 }
 
-/// Cuts the log of store `path` back to its good records when it is damaged (a copy of the
-/// damaged log is kept as `STORE.log.damaged`), under the store's write lock: the user's
-/// choice to open the store without the updates from the damage on. A log that is whole is
-/// left as it is; a log whose header is damaged cannot be salvaged.
+/// Opens the way past what an open refuses, under the store's write lock, saying what it
+/// gives up: a damaged log is cut back to its good records (a copy of it kept as
+/// `STORE.log.damaged`); a log that follows another snapshot is started afresh (a copy kept as
+/// `STORE.log.foreign`); acknowledged updates past the log's end and a segment the store needs
+/// and lacks (or finds written beside another snapshot) are given up. A store that needs none
+/// of this is left as it is; a log whose header is damaged cannot be salvaged.
 pub fn salvage(path: &Path) -> Result<Salvaged, DbError> {
     let _lock = lock(path)?;
     let lp = log_path(path);
-    let mut out = match std::fs::read(&lp) {
-        Ok(bytes) => salvage_log(&lp, &bytes)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
-            Salvaged {
-                kept: 0,
-                dropped: 0,
-                copy: None,
-                why: None,
-                unlogged: 0,
-                segment_lost: None,
-            },
-            0,
-        ),
-        Err(e) => return Err(io(&lp)(e)),
-    };
-    // An acknowledged update past the log's end is given up too, said in `unlogged`.
+    let print = segment::fingerprint(path)?;
     let ap = acked_path(path);
     let acked = match read_acked(&ap) {
         Ok(a) => a,
         // A damaged record says nothing to keep.
         Err(DbError::Damaged { .. }) => Some(Acked {
             seq: u64::MAX,
-            segment: 0,
+            ..Acked::default()
         }),
         Err(e) => return Err(e),
     };
-    let last = out.1;
-    let seg_absent = !segment::segment_path(path).exists();
+    let next = acked.and_then(|a| a.next);
+    let floor = acked.map_or(0, |a| a.seq).min(u64::MAX - 1);
+    let (mut out, last) = match std::fs::read(&lp) {
+        Ok(bytes) => salvage_log(&lp, &bytes, print, next, floor)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Salvaged::default(), 0),
+        Err(e) => return Err(io(&lp)(e)),
+    };
+    // The segment is the snapshot's own, or a checkpoint wrote this snapshot over the one it
+    // belonged to (and the snapshot holds what it held).
+    let seg = segment::base_of(path)?;
+    let usable = seg == Some(print) || next == Some(print);
+    if seg.is_some_and(|f| f != print) {
+        remove_segment(path)?;
+    }
     match acked {
-        Some(a) if a.seq > last || (a.segment > 0 && seg_absent) => {
-            if a.seq > last && a.seq != u64::MAX {
-                out.0.unlogged = a.seq - last;
+        Some(a) if a.seq > last || (a.segment > 0 && !usable) || out.foreign.is_some() => {
+            if a.seq > last && a.seq != u64::MAX && out.foreign.is_none() {
+                out.unlogged = a.seq - last;
             }
-            if a.segment > 0 && seg_absent {
-                out.0.segment_lost = Some(a.segment);
+            if a.segment > 0 && !usable {
+                out.segment_lost = Some(a.segment);
             }
-            let segment = if seg_absent { 0 } else { a.segment };
+            let segment = if usable && seg == Some(print) {
+                a.segment
+            } else {
+                0
+            };
             record_acked(
                 path,
                 Acked {
                     seq: a.seq.min(last).max(segment),
                     segment,
+                    // A log started afresh follows this snapshot; else the record of a
+                    // snapshot being written still tells the next open which it is.
+                    next: a.next.filter(|_| out.foreign.is_none()),
                 },
             )?;
         }
         _ => {}
     }
-    Ok(out.0)
+    Ok(out)
 }
 
-/// [`salvage`] of the log's bytes: what was kept and dropped, and the last update kept.
-fn salvage_log(lp: &Path, bytes: &[u8]) -> Result<(Salvaged, u64), DbError> {
+/// [`salvage`] of the log's bytes beside the snapshot of fingerprint `print` (`next`: the
+/// snapshot `STORE.acked` says a checkpoint or a replacement was writing; `floor`: the last
+/// acknowledged update it records): what was kept and dropped, and the last update the log
+/// now holds.
+fn salvage_log(
+    lp: &Path,
+    bytes: &[u8],
+    print: Fingerprint,
+    next: Option<Fingerprint>,
+    floor: u64,
+) -> Result<(Salvaged, u64), DbError> {
     let scan = logfmt::scan(bytes).map_err(|why| DbError::Damaged {
         path: lp.to_owned(),
         why,
     })?;
+    let keep_copy = |suffix: &str| -> Result<PathBuf, DbError> {
+        let mut copy = lp.as_os_str().to_owned();
+        copy.push(suffix);
+        let copy = PathBuf::from(copy);
+        std::fs::write(&copy, bytes)
+            .and_then(|()| File::open(&copy)?.sync_all())
+            .map_err(io(&copy))?;
+        Ok(copy)
+    };
+    let foreign = scan.snap.is_some_and(|f| f != print)
+        && next != Some(print)
+        && next != Some(Fingerprint::REPLACING);
+    if foreign {
+        let copy = keep_copy(".foreign")?;
+        // Numbered on from every update the store acknowledged or the log held.
+        let last = scan.last_seq.max(floor);
+        write_log(lp, last, print, &[])?;
+        return Ok((
+            Salvaged {
+                copy: Some(copy),
+                foreign: Some(scan.records.len()),
+                ..Salvaged::default()
+            },
+            last,
+        ));
+    }
     let End::Damaged { at, record, why } = &scan.end else {
         return Ok((
             Salvaged {
                 kept: scan.records.len(),
-                dropped: 0,
-                copy: None,
-                why: None,
-                unlogged: 0,
-                segment_lost: None,
+                ..Salvaged::default()
             },
             scan.last_seq,
         ));
     };
     let dropped = 1 + logfmt::readable_after(bytes, scan.version, *at, scan.last_seq);
-    let mut copy = lp.as_os_str().to_owned();
-    copy.push(".damaged");
-    let copy = PathBuf::from(copy);
-    std::fs::write(&copy, bytes)
-        .and_then(|()| File::open(&copy)?.sync_all())
-        .map_err(io(&copy))?;
-    write_log(lp, scan.base_seq, &reframed(bytes, &scan))?;
+    let copy = keep_copy(".damaged")?;
+    write_log(lp, scan.base_seq, print, &reframed(bytes, &scan))?;
     Ok((
         Salvaged {
             kept: scan.records.len(),
             dropped,
             copy: Some(copy),
             why: Some(format!("at byte {at} (record {record}): {why}")),
-            unlogged: 0,
-            segment_lost: None,
+            ..Salvaged::default()
         },
         scan.last_seq,
     ))
@@ -1458,7 +1679,14 @@ mod tests {
             std::fs::write(acked_path(&path), &acked).unwrap();
             let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
             assert!(e.contains("1 acknowledged update is missing"), "{e}");
-            record_acked(&path, Acked { seq: 2, segment: 0 }).unwrap();
+            record_acked(
+                &path,
+                Acked {
+                    seq: 2,
+                    ..Acked::default()
+                },
+            )
+            .unwrap();
             let db = Db::open(&path, &machine(), true).unwrap();
             assert_eq!(db.current().len(), 5, "cut at {cut}");
             assert!(db.stats().dropped_bytes > 0);
@@ -1474,7 +1702,7 @@ mod tests {
         bad[HEADER + 12] ^= 1;
         std::fs::write(&lp, &bad).unwrap();
         let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
-        assert!(e.contains("damaged at byte 20 (record 1)"), "{e}");
+        assert!(e.contains("damaged at byte 36 (record 1)"), "{e}");
         // A bad header.
         std::fs::write(&lp, b"hello").unwrap();
         let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
@@ -1615,7 +1843,8 @@ mod tests {
         drop(db);
         assert_eq!(std::fs::read(&lp).unwrap(), whole, "the zeros are cut off");
         // The same records framed as format 1 ([length][CRC of the payload][payload]).
-        let mut old = logfmt::header(0).to_vec();
+        // A 20-byte header: no fingerprint of the snapshot it follows.
+        let mut old = logfmt::header(0, Fingerprint::NONE)[..20].to_vec();
         old[6..8].copy_from_slice(&1u16.to_le_bytes());
         let crc = crc32fast::hash(&old[..16]);
         old[16..20].copy_from_slice(&crc.to_le_bytes());
@@ -1627,7 +1856,7 @@ mod tests {
         }
         // Format 1's weakness stays covered: a damaged length with records after it.
         let mut bad = old.clone();
-        bad[HEADER + 3] ^= 0x10;
+        bad[20 + 3] ^= 0x10;
         std::fs::write(&lp, &bad).unwrap();
         let e = Db::open(&path, &machine(), false).unwrap_err().to_string();
         assert!(e.contains("damaged at byte 20 (record 1)"), "{e}");
@@ -1640,7 +1869,7 @@ mod tests {
         assert_eq!(
             &log[6..8],
             &logfmt::VERSION.to_le_bytes(),
-            "rewritten as format 2"
+            "rewritten in the format written"
         );
         assert_eq!(record_starts(&log).len(), 9);
         let db = Db::open(&path, &machine(), false).unwrap();
@@ -1855,6 +2084,18 @@ mod tests {
             Db::open(&path, &machine(), true).unwrap().current().len(),
             106
         );
+        // A segment written beside another snapshot (its header names it) is not this one's.
+        let mut other = kept.clone();
+        other[8] ^= 1;
+        let n = other.len() - 4;
+        let crc = crc32fast::hash(&other[..n]);
+        other[n..].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&seg, &other).unwrap();
+        for writable in [false, true] {
+            let e = refusal(&path, writable, "another snapshot's segment");
+            assert!(e.contains("belongs to another snapshot"), "{e}");
+        }
+        assert_eq!(std::fs::read(&seg).unwrap(), other, "nothing removed");
         std::fs::remove_file(&seg).unwrap();
         let s = salvage(&path).unwrap();
         assert_eq!(s.segment_lost, Some(15));
@@ -2040,10 +2281,195 @@ mod tests {
         }
     }
 
+    /// Why the store at `path` is not opened (`why`: what should refuse it).
+    fn refusal(path: &Path, writable: bool, why: &str) -> String {
+        match Db::open(path, &machine(), writable) {
+            Ok(_) => panic!("opened: {why}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     fn tempdir() -> tempfile::TempDir {
         tempfile::Builder::new()
             .prefix("nearflow-db-")
             .tempdir()
             .unwrap()
+    }
+
+    #[test]
+    fn the_snapshot_or_log_of_another_store_is_refused_until_salvaged() {
+        // Store A: 3 quads and 8 logged updates; store B: 5 quads.
+        let (dir, _) = logged();
+        let path = dir.path().join("s.nfs");
+        let other = dir.path().join("other.nfs");
+        snapshot::save(&store_with(5), &other).unwrap();
+        let mine = std::fs::read(&path).unwrap();
+        // B's snapshot beside A's log: its records are not replayed onto it.
+        std::fs::copy(&other, &path).unwrap();
+        for writable in [false, true] {
+            let e = refusal(&path, writable, "another snapshot beside the log");
+            assert!(
+                e.contains("is not the snapshot") && e.contains("8 update records"),
+                "{e}"
+            );
+        }
+        // A's own snapshot back: every update is there.
+        std::fs::write(&path, &mine).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            3 + 8
+        );
+        // B's log beside A's snapshot.
+        let db = Db::open(&other, &machine(), true).unwrap();
+        insert(&db, 50, None);
+        drop(db);
+        std::fs::copy(log_path(&other), log_path(&path)).unwrap();
+        let e = refusal(&path, false, "another store's log");
+        assert!(e.contains("1 update record "), "{e}");
+        // Salvaged: the log's record is given up (the log kept aside), the snapshot opens
+        // as it is and takes updates.
+        let s = salvage(&path).unwrap();
+        assert_eq!(s.foreign, Some(1));
+        let copy = s.copy.expect("the log kept");
+        assert_eq!(
+            std::fs::read(&copy).unwrap(),
+            std::fs::read(log_path(&other)).unwrap()
+        );
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.current().len(), 3);
+        insert(&db, 60, None);
+        drop(db);
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            4
+        );
+    }
+
+    #[test]
+    fn an_older_copy_of_the_snapshot_is_refused() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        snapshot::save(&store_with(3), &path).unwrap();
+        let old = std::fs::read(&path).unwrap();
+        let db = Db::open(&path, &machine(), true).unwrap();
+        for i in 0..4 {
+            insert(&db, i, None);
+        }
+        db.merge(true).unwrap();
+        insert(&db, 4, None);
+        insert(&db, 5, None);
+        drop(db);
+        assert_ne!(
+            std::fs::read(&path).unwrap(),
+            old,
+            "a checkpoint wrote the snapshot"
+        );
+        let new = std::fs::read(&path).unwrap();
+        // The snapshot from before the checkpoint put back: the 4 updates it lacks are in no
+        // file, and the log's 2 records are not replayed onto it.
+        std::fs::write(&path, &old).unwrap();
+        let e = refusal(&path, false, "an older snapshot");
+        assert!(
+            e.contains("is not the snapshot") && e.contains("2 update records"),
+            "{e}"
+        );
+        std::fs::write(&path, &new).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            3 + 6
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_cut_short_between_its_renames_opens_with_every_update() {
+        let dir = tempdir();
+        let path = dir.path().join("s.nfs");
+        snapshot::save(&store_with(3), &path).unwrap();
+        let db = Db::open(&path, &machine(), true).unwrap();
+        for i in 0..4 {
+            insert(&db, i, None);
+        }
+        let before = std::fs::read(log_path(&path)).unwrap();
+        db.merge(true).unwrap();
+        drop(db);
+        let print = segment::fingerprint(&path).unwrap();
+        // What a crash after the new snapshot's rename and before the log's leaves: the old
+        // log, and the record naming the new snapshot as the one being written.
+        std::fs::write(log_path(&path), &before).unwrap();
+        let crashed = |next| {
+            record_acked(
+                &path,
+                Acked {
+                    seq: 4,
+                    segment: 0,
+                    next,
+                },
+            )
+            .unwrap()
+        };
+        crashed(Some(print));
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            7
+        );
+        // Without that record, the same files are refused.
+        crashed(None);
+        assert!(Db::open(&path, &machine(), false).is_err());
+        // A writable open makes the log follow the new snapshot and clears the record.
+        crashed(Some(print));
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.current().len(), 7);
+        insert(&db, 9, None);
+        drop(db);
+        assert_eq!(read_acked(&acked_path(&path)).unwrap().unwrap().next, None);
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            8
+        );
+    }
+
+    #[test]
+    fn a_replacement_cut_short_opens_as_the_old_store_or_the_new_one_never_a_mix() {
+        let replacing = |path: &Path| {
+            record_acked(
+                path,
+                Acked {
+                    seq: 8,
+                    segment: 0,
+                    next: Some(Fingerprint::REPLACING),
+                },
+            )
+            .unwrap()
+        };
+        // Killed before the replacement's rename: the old snapshot and its log, whole.
+        let (dir, _) = logged();
+        let path = dir.path().join("s.nfs");
+        replacing(&path);
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            11
+        );
+        // Killed after it, before the new log: the replacement, the old log's records not
+        // replayed onto it.
+        snapshot::save(&store_with(5), &path).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            5
+        );
+        let db = Db::open(&path, &machine(), true).unwrap();
+        assert_eq!(db.current().len(), 5);
+        insert(&db, 70, None);
+        drop(db);
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            6
+        );
+        // `Db::replace` itself leaves the new store and a log that follows it.
+        Db::replace(&path, &store_with(2)).unwrap();
+        assert_eq!(
+            Db::open(&path, &machine(), false).unwrap().current().len(),
+            2
+        );
+        assert_eq!(read_acked(&acked_path(&path)).unwrap().unwrap().next, None);
     }
 }

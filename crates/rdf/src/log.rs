@@ -2,9 +2,12 @@
 //! record cut short at the end (a write a kill or a crash interrupted, never acknowledged) from
 //! damage (a record that was acknowledged and is now unreadable).
 //!
-//! Layout (little-endian): a 20-byte header (`NFLOG\0`, format u16, the last sequence number
-//! the snapshot is known to hold u64, CRC-32 of those), then records. Format 2, the one
-//! written, frames a record as `[payload length u32][CRC-32 of that length u32][CRC-32 of the
+//! Layout (little-endian): a 36-byte header (`NFLOG\0`, format u16, the last sequence number
+//! the snapshot is known to hold u64, the fingerprint of the snapshot the log follows — its
+//! length u64 and its first page's hash u64 — and CRC-32 of those), then records. Formats 1
+//! and 2 have a 20-byte header without the fingerprint. A log follows one snapshot: opened
+//! beside another (another store's, or an older copy of its own), its records are not
+//! replayed (`db.rs`). Format 3, the one written, frames a record as format 2 does: `[payload length u32][CRC-32 of that length u32][CRC-32 of the
 //! payload u32][payload]`: the length has its own checksum, so a damaged length is seen as
 //! damage and never taken for a record that reaches past the end. Format 1 (`[length
 //! u32][CRC-32 of the payload u32][payload]`) is still read; a writable open rewrites it as
@@ -23,12 +26,16 @@
 
 use std::ops::Range;
 
+use crate::snapshot::segment::Fingerprint;
 use crate::term::TAG_TYPED;
 
 pub(crate) const MAGIC: &[u8; 6] = b"NFLOG\0";
 /// The format written.
-pub(crate) const VERSION: u16 = 2;
-pub(crate) const HEADER: usize = 20;
+pub(crate) const VERSION: u16 = 3;
+/// The header's length in the format written.
+pub(crate) const HEADER: usize = 36;
+/// The header's length in formats 1 and 2.
+const HEADER_2: usize = 20;
 /// The most a record may hold (a longer one is damage, not an update).
 const MAX_RECORD: usize = 1 << 30;
 
@@ -36,14 +43,16 @@ const MAX_RECORD: usize = 1 << 30;
 /// graph) and whether the store holds it after the update.
 pub(crate) type Changes = Vec<([String; 4], bool)>;
 
-/// A log's header for a snapshot holding the updates up to `base_seq`.
-pub(crate) fn header(base_seq: u64) -> [u8; HEADER] {
+/// A log's header for the snapshot of fingerprint `snap`, holding the updates up to
+/// `base_seq`.
+pub(crate) fn header(base_seq: u64, snap: Fingerprint) -> [u8; HEADER] {
     let mut h = [0u8; HEADER];
     h[..6].copy_from_slice(MAGIC);
     h[6..8].copy_from_slice(&VERSION.to_le_bytes());
     h[8..16].copy_from_slice(&base_seq.to_le_bytes());
-    let crc = crc32fast::hash(&h[..16]);
-    h[16..].copy_from_slice(&crc.to_le_bytes());
+    h[16..32].copy_from_slice(&snap.to_bytes());
+    let crc = crc32fast::hash(&h[..32]);
+    h[32..].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
@@ -80,6 +89,8 @@ pub(crate) struct Scan {
     pub version: u16,
     /// The last sequence number the snapshot holds.
     pub base_seq: u64,
+    /// The snapshot the log follows (`None`: a log of format 1 or 2, which does not say).
+    pub snap: Option<Fingerprint>,
     /// The last good record's sequence number (`base_seq` when there is none).
     pub last_seq: u64,
     /// The good records' payloads, decoded, in order.
@@ -131,11 +142,9 @@ fn record(rest: &[u8], version: u16, zeros: bool) -> Framed {
 
 /// Reads a log's bytes; `Err` for a header that is not a nearflow log's (in words).
 pub(crate) fn scan(bytes: &[u8]) -> Result<Scan, String> {
-    if bytes.len() < HEADER
-        || &bytes[..6] != MAGIC
-        || crc32fast::hash(&bytes[..16]).to_le_bytes() != bytes[16..20]
-    {
-        return Err("in its header (not a nearflow update log?)".into());
+    let not_a_log = || "in its header (not a nearflow update log?)".to_owned();
+    if bytes.len() < HEADER_2 || &bytes[..6] != MAGIC {
+        return Err(not_a_log());
     }
     let version = u16::from_le_bytes([bytes[6], bytes[7]]);
     if !(1..=VERSION).contains(&version) {
@@ -143,14 +152,22 @@ pub(crate) fn scan(bytes: &[u8]) -> Result<Scan, String> {
             "in its header: format {version}, this build reads 1 to {VERSION}"
         ));
     }
+    let header = if version >= 3 { HEADER } else { HEADER_2 };
+    let sum = header - 4;
+    if bytes.len() < header || crc32fast::hash(&bytes[..sum]).to_le_bytes() != bytes[sum..header] {
+        return Err(not_a_log());
+    }
     let base_seq = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let snap = (version >= 3)
+        .then(|| Fingerprint::from_bytes(bytes[16..32].try_into().expect("16 bytes")));
     let mut s = Scan {
         version,
         base_seq,
+        snap,
         last_seq: base_seq,
         records: Vec::new(),
         payloads: Vec::new(),
-        good: HEADER,
+        good: header,
         end: End::Clean,
     };
     let nonzero_end = nonzero_end(bytes);

@@ -116,6 +116,26 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
     save_capped(store, path, u64::MAX, Format::Packed)
 }
 
+/// [`save`], calling `before` with the temporary file once it is written and synced, before
+/// it is renamed over `path`: an error from it leaves `path` untouched (a store records which
+/// file is about to become its snapshot).
+pub(crate) fn save_then<E: From<SnapshotError>>(
+    store: &Store,
+    path: &Path,
+    before: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
+    write_atomically(path, |mut file, tmp| {
+        packed::write(store, &mut file, packed::VERSION)
+            .and_then(|()| file.sync_all())
+            .map_err(|error| SnapshotError::Io {
+                path: tmp.to_owned(),
+                error,
+            })?;
+        undamaged(store, path)?;
+        before(tmp)
+    })
+}
+
 /// Writes the quads of `store` that `keep` keeps (given each as `[g, s, p, o]`) to `path`,
 /// atomically as [`save`] does, with every term of `store`'s dictionary, so the ids are those
 /// of `store` (a shard of a cluster, `shard.rs`).

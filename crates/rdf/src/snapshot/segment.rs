@@ -63,6 +63,39 @@ impl Fingerprint {
     pub fn file_len(&self) -> u64 {
         self.len
     }
+
+    /// As 16 bytes: the length, then the hash (little-endian).
+    pub(crate) fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.len.to_le_bytes());
+        b[8..].copy_from_slice(&self.hash.to_le_bytes());
+        b
+    }
+
+    /// From [`to_bytes`](Self::to_bytes).
+    pub(crate) fn from_bytes(b: &[u8; 16]) -> Fingerprint {
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        Fingerprint {
+            len: word(0),
+            hash: word(8),
+        }
+    }
+
+    /// A value no snapshot has (a file's length is never `u64::MAX`): a record's mark for
+    /// "the store is being replaced whole".
+    pub(crate) const REPLACING: Fingerprint = Fingerprint {
+        len: u64::MAX,
+        hash: 0,
+    };
+
+    /// No fingerprint (a record's mark for "none"): a snapshot is never empty.
+    pub(crate) const NONE: Fingerprint = Fingerprint { len: 0, hash: 0 };
+}
+
+impl std::fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes, {:016x}", self.len, self.hash)
+    }
 }
 
 /// The fingerprint of the snapshot at `path`.
@@ -135,6 +168,32 @@ pub fn write(
         super::undamaged(store, &target)
     })?;
     Ok(out.len() as u64)
+}
+
+/// The fingerprint of the snapshot the segment beside `path` belongs to, read from its
+/// header (`None`: no segment); a header that is not a segment's is damage.
+pub fn base_of(path: &Path) -> Result<Option<Fingerprint>, SnapshotError> {
+    let target = segment_path(path);
+    let mut head = [0u8; 24];
+    let read = std::fs::File::open(&target).and_then(|mut f| f.read_exact(&mut head));
+    match read {
+        Ok(()) if &head[..6] == MAGIC => Ok(Some(Fingerprint::from_bytes(
+            head[8..24].try_into().expect("16 bytes"),
+        ))),
+        Ok(()) => Err(SnapshotError::Segment {
+            path: target,
+            why: "its header is not a segment's".into(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(SnapshotError::Segment {
+            path: target,
+            why: "it is shorter than its header".into(),
+        }),
+        Err(error) => Err(SnapshotError::Io {
+            path: target,
+            error,
+        }),
+    }
 }
 
 /// What [`read`] found beside a snapshot.

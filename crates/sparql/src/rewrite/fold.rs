@@ -29,10 +29,17 @@ pub(super) fn deterministic(f: Func) -> bool {
     )
 }
 
+/// The most a folded constant's value may hold, with its copies: a larger one stays an
+/// expression, evaluated in the run, where the query's memory limit bounds it.
+const FOLDED_BYTES: usize = 1 << 20;
+
 /// Folds the constant subexpressions of `e`, bottom-up.
 pub fn fold(e: Expr) -> Expr {
     let dict = nearflow_rdf::index::Dict::new();
-    let minted = Minted::above(0);
+    // A refusal fails this fold only (the expression is kept): each fold has its own account.
+    let minted = Minted::above(0).charged_to(std::sync::Arc::new(nearflow_flow::Account::new(
+        Some(FOLDED_BYTES),
+    )));
     let cx = EvalCx::over(&dict, &minted);
     e.rewrite(&mut |x| {
         let constant = match &x {
@@ -86,6 +93,24 @@ mod tests {
                 "
             ),
         );
+    }
+
+    #[test]
+    fn a_constant_too_large_to_fold_stays_an_expression_for_the_run() {
+        use crate::expr::{Expr, Func};
+        let text = |n: usize| {
+            Expr::Const(nearflow_rdf::term::Term::from(
+                nearflow_rdf::term::TermRef::string(&"x".repeat(n)),
+            ))
+        };
+        let concat = |n: usize| Expr::Call(Func::Concat, vec![text(n), text(n)]);
+        assert!(matches!(super::fold(concat(1000)), Expr::Const(_)));
+        // Two values of 200 KB: their 400 KB concatenation and its copies pass the 1 MiB a
+        // fold may build; the run's memory limit decides.
+        assert!(matches!(
+            super::fold(concat(200_000)),
+            Expr::Call(Func::Concat, _)
+        ));
     }
 
     #[test]
