@@ -8,7 +8,7 @@ two answers had as many rows.
 
 Both servers open STORE read-only (`--read-only`), on loopback, with their default limits.
 Queries a server refuses or times out are reported as such, not timed."""
-import os, socket, statistics, subprocess, sys, time
+import http.client, os, socket, statistics, subprocess, sys, time
 
 OLD, NEW, STORE = sys.argv[1:4]
 ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 7
@@ -23,34 +23,16 @@ def port():
 
 
 def ask(p, text, wait=600):
-    body = text.encode()
-    s = socket.create_connection(("127.0.0.1", p))
-    s.settimeout(wait)
+    c = http.client.HTTPConnection("127.0.0.1", p, timeout=wait)
     t = time.perf_counter()
-    s.sendall(f"POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/sparql-query\r\n"
-              f"Accept: text/csv\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
-    out = bytearray()
-    while True:
-        b = s.recv(1 << 20)
-        if not b:
-            break
-        out += b
+    c.request("POST", "/query", body=text.encode(),
+              headers={"Content-Type": "application/sparql-query", "Accept": "text/csv"})
+    r = c.getresponse()
+    body = r.read()
     took = time.perf_counter() - t
-    s.close()
-    status = out.split(b" ", 2)[1].decode() if out.startswith(b"HTTP/") else "?"
-    head, _, body = bytes(out).partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" in head.lower():
-        rows, rest = bytearray(), body
-        while rest:
-            size, _, rest = rest.partition(b"\r\n")
-            n = int(size.strip() or b"0", 16)
-            if n == 0:
-                break
-            rows += rest[:n]
-            rest = rest[n + 2:]
-        body = bytes(rows)
+    c.close()
     # The answer's rows (CSV lines), as the two servers' answers are compared.
-    return status, took, body.count(b"\n")
+    return str(r.status), took, body.count(b"\n")
 
 
 def start(binary):
