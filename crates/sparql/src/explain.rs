@@ -299,6 +299,22 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             name(names, *a),
             name(names, *b)
         ),
+        Op::LookupJoin {
+            mode,
+            pats,
+            residual,
+        } => {
+            let mode = match mode {
+                JoinMode::Mark(c) => format!("Mark({})", name(names, *c)),
+                m => format!("{m:?}"),
+            };
+            let chain: Vec<String> = pats.iter().map(pat).collect();
+            let mut w = format!("{mode} index join {}", chain.join(", then "));
+            if let Some(r) = residual {
+                let _ = write!(w, " if {}", expr(r, names));
+            }
+            w
+        }
         Op::HashJoin {
             mode,
             keys,

@@ -798,6 +798,20 @@ impl<const N: usize> Operator for JoinOp<N> {
     }
 }
 
+/// The ids of `true` and `false`, a mark join's answers.
+pub(super) fn mark_ids(cx: &ExecCx) -> [Id; 2] {
+    let ecx = cx.eval();
+    let boolean = |v: &str| {
+        ecx.id_of_term(TermRef::Literal {
+            value: v,
+            datatype: "http://www.w3.org/2001/XMLSchema#boolean",
+            lang: None,
+        })
+        .unwrap_or(UNBOUND)
+    };
+    [boolean("true"), boolean("false")]
+}
+
 /// One join per pair of streams (the plan partitioned both inputs alike).
 pub(super) fn build<const N: usize>(
     cx: &ExecCx,
@@ -829,16 +843,7 @@ pub(super) fn build<const N: usize>(
         key_fn(value_key.map(|v| v.0)),
         key_fn(value_key.map(|v| v.1)),
     );
-    let ecx = cx.eval();
-    let boolean = |v: &str| {
-        ecx.id_of_term(TermRef::Literal {
-            value: v,
-            datatype: "http://www.w3.org/2001/XMLSchema#boolean",
-            lang: None,
-        })
-        .unwrap_or(UNBOUND)
-    };
-    let marks = [boolean("true"), boolean("false")];
+    let marks = mark_ids(cx);
     let counted = p.counts_build_keys();
     probe
         .into_iter()

@@ -20,6 +20,7 @@
 //! ## Files
 //!
 //! - `scan.rs`, `index_join.rs`, `merge_join.rs`, `hash_join.rs` — reading the store, joins;
+//!   `lookup_join.rs` — OPTIONAL, EXISTS, NOT EXISTS, MINUS and mark joins by lookups per row;
 //!   `star_count.rs` — a count of a join on one variable, from the indexes;
 //! - `filter.rs`, `extend.rs`, `project.rs` — row by row;
 //! - `sort.rs`, `distinct.rs`, `group.rs`, `path.rs` — the operators that hold state;
@@ -32,6 +33,7 @@ mod filter;
 mod group;
 mod hash_join;
 mod index_join;
+mod lookup_join;
 mod merge_join;
 mod path;
 mod project;
@@ -533,6 +535,10 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
         Op::IndexJoin { pat, eq } => {
             let input = build::<N>(cx, b, &p.inputs[0]);
             index_join::build(cx, b, p, *pat, *eq, input)
+        }
+        Op::LookupJoin { .. } => {
+            let input = build::<N>(cx, b, &p.inputs[0]);
+            lookup_join::build(cx, b, p, input)
         }
         Op::HashJoin { .. } => {
             let probe = build::<N>(cx, b, &p.inputs[0]);

@@ -37,11 +37,14 @@
 //! - `planner.rs` — the planner: ids of terms and graphs, one plan node per algebra node.
 //! - `join_order.rs` — a basic graph pattern's join order and algorithms, filter placement,
 //!   the estimates they use.
+//! - `lookup.rs` — OPTIONAL, EXISTS, NOT EXISTS, MINUS and mark joins from the small side: the
+//!   other side's patterns looked up per row where that reads less than a hash table of them.
 //! - `distribution.rs` — how many streams a node runs and the exchanges between partitionings.
 //! - `scan_ranges.rs` — the streams a scan reads.
 
 mod distribution;
 mod join_order;
+mod lookup;
 mod plan;
 mod planner;
 mod scan_ranges;

@@ -208,6 +208,20 @@ pub enum Op {
         /// shares no other variable with the input (`lower/index_join.rs`).
         eq: Option<(usize, usize)>,
     },
+    /// A join from the small side: for each input row, the other side's patterns looked up in
+    /// the store's indexes one after another (nested loops, each pattern's variables bound by
+    /// the row and the patterns before it), `residual` checked on each match, and the row
+    /// passed on as `mode` says — OPTIONAL, EXISTS, NOT EXISTS, MINUS or a mark join without a
+    /// table of the other side's matches (`lower/lookup_join.rs`). One pattern for a left join
+    /// (its matches come out resumably); a chain for the modes that pass each row at most once.
+    LookupJoin {
+        /// Left, semi, anti, minus or mark.
+        mode: JoinMode,
+        /// The other side's patterns, in lookup order.
+        pats: Vec<Pat>,
+        /// The other side's filter and the join's condition, checked on the merged row.
+        residual: Option<Arc<Expr>>,
+    },
     /// A hash join: input 0 probes, input 1 is built.
     HashJoin {
         /// Inner, left, anti, minus, semi or mark.
@@ -327,6 +341,7 @@ impl Phys {
                 | Op::Empty
                 | Op::Scan { .. }
                 | Op::IndexJoin { .. }
+                | Op::LookupJoin { .. }
                 | Op::MergeJoin { .. }
                 | Op::Exchange(_)
                 | Op::Filter(_)
@@ -403,7 +418,9 @@ pub fn yields_nothing(p: &Phys) -> bool {
         },
         Op::MergeJoin { .. } => input(0) || input(1),
         Op::Union => p.inputs.iter().all(yields_nothing),
+        // Its patterns hold no absent constant (the planner leaves those to a hash join).
         Op::IndexJoin { .. }
+        | Op::LookupJoin { .. }
         | Op::Exchange(_)
         | Op::Filter(_)
         | Op::Distinct

@@ -146,7 +146,16 @@ impl Planner<'_> {
             Node::Join(a, b) => self.join_nodes(a, b, active),
             Node::LeftJoin(l, r, e) => self.binary(JoinMode::Left, l, r, e.as_ref(), active),
             Node::Minus(l, r, pairs) => {
-                let (l, r) = (self.plan(l, active), self.plan(r, active));
+                let l = self.plan(l, active);
+                let l = if pairs.is_empty() {
+                    match self.lookup_join(JoinMode::Minus, l, r, None, active) {
+                        Ok(j) => return j,
+                        Err(l) => *l,
+                    }
+                } else {
+                    l
+                };
+                let r = self.plan(r, active);
                 let mut j = self.hash_join(JoinMode::Minus, l, r, None);
                 if let Op::HashJoin { pairs: p, .. } = &mut j.op {
                     p.clone_from(pairs);
@@ -213,6 +222,10 @@ impl Planner<'_> {
         active: &[Id],
     ) -> Phys {
         let l = self.plan(l, active);
+        let l = match self.lookup_join(mode, l, r, cond, active) {
+            Ok(j) => return j,
+            Err(l) => *l,
+        };
         let r = self.plan(r, active);
         self.hash_join(mode, l, r, cond.cloned())
     }
