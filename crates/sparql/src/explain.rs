@@ -278,16 +278,17 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             s: v,
             col,
             probe,
+            mult,
         } => format!(
             "{} := count of {} whose {} is one of {}, {}",
             name(names, *col),
             pat(rows),
             name(names, *v),
             pat(keys),
-            if *probe {
-                "each looked up"
-            } else {
-                "from a set of the latter"
+            match (*probe, *mult) {
+                (true, _) => "each looked up",
+                (false, false) => "from a set of the latter",
+                (false, true) => "times its matches, from a count per value of the latter",
             }
         ),
         Op::IndexJoin {

@@ -1,16 +1,19 @@
-//! `COUNT(*)` of a join of two patterns on one variable, one of them a check of that variable
-//! alone ([`Op::StarCount`]): the `keys` pattern's values of `?s` become a set — a bitmap over
-//! their id range when the ids lie close together (at most [`DENSE`] ids of range per key),
-//! else a hash set — and the `rows` pattern's matches are read and counted where their `?s` is
-//! in the set. When the `rows` pattern has far fewer matches than `keys` (`probe`), each
-//! match's `?s` is looked up in the `keys` pattern's index instead. No joined row is formed, no
-//! exchange or group runs: q3a's count at 5 M triples reads 285 k Articles and 470 k pages rows,
-//! where a join forms 470 k rows, partitions them by hash and counts them. The reads are charged
-//! to the plan's memory limit and its limits are checked every [`STEP`] rows.
+//! `COUNT(*)` of a join of two patterns on one variable ([`Op::StarCount`]): for each match of
+//! the `rows` pattern, the matches of the `keys` pattern with its `?s`, summed. Where `keys`'
+//! only variable is `?s` (a type check) its values become a set — a bitmap over their id range
+//! when the ids lie close together (at most [`DENSE`] ids of range per key), else a hash set;
+//! where it has another variable (`mult`) they become a count per value — an array over their
+//! id range when at most [`DENSE_COUNTS`] ids of range per key, else a hash map. The `rows`
+//! pattern's matches are then read and each adds its `?s`'s count. When the `rows` pattern has
+//! far fewer matches than `keys` (`probe`), each match's `?s` is looked up in the `keys`
+//! pattern's index instead, its matches counted. No joined row is formed, no exchange or group
+//! runs: q3a's count at 5 M triples reads 285 k Articles and 470 k pages rows, where a join
+//! forms 470 k rows, partitions them by hash and counts them. The reads are charged to the
+//! plan's memory limit and its limits are checked every [`STEP`] rows.
 
 use std::sync::Arc;
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 use nearflow_flow::{FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
 use super::index_join::RowLookup;
@@ -23,23 +26,45 @@ use nearflow_rdf::term::{Id, UNBOUND};
 /// Ids of range per key, at most, for the bitmap.
 const DENSE: usize = 64;
 
+/// Ids of range per key, at most, for the array of counts (4 bytes per id of range: at most
+/// 16 per key, about a hash map's).
+const DENSE_COUNTS: usize = 4;
+
 /// Rows read between two checks of the plan's limits.
 const STEP: usize = 1 << 16;
 
-/// The values of `?s` the keys pattern holds.
+/// The values of `?s` the keys pattern holds, or how often.
 enum Keys {
     Bits { low: Id, words: Vec<u64> },
     Set(HashSet<Id>),
+    Counts { low: Id, counts: Vec<u32> },
+    Map(HashMap<Id, u32>),
 }
 
 impl Keys {
-    /// The set of `ids`, and the bytes it takes.
-    fn of(ids: &[Id]) -> (Keys, usize) {
+    /// The set of `ids` (their counts when `mult`), and the bytes it takes.
+    fn of(ids: &[Id], mult: bool) -> (Keys, usize) {
         let Some((&low, &high)) = ids.iter().min().zip(ids.iter().max()) else {
             return (Keys::Set(HashSet::new()), 0);
         };
         let range = (high - low) as usize + 1;
-        if range <= DENSE * ids.len() {
+        if mult {
+            if range <= DENSE_COUNTS * ids.len() {
+                let mut counts = vec![0u32; range];
+                for &k in ids {
+                    counts[(k - low) as usize] += 1;
+                }
+                let bytes = counts.len() * 4;
+                (Keys::Counts { low, counts }, bytes)
+            } else {
+                let mut map: HashMap<Id, u32> = HashMap::new();
+                for &k in ids {
+                    *map.entry(k).or_insert(0) += 1;
+                }
+                let bytes = map.capacity() * 9;
+                (Keys::Map(map), bytes)
+            }
+        } else if range <= DENSE * ids.len() {
             let mut words = vec![0u64; range.div_ceil(64)];
             for &k in ids {
                 let i = (k - low) as usize;
@@ -54,14 +79,20 @@ impl Keys {
         }
     }
 
+    /// The matches of the keys pattern with `?s` = `k`.
     #[inline]
-    fn holds(&self, k: Id) -> bool {
+    fn times(&self, k: Id) -> u64 {
         match self {
-            Keys::Bits { low, words } => k.checked_sub(*low).is_some_and(|i| {
+            Keys::Bits { low, words } => u64::from(k.checked_sub(*low).is_some_and(|i| {
                 let i = i as usize;
                 words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
-            }),
-            Keys::Set(s) => s.contains(&k),
+            })),
+            Keys::Set(s) => u64::from(s.contains(&k)),
+            Keys::Counts { low, counts } => k
+                .checked_sub(*low)
+                .and_then(|i| counts.get(i as usize))
+                .map_or(0, |&c| u64::from(c)),
+            Keys::Map(m) => m.get(&k).map_or(0, |&c| u64::from(c)),
         }
     }
 }
@@ -75,6 +106,7 @@ struct StarCountOp<const N: usize> {
     s: usize,
     col: usize,
     probe: bool,
+    mult: bool,
     stat: Arc<OpStat>,
     timing: bool,
 }
@@ -127,8 +159,7 @@ impl<const N: usize> Operator for StarCountOp<N> {
         let mut reads = Reads::new(io.numa_node(), &stat);
         let mut count: u64 = 0;
         if self.probe {
-            // Each row's `?s` looked up in the keys pattern's index (a match or none: one
-            // graph holds a triple once).
+            // Each row's `?s` looked up in the keys pattern's index, its matches counted.
             let mut ids = Vec::new();
             let size = std::mem::size_of::<Id>();
             self.read(&self.rows, size, &mut reads, io, |k| ids.push(k))?;
@@ -153,12 +184,12 @@ impl<const N: usize> Operator for StarCountOp<N> {
             let mut ids = Vec::new();
             let size = std::mem::size_of::<Id>();
             self.read(&self.keys, size, &mut reads, io, |k| ids.push(k))?;
-            let (keys, bytes) = Keys::of(&ids);
+            let (keys, bytes) = Keys::of(&ids, self.mult);
             io.charge(bytes)?;
             io.uncharge(ids.len() * size);
             drop(ids);
             self.read(&self.rows, 0, &mut reads, io, |k| {
-                count += u64::from(keys.holds(k));
+                count += keys.times(k);
             })?;
         }
         let mut row = [UNBOUND; N];
@@ -181,6 +212,7 @@ pub(super) fn build<const N: usize>(
         s,
         col,
         probe,
+        mult,
     } = &p.op
     else {
         unreachable!("a star count node")
@@ -196,9 +228,57 @@ pub(super) fn build<const N: usize>(
             s: *s,
             col: *col,
             probe: *probe,
+            mult: *mult,
             stat: p.stat.clone(),
             timing: cx.timing,
         },
     );
     vec![b.stream::<Row<N>>(op, 0).expect("the count outputs rows")]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Keys;
+
+    /// Each representation answers the count of every value, in its range and outside it.
+    #[test]
+    fn keys_count_each_value_as_often_as_it_is_given() {
+        let dense: Vec<u32> = vec![10, 11, 11, 13, 10, 11];
+        let sparse: Vec<u32> = vec![5, 5_000_000, 5, 4_000_000_000];
+        for (ids, mult, kind) in [
+            (&dense, false, "bits"),
+            (&sparse, false, "set"),
+            (&dense, true, "counts"),
+            (&sparse, true, "map"),
+        ] {
+            let (keys, bytes) = Keys::of(ids, mult);
+            let got = match keys {
+                Keys::Bits { .. } => "bits",
+                Keys::Set(_) => "set",
+                Keys::Counts { .. } => "counts",
+                Keys::Map(_) => "map",
+            };
+            assert_eq!(got, kind);
+            assert!(bytes > 0);
+            for k in [
+                0,
+                4,
+                5,
+                9,
+                10,
+                11,
+                12,
+                13,
+                14,
+                5_000_000,
+                4_000_000_000,
+                u32::MAX,
+            ] {
+                let n = ids.iter().filter(|&&i| i == k).count() as u64;
+                assert_eq!(keys.times(k), if mult { n } else { n.min(1) }, "{kind} {k}");
+            }
+        }
+        let (empty, _) = Keys::of(&[], true);
+        assert_eq!(empty.times(3), 0);
+    }
 }

@@ -182,13 +182,14 @@ pub enum Op {
         /// Its matches.
         count: u64,
     },
-    /// `COUNT(*)` of the join of two patterns of one graph that share one variable, column `s`,
-    /// where `keys`' only variable is `s` (`?x rdf:type bench:Article . ?x swrc:pages ?v`):
-    /// the matches of `rows` whose `s` is among `keys`' `s` values, counted from the indexes
+    /// `COUNT(*)` of the join of two patterns of one graph that share one variable, column `s`
+    /// (`?x rdf:type bench:Article . ?x swrc:pages ?v`, `?x dc:creator ?a . ?x rdf:type ?t`):
+    /// for each match of `rows`, the matches of `keys` with its `s`, summed from the indexes
     /// without forming a joined row (`lower/star_count.rs`). One row: the count as an
     /// `xsd:integer` in column `col`.
     StarCount {
-        /// The pattern whose only variable is `s`.
+        /// The pattern whose `s` values are read into a set (a multiset when `mult`) or looked
+        /// up.
         keys: Pat,
         /// The other pattern.
         rows: Pat,
@@ -199,6 +200,9 @@ pub enum Op {
         /// Whether each of `rows`' matches looks its `s` up in `keys`' index (when `rows` has
         /// far fewer matches than `keys`), rather than `keys`' values being read into a set.
         probe: bool,
+        /// Whether `keys` has a variable besides `s`, so that an `s` value can match it more
+        /// than once: its values are counted, not only held.
+        mult: bool,
     },
     /// A lookup of `pat` per input row.
     IndexJoin {

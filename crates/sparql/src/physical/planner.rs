@@ -549,12 +549,13 @@ impl Planner<'_> {
         Some(Phys::new(op, Vec::new(), 1.0, cert, BTreeSet::new()))
     }
 
-    /// `COUNT(*)` of a join of two patterns that share one variable `?s`, one of them with no
-    /// other variable (a type check, `?x rdf:type bench:Article`), as [`Op::StarCount`]: the
-    /// other pattern's matches whose `?s` the first holds, counted from the two index ranges,
-    /// no joined row formed. Where the count of such matches is the count of solutions: one
-    /// graph (the first pattern then holds each `?s` once), no variable twice in a pattern, no
-    /// filter, not DISTINCT; through a subquery's projection too.
+    /// `COUNT(*)` of a join of two patterns that share one variable `?s`, as [`Op::StarCount`]:
+    /// for each match of one pattern, the other's matches with its `?s`, summed from the two
+    /// index ranges, no joined row formed. With a pattern whose only variable is `?s` (a type
+    /// check, `?x rdf:type bench:Article`) that pattern is the set; else the one with fewer
+    /// matches is counted per value of `?s`, or looked up per match of the other when that has
+    /// far fewer. Where the sum is the count of solutions: one graph, no variable twice in a
+    /// pattern, no filter, not DISTINCT; through a subquery's projection too.
     fn star_count(
         &self,
         i: &Node,
@@ -592,10 +593,23 @@ impl Planner<'_> {
         let [s] = shared.as_slice() else {
             return None;
         };
-        let (keys, rows) = match (v0.len(), v1.len()) {
-            (1, _) => (p0, p1),
-            (_, 1) => (p1, p0),
-            _ => return None,
+        let (keys, rows, mult) = match (v0.len(), v1.len()) {
+            (1, _) => (p0, p1, false),
+            (_, 1) => (p1, p0, false),
+            // The smaller pattern is the table, unless the other is small enough to look up
+            // from (the larger is then `keys`).
+            _ => {
+                let (small, large) = if self.count(&p0) <= self.count(&p1) {
+                    (p0, p1)
+                } else {
+                    (p1, p0)
+                };
+                if self.count(&small).saturating_mul(LOOKUP_ROWS) < self.count(&large) {
+                    (large, small, true)
+                } else {
+                    (small, large, true)
+                }
+            }
         };
         let probe = self.count(&rows).saturating_mul(LOOKUP_ROWS) < self.count(&keys);
         let op = Op::StarCount {
@@ -604,6 +618,7 @@ impl Planner<'_> {
             s: *s,
             col: *col,
             probe,
+            mult,
         };
         Some(Phys::new(
             op,

@@ -329,3 +329,81 @@ fn a_limit_over_a_cross_product_changes_nothing() {
         None
     );
 }
+
+/// OPTIONAL, EXISTS, NOT EXISTS (through a chain of two patterns), MINUS and EXISTS inside an
+/// expression from the 3-row side are index joins: 3 lookups, never a table of 30,000 rows.
+#[test]
+fn every_join_kind_from_the_small_side_is_an_index_join() {
+    let s = skewed();
+    let rare = "scan POS ?x <http://ex/rare> ?z  (1 stream)";
+    for (q, want) in [
+        (
+            "{ ?x :rare ?z OPTIONAL { ?x :common ?y } }",
+            "project ?x ?y ?z  (1 stream)\n  Left index join ?x <http://ex/common> ?y  (1 stream)",
+        ),
+        (
+            "{ ?x :rare ?z FILTER EXISTS { ?x :common ?y } }",
+            "project ?x ?z  (1 stream)\n  Semi index join ?x <http://ex/common> ?y  (1 stream)",
+        ),
+        (
+            "{ ?x :rare ?z FILTER NOT EXISTS { ?x :common ?y . ?y :common ?w } }",
+            "project ?x ?z  (1 stream)\n  Anti index join ?x <http://ex/common> ?y, \
+             then ?y <http://ex/common> ?w  (1 stream)",
+        ),
+        (
+            "{ ?x :rare ?z MINUS { ?x :common ?y } }",
+            "project ?x ?z  (1 stream)\n  Minus index join ?x <http://ex/common> ?y  (1 stream)",
+        ),
+    ] {
+        assert_eq!(
+            plan(&s, &format!("{PRE}{q}"), 2),
+            format!("{want}\n    {rare}"),
+            "{q}"
+        );
+    }
+    assert_eq!(
+        plan(
+            &s,
+            &format!("{PRE}{{ ?x :rare ?z FILTER(EXISTS {{ ?x :common ?y }} || ?z = :o1) }}"),
+            2
+        ),
+        lines(
+            "
+            project ?x ?z  (1 stream)
+              filter (?(exists 3) || (?z = <http://ex/o1>))  (1 stream)
+                Mark(?(exists 3)) index join ?x <http://ex/common> ?y  (1 stream)
+                  scan POS ?x <http://ex/rare> ?z  (1 stream)
+            "
+        )
+    );
+}
+
+/// The same joins from the 30,000-row side are hash joins on `?x` with the 3 rows as the table:
+/// a lookup per row of the large side would read more than the table costs.
+#[test]
+fn every_join_kind_from_the_large_side_is_a_hash_join() {
+    let s = skewed();
+    for (q, mode) in [
+        ("{ ?x :common ?y OPTIONAL { ?x :rare ?z } }", "Left"),
+        ("{ ?x :common ?y FILTER EXISTS { ?x :rare ?z } }", "Semi"),
+        (
+            "{ ?x :common ?y FILTER NOT EXISTS { ?x :rare ?z } }",
+            "Anti",
+        ),
+        ("{ ?x :common ?y MINUS { ?x :rare ?z } }", "Minus"),
+        (
+            "{ ?x :common ?y FILTER(EXISTS { ?x :rare ?z } || ?y = :o1) }",
+            "Mark(?(exists 3))",
+        ),
+    ] {
+        let got = plan(&s, &format!("{PRE}{q}"), 2);
+        let join = format!("{mode} hash join on [?x]  (2 streams by hash)");
+        assert!(got.contains(&join), "{q}\n{got}");
+        assert!(!got.contains("index join"), "{q}\n{got}");
+        assert!(
+            got.contains("exchange: route into 2 streams by hash of [?x]  (2 streams by hash)\n")
+                && got.ends_with("scan POS ?x <http://ex/rare> ?z  (1 stream)"),
+            "{q}\n{got}"
+        );
+    }
+}
