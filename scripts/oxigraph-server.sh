@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Oxigraph's own SPARQL server as the peer of `nearflow bench serve --peer URL`:
+# Oxigraph's own SPARQL server as the peer of `nearflow bench serve --peer URL` and
+# `nearflow bench shapes --peer oxigraph=URL`:
 #   scripts/oxigraph-server.sh DATA_FILE [PORT]
 # builds `oxigraph-cli` from crates.io once (into .peers/oxigraph, RocksDB compiled from the
 # crate's bundled sources: Debian 12's librocksdb is older than the 9.10 it needs), loads

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Virtuoso Open Source 7 (Debian's virtuoso-opensource-7-bin) as the peer of
-# `nearflow bench serve --peer URL`:
+# `nearflow bench serve --peer URL` and `nearflow bench shapes --peer virtuoso=URL`:
 #   scripts/virtuoso-server.sh DATA_FILE [PORT]
 # installs the package if it is missing, creates a database under .peers/ for DATA_FILE
 # (Turtle/N-Triples, gzip recognised) and loads it with Virtuoso's bulk loader the first time,
-# then serves SPARQL at http://127.0.0.1:PORT/sparql (default 8891) in the foreground; Ctrl-C or
-# SIGTERM stops it. Both its ports (HTTP, and the SQL port PORT+1000 the loader uses) listen on
+# then serves SPARQL at http://127.0.0.1:PORT/sparql?default-graph-uri=urn:nearflow:peer (default
+# PORT 8891; the graph holds the data, Virtuoso's default graph its system triples too) in the
+# foreground; Ctrl-C or SIGTERM stops it. Both its ports (HTTP, and the SQL port PORT+1000 the loader uses) listen on
 # loopback only. Its answers are capped at ResultSetMaxRows = 1,048,576 rows: an answer longer
 # than that is cut, and a comparison must say so.
 set -euo pipefail
@@ -72,5 +73,7 @@ if [ ! -f "$dir/loaded" ]; then
   [ "${errors:-1}" = 0 ] || { echo "virtuoso-server: the bulk load failed; see DB.DBA.LOAD_LIST in $dir" >&2; exit 1; }
   touch "$dir/loaded"
 fi
-echo "virtuoso-server: serving $data at http://127.0.0.1:$port/sparql (pid $pid)" >&2
+# The data is in graph urn:nearflow:peer; Virtuoso's default graph also holds its own system
+# triples, so a peer URL names the data's graph as the default one.
+echo "virtuoso-server: serving $data at http://127.0.0.1:$port/sparql?default-graph-uri=urn:nearflow:peer (pid $pid)" >&2
 wait "$pid"

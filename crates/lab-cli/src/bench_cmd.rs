@@ -47,6 +47,11 @@ pub enum BenchCmd {
     /// policy, with another endpoint (Oxigraph's server) as the peer (LAS paper §6.4 on a
     /// real server).
     Serve(ServeLoadCmd),
+    /// Query shapes one at a time (joins, stars, OPTIONAL, EXISTS, MINUS, UNION, GROUP BY,
+    /// DISTINCT, filters, a large result), generated from the store's own statistics, sent to
+    /// `nearflow serve`'s endpoint and to the peers' servers in interleaved rounds, every answer
+    /// compared.
+    Shapes(ShapesCmd),
     /// StreamMap's micro-benchmarks on this host: producer/consumer, contention table,
     /// barrier (StreamMap §III, Fig. 4, Tables I–II, Fig. 5).
     Streammap(StreammapCmd),
@@ -75,6 +80,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Split(c) => print_report(&lab::split::run(&c.config()?)?, c.json),
         BenchCmd::Sp2bench(c) => print_report(&lab::sp2bench::run(&c.config()?)?, false),
         BenchCmd::Serve(c) => print_report(&lab::serve_load::run(&c.config()?)?, c.json),
+        BenchCmd::Shapes(c) => print_report(&lab::shapes::run(&c.config()?)?, c.json),
         BenchCmd::Streammap(c) => print_report(&lab::streammap::run(&c.config()?)?, false),
         BenchCmd::NumaFactor(c) => print_report(&lab::numa_factor::run(&c.config()?)?, c.json),
         BenchCmd::Phase(c) => print_report(&lab::phase::run(&c.config()?)?, false),
@@ -646,6 +652,87 @@ impl ServeLoadCmd {
             topology: self.run.topo.spec()?,
             pinning: self.run.pinning,
             csv: self.csv.clone(),
+            quiet: self.quiet,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ShapesCmd {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub read: nearflow_cli::args::ReadArgs,
+    /// A peer's SPARQL query endpoint as NAME=URL (repeatable), e.g.
+    /// virtuoso=http://127.0.0.1:8891/sparql from `scripts/virtuoso-server.sh` or
+    /// oxigraph=http://127.0.0.1:7879/query from `scripts/oxigraph-server.sh`, loaded with the
+    /// same data.
+    #[arg(long = "peer", value_name = "NAME=URL", value_parser = name_url)]
+    pub peers: Vec<(String, String)>,
+    /// Timed rounds after the warm-up. Range: 1..=100.
+    #[arg(long, default_value_t = 3, value_parser = nearflow_cli::args::int_in(1usize, 100))]
+    pub rounds: usize,
+    /// Only these shapes (comma-separated names, as the report gives them).
+    #[arg(long, value_name = "SHAPE[,SHAPE…]")]
+    pub only: Option<String>,
+    /// The forms of each shape (comma-separated): count (the rows counted by the engine), full
+    /// (every row sent).
+    #[arg(long, default_value = "count,full", value_parser = forms)]
+    pub forms: (bool, bool),
+    /// The longest a request may take before it counts as failed.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = nearflow_cli::args::duration)]
+    pub request_timeout: std::time::Duration,
+    /// Write the generated queries to DIR (a `.sparql` file each) and stop.
+    #[arg(long, value_name = "DIR")]
+    pub write_queries: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress output.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `NAME=URL`.
+fn name_url(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((n, u))
+            if !n.is_empty() && (u.starts_with("http://") || u.starts_with("https://")) =>
+        {
+            Ok((n.to_owned(), u.to_owned()))
+        }
+        _ => Err(format!("expected NAME=URL with an http(s) URL, got {s:?}")),
+    }
+}
+
+/// `count`, `full` or both, comma-separated: (counted, full).
+fn forms(s: &str) -> Result<(bool, bool), String> {
+    let (mut counted, mut full) = (false, false);
+    for f in s.split(',').map(str::trim) {
+        match f {
+            "count" => counted = true,
+            "full" => full = true,
+            _ => return Err(format!("unknown form {f:?}: count or full")),
+        }
+    }
+    Ok((counted, full))
+}
+
+impl ShapesCmd {
+    fn config(&self) -> Result<lab::shapes::Config> {
+        Ok(lab::shapes::Config {
+            source: self.source.source(&self.read)?,
+            peers: self.peers.clone(),
+            rounds: self.rounds,
+            only: self.only.clone(),
+            counted: self.forms.0,
+            full: self.forms.1,
+            request_timeout: self.request_timeout,
+            write_queries: self.write_queries.clone(),
+            topology: self.run.topo.spec()?,
+            pinning: self.run.pinning,
             quiet: self.quiet,
         })
     }

@@ -13,7 +13,8 @@
 //!   the runtimes every experiment starts; [`phase`] — the host-phase probe sampled between
 //!   rounds; [`chart`] — SVG bar charts.
 //! - Benchmarks (`nearflow bench …`): [`overhead`], [`queues`], [`packet_size`], [`concurrent_plans`],
-//!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`streammap`],
+//!   [`alloc`], [`split`], [`sp2bench`], [`serve_load`] (`bench serve`), [`shapes`] (`bench
+//!   shapes`: generated query shapes against the peers' servers), [`streammap`],
 //!   [`numa_factor`], [`taskpar`] (`bench rayon`: the task-parallel set against rayon),
 //!   [`checkpoint`] (what a store's checkpoint writes after N updates).
 //! - [`sim`] — workloads in the discrete-event simulator (SIMULATED figures), the calibration of
@@ -35,6 +36,7 @@ pub mod packet_size;
 pub mod phase;
 pub mod queues;
 pub mod serve_load;
+pub mod shapes;
 pub mod sim;
 pub mod sp2bench;
 pub mod split;

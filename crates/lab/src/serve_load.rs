@@ -224,7 +224,7 @@ fn boolean_of(body: &str) -> Option<bool> {
 
 /// The count in a one-row, one-column TSV answer: `123`, or the literal
 /// `"123"^^<…#integer>`. `None` when the body is not that.
-fn count_of(body: &str) -> Option<u64> {
+pub(crate) fn count_of(body: &str) -> Option<u64> {
     let mut lines = body.lines().filter(|l| !l.is_empty());
     let (_, value, rest) = (lines.next()?, lines.next()?, lines.next());
     if rest.is_some() {
@@ -514,14 +514,14 @@ impl Drop for TempDir {
 }
 
 /// A running endpoint of ours on a loopback port; stopped when dropped.
-struct Server {
-    url: String,
+pub(crate) struct Server {
+    pub(crate) url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     io: Option<tokio::runtime::Runtime>,
 }
 
 impl Server {
-    fn start(endpoint: Arc<nearflow_serve::Endpoint>) -> Result<Server> {
+    pub(crate) fn start(endpoint: Arc<nearflow_serve::Endpoint>) -> Result<Server> {
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
