@@ -267,10 +267,10 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
         Op::Empty => "empty".to_string(),
         Op::Scan { pat: q, order } => format!("scan {} {}", order.name(), pat(q)),
         Op::IndexJoin { pat: q, eq: None } => format!("index join {}", pat(q)),
-        Op::IndexCount { pat: q, col, count } => format!(
+        Op::IndexCount { pats, col, count } => format!(
             "{} := count of {} from the indexes: {count}",
             name(names, *col),
-            pat(q)
+            pats.iter().map(pat).collect::<Vec<_>>().join(" and ")
         ),
         Op::StarCount {
             keys,

@@ -1,5 +1,11 @@
 //! FILTER: keeps the rows whose expression's effective boolean value is true (an error drops
 //! the row, §17.2). One operator per input stream; the rows kept are packed into full packets.
+//!
+//! An expression of one variable whose value depends on nothing else (no `RAND`, `NOW`,
+//! `BNODE`, `UUID`, `STRUUID`, `EXISTS`) is a function of that variable's id: each operator
+//! keeps the last verdicts in a direct-mapped table of [`MEMO`] entries by id, so a value
+//! that repeats (`?pages > 100` over 94 k rows of a few thousand numbers) is decoded and
+//! compared once, not once per row. The table's size is fixed, whatever the input.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -7,13 +13,62 @@ use std::sync::Arc;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, Status, Stream};
 
 use super::{per_packet, per_stream, ExecCx, Row, Timer};
-use crate::expr::{EvalCx, Expr};
+use crate::expr::{EvalCx, Expr, Func};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
 use nearflow_rdf::index::Store;
+use nearflow_rdf::term::Id;
+
+/// Entries of a filter's table of verdicts by id (8 bytes each).
+const MEMO: usize = 4096;
+
+/// An empty entry (no id is `u32::MAX << 1 | 1` past 32 bits).
+const EMPTY: u64 = u64::MAX;
+
+/// The one column `e` reads when its value is a function of that column's id alone.
+fn per_value(e: &Expr) -> Option<usize> {
+    let mut fixed = true;
+    e.visit(&mut |x| {
+        fixed &= !matches!(
+            x,
+            Expr::Exists(_)
+                | Expr::Call(
+                    Func::Rand | Func::Now | Func::BNode | Func::Uuid | Func::StrUuid,
+                    _
+                )
+        )
+    });
+    let vars = crate::algebra::vars_of(e);
+    match (fixed, vars.len()) {
+        (true, 1) => vars.first().copied(),
+        _ => None,
+    }
+}
+
+/// The verdicts of an expression of one column, by id (see the module's documentation).
+struct Memo {
+    col: usize,
+    slots: Box<[u64]>,
+}
+
+impl Memo {
+    #[inline]
+    fn holds(&mut self, cx: EvalCx<'_>, expr: &Expr, row: &[Id]) -> bool {
+        let id = row[self.col];
+        let slot = (id.wrapping_mul(0x9E37_79B9) >> 20) as usize % MEMO;
+        let e = self.slots[slot];
+        if e != EMPTY && (e >> 1) as Id == id {
+            return e & 1 == 1;
+        }
+        let v = expr.holds(cx, row);
+        self.slots[slot] = (u64::from(id) << 1) | u64::from(v);
+        v
+    }
+}
 
 struct FilterOp<const N: usize> {
     expr: Arc<Expr>,
+    memo: Option<Memo>,
     store: Arc<Store>,
     minted: Arc<Minted>,
     out: Emitter<Row<N>>,
@@ -28,7 +83,7 @@ impl<const N: usize> Operator for FilterOp<N> {
         let stat = self.stat.clone();
         let _t = Timer::new(self.timing, &stat);
         let cx = EvalCx::new(&self.store, &self.minted);
-        let (expr, out) = (&self.expr, &mut self.out);
+        let (expr, out, memo) = (&self.expr, &mut self.out, &mut self.memo);
         let mut kept = 0;
         let mut stop = Ok(());
         let status = per_packet::<N>(io, |io, rows| {
@@ -41,7 +96,11 @@ impl<const N: usize> Operator for FilterOp<N> {
                 if stop.is_err() {
                     return;
                 }
-                if expr.holds(cx, &r) {
+                let keep = match memo {
+                    Some(m) => m.holds(cx, expr, &r),
+                    None => expr.holds(cx, &r),
+                };
+                if keep {
                     out.push(io, r);
                     kept += 1;
                 }
@@ -65,12 +124,45 @@ pub(super) fn build<const N: usize>(
     expr: &Arc<Expr>,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
+    let col = per_value(expr);
     per_stream(b, input, "filter", || FilterOp::<N> {
         expr: expr.clone(),
+        memo: col.map(|col| Memo {
+            col,
+            slots: vec![EMPTY; MEMO].into_boxed_slice(),
+        }),
         store: cx.store.clone(),
         minted: cx.minted.clone(),
         out: Emitter::new(0),
         stat: p.stat.clone(),
         timing: cx.timing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::CmpOp;
+    use nearflow_rdf::term::Term;
+
+    /// Only an expression of one column whose value depends on that column's id alone is kept
+    /// by id.
+    #[test]
+    fn only_an_expression_of_one_value_is_kept_by_id() {
+        let lit = || Box::new(Expr::Const(Term::Iri("http://ex/a".into())));
+        let gt = Expr::Cmp(Box::new(Expr::Var(3)), lit(), CmpOp::Gt);
+        assert_eq!(per_value(&gt), Some(3));
+        let two = Expr::Cmp(Box::new(Expr::Var(3)), Box::new(Expr::Var(4)), CmpOp::Gt);
+        assert_eq!(per_value(&two), None);
+        let rand = Expr::Cmp(
+            Box::new(Expr::Var(3)),
+            Box::new(Expr::Call(Func::Rand, vec![])),
+            CmpOp::Gt,
+        );
+        assert_eq!(per_value(&rand), None);
+        assert_eq!(
+            per_value(&Expr::Const(Term::Iri("http://ex/a".into()))),
+            None
+        );
+    }
 }

@@ -172,11 +172,12 @@ pub enum Op {
         /// The permutation read.
         order: Permutation,
     },
-    /// `COUNT(*)` of one pattern's matches, counted by the indexes when the plan is made
-    /// (binary searches, no row read): one row, `count` as an `xsd:integer` in column `col`.
+    /// `COUNT(*)` of one pattern's matches, or of a UNION of patterns (the sum), counted by
+    /// the indexes when the plan is made (binary searches, no row read): one row, `count` as
+    /// an `xsd:integer` in column `col`.
     IndexCount {
-        /// The pattern counted.
-        pat: Pat,
+        /// The patterns counted.
+        pats: Vec<Pat>,
         /// The aggregate's column.
         col: usize,
         /// Its matches.

@@ -221,12 +221,21 @@ impl Planner<'_> {
         cond: Option<&Expr>,
         active: &[Id],
     ) -> Phys {
+        let left = l;
         let l = self.plan(l, active);
         let l = match self.lookup_join(mode, l, r, cond, active) {
             Ok(j) => return j,
             Err(l) => *l,
         };
         let r = self.plan(r, active);
+        let r = if matches!(mode, JoinMode::Semi) && cond.is_none() && r.est < l.est {
+            match self.semi_from_keys(left, r, active) {
+                Ok(j) => return j,
+                Err(r) => *r,
+            }
+        } else {
+            r
+        };
         self.hash_join(mode, l, r, cond.cloned())
     }
 
@@ -493,10 +502,11 @@ impl Planner<'_> {
     }
 
     /// `COUNT(*)` (or `COUNT(?x)` of a variable the pattern binds) of one triple pattern
-    /// with no GROUP BY: the indexes count its matches exactly ([`Planner::count`], binary
-    /// searches in each graph it reads), so no row is read — `SELECT (COUNT(*) AS ?n) WHERE
-    /// { ?s ?p ?o }` answers at once over any store. Only where a count of matches is the
-    /// count of solutions: no variable twice in the pattern (`?x ?p ?x` matches fewer), no
+    /// with no GROUP BY, or `COUNT(*)` of a UNION of such patterns: the indexes count their
+    /// matches exactly ([`Planner::count`], binary searches in each graph it reads; a UNION
+    /// keeps every branch's rows, so their sum), so no row is read — `SELECT (COUNT(*) AS ?n)
+    /// WHERE { ?s ?p ?o }` answers at once over any store. Only where a count of matches is
+    /// the count of solutions: no variable twice in a pattern (`?x ?p ?x` matches fewer), no
     /// filter, one graph or the named graphs (a default graph merged from several `FROM`s
     /// counts a triple once however many hold it), not `DISTINCT`; `COUNT(*)` also through a
     /// projection (a subquery's `SELECT ?x`).
@@ -513,36 +523,54 @@ impl Planner<'_> {
             Node::Project(inner, _) if matches!(aggs, [(_, a)] if a.expr.is_none()) => inner,
             _ => i,
         };
-        let (Node::Bgp(quads), true, [(col, agg)]) = (i, keys.is_empty(), aggs) else {
+        let (true, [(col, agg)]) = (keys.is_empty(), aggs) else {
             return None;
         };
-        let [q] = quads.as_slice() else {
-            return None;
-        };
-        if agg.func != AggFunc::Count || agg.distinct || (active.len() > 1 && q.g.is_none()) {
+        if agg.func != AggFunc::Count || agg.distinct {
             return None;
         }
-        let pat = self.pat(q, active);
-        let vars: Vec<usize> = pat.iter().filter_map(|s| s.var()).collect();
-        let once = vars
+        // One pattern's matches, where they are its solutions.
+        let one = |n: &Node| -> Option<Pat> {
+            let Node::Bgp(quads) = n else {
+                return None;
+            };
+            let [q] = quads.as_slice() else {
+                return None;
+            };
+            if active.len() > 1 && q.g.is_none() {
+                return None;
+            }
+            let pat = self.pat(q, active);
+            let vars: Vec<usize> = pat.iter().filter_map(|s| s.var()).collect();
+            let once = vars
+                .iter()
+                .all(|v| vars.iter().filter(|w| *w == v).count() == 1);
+            let counts_rows = match &agg.expr {
+                None => true,
+                Some(Expr::Var(c)) => vars.contains(c),
+                Some(_) => false,
+            };
+            (once && counts_rows).then_some(pat)
+        };
+        let pats: Vec<Pat> = match i {
+            Node::Union(branches) if agg.expr.is_none() => {
+                branches.iter().map(one).collect::<Option<Vec<Pat>>>()?
+            }
+            _ => vec![one(i)?],
+        };
+        let count = pats
             .iter()
-            .all(|v| vars.iter().filter(|w| *w == v).count() == 1);
-        let counts_rows = match &agg.expr {
-            None => true,
-            Some(Expr::Var(c)) => vars.contains(c),
-            Some(_) => false,
-        };
-        if !once || !counts_rows {
-            return None;
-        }
-        let count = if pat.contains(&Slot::Const(None)) {
-            0
-        } else {
-            self.count(&pat)
-        };
+            .map(|pat| {
+                if pat.contains(&Slot::Const(None)) {
+                    0
+                } else {
+                    self.count(pat)
+                }
+            })
+            .sum();
         let cert = BTreeSet::from([*col]);
         let op = Op::IndexCount {
-            pat,
+            pats,
             col: *col,
             count,
         };
