@@ -484,7 +484,6 @@ fn majority(answers: &[Result<u64, String>]) -> Option<u64> {
     let given = |v: u64| ok.iter().filter(|&&w| w == v).count();
     let most = ok.iter().map(|&v| given(v)).max()?;
     let mut top: Vec<u64> = ok.iter().copied().filter(|&v| given(v) == most).collect();
-    top.dedup();
     top.sort_unstable();
     top.dedup();
     match top.as_slice() {

@@ -54,8 +54,28 @@ struct LookupJoinOp<const N: usize> {
     timing: bool,
 }
 
+/// Index reads since the plan's limits were last checked, and the check that failed. Every
+/// level of a chain adds its reads, so a row whose chain reads much is stopped within it.
+struct Checks {
+    since: u64,
+    failed: Option<FlowError>,
+}
+
+impl Checks {
+    /// Adds `reads`, checking the limits each [`CHECK_READS`]; false once a check failed.
+    fn add(&mut self, io: &mut Io<'_>, reads: u64) -> bool {
+        self.since += reads;
+        if self.since >= CHECK_READS && self.failed.is_none() {
+            self.since = 0;
+            self.failed = io.check().err();
+        }
+        self.failed.is_none()
+    }
+}
+
 /// Whether `row` has a match of the chain `pats` on which `residual` holds: depth first,
-/// stopping at the first. Each level below the first counts its reads on its own tally.
+/// stopping at the first (or when a check of the limits fails). Each level below the first
+/// counts its reads on its own tally and adds them to `checks`.
 #[allow(clippy::too_many_arguments)]
 fn any_match<const N: usize>(
     store: &Store,
@@ -65,17 +85,31 @@ fn any_match<const N: usize>(
     residual: Option<&Expr>,
     cx: EvalCx<'_>,
     reads: &mut Reads<'_>,
-    node: usize,
     stat: &OpStat,
+    io: &mut Io<'_>,
+    checks: &mut Checks,
 ) -> bool {
     let Some((first, rest)) = pats.split_first() else {
         return residual.is_none_or(|e| e.holds(cx, &row));
     };
+    let node = io.numa_node();
     let mut found = false;
     RowLookup::new(first, row, named).run(store, named, first, reads, |r| {
         let mut deeper = Reads::new(node, stat);
-        found = any_match(store, named, rest, r, residual, cx, &mut deeper, node, stat);
-        !found
+        found = any_match(
+            store,
+            named,
+            rest,
+            r,
+            residual,
+            cx,
+            &mut deeper,
+            stat,
+            io,
+            checks,
+        );
+        let go = checks.add(io, deeper.tally().all);
+        !found && go
     });
     found
 }
@@ -122,11 +156,14 @@ impl<const N: usize> Operator for LookupJoinOp<N> {
             self.looking = left(io, out, l, &mut reads, &mut n);
         }
         let looking = &mut self.looking;
-        let mut failed = None;
-        let mut checked = reads.tally().all;
+        let mut checks = Checks {
+            since: 0,
+            failed: None,
+        };
+        let mut counted = reads.tally().all;
         let done = looking.is_none()
             && pump(io, &mut self.queue, 0, true, |io, row| {
-                if failed.is_some() {
+                if checks.failed.is_some() {
                     return;
                 }
                 if let JoinMode::Left = mode {
@@ -138,7 +175,16 @@ impl<const N: usize> Operator for LookupJoinOp<N> {
                     *looking = left(io, out, l, &mut reads, &mut n);
                 } else {
                     let found = any_match(
-                        store, named, pats, row, residual, cx, &mut reads, node, &stat,
+                        store,
+                        named,
+                        pats,
+                        row,
+                        residual,
+                        cx,
+                        &mut reads,
+                        &stat,
+                        io,
+                        &mut checks,
                     );
                     let pass = match mode {
                         JoinMode::Semi => found.then_some(row),
@@ -150,17 +196,16 @@ impl<const N: usize> Operator for LookupJoinOp<N> {
                         }
                         JoinMode::Inner | JoinMode::Left => unreachable!("planned as such"),
                     };
-                    if let Some(r) = pass {
+                    if let (Some(r), None) = (pass, &checks.failed) {
                         out.push(io, r);
                         n += 1;
                     }
                 }
-                if reads.tally().all - checked >= CHECK_READS {
-                    checked = reads.tally().all;
-                    failed = io.check().err();
-                }
+                let all = reads.tally().all;
+                checks.add(io, all - counted);
+                counted = all;
             });
-        if let Some(err) = failed {
+        if let Some(err) = checks.failed {
             return Err(err);
         }
         self.stat.rows.fetch_add(n, Ordering::Relaxed);

@@ -285,10 +285,7 @@ impl Planner<'_> {
                 let mut cert = cur.cert.clone();
                 cert.extend(vars);
                 let maybe = cur.maybe.clone();
-                let cur = match self.par(read) {
-                    n if n > cur.out.count() => self.exchange(cur, Partitioning::Any(n)),
-                    _ => cur,
-                };
+                let cur = self.spread(cur, read);
                 let out = cur.out.clone();
                 let mut j = Phys::new(
                     Op::IndexJoin { pat, eq },
@@ -446,6 +443,15 @@ impl Planner<'_> {
             .partition(|c| vars_of(c).is_subset(&p.cert));
         *cs = rest;
         self.filters(p, ready)
+    }
+
+    /// `p` spread over as many streams as reading `read` rows from it calls for, when that is
+    /// more than it has (an index join's input: each row's lookups run where the row is).
+    pub(super) fn spread(&self, p: Phys, read: f64) -> Phys {
+        match self.par(read) {
+            n if n > p.out.count() => self.exchange(p, Partitioning::Any(n)),
+            _ => p,
+        }
     }
 
     pub(super) fn scan(&self, pat: Pat, card: f64) -> Phys {

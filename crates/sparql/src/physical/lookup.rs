@@ -24,6 +24,18 @@ const MAX_CHAIN: usize = 4;
 /// size: a chain that fans out this much is a join of its own.
 const MAX_LOOKUPS_PER_ROW: f64 = 64.0;
 
+/// A basic graph pattern, alone or under a filter: its patterns and the filter.
+fn bgp_and_filter(node: &Node) -> Option<(&[QuadPat], Option<&Expr>)> {
+    match node {
+        Node::Bgp(q) => Some((q, None)),
+        Node::Filter(e, inner) => match &**inner {
+            Node::Bgp(q) => Some((q, Some(e))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 impl Planner<'_> {
     /// `probe` joined with `other` as `mode` says by lookups ([`Op::LookupJoin`]), when `other`
     /// is a basic graph pattern (with a filter of its own variables) of one graph per pattern
@@ -39,13 +51,8 @@ impl Planner<'_> {
         cond: Option<&Expr>,
         active: &[Id],
     ) -> Result<Phys, Box<Phys>> {
-        let (quads, filter): (&[QuadPat], Option<&Expr>) = match other {
-            Node::Bgp(q) => (q, None),
-            Node::Filter(e, inner) => match &**inner {
-                Node::Bgp(q) => (q, Some(e)),
-                _ => return Err(Box::new(probe)),
-            },
-            _ => return Err(Box::new(probe)),
+        let Some((quads, filter)) = bgp_and_filter(other) else {
+            return Err(Box::new(probe));
         };
         let single = matches!(mode, JoinMode::Left);
         if self.given.is_some()
@@ -106,10 +113,7 @@ impl Planner<'_> {
             }
             _ => (probe.cert.clone(), probe.maybe.clone(), probe.est / 2.0),
         };
-        let probe = match self.par(read) {
-            n if n > probe.out.count() => self.exchange(probe, Partitioning::Any(n)),
-            _ => probe,
-        };
+        let probe = self.spread(probe, read);
         let out = match mode {
             JoinMode::Mark(col) => probe.out.after_changing(&[col]),
             _ => probe.out.clone(),
@@ -140,13 +144,8 @@ impl Planner<'_> {
         right: Phys,
         active: &[Id],
     ) -> Result<Phys, Box<Phys>> {
-        let (quads, filter): (&[QuadPat], Option<&Expr>) = match left {
-            Node::Bgp(q) => (q, None),
-            Node::Filter(e, inner) => match &**inner {
-                Node::Bgp(q) => (q, Some(e)),
-                _ => return Err(Box::new(right)),
-            },
-            _ => return Err(Box::new(right)),
+        let Some((quads, filter)) = bgp_and_filter(left) else {
+            return Err(Box::new(right));
         };
         let [q] = quads else {
             return Err(Box::new(right));
@@ -196,22 +195,8 @@ impl Planner<'_> {
         p.cert = shared.iter().copied().collect();
         p.maybe = BTreeSet::new();
         p.out = p.out.after_changing(&dropped);
-        let p = match self.par(p.est) {
-            1 => self.exchange(p, Partitioning::Single),
-            n => self.exchange(
-                p,
-                Partitioning::Hash {
-                    keys: shared.clone(),
-                    value: None,
-                    n,
-                },
-            ),
-        };
-        let distinct = Phys::over(Op::Distinct, p, keys);
-        let distinct = match self.par(read) {
-            n if n > distinct.out.count() => self.exchange(distinct, Partitioning::Any(n)),
-            _ => distinct,
-        };
+        let distinct = self.distinct_rows(p);
+        let distinct = self.spread(distinct, read);
         let out = distinct.out.clone();
         let mut cert = distinct.cert.clone();
         cert.extend(vars);

@@ -248,6 +248,11 @@ impl Planner<'_> {
     #[inline(never)]
     pub(super) fn distinct_node(&self, i: &Node, active: &[Id]) -> Phys {
         let p = self.plan(i, active);
+        self.distinct_rows(p)
+    }
+
+    /// `p`'s rows, each once: partitioned by hash of its columns when large.
+    pub(super) fn distinct_rows(&self, p: Phys) -> Phys {
         let est = p.est;
         // Over an ORDER BY (`SELECT DISTINCT … ORDER BY …` is DISTINCT over the ordered
         // projection), one stream keeps the order.
