@@ -292,6 +292,43 @@ impl PackedRows {
         self.value_at(at, h.base[c], h.width[c], i & (BLOCK - 1))
     }
 
+    /// Column `c` of rows `range`, in order, to `f` until it returns false (then false): each
+    /// block's header read once, each chunk checked on its first read (a damaged chunk's
+    /// values read as `Id::MAX`, as [`value`](Self::value) gives them).
+    pub(crate) fn for_each_value(
+        &self,
+        c: usize,
+        range: Range<usize>,
+        mut f: impl FnMut(Id) -> bool,
+    ) -> bool {
+        assert!(range.end <= self.rows, "rows {range:?} of {}", self.rows);
+        let mut i = range.start;
+        while i < range.end {
+            let b = i >> BLOCK_SHIFT;
+            let end = ((b + 1) << BLOCK_SHIFT).min(range.end);
+            if !self.whole(i >> CHUNK_SHIFT) {
+                if !(i..end).all(|_| f(Id::MAX)) {
+                    return false;
+                }
+                i = end;
+                continue;
+            }
+            let h = self.head(b);
+            let at = h.at
+                + (0..c)
+                    .map(|k| BLOCK * h.width[k] as usize / 8)
+                    .sum::<usize>();
+            let first = i & (BLOCK - 1);
+            for j in first..first + (end - i) {
+                if !f(self.value_at(at, h.base[c], h.width[c], j)) {
+                    return false;
+                }
+            }
+            i = end;
+        }
+        true
+    }
+
     /// Value `j` of the column whose bits start at `at` (of the bits section).
     #[inline]
     fn value_at(&self, at: usize, base: u32, w: u8, j: usize) -> Id {
@@ -574,6 +611,31 @@ mod tests {
         }
     }
 
+    /// A column read a block at a time gives each row's value in order, from any row to any
+    /// other, and stops where its consumer says.
+    #[test]
+    fn a_column_read_by_blocks_is_the_rows_values() {
+        let rows = sample(2 * CHUNK + 300);
+        let (_m, p, _) = pack(&rows);
+        for range in [0..0, 0..1, 3..255, 255..257, 100..CHUNK + 5, 0..rows.len()] {
+            for c in 0..3 {
+                let mut got = Vec::new();
+                assert!(p.for_each_value(c, range.clone(), |v| {
+                    got.push(v);
+                    true
+                }));
+                let want: Vec<Id> = rows[range.clone()].iter().map(|r| r[c]).collect();
+                assert_eq!(got, want, "column {c} of {range:?}");
+            }
+        }
+        let mut n = 0;
+        assert!(!p.for_each_value(1, 10..CHUNK, |_| {
+            n += 1;
+            n < 300
+        }));
+        assert_eq!(n, 300);
+    }
+
     #[test]
     fn a_search_finds_what_a_scan_finds() {
         let rows = sample(2 * CHUNK + 1000);
@@ -641,6 +703,15 @@ mod tests {
         assert_eq!(health.damage(), None, "the first chunk is whole");
         assert_eq!(r.checked(), (1, 3), "only the chunk read was checked");
         assert_eq!(r.row(CHUNK + 3), [Id::MAX; 3]);
+        let mut column = Vec::new();
+        r.for_each_value(2, CHUNK - 2..CHUNK + 2, |v| {
+            column.push(v);
+            true
+        });
+        assert_eq!(
+            column,
+            [rows[CHUNK - 2][2], rows[CHUNK - 1][2], Id::MAX, Id::MAX]
+        );
         let d = health.damage().expect("found on the first read");
         assert!(
             d.contains("SPO") && d.contains(&format!("rows {}..{}", CHUNK, 2 * CHUNK)),

@@ -273,6 +273,20 @@ pub trait QuadIndex {
         f: impl FnMut([Id; 3]) -> bool,
     ) -> bool;
 
+    /// Position `pos` (0, 1, 2: subject, predicate, object) of each triple of graph `g`
+    /// matching a pattern, in the order of the permutation its bound positions pick, to `f`
+    /// until it returns false (then false); the reads counted in `tally`. Where the version's
+    /// delta holds none of the range, one key column is read a block at a time, no whole row
+    /// decoded.
+    fn for_each_value(
+        &self,
+        g: Id,
+        pattern: [Option<Id>; 3],
+        pos: usize,
+        tally: &mut Tally,
+        f: impl FnMut(Id) -> bool,
+    ) -> bool;
+
     /// The key range of graph `graph` whose key in `order` starts with `prefix`, for reading
     /// by position (a flat version: [`is_flat`](Self::is_flat)).
     fn key_run(&self, order: Permutation, graph: Id, prefix: &[Id]) -> KeyRun;
@@ -534,6 +548,40 @@ impl QuadIndex for Store {
         let (more, _) = l.delta.as_mut().expect("searched above");
         for i in more.by_ref() {
             if !f(order.triple(key_of(&added[i]))) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn for_each_value(
+        &self,
+        g: Id,
+        pattern: [Option<Id>; 3],
+        pos: usize,
+        tally: &mut Tally,
+        mut f: impl FnMut(Id) -> bool,
+    ) -> bool {
+        let (order, k) = Permutation::for_bound(pattern.map(|x| x.is_some()));
+        let prefix = key_prefix(order, pattern, k);
+        if !self.is_flat_at(order, g, &prefix) {
+            let mut p = [0; 3];
+            p[..k].copy_from_slice(&prefix);
+            let mut l = Lookup::new(order, p, k, g);
+            return self.lookup(&mut l, tally, |t| f(t[pos]));
+        }
+        let col = order
+            .positions()
+            .iter()
+            .position(|&x| x == pos)
+            .expect("a position of s, p, o");
+        let rows = self.graph_rows(g);
+        for part in 0..self.perm(order).len() {
+            let cols = self.part(order, part, tally.node);
+            tally.add(cols.node(), 1);
+            let range = cols.range_in(cols.local(&rows), &prefix);
+            tally.add(cols.node(), range.len() as u64);
+            if !cols.for_each_value(col, range, &mut f) {
                 return false;
             }
         }

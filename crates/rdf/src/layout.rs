@@ -156,6 +156,24 @@ impl Columns {
         }
     }
 
+    /// Key column `c` of rows `range`, in order, to `f` until it returns false (then false;
+    /// a packed block's header read once for its rows).
+    #[inline]
+    pub fn for_each_value(
+        &self,
+        c: usize,
+        range: Range<usize>,
+        mut f: impl FnMut(Id) -> bool,
+    ) -> bool {
+        match &self.rows {
+            Rows::Plain(cols) => cols[c][range].iter().all(|&v| f(v)),
+            Rows::Packed { rows, at, len } => {
+                debug_assert!(range.end <= *len);
+                rows.for_each_value(c, at + range.start..at + range.end, f)
+            }
+        }
+    }
+
     /// Key column `c`, whole (a copy when the rows are packed).
     pub fn column(&self, c: usize) -> std::borrow::Cow<'_, [Id]> {
         match &self.rows {

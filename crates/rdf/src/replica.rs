@@ -83,6 +83,19 @@ impl<'a> PartView<'a> {
         self.cols.row(self.at + i)
     }
 
+    /// Key column `c` of rows `range` (partition row numbers), in order, to `f` until it
+    /// returns false (then false), as [`Columns::for_each_value`].
+    #[inline]
+    pub fn for_each_value(&self, c: usize, range: Range<usize>, f: impl FnMut(Id) -> bool) -> bool {
+        debug_assert!(
+            range.end <= self.len,
+            "rows {range:?} of a partition of {}",
+            self.len
+        );
+        self.cols
+            .for_each_value(c, range.start + self.at..range.end + self.at, f)
+    }
+
     /// The part of `rows` (whole-permutation row numbers) the partition holds, as its own row
     /// numbers (as [`Columns::local`]).
     pub fn local(&self, rows: &Range<usize>) -> Range<usize> {

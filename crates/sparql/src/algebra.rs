@@ -1163,6 +1163,28 @@ impl Expr {
         }
     }
 
+    /// The one column this expression reads, when its value is a function of that column's
+    /// id alone: one variable, and nothing whose value changes from call to call (`RAND`,
+    /// `NOW`, `BNODE`, `UUID`, `STRUUID`) or reads more than the row (`EXISTS`).
+    pub fn of_one_value(&self) -> Option<usize> {
+        let mut fixed = true;
+        self.visit(&mut |x| {
+            fixed &= !matches!(
+                x,
+                Expr::Exists(_)
+                    | Expr::Call(
+                        Func::Rand | Func::Now | Func::BNode | Func::Uuid | Func::StrUuid,
+                        _
+                    )
+            )
+        });
+        let vars = vars_of(self);
+        match (fixed, vars.len()) {
+            (true, 1) => vars.first().copied(),
+            _ => None,
+        }
+    }
+
     /// Rewrites this expression bottom-up: `f` gets each subexpression after its operands
     /// were rewritten (not the patterns of `EXISTS`).
     pub fn rewrite(self, f: &mut impl FnMut(Expr) -> Expr) -> Expr {

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use super::algebra::{Node, QuadPat, TermPat};
 use super::expr::{ArithOp, CmpOp, Expr};
 use super::path;
-use super::physical::{JoinMode, Op, Partitioning, Phys, Slot};
+use super::physical::{CountHow, JoinMode, Op, Partitioning, Phys, RunsOut, Slot};
 use super::Prepared;
 use nearflow_rdf::index::DEFAULT_GRAPH;
 
@@ -277,20 +277,65 @@ fn phys_at(pr: &Prepared, p: &Phys, depth: usize, s: &mut String) {
             rows,
             s: v,
             col,
-            probe,
+            how,
             mult,
-        } => format!(
-            "{} := count of {} whose {} is one of {}, {}",
-            name(names, *col),
-            pat(rows),
-            name(names, *v),
-            pat(keys),
-            match (*probe, *mult) {
-                (true, _) => "each looked up",
-                (false, false) => "from a set of the latter",
-                (false, true) => "times its matches, from a count per value of the latter",
+            mode,
+        } => {
+            let how = match (how, *mult) {
+                (CountHow::Probe, _) => "each looked up",
+                (CountHow::Grouped, _) => "the latter's values grouped, each counted in the former",
+                (CountHow::Table, false) => "from a set of the latter",
+                (CountHow::Table, true) => {
+                    "times its matches, from a count per value of the latter"
+                }
+            };
+            let (col, rows, keys, v) = (name(names, *col), pat(rows), pat(keys), name(names, *v));
+            match mode {
+                JoinMode::Inner | JoinMode::Mark(_) => {
+                    format!("{col} := count of {rows} whose {v} is one of {keys}, {how}")
+                }
+                m => {
+                    let of = match m {
+                        JoinMode::Left => "with or without a match in",
+                        JoinMode::Semi => "with a match in",
+                        _ => "with no match in",
+                    };
+                    format!("{col} := count of {rows} {of} {keys} on {v}, {how}")
+                }
             }
-        ),
+        }
+        Op::Runs {
+            pat: q,
+            v,
+            filter,
+            out,
+        } => {
+            let kept = match filter {
+                Some(e) => format!(" holding {}", expr(e, names)),
+                None => String::new(),
+            };
+            let v = name(names, *v);
+            match out {
+                RunsOut::Rows { n: None } => {
+                    format!("values of {v}{kept} in {}, a run each", pat(q))
+                }
+                RunsOut::Rows { n: Some(n) } => format!(
+                    "values of {v}{kept} in {}, a run each, {} := its matches",
+                    pat(q),
+                    name(names, *n)
+                ),
+                RunsOut::Count { col, matches } => format!(
+                    "{} := {} of {v}{kept} in {}, a run each",
+                    name(names, *col),
+                    if *matches {
+                        "matches of the values"
+                    } else {
+                        "values"
+                    },
+                    pat(q)
+                ),
+            }
+        }
         Op::IndexJoin {
             pat: q,
             eq: Some((a, b)),

@@ -1336,3 +1336,77 @@ fn counts_of_joins_without_rows_match_oxigraph() {
         );
     }
 }
+
+/// `COUNT(*)` of OPTIONAL, EXISTS, NOT EXISTS and MINUS on one shared variable is summed from
+/// the indexes in either direction, and a pattern's values with their counts are read a run at
+/// a time (DISTINCT, GROUP BY, `COUNT(DISTINCT …)`, a count under a filter of the value):
+/// each answer as Oxigraph's, each plan as chosen.
+#[test]
+fn counts_of_optional_exists_minus_and_value_runs_match_oxigraph() {
+    let mut data = String::from("@prefix ex: <http://ex/> .\n");
+    for i in 0..20_000 {
+        writeln!(data, "ex:s{} ex:p ex:o{} .", i % 7_000, i % 11).unwrap();
+    }
+    for i in 0..5_000 {
+        writeln!(data, "ex:s{i} ex:n {} .", i % 50).unwrap();
+    }
+    for i in 0..40 {
+        writeln!(data, "ex:s{} ex:t ex:x{i} .", i * 13).unwrap();
+    }
+    for i in 0..10 {
+        writeln!(data, "ex:s{} ex:t ex:y{i} .", i * 13).unwrap();
+    }
+    let (store, rt) = ours_of(&data);
+    let oxi = oxigraph_from_turtle(&data);
+    let count = |w: &str| format!("{PRE}SELECT (COUNT(*) AS ?c) WHERE {w}");
+    let cases: Vec<(String, Option<&str>)> = vec![
+        (count("{ ?s ex:p ?o OPTIONAL { ?s ex:t ?x } }"), Some("with or without a match in ?s <http://ex/t> ?x on ?s, the latter's values grouped")),
+        (count("{ ?s ex:p ?o FILTER NOT EXISTS { ?s ex:t ?x } }"), Some("with no match in ?s <http://ex/t> ?x on ?s, the latter's values grouped")),
+        (count("{ ?s ex:p ?o FILTER EXISTS { ?s ex:t ?x } }"), Some("with a match in ?s <http://ex/t> ?x on ?s, the latter's values grouped")),
+        (count("{ ?s ex:p ?o MINUS { ?s ex:t ?x } }"), Some("with no match in ?s <http://ex/t> ?x on ?s, the latter's values grouped")),
+        (count("{ ?s ex:t ?x OPTIONAL { ?s ex:p ?o } }"), Some("with or without a match in ?s <http://ex/p> ?o on ?s, each looked up")),
+        (count("{ ?s ex:t ?x FILTER NOT EXISTS { ?s ex:p ?o } }"), Some("with no match in ?s <http://ex/p> ?o on ?s, each looked up")),
+        (count("{ ?s ex:p ?o OPTIONAL { ?s ex:n ?v } }"), Some("with or without a match in")),
+        (count("{ ?s ex:p ?o FILTER NOT EXISTS { ?s ex:n ?v } }"), Some("with no match in")),
+        // A condition, or a second shared variable: rows are joined.
+        (count("{ ?s ex:p ?o OPTIONAL { ?s ex:t ?x FILTER(?x != ex:x1) } }"), None),
+        (count("{ ?s ex:p ?o OPTIONAL { ?s ex:t ?o } }"), None),
+        (count("{ ?s ex:n ?v FILTER(?v > 20) }"), Some("matches of the values of ?v holding")),
+        (count("{ ?s ex:n ?v FILTER(?v > 20 && ?v != 33) }"), Some("matches of the values of ?v holding")),
+        (format!("{PRE}SELECT ?o (COUNT(*) AS ?n) WHERE {{ ?s ex:p ?o }} GROUP BY ?o"), Some("values of ?o in ?s <http://ex/p> ?o, a run each, ")),
+        (format!("{PRE}SELECT ?o (COUNT(?s) AS ?n) WHERE {{ ?s ex:p ?o }} GROUP BY ?o"), Some("a run each, ")),
+        (format!("{PRE}SELECT ?o WHERE {{ ?s ex:p ?o }} GROUP BY ?o"), Some("values of ?o in ?s <http://ex/p> ?o, a run each")),
+        (format!("{PRE}SELECT ?o (COUNT(*) AS ?n) WHERE {{ ?s ex:p ?o }} GROUP BY ?o HAVING (COUNT(*) > 1818)"), Some("a run each, ")),
+        (format!("{PRE}SELECT DISTINCT ?o WHERE {{ ?s ex:p ?o }}"), Some("values of ?o in ?s <http://ex/p> ?o, a run each")),
+        (format!("{PRE}SELECT DISTINCT ?v WHERE {{ ?s ex:n ?v FILTER(?v < 10) }}"), Some("values of ?v holding")),
+        (format!("{PRE}SELECT (COUNT(DISTINCT ?o) AS ?c) WHERE {{ ?s ex:p ?o }}"), Some(":= values of ?o in")),
+        (count("{ SELECT DISTINCT ?o WHERE { ?s ex:p ?o } }"), Some(":= values of ?o in")),
+        (count("{ SELECT ?o (COUNT(*) AS ?n) WHERE { ?s ex:p ?o } GROUP BY ?o }"), Some(":= values of ?o in")),
+        // A value per match: runs of one row, unless a filter is evaluated per value.
+        (format!("{PRE}SELECT ?x (COUNT(*) AS ?n) WHERE {{ ?s ex:t ?x }} GROUP BY ?x"), Some("a run each, ")),
+        (count("{ SELECT DISTINCT ?x WHERE { ?s ex:t ?x } }"), Some(":= values of ?x in")),
+        (count("{ ?s ex:t ?x FILTER(?x != ex:x1) }"), None),
+        // Values not sorted in any index, or a filter of another variable: rows are read.
+        (format!("{PRE}SELECT DISTINCT ?s WHERE {{ ?s ex:p ?o }}"), None),
+        (format!("{PRE}SELECT ?s (COUNT(*) AS ?n) WHERE {{ ?s ex:t ?x }} GROUP BY ?s"), None),
+        (count("{ ?s ex:n ?v FILTER(?v > 20 && ?s != ex:s1) }"), None),
+    ];
+    for (text, how) in &cases {
+        let prepared = sparql::prepare(&store, text, &sparql::Options::default()).unwrap();
+        prepared.run_collect(&rt).unwrap();
+        let explain = prepared.explain();
+        match how {
+            Some(how) => assert!(explain.contains(how), "{text}\n{explain}"),
+            None => assert!(
+                !explain.contains("a run each") && !explain.contains(" match in "),
+                "{text}\n{explain}"
+            ),
+        }
+        compare(
+            &ours_on(&store, &rt, text),
+            &reference(&oxi, text),
+            text,
+            Expected::from_query(text),
+        );
+    }
+}

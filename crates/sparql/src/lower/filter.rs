@@ -13,7 +13,7 @@ use std::sync::Arc;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, Status, Stream};
 
 use super::{per_packet, per_stream, ExecCx, Row, Timer};
-use crate::expr::{EvalCx, Expr, Func};
+use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
 use nearflow_rdf::index::Store;
@@ -24,26 +24,6 @@ const MEMO: usize = 4096;
 
 /// An empty entry (no id is `u32::MAX << 1 | 1` past 32 bits).
 const EMPTY: u64 = u64::MAX;
-
-/// The one column `e` reads when its value is a function of that column's id alone.
-fn per_value(e: &Expr) -> Option<usize> {
-    let mut fixed = true;
-    e.visit(&mut |x| {
-        fixed &= !matches!(
-            x,
-            Expr::Exists(_)
-                | Expr::Call(
-                    Func::Rand | Func::Now | Func::BNode | Func::Uuid | Func::StrUuid,
-                    _
-                )
-        )
-    });
-    let vars = crate::algebra::vars_of(e);
-    match (fixed, vars.len()) {
-        (true, 1) => vars.first().copied(),
-        _ => None,
-    }
-}
 
 /// The verdicts of an expression of one column, by id (see the module's documentation).
 struct Memo {
@@ -124,7 +104,7 @@ pub(super) fn build<const N: usize>(
     expr: &Arc<Expr>,
     input: Vec<Stream<Row<N>>>,
 ) -> Vec<Stream<Row<N>>> {
-    let col = per_value(expr);
+    let col = expr.of_one_value();
     per_stream(b, input, "filter", || FilterOp::<N> {
         expr: expr.clone(),
         memo: col.map(|col| Memo {
@@ -142,7 +122,7 @@ pub(super) fn build<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expr::CmpOp;
+    use crate::expr::{CmpOp, Func};
     use nearflow_rdf::term::Term;
 
     /// Only an expression of one column whose value depends on that column's id alone is kept
@@ -151,17 +131,17 @@ mod tests {
     fn only_an_expression_of_one_value_is_kept_by_id() {
         let lit = || Box::new(Expr::Const(Term::Iri("http://ex/a".into())));
         let gt = Expr::Cmp(Box::new(Expr::Var(3)), lit(), CmpOp::Gt);
-        assert_eq!(per_value(&gt), Some(3));
+        assert_eq!(gt.of_one_value(), Some(3));
         let two = Expr::Cmp(Box::new(Expr::Var(3)), Box::new(Expr::Var(4)), CmpOp::Gt);
-        assert_eq!(per_value(&two), None);
+        assert_eq!(two.of_one_value(), None);
         let rand = Expr::Cmp(
             Box::new(Expr::Var(3)),
             Box::new(Expr::Call(Func::Rand, vec![])),
             CmpOp::Gt,
         );
-        assert_eq!(per_value(&rand), None);
+        assert_eq!(rand.of_one_value(), None);
         assert_eq!(
-            per_value(&Expr::Const(Term::Iri("http://ex/a".into()))),
+            Expr::Const(Term::Iri("http://ex/a".into())).of_one_value(),
             None
         );
     }

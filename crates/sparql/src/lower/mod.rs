@@ -37,6 +37,7 @@ mod lookup_join;
 mod merge_join;
 mod path;
 mod project;
+mod runs;
 mod scan;
 mod sink;
 pub(crate) use sink::handed_bytes as sink_bytes;
@@ -621,6 +622,7 @@ fn build_at<const N: usize>(cx: &ExecCx, b: &mut PlanBuilder, p: &Phys) -> Vec<S
             vec![b.source(out)]
         }
         Op::StarCount { .. } => star_count::build::<N>(cx, b, p),
+        Op::Runs { .. } => runs::build::<N>(cx, b, p),
         Op::IndexCount { col, count, .. } => {
             let mut row = [UNBOUND; N];
             row[*col] = count_id(cx.eval(), *count);

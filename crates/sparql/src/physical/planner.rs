@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::algebra::{Agg, AggFunc, Node, QuadPat, TermPat};
 use crate::expr::Expr;
 use crate::path::{End, PathExpr};
-use nearflow_rdf::index::{Store, DEFAULT_GRAPH};
+use nearflow_rdf::index::{Permutation, Store, DEFAULT_GRAPH};
 use nearflow_rdf::term::{Id, Term};
 
 use super::join_order::conjuncts;
@@ -20,6 +20,14 @@ use super::scan_ranges::graphs_of;
 /// SP²Bench's q3c count at 1M and 5M (a warm server, 2 vCPUs: 1,101 and 5,060 lookups against
 /// 57 k and 285 k Articles read into a set).
 const LOOKUP_ROWS: u64 = 16;
+
+/// Matches per distinct value, at least, for [`Op::Runs`] to read a pattern's values under a
+/// filter of the value: the runs evaluate the filter once per value on one stream, where a
+/// scan evaluates it once per row (once per id, by its table of verdicts) on every stream;
+/// from runs of 8 rows on, a run's `2 log2 L + 1` row reads by galloping are fewer than its
+/// rows too. Without a filter the runs are always taken: at one row per value they read about
+/// two rows per value, and hash nothing.
+const RUN_ROWS: f64 = 8.0;
 
 /// The planner: one store version, one query's dataset.
 pub struct Planner<'s> {
@@ -247,6 +255,13 @@ impl Planner<'_> {
 
     #[inline(never)]
     pub(super) fn distinct_node(&self, i: &Node, active: &[Id]) -> Phys {
+        if let Node::Project(inner, cols) = i {
+            if let [v] = cols.as_slice() {
+                if let Some(p) = self.runs(inner, *v, RunsOut::Rows { n: None }, active) {
+                    return p;
+                }
+            }
+        }
         let p = self.plan(i, active);
         self.distinct_rows(p)
     }
@@ -582,13 +597,18 @@ impl Planner<'_> {
         Some(Phys::new(op, Vec::new(), 1.0, cert, BTreeSet::new()))
     }
 
-    /// `COUNT(*)` of a join of two patterns that share one variable `?s`, as [`Op::StarCount`]:
-    /// for each match of one pattern, the other's matches with its `?s`, summed from the two
-    /// index ranges, no joined row formed. With a pattern whose only variable is `?s` (a type
-    /// check, `?x rdf:type bench:Article`) that pattern is the set; else the one with fewer
-    /// matches is counted per value of `?s`, or looked up per match of the other when that has
-    /// far fewer. Where the sum is the count of solutions: one graph, no variable twice in a
-    /// pattern, no filter, not DISTINCT; through a subquery's projection too.
+    /// `COUNT(*)` of a join of two patterns that share one variable `?s`, or of one pattern
+    /// OPTIONAL, EXISTS, NOT EXISTS or MINUS another on one shared variable `?s`, as
+    /// [`Op::StarCount`]: for each match of one pattern (the left one of OPTIONAL, EXISTS,
+    /// MINUS), the other's matches with its `?s`, summed from the two index ranges, no joined
+    /// row formed. An inner join: with a pattern whose only variable is `?s` (a type check,
+    /// `?x rdf:type bench:Article`) that pattern is the set; else the one with fewer matches is
+    /// counted per value of `?s`, or looked up per match of the other when that has far fewer.
+    /// The others: the right side read into a table, or looked up per left match when the left
+    /// has far fewer, or grouped by value and each value's left matches counted when the right
+    /// has far fewer. Where the sum is the count of solutions: one graph, no variable twice in
+    /// a pattern, no condition on the OPTIONAL or EXISTS, not DISTINCT; through a subquery's
+    /// projection too.
     fn star_count(
         &self,
         i: &Node,
@@ -606,52 +626,94 @@ impl Planner<'_> {
             Node::Project(inner, _) => inner,
             _ => i,
         };
-        let Node::Bgp(quads) = i else {
-            return None;
+        let one = |n: &Node| match n {
+            Node::Bgp(q) if q.len() == 1 => Some(q[0].clone()),
+            _ => None,
         };
-        let [q0, q1] = quads.as_slice() else {
-            return None;
+        let (q0, q1, mode) = match i {
+            Node::Bgp(quads) => match quads.as_slice() {
+                [q0, q1] => (q0.clone(), q1.clone(), JoinMode::Inner),
+                _ => return None,
+            },
+            Node::LeftJoin(l, r, None) => (one(l)?, one(r)?, JoinMode::Left),
+            Node::SemiJoin {
+                left,
+                right,
+                cond: None,
+                anti,
+            } => (
+                one(left)?,
+                one(right)?,
+                if *anti {
+                    JoinMode::Anti
+                } else {
+                    JoinMode::Semi
+                },
+            ),
+            Node::Minus(l, r, extra) if extra.is_empty() => (one(l)?, one(r)?, JoinMode::Minus),
+            _ => return None,
         };
         if q0.g.is_some() || q1.g.is_some() {
             return None;
         }
-        let (p0, p1) = (self.pat(q0, active), self.pat(q1, active));
-        let vars = |p: &Pat| -> Option<Vec<usize>> {
-            let v: Vec<usize> = p[..3].iter().filter_map(|s| s.var()).collect();
-            let once = v.iter().all(|a| v.iter().filter(|b| *b == a).count() == 1);
-            (once && !p[..3].contains(&Slot::Const(None))).then_some(v)
-        };
+        let (p0, p1) = (self.pat(&q0, active), self.pat(&q1, active));
+        let vars = |p: &Pat| plain_vars(p).filter(|_| p[3].id().is_some());
         let (v0, v1) = (vars(&p0)?, vars(&p1)?);
         let shared: Vec<usize> = v0.iter().copied().filter(|v| v1.contains(v)).collect();
         let [s] = shared.as_slice() else {
             return None;
         };
-        let (keys, rows, mult) = match (v0.len(), v1.len()) {
-            (1, _) => (p0, p1, false),
-            (_, 1) => (p1, p0, false),
-            // The smaller pattern is the table, unless the other is small enough to look up
-            // from (the larger is then `keys`).
-            _ => {
-                let (small, large) = if self.count(&p0) <= self.count(&p1) {
-                    (p0, p1)
-                } else {
-                    (p1, p0)
-                };
-                if self.count(&small).saturating_mul(LOOKUP_ROWS) < self.count(&large) {
-                    (large, small, true)
-                } else {
-                    (small, large, true)
+        let (keys, rows, mult, how) = if mode == JoinMode::Inner {
+            let (keys, rows, mult) = match (v0.len(), v1.len()) {
+                (1, _) => (p0, p1, false),
+                (_, 1) => (p1, p0, false),
+                // The smaller pattern is the table, unless the other is small enough to look
+                // up from (the larger is then `keys`).
+                _ => {
+                    let (small, large) = if self.count(&p0) <= self.count(&p1) {
+                        (p0, p1)
+                    } else {
+                        (p1, p0)
+                    };
+                    if self.count(&small).saturating_mul(LOOKUP_ROWS) < self.count(&large) {
+                        (large, small, true)
+                    } else {
+                        (small, large, true)
+                    }
                 }
-            }
+            };
+            let probe = self.count(&rows).saturating_mul(LOOKUP_ROWS) < self.count(&keys);
+            let how = if probe {
+                CountHow::Probe
+            } else {
+                CountHow::Table
+            };
+            (keys, rows, mult, how)
+        } else {
+            // The left side's matches are the rows; the right side's are looked up, held or
+            // grouped, by the reads each takes (a lookup as [`LOOKUP_ROWS`] rows read).
+            let (l, r) = (self.count(&p0), self.count(&p1));
+            let groups = self.distinct(&p1, *s, r as f64) as u64;
+            let grouped = r.saturating_add(groups.saturating_mul(LOOKUP_ROWS));
+            let probe = l.saturating_mul(LOOKUP_ROWS + 1);
+            let table = l.saturating_add(r);
+            let how = if grouped <= probe.min(table) {
+                CountHow::Grouped
+            } else if probe < table {
+                CountHow::Probe
+            } else {
+                CountHow::Table
+            };
+            (p1, p0, v1.len() > 1, how)
         };
-        let probe = self.count(&rows).saturating_mul(LOOKUP_ROWS) < self.count(&keys);
         let op = Op::StarCount {
             keys,
             rows,
             s: *s,
             col: *col,
-            probe,
+            how,
             mult,
+            mode,
         };
         Some(Phys::new(
             op,
@@ -660,6 +722,119 @@ impl Planner<'_> {
             BTreeSet::from([*col]),
             BTreeSet::new(),
         ))
+    }
+
+    /// The values of `v` in one pattern, each with its matches, as an [`Op::Runs`]: where
+    /// `i` is one pattern of the one active graph (or a FILTER of `v` alone over it), every
+    /// variable once and every constant in the store, `v` the key column after its constants
+    /// (`?s rdf:type ?o`: POS); under a filter, where the pattern has at least [`RUN_ROWS`]
+    /// matches per value of `v` by the statistics.
+    fn runs(&self, i: &Node, v: usize, out: RunsOut, active: &[Id]) -> Option<Phys> {
+        if self.given.is_some() || active.len() != 1 {
+            return None;
+        }
+        let (filter, i) = match i {
+            Node::Filter(e, inner) if e.of_one_value() == Some(v) => {
+                (Some(Arc::new(e.clone())), &**inner)
+            }
+            _ => (None, i),
+        };
+        let Node::Bgp(quads) = i else {
+            return None;
+        };
+        let [q] = quads.as_slice() else {
+            return None;
+        };
+        if q.g.is_some() {
+            return None;
+        }
+        let pat = self.pat(q, active);
+        plain_vars(&pat)?;
+        let (order, _) = Permutation::for_bound(bound_of(&pat).map(|x| x.is_some()));
+        if super::join_order::sorted_on(&pat, order) != Some(v) {
+            return None;
+        }
+        let n = self.count(&pat) as f64;
+        let d = self.distinct(&pat, v, n);
+        if filter.is_some() && d * RUN_ROWS > n {
+            return None;
+        }
+        let (est, cert) = match out {
+            RunsOut::Rows { n: None } => (d, BTreeSet::from([v])),
+            RunsOut::Rows { n: Some(c) } => (d, BTreeSet::from([v, c])),
+            RunsOut::Count { col, .. } => (1.0, BTreeSet::from([col])),
+        };
+        let op = Op::Runs {
+            pat,
+            v,
+            filter,
+            out,
+        };
+        Some(Phys::new(op, Vec::new(), est, cert, BTreeSet::new()))
+    }
+
+    /// A GROUP BY or an aggregate answered by [`Planner::runs`]: `GROUP BY ?v` with at most a
+    /// `COUNT(*)` (or a `COUNT` of a variable of the pattern, bound in every match) over one
+    /// pattern; `COUNT(*)` of one pattern filtered on `?v`; `COUNT(DISTINCT ?v)`; and
+    /// `COUNT(*)` of the rows of a `SELECT DISTINCT ?v` or of a `GROUP BY ?v` over one pattern
+    /// (projections and BINDs between keep every row).
+    fn group_runs(
+        &self,
+        i: &Node,
+        keys: &[usize],
+        aggs: &[(usize, Agg)],
+        active: &[Id],
+    ) -> Option<Phys> {
+        let rows = |col: usize| RunsOut::Rows { n: Some(col) };
+        let count = |col: usize, matches: bool| RunsOut::Count { col, matches };
+        match (keys, aggs) {
+            ([v], []) => self.runs(i, *v, RunsOut::Rows { n: None }, active),
+            ([v], [(col, a)]) if a.func == AggFunc::Count && !a.distinct => {
+                let p = self.runs(i, *v, rows(*col), active)?;
+                // `COUNT(?x)` counts the rows binding `?x`: every match, where the pattern
+                // has `?x`.
+                let Op::Runs { pat, .. } = &p.op else {
+                    unreachable!("runs")
+                };
+                match &a.expr {
+                    None => Some(p),
+                    Some(Expr::Var(x)) if pat[..3].iter().any(|s| s.var() == Some(*x)) => Some(p),
+                    Some(_) => None,
+                }
+            }
+            ([], [(col, a)]) if a.func == AggFunc::Count => {
+                if a.distinct {
+                    let Some(Expr::Var(v)) = &a.expr else {
+                        return None;
+                    };
+                    return self.runs(i, *v, count(*col, false), active);
+                }
+                if a.expr.is_some() {
+                    return None;
+                }
+                // Projections and BINDs keep every row.
+                let mut n = i;
+                while let Node::Project(x, _) | Node::Extend(x, ..) = n {
+                    n = x;
+                }
+                match n {
+                    Node::Distinct(x) => match &**x {
+                        Node::Project(inner, cols) if cols.len() == 1 => {
+                            self.runs(inner, cols[0], count(*col, false), active)
+                        }
+                        _ => None,
+                    },
+                    Node::Group(inner, gk, _) if gk.len() == 1 => {
+                        self.runs(inner, gk[0], count(*col, false), active)
+                    }
+                    Node::Filter(e, _) => {
+                        self.runs(n, e.of_one_value()?, count(*col, true), active)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     #[inline(never)]
@@ -677,6 +852,7 @@ impl Planner<'_> {
             .then(|| {
                 self.index_count(i, keys, aggs, active)
                     .or_else(|| self.star_count(i, keys, aggs, active))
+                    .or_else(|| self.group_runs(i, keys, aggs, active))
             })
             .flatten()
         {
@@ -774,6 +950,14 @@ impl Planner<'_> {
             _ => p.inputs.iter().find_map(|i| self.column_distinct(i, col)),
         }
     }
+}
+
+/// The variables of a pattern's subject, predicate and object, where each is there once and
+/// every constant is in the store: then each match is one solution, binding each of them.
+fn plain_vars(p: &Pat) -> Option<Vec<usize>> {
+    let v: Vec<usize> = p[..3].iter().filter_map(|s| s.var()).collect();
+    let once = v.iter().all(|a| v.iter().filter(|b| *b == a).count() == 1);
+    (once && !p[..3].contains(&Slot::Const(None))).then_some(v)
 }
 
 /// The graphs of a dataset: the default graph's (merged) and the named ones, as ids of `store`.

@@ -444,3 +444,101 @@ fn exists_from_the_large_side_looks_the_small_sides_values_up() {
     );
     assert!(maybe.contains("Semi hash join"), "{maybe}");
 }
+
+/// Counted, every join kind on one variable is summed from the indexes, no row joined: from
+/// the 30,000-row side the 3 rows' values of `?x` are grouped and each counted in the large
+/// side's index; from the 3-row side each row's `?x` is looked up.
+#[test]
+fn counts_of_every_join_kind_are_summed_from_the_indexes_in_both_directions() {
+    let s = skewed();
+    let count = |q: &str| {
+        plan(
+            &s,
+            &format!("PREFIX : <http://ex/> SELECT (COUNT(*) AS ?n) WHERE {q}"),
+            2,
+        )
+    };
+    let (common, rare) = ("?x <http://ex/common> ?y", "?x <http://ex/rare> ?z");
+    for (q, of) in [
+        (
+            "{ ?x :common ?y OPTIONAL { ?x :rare ?z } }",
+            "with or without a match in",
+        ),
+        (
+            "{ ?x :common ?y FILTER EXISTS { ?x :rare ?z } }",
+            "with a match in",
+        ),
+        (
+            "{ ?x :common ?y FILTER NOT EXISTS { ?x :rare ?z } }",
+            "with no match in",
+        ),
+        (
+            "{ ?x :common ?y MINUS { ?x :rare ?z } }",
+            "with no match in",
+        ),
+    ] {
+        let got = count(q);
+        let want = format!(
+            " := count of {common} {of} {rare} on ?x, the latter's values grouped, each \
+             counted in the former  (1 stream)"
+        );
+        assert!(
+            got.ends_with(&want) && got.lines().count() == 3,
+            "{q}\n{got}"
+        );
+        let flipped = q
+            .replace(":common ?y", ":tmp ?z")
+            .replace(":rare ?z", ":common ?y");
+        let got = count(&flipped.replace(":tmp ?z", ":rare ?z"));
+        let want = format!(" := count of {rare} {of} {common} on ?x, each looked up  (1 stream)");
+        assert!(got.ends_with(&want), "{flipped}\n{got}");
+    }
+    // A condition on the OPTIONAL: rows are joined and counted.
+    let got = count("{ ?x :common ?y OPTIONAL { ?x :rare ?z FILTER(?z != :o1) } }");
+    assert!(got.contains("Left hash join"), "{got}");
+}
+
+/// A pattern's values with their matches — `GROUP BY`, `DISTINCT`, `COUNT(DISTINCT …)`, a count
+/// under a filter of the value — are read a run at a time from the index sorted on them; under
+/// a filter, only where each value has many matches (3 objects of 30,000 rows, not 30,000).
+#[test]
+fn values_with_many_matches_are_read_a_run_at_a_time() {
+    let s = store(&many(30_000, "p", 3));
+    let one = store(&many(30_000, "p", 30_000));
+    let query = |w: &str| format!("PREFIX : <http://ex/> {w}");
+    // The plan's last line (the aggregates' columns have generated names).
+    for (q, want) in [
+        (
+            "SELECT DISTINCT ?o WHERE { ?s :p ?o }",
+            "values of ?o in ?s <http://ex/p> ?o, a run each  (1 stream)",
+        ),
+        (
+            "SELECT ?o (COUNT(*) AS ?n) WHERE { ?s :p ?o } GROUP BY ?o",
+            " := its matches  (1 stream)",
+        ),
+        (
+            "SELECT (COUNT(DISTINCT ?o) AS ?n) WHERE { ?s :p ?o }",
+            " := values of ?o in ?s <http://ex/p> ?o, a run each  (1 stream)",
+        ),
+        (
+            "SELECT (COUNT(*) AS ?n) WHERE { ?s :p ?o FILTER(?o != :o1) }",
+            " := matches of the values of ?o holding !(?o = <http://ex/o1>) in ?s \
+             <http://ex/p> ?o, a run each  (1 stream)",
+        ),
+    ] {
+        let got = plan(&s, &query(q), 2);
+        let last = got.lines().last().unwrap_or_default().trim_start();
+        assert!(
+            last.ends_with(want) && (last.starts_with("values of ?o in") || last.starts_with('?')),
+            "{q}\n{got}"
+        );
+        let rows = plan(&one, &query(q), 2);
+        let filtered = q.contains("FILTER");
+        assert_eq!(rows.contains("a run each"), !filtered, "{q}\n{rows}");
+        assert_eq!(
+            rows.contains("scan POS ?s <http://ex/p> ?o"),
+            filtered,
+            "{q}\n{rows}"
+        );
+    }
+}
