@@ -10,7 +10,7 @@
 #
 # Each step's line says when it started ([mm:ss] since the start) and the last line says the
 # total; cargo shows its own progress while it builds (the first build is most of the time:
-# see the README for measured durations).
+# see docs/building.md for measured durations).
 set -euo pipefail
 cd "$(dirname "$0")"
 START=$SECONDS
@@ -67,7 +67,7 @@ step "fuzz: the snapshot reader, a store's files (each damaged, removed, or swap
 NEARFLOW_FUZZ_CASES="${NEARFLOW_FUZZ_CASES:-4096}" cargo test --release -q --workspace --test fuzz --test nesting
 step "bench alloc on the allocbench programs (built by cargo test; run only here: plain cargo test ignores it)"
 cargo test --release -q --workspace --test lab -- --ignored --exact bench_alloc_runs_every_allocator
-step "the examples (crates/apps/examples), each on a small input; readme runs the README's Rust snippets (crates/apps/tests/readme.rs keeps them in step)"
+step "the examples (crates/apps/examples), each on a small input; readme runs the Rust snippets of the README and docs/ (crates/apps/tests/readme.rs keeps them in step)"
 cargo build --release --workspace --examples
 for e in runtime custom_operator join allocator readme; do
   target/release/examples/"$e" 2000

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurement behind the choice of the distributed engine (README, "Beyond one machine"):
+# The measurement behind the choice of the distributed engine (docs/cluster.md):
 #   scripts/engine-choice.sh [ROWS[,ROWS…]] [ROUNDS]
 # builds bench/engine-choice (DataFusion 55, datafusion-distributed 4 and Ballista 55 from
 # crates.io: about 25 minutes on 2 cores, once, into .peers/target), writes two Parquet tables

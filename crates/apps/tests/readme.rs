@@ -1,7 +1,8 @@
-//! The README's Rust snippets compile and run: each ```rust block of `README.md` must appear in
-//! `examples/readme.rs` (which `./test.sh` builds and runs), as the lines between `// README
-//! begin: NAME` and `// README end` (several regions of one name joined in order), compared
-//! line by line after removing each region's common indentation.
+//! The documentation's Rust snippets compile and run: each ```rust block of `README.md` and of
+//! the pages under `docs/` must appear in `examples/readme.rs` (which `./test.sh` builds and
+//! runs), as the lines between `// README begin: NAME` and `// README end` (several regions of
+//! one name joined in order), compared line by line after removing each region's common
+//! indentation.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,14 @@ fn dedent(lines: &[&str]) -> Vec<String> {
 #[test]
 fn every_rust_snippet_of_the_readme_is_in_the_readme_example() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let mut pages = vec![format!("{root}/README.md")];
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
     let example =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/readme.rs"))
             .unwrap();
@@ -40,24 +48,29 @@ fn every_rust_snippet_of_the_readme_is_in_the_readme_example() {
     }
     assert!(current.is_none(), "a region is not closed");
     let mut blocks = Vec::new();
-    let mut block: Option<Vec<&str>> = None;
-    for line in readme.lines() {
-        match (&mut block, line.trim_start()) {
-            (None, "```rust") => block = Some(Vec::new()),
-            (Some(_), "```") => blocks.push(dedent(&block.take().unwrap())),
-            (Some(b), _) => b.push(line),
-            _ => {}
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let mut block: Option<Vec<&str>> = None;
+        for line in text.lines() {
+            match (&mut block, line.trim_start()) {
+                (None, "```rust") => block = Some(Vec::new()),
+                (Some(_), "```") => blocks.push((page, dedent(&block.take().unwrap()))),
+                (Some(b), _) => b.push(line),
+                _ => {}
+            }
         }
+        assert!(block.is_none(), "{page}: a ```rust block is not closed");
     }
-    assert!(
-        blocks.len() >= 4,
-        "the README's Rust snippets: {}",
-        blocks.len()
-    );
-    for b in &blocks {
+    let in_readme = blocks
+        .iter()
+        .filter(|(p, _)| p.ends_with("/README.md"))
+        .count();
+    assert!(in_readme >= 1, "the README's Rust snippets: {in_readme}");
+    assert!(blocks.len() >= 4, "the Rust snippets: {}", blocks.len());
+    for (page, b) in &blocks {
         assert!(
             regions.values().any(|r| r == b),
-            "this README snippet is not in examples/readme.rs (as written):\n{}",
+            "this snippet of {page} is not in examples/readme.rs (as written):\n{}",
             b.join("\n")
         );
     }
