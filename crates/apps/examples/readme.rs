@@ -81,6 +81,7 @@ fn main() -> R {
     split(&machine, &rt, n)?;
     dataflow(&rt, n)?;
     allocator()?;
+    functions(&machine, &rt)?;
     println!("readme: every snippet ran");
     Ok(())
 }
@@ -146,5 +147,32 @@ fn allocator() -> R {
     let part = a.alloc_on_node(64 << 20, 0)?;          // Err(NoSuchNode) where a node is missing
     unsafe { a.free(p); a.free(part.as_ptr()); }
     // README end
+    Ok(())
+}
+
+/// The SPARQL page's function of the user's, called in a query over two triples.
+#[rustfmt::skip]
+fn functions(machine: &nearflow_topo::Machine, rt: &nearflow_rt::Runtime) -> R {
+    let mut loaded = nearflow_rdf::load::Loaded::default();
+    let data = "<http://example.org/a> <http://example.org/name> \"ab\" .\n\
+                <http://example.org/b> <http://example.org/name> <http://example.org/c> .\n";
+    nearflow_rdf::load::load_reader(&mut loaded, "data.nt".as_ref(), nearflow_rdf::load::Format::NTriples, data.as_bytes(), "")?;
+    let store = std::sync::Arc::new(loaded.into_store(machine)?);
+    // README begin: functions
+    use std::sync::Arc;
+    use nearflow_rdf::term::{Term, TermRef};
+    use nearflow_sparql::functions::{Function, Registry};
+
+    let mut functions = (**Registry::builtins()).clone();
+    functions.register(Function::on_terms("http://example.org/twice", 1..=1, |args| match &args[0] {
+        Term::Literal { value, .. } => Some(Term::from(TermRef::string(&value.repeat(2)))),
+        _ => None,                         // the error value: a FILTER over it is false
+    }));
+    let options = nearflow_sparql::Options { functions: Some(Arc::new(functions)), ..Default::default() };
+    let query = "SELECT ?s ?t WHERE { ?s ?p ?o BIND(<http://example.org/twice>(?o) AS ?t) }";
+    let answer = nearflow_sparql::prepare(&store, query, &options)?.run_collect(rt)?;
+    // README end
+    let twice: Vec<String> = answer.rows.iter().filter_map(|r| answer.term(r, 1)).map(|t| t.as_ref().to_string()).collect();
+    assert_eq!(twice, ["\"abab\""], "the IRI's call is an error: ?t unbound");
     Ok(())
 }

@@ -398,6 +398,7 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         spill: (!cmd.no_spill).then(|| cmd.spill_dir.clone().unwrap_or_else(std::env::temp_dir)),
         profile: false,
         base,
+        functions: None,
     };
     let started = Instant::now();
     let (q, fetched) = match &coordinator {

@@ -20,8 +20,9 @@ use spargebra::algebra::{
 };
 use spargebra::term::{GroundTerm, NamedNodePattern, TermPattern, TriplePattern};
 
-use super::expr::{compile_regex, ArithOp, CmpOp, Expr, Func};
-use super::functions::Cast;
+use super::expr::{ArithOp, CmpOp, Expr};
+use super::functions::strings::compile_regex;
+use super::functions::Registry;
 use super::path::PathExpr;
 use crate::error::QueryError;
 use nearflow_rdf::term::{Term, XSD_STRING};
@@ -271,7 +272,6 @@ pub const MAX_DEPTH: usize = 512;
 pub const MAX_PATTERNS: usize = 4096;
 
 /// Translates `spargebra`'s algebra.
-#[derive(Default)]
 pub struct Translator {
     /// The columns.
     pub vars: Vars,
@@ -281,6 +281,8 @@ pub struct Translator {
     patterns: usize,
     /// The query's base IRI (for `IRI()`), when it has one.
     pub base: Option<String>,
+    /// The functions its calls are resolved in.
+    pub functions: Arc<Registry>,
     /// Functions called that nearflow does not know (their IRIs, each once): every call is an
     /// expression error; a front end says so, since a misspelt name answers nothing.
     pub unknown_functions: Vec<String>,
@@ -292,9 +294,16 @@ pub fn literal_term(l: &oxrdf::Literal) -> Term {
 }
 
 impl Translator {
-    /// A translator.
-    pub fn new() -> Self {
-        Translator::default()
+    /// A translator whose calls are resolved in `functions`.
+    pub fn new(functions: &Arc<Registry>) -> Self {
+        Translator {
+            vars: Vars::default(),
+            depth: 0,
+            patterns: 0,
+            base: None,
+            functions: functions.clone(),
+            unknown_functions: Vec::new(),
+        }
     }
 
     /// Enters one more level of nesting; an error past [`MAX_DEPTH`].
@@ -631,79 +640,39 @@ impl Translator {
             ),
             Expression::Exists(p) => Expr::Exists(Box::new(self.pattern(p)?)),
             Expression::FunctionCall(f, args) => {
-                let func = match f {
-                    Function::Str => Func::Str,
-                    Function::Lang => Func::Lang,
-                    Function::LangMatches => Func::LangMatches,
-                    Function::Datatype => Func::Datatype,
-                    Function::IsIri => Func::IsIri,
-                    Function::IsBlank => Func::IsBlank,
-                    Function::IsLiteral => Func::IsLiteral,
-                    Function::IsNumeric => Func::IsNumeric,
-                    Function::Regex => Func::Regex,
-                    Function::StrLen => Func::StrLen,
-                    Function::UCase => Func::UCase,
-                    Function::LCase => Func::LCase,
-                    Function::Contains => Func::Contains,
-                    Function::StrStarts => Func::StrStarts,
-                    Function::StrEnds => Func::StrEnds,
-                    Function::SubStr => Func::SubStr,
-                    Function::Concat => Func::Concat,
-                    Function::StrBefore => Func::StrBefore,
-                    Function::StrAfter => Func::StrAfter,
-                    Function::StrLang => Func::StrLang,
-                    Function::StrDt => Func::StrDt,
-                    Function::Abs => Func::Abs,
-                    Function::Ceil => Func::Ceil,
-                    Function::Floor => Func::Floor,
-                    Function::Round => Func::Round,
-                    Function::Replace => Func::Replace,
-                    Function::Year => Func::Year,
-                    Function::Month => Func::Month,
-                    Function::Day => Func::Day,
-                    Function::Hours => Func::Hours,
-                    Function::Minutes => Func::Minutes,
-                    Function::Seconds => Func::Seconds,
-                    Function::Timezone => Func::Timezone,
-                    Function::Tz => Func::Tz,
-                    Function::Now => Func::Now,
-                    Function::Md5 => Func::Md5,
-                    Function::Sha1 => Func::Sha1,
-                    Function::Sha256 => Func::Sha256,
-                    Function::Sha384 => Func::Sha384,
-                    Function::Sha512 => Func::Sha512,
-                    Function::Iri => Func::Iri,
-                    Function::BNode => Func::BNode,
-                    Function::Uuid => Func::Uuid,
-                    Function::StrUuid => Func::StrUuid,
-                    Function::Rand => Func::Rand,
-                    Function::EncodeForUri => Func::EncodeForUri,
-                    Function::Custom(iri) => match Cast::of_iri(iri.as_str()) {
-                        Some(c) if args.len() == 1 => Func::Cast(c),
-                        Some(_) => {
-                            return Err(QueryError::Invalid(format!(
-                                "the cast {iri} takes one argument, not {}",
-                                args.len()
-                            )))
+                let name = match f {
+                    Function::Custom(iri) => iri.as_str().to_owned(),
+                    keyword => keyword.to_string(),
+                };
+                let func = match self.functions.get(&name) {
+                    Some(func) if func.arity().contains(&args.len()) => func.clone(),
+                    Some(func) => {
+                        let arity = func.arity();
+                        return Err(QueryError::Invalid(format!(
+                            "the function {name} takes {}, not {}",
+                            match (arity.start(), arity.end()) {
+                                (a, b) if a == b => format!("{a} arguments"),
+                                (a, &usize::MAX) => format!("at least {a} arguments"),
+                                (a, b) => format!("{a} to {b} arguments"),
+                            },
+                            args.len()
+                        )));
+                    }
+                    // A function nearflow does not know is an error where it is called
+                    // (§17.6), not a refusal of the whole query.
+                    None => {
+                        if !self.unknown_functions.contains(&name) {
+                            self.unknown_functions.push(name.clone());
                         }
-                        // A function nearflow does not know is an error where it is called
-                        // (§17.6), not a refusal of the whole query.
-                        None => {
-                            if !self.unknown_functions.iter().any(|f| f == iri.as_str()) {
-                                self.unknown_functions.push(iri.as_str().to_owned());
-                            }
-                            Func::Unknown
-                        }
-                    },
-                    #[allow(unreachable_patterns)]
-                    other => return Err(QueryError::Unsupported(format!("the function {other}"))),
+                        Arc::new(crate::functions::Function::unknown(&name))
+                    }
                 };
                 let mut args: Vec<Expr> = args
                     .iter()
                     .map(|x| self.expr(x))
                     .collect::<Result<_, _>>()?;
                 // IRI() resolves a relative reference against the query's base.
-                if func == Func::Iri {
+                if func.name() == "IRI" {
                     if let Some(b) = &self.base {
                         args.push(Expr::Const(Term::Literal {
                             value: b.clone(),
@@ -713,7 +682,7 @@ impl Translator {
                     }
                 }
                 // REGEX with a constant pattern (and flags): compiled once, a bad one refused now.
-                if func == Func::Regex {
+                if func.name() == "REGEX" {
                     if let Some(re) = constant_regex(&args)? {
                         let text = args.into_iter().next().expect("regex has a text argument");
                         return Ok(Expr::Regex(Box::new(text), Box::new(re)));
@@ -1164,19 +1133,17 @@ impl Expr {
     }
 
     /// The one column this expression reads, when its value is a function of that column's
-    /// id alone: one variable, and nothing whose value changes from call to call (`RAND`,
-    /// `NOW`, `BNODE`, `UUID`, `STRUUID`) or reads more than the row (`EXISTS`).
+    /// id alone: one variable, and nothing whose value changes from call to call (a
+    /// [volatile](crate::functions::Function::volatile) function: `RAND`, `NOW`, `BNODE`, …) or
+    /// reads more than the row (`EXISTS`).
     pub fn of_one_value(&self) -> Option<usize> {
         let mut fixed = true;
         self.visit(&mut |x| {
-            fixed &= !matches!(
-                x,
-                Expr::Exists(_)
-                    | Expr::Call(
-                        Func::Rand | Func::Now | Func::BNode | Func::Uuid | Func::StrUuid,
-                        _
-                    )
-            )
+            fixed &= match x {
+                Expr::Exists(_) => false,
+                Expr::Call(f, _) => !f.is_volatile(),
+                _ => true,
+            }
         });
         let vars = vars_of(self);
         match (fixed, vars.len()) {

@@ -113,7 +113,9 @@ fn expr_at(e: &Expr, names: &[String]) -> String {
         Expr::Bound(c) => format!("bound({})", name(names, *c)),
         Expr::If(a, b, c) => format!("IF({}, {}, {})", x(a), x(b), x(c)),
         Expr::Coalesce(l) => format!("COALESCE({})", list(l)),
-        Expr::Call(f, l) => format!("{f:?}({})", list(l)),
+        // A keyword as SPARQL writes it, an IRI in brackets.
+        Expr::Call(f, l) if f.name().contains(':') => format!("<{}>({})", f.name(), list(l)),
+        Expr::Call(f, l) => format!("{}({})", f.name(), list(l)),
         Expr::Regex(a, re) => format!("REGEX({}, {:?})", x(a), re.as_str()),
         Expr::Exists(_) => "EXISTS {…}".to_owned(),
     }

@@ -72,6 +72,7 @@ pub mod replica_check;
 pub mod results;
 pub mod rewrite;
 pub mod update;
+pub mod value;
 
 /// What a recursive pass over a query keeps free on its stack before it goes one level deeper.
 const RED_ZONE: usize = 256 << 10;
@@ -162,6 +163,10 @@ pub struct Options {
     /// The base IRI relative IRIs in the query resolve against (a `BASE` in the query comes
     /// after it). Without one, a relative IRI is a syntax error.
     pub base: Option<String>,
+    /// The functions the query's calls are resolved in; `None` (the default): the built-ins
+    /// ([`Registry::builtins`](functions::Registry::builtins)). Add a function of your own to a
+    /// copy of them.
+    pub functions: Option<Arc<functions::Registry>>,
 }
 
 /// A parsed, translated and rewritten query: stages 1–3, knowing no store. Plan it against a
@@ -188,13 +193,21 @@ impl Query {
     /// Parses, translates and rewrites `text` (relative IRIs against [`Options::base`]).
     pub fn parse(text: &str, options: &Options) -> Result<Query, QueryError> {
         parse::with_parsed(text, options.base.as_deref(), |query| {
-            Self::translate(text, query)
+            let functions = options
+                .functions
+                .as_ref()
+                .unwrap_or(functions::Registry::builtins());
+            Self::translate(text, query, functions)
         })?
     }
 
     /// Stages 2 and 3 over `spargebra`'s tree of `text`.
-    pub(crate) fn translate(text: &str, query: &spargebra::Query) -> Result<Query, QueryError> {
-        let mut tr = Translator::new();
+    pub(crate) fn translate(
+        text: &str,
+        query: &spargebra::Query,
+        functions: &Arc<functions::Registry>,
+    ) -> Result<Query, QueryError> {
+        let mut tr = Translator::new(functions);
         let (pattern, dataset, base) = match query {
             spargebra::Query::Select {
                 pattern,

@@ -372,7 +372,8 @@ impl Update {
                     },
                     base_iri: request.base_iri.clone(),
                 };
-                let mut query = Query::translate("", &select)?;
+                let mut query =
+                    Query::translate("", &select, crate::functions::Registry::builtins())?;
                 if let (Some(d), Some(u)) = (&mut query.dataset, using) {
                     // `WITH` alone (no `USING NAMED`): the store's named graphs stay visible.
                     d.all_named = u.named.is_none();

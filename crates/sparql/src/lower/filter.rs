@@ -122,7 +122,8 @@ pub(super) fn build<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expr::{CmpOp, Func};
+    use crate::expr::CmpOp;
+    use crate::functions::builtin;
     use nearflow_rdf::term::Term;
 
     /// Only an expression of one column whose value depends on that column's id alone is kept
@@ -136,7 +137,7 @@ mod tests {
         assert_eq!(two.of_one_value(), None);
         let rand = Expr::Cmp(
             Box::new(Expr::Var(3)),
-            Box::new(Expr::Call(Func::Rand, vec![])),
+            Box::new(Expr::Call(builtin("RAND"), vec![])),
             CmpOp::Gt,
         );
         assert_eq!(rand.of_one_value(), None);

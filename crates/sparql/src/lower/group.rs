@@ -34,9 +34,10 @@ use nearflow_flow::{PlanBuilder, Stream};
 
 use super::{emit_queued, mix, row_ports, ExecCx, Held, Row, Timer};
 use crate::algebra::{Agg, AggFunc};
-use crate::expr::{order_by_cmp, ArithOp, EvalCx, Expr, Num, Val};
+use crate::expr::{ArithOp, EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
+use crate::value::{order_by_cmp, Num, Val};
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, UNBOUND};
 

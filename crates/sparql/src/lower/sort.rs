@@ -8,9 +8,10 @@ use std::sync::Arc;
 use nearflow_flow::{Emitter, FlowError, Io, Operator, PlanBuilder, PortType, Status, Stream};
 
 use super::{emit_queued, row_ports, ExecCx, Held, Row, Timer};
-use crate::expr::{order_by_cmp, term_order, EvalCx, Expr};
+use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use crate::physical::{OpStat, Phys};
+use crate::value::{order_by_cmp, term_order};
 use nearflow_rdf::index::Store;
 use nearflow_rdf::term::{Id, UNBOUND};
 
@@ -55,7 +56,7 @@ impl<const N: usize> SortOp<N> {
         if let Some(cols) = self.var_cols().filter(|_| rows.len() < 1 << 31) {
             return self.order_by_rank(rows, &cols, keep, io);
         }
-        type Keyed<'a, const N: usize> = (Vec<Option<crate::expr::Val<'a>>>, Row<N>);
+        type Keyed<'a, const N: usize> = (Vec<Option<crate::value::Val<'a>>>, Row<N>);
         // The keyed rows, the sort's scratch and the ordered rows, charged at once.
         let fixed = rows.len() * std::mem::size_of::<Keyed<'_, N>>()
             + sort_scratch::<Keyed<'_, N>>(kept)
@@ -167,7 +168,7 @@ impl<const N: usize> SortOp<N> {
                         (ids.len() - 1) as u32
                     });
                 }
-                let vals: Vec<Option<crate::expr::Val<'_>>> =
+                let vals: Vec<Option<crate::value::Val<'_>>> =
                     ids.iter().map(|&id| cx.val(id)).collect();
                 let held = index.allocation_size()
                     + ids.capacity() * std::mem::size_of::<Id>()
@@ -358,8 +359,8 @@ fn sort_scratch<T>(len: usize) -> usize {
 }
 
 /// The bytes a row's sort keys hold: what the vector and its values own.
-fn key_bytes(key: &[Option<crate::expr::Val<'_>>]) -> usize {
-    use crate::expr::Val;
+fn key_bytes(key: &[Option<crate::value::Val<'_>>]) -> usize {
+    use crate::value::Val;
     use std::borrow::Cow;
     let owned = |c: &Cow<'_, str>| match c {
         Cow::Owned(s) => s.capacity(),

@@ -125,9 +125,9 @@ fn filters_go_where_their_variables_are_first_bound() {
         lines(
             r#"
             project ?x ?y ?z  (1 stream)
-              filter !(Str(?y) = "b")  (1 stream)
+              filter !(STR(?y) = "b")  (1 stream)
                 index join ?x <http://ex/common> ?y  (1 stream)
-                  filter !(Str(?z) = "a")  (1 stream)
+                  filter !(STR(?z) = "a")  (1 stream)
                     scan POS ?x <http://ex/rare> ?z  (1 stream)
             "#
         )

@@ -51,7 +51,7 @@ use crate::algebra::{
     visible, Node, QuadPat, TermPat, Vars,
 };
 use crate::error::QueryError;
-use crate::expr::{EvalCx, Expr, Func};
+use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
 use nearflow_rdf::term::{Term, TermRef, XSD_STRING};
 

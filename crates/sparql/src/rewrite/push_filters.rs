@@ -147,7 +147,7 @@ mod tests {
             Expr::Const(Term::Literal { value, .. }) => assert_eq!(value, "2"),
             other => panic!("{other:?}"),
         }
-        let now = Expr::Call(Func::Now, vec![]);
+        let now = Expr::Call(crate::functions::builtin("NOW"), vec![]);
         assert!(matches!(fold(now), Expr::Call(..)), "NOW() is per run");
     }
 
