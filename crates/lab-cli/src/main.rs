@@ -24,6 +24,8 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod bench_cmd;
+#[cfg(test)]
+mod docs_tests;
 mod gen_cmd;
 mod map_cmd;
 mod report;
