@@ -15,6 +15,7 @@
 //! exceptions (a syntax error a `SyntaxError`, bad data a `ValueError` naming the line and
 //! column), never a crash of the interpreter.
 
+mod answers;
 mod arrow;
 #[cfg(target_os = "linux")]
 mod interrupt;
@@ -233,9 +234,9 @@ fn _nearflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<terms::Triple>()?;
     m.add_class::<terms::Quad>()?;
     m.add_class::<store::Store>()?;
-    m.add_class::<store::QuerySolutions>()?;
-    m.add_class::<store::QuerySolution>()?;
-    m.add_class::<store::SolutionsIter>()?;
+    m.add_class::<answers::QuerySolutions>()?;
+    m.add_class::<answers::QuerySolution>()?;
+    m.add_class::<answers::SolutionsIter>()?;
     m.add_class::<server::Server>()?;
     m.add("QuerySyntaxError", py.get_type::<QuerySyntaxError>())?;
     m.add("QueryCancelled", py.get_type::<QueryCancelled>())?;
