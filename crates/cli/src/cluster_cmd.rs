@@ -31,11 +31,10 @@ pub struct WorkerCmd {
 
 pub fn worker(cmd: &WorkerCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
+    let standard = Options::standard();
     let options = Options {
-        memory_limit: cmd
-            .memory_limit
-            .or_else(nearflow_sparql::default_memory_limit),
-        ..Options::default()
+        memory_limit: cmd.memory_limit.or(standard.memory_limit),
+        ..standard
     };
     let server = Arc::new(
         crate::cluster::ShardServer::open(&cmd.dir, machine, options)

@@ -35,10 +35,14 @@ pub struct ServeCmd {
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
     /// Where a query's hash join or DISTINCT that would pass --memory-limit writes its rows
-    /// and goes on (unnamed files, gone when the query ends). By default nowhere: the query
-    /// fails at the limit, and no request makes the server write to disk.
-    #[arg(long, value_name = "DIR")]
+    /// and goes on (unnamed files, gone when the query ends), at most four times
+    /// --memory-limit on disk per query. Default: the system's temporary folder ($TMPDIR,
+    /// else /tmp).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_spill")]
     pub spill_dir: Option<std::path::PathBuf>,
+    /// Stop a query at --memory-limit rather than write rows to disk.
+    #[arg(long)]
+    pub no_spill: bool,
     /// Queries run at once (default: four per PU, at least 8); more wait their turn.
     #[arg(long, value_parser = crate::args::int_in(1usize, 4096))]
     pub max_running: Option<usize>,
@@ -242,7 +246,10 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         memory_limit: cmd
             .memory_limit
             .or_else(|| Config::memory_limit_for(max_running)),
-        spill: cmd.spill_dir.clone(),
+        spill: match cmd.no_spill {
+            true => None,
+            false => cmd.spill_dir.clone().or_else(|| Config::for_pus(pus).spill),
+        },
         max_running,
         max_waiting: cmd.max_waiting,
         max_request_bytes: cmd.max_request,

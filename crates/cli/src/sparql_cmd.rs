@@ -64,7 +64,8 @@ pub struct SparqlCmd {
     pub memory_limit: Option<usize>,
     /// Where a hash join or a DISTINCT that would pass --memory-limit writes its rows and
     /// goes on (in unnamed files, gone when the query ends or is killed) instead of stopping
-    /// the query. Default: the system's temporary folder ($TMPDIR, else /tmp).
+    /// the query, at most four times --memory-limit on disk. Default: the system's temporary
+    /// folder ($TMPDIR, else /tmp).
     #[arg(long, value_name = "DIR", conflicts_with = "no_spill")]
     pub spill_dir: Option<std::path::PathBuf>,
     /// Stop the query at --memory-limit rather than write rows to disk.
@@ -389,16 +390,18 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         false,
         nearflow_rt::AllocatorKind::Nearflow,
     )?;
+    let standard = Options::standard();
     let options = Options {
         dop: cmd.dop,
         timing: cmd.explain,
-        packet_bytes: None,
         timeout: cmd.timeout,
-        memory_limit: cmd.memory_limit.or_else(sparql::default_memory_limit),
-        spill: (!cmd.no_spill).then(|| cmd.spill_dir.clone().unwrap_or_else(std::env::temp_dir)),
-        profile: false,
+        memory_limit: cmd.memory_limit.or(standard.memory_limit),
+        spill: match cmd.no_spill {
+            true => None,
+            false => cmd.spill_dir.clone().or_else(|| standard.spill.clone()),
+        },
         base,
-        functions: None,
+        ..standard
     };
     let started = Instant::now();
     let (q, fetched) = match &coordinator {

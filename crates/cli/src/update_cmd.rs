@@ -81,7 +81,7 @@ pub fn run(cmd: &UpdateCmd) -> Result<()> {
     let options = UpdateOptions {
         query: Options {
             timeout: cmd.timeout,
-            ..Options::default()
+            ..Options::standard()
         },
         load: LoadFrom::AnyFile,
         cancel: None,

@@ -14,7 +14,7 @@ use nearflow_rdf::term::{Id, TermRef};
 use nearflow_rdf::DEFAULT_GRAPH;
 use nearflow_sparql::algebra::Dataset;
 use nearflow_sparql::update::{add_loaded, LoadFrom, Update, UpdateOptions};
-use nearflow_sparql::{self as sparql, Options, Query, QueryError, QueryResults};
+use nearflow_sparql::{Options, Query, QueryError, QueryResults};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -91,10 +91,9 @@ impl Size {
     }
 }
 
-/// What a query or update may take, as `nearflow sparql` takes it: a time limit, and a memory
-/// limit in bytes (default: three quarters of the machine's memory) past which operators
-/// spill to `spill_dir` (default: the system's temporary folder) or, with `spill_dir=False`,
-/// stop the query.
+/// What a query or update may take: [`Options::standard`], with what the call sets — a time
+/// limit, a memory limit in bytes past which operators spill to `spill_dir` (the system's
+/// temporary folder unless given) or, with `spill_dir=False`, stop the query.
 fn options(
     base_iri: Option<String>,
     timeout: Option<Seconds>,
@@ -102,11 +101,12 @@ fn options(
     spill_dir: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Options> {
     let memory_limit = memory_limit.map(Size::bytes).transpose()?;
+    let standard = Options::standard();
     let spill = match spill_dir {
-        None => Some(std::env::temp_dir()),
+        None => standard.spill.clone(),
         Some(d) if d.is_instance_of::<pyo3::types::PyBool>() => {
             if d.extract::<bool>()? {
-                Some(std::env::temp_dir())
+                standard.spill.clone()
             } else {
                 None
             }
@@ -124,18 +124,11 @@ fn options(
     };
     Ok(Options {
         timeout: timeout.map(Seconds::duration).transpose()?,
-        memory_limit: memory_limit.or_else(default_memory_limit),
+        memory_limit: memory_limit.or(standard.memory_limit),
         spill,
         base: base_iri,
-        ..Options::default()
+        ..standard
     })
-}
-
-/// The command line's default memory limit (three quarters of the machine's memory), read
-/// once: the machine's memory does not change under a running program.
-fn default_memory_limit() -> Option<usize> {
-    static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(sparql::default_memory_limit)
 }
 
 /// A store error as Python's exception.

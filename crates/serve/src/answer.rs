@@ -138,7 +138,7 @@ fn run(
         memory_limit: cfg.memory_limit,
         spill: cfg.spill.clone(),
         base: req.base.clone(),
-        ..Options::default()
+        ..Options::standard()
     };
     let mut q = Query::parse(&req.text, &options)?;
     if !req.default_graphs.is_empty() || !req.named_graphs.is_empty() {

@@ -73,9 +73,10 @@ pub struct Config {
     /// Bytes a query's operators may hold (sorts, hash tables, DISTINCT's set); `None`: no limit.
     pub memory_limit: Option<usize>,
     /// Where a query's hash join or DISTINCT that would pass the memory limit writes its rows
-    /// and goes on ([`Options::spill`](nearflow_sparql::Options::spill)); `None` (the
-    /// default): the query fails at the limit, so that no request makes the server write to
-    /// disk unless its operator chose so.
+    /// and goes on ([`Options::spill`](nearflow_sparql::Options::spill), the system's
+    /// temporary folder by default, each query's files at most
+    /// [`SPILL_PER_MEMORY`](nearflow_sparql::SPILL_PER_MEMORY) times its memory limit on
+    /// disk); `None`: the query fails at the limit.
     pub spill: Option<std::path::PathBuf>,
     /// Queries run at once; more wait.
     pub max_running: usize,
@@ -113,7 +114,7 @@ impl Config {
         Config {
             timeout: Duration::from_secs(60),
             memory_limit: Config::memory_limit_for(max_running),
-            spill: None,
+            spill: nearflow_sparql::Options::standard().spill,
             max_running,
             max_waiting: 64,
             max_request_bytes: 1 << 20,

@@ -415,8 +415,8 @@ async fn a_query_past_its_memory_limit_fails_with_503_and_the_next_runs() {
     );
 }
 
-/// A DISTINCT past the memory limit answers with a spill folder (`--spill-dir`; without one
-/// it stops at the limit).
+/// A DISTINCT past the memory limit answers with a spill folder (the default, or
+/// `--spill-dir`); without one (`--no-spill`) it stops at the limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spill_folder_lets_a_distinct_past_the_limit_answer() {
     let rows: String = (0..20_000)
@@ -431,9 +431,12 @@ async fn a_spill_folder_lets_a_distinct_past_the_limit_answer() {
     let r = send(&ep, get_query(q, "", None)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(solutions(&r.body).len(), 5000 * 4);
-    // The same query stops at the limit without the folder.
+    // The same query stops at the limit without the folder (`--no-spill`).
     let q = q.replace("SELECT", "SELECT (COUNT(*) AS ?n) { SELECT") + " }";
-    let ep = endpoint_with(&rows, |c| c.memory_limit = Some(512 << 10));
+    let ep = endpoint_with(&rows, |c| {
+        c.memory_limit = Some(512 << 10);
+        c.spill = None;
+    });
     let r = send(&ep, get_query(&q, "", None)).await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
     assert!(r.body.contains("memory limit"), "{}", r.body);

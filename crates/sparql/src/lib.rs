@@ -128,7 +128,13 @@ pub fn default_memory_limit() -> Option<usize> {
     nearflow_topo::host::memory().map(|m| (m / 4 * 3) as usize)
 }
 
-/// How to run a query.
+/// How much a run may write to disk for each byte of its memory limit when it spills, unless
+/// [`Options::spill_limit`] says otherwise.
+pub const SPILL_PER_MEMORY: u64 = 4;
+
+/// How to run a query. [`Options::standard`] is what every front end starts from (the command
+/// line, the endpoint, Python, a cluster's workers), each setting only what its own flags set;
+/// [`Options::default`] has no limit at all, for a program that sets its own.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     /// Degree of parallelism (default: the runtime machine's PU count, or 1 when unknown).
@@ -156,6 +162,10 @@ pub struct Options {
     /// unnamed, so they are gone when the run ends, fails or is killed. `None` (the default):
     /// the limit stops the run.
     pub spill: Option<std::path::PathBuf>,
+    /// The most bytes a run's spilled rows may take on disk, all its files together; past it
+    /// the run stops with an error that says so. `None`: [`SPILL_PER_MEMORY`] times the memory
+    /// limit (and no bound without one).
+    pub spill_limit: Option<u64>,
     /// Record each operator's largest state (hash tables, sorted rows, DISTINCT's set) and
     /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
     /// `PlanStats::threads`: for the simulator's calibration. Off by default.
@@ -167,6 +177,36 @@ pub struct Options {
     /// ([`Registry::builtins`](functions::Registry::builtins)). Add a function of your own to a
     /// copy of them.
     pub functions: Option<Arc<functions::Registry>>,
+}
+
+impl Options {
+    /// The defaults of every front end, written once:
+    ///
+    /// | option | default |
+    /// |---|---|
+    /// | time limit | none (the endpoint sets its own: 60 s) |
+    /// | memory limit | three quarters of this host's memory ([`default_memory_limit`]; the endpoint shares half of it among the queries it runs at once) |
+    /// | past the memory limit | rows spilled to the system's temporary folder, at most [`SPILL_PER_MEMORY`] times the memory limit on disk |
+    /// | parallelism, packet size | the runtime machine's PUs, half its L2 |
+    /// | functions | the built-ins ([`functions::Registry::builtins`]) |
+    /// | base IRI | none |
+    pub fn standard() -> Options {
+        static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+        Options {
+            memory_limit: *LIMIT.get_or_init(default_memory_limit),
+            spill: Some(std::env::temp_dir()),
+            ..Options::default()
+        }
+    }
+
+    /// The spill limit in force: [`spill_limit`](Self::spill_limit), else
+    /// [`SPILL_PER_MEMORY`] times the memory limit.
+    pub fn spill_bytes(&self) -> u64 {
+        self.spill_limit.unwrap_or_else(|| {
+            self.memory_limit
+                .map_or(u64::MAX, |m| (m as u64).saturating_mul(SPILL_PER_MEMORY))
+        })
+    }
 }
 
 /// A parsed, translated and rewritten query: stages 1–3, knowing no store. Plan it against a
@@ -717,7 +757,11 @@ impl Prepared {
             dop: self.options.dop.unwrap_or(1),
             timing: self.options.timing,
             named: self.named.clone(),
-            spill: self.options.spill.as_deref().map(Into::into),
+            spill: self
+                .options
+                .spill
+                .as_deref()
+                .map(|dir| lower::Spill::new(dir, self.options.spill_bytes())),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let (handoff, waiting) = lower::Handoff::new(tx);

@@ -596,3 +596,36 @@ fn spilled_joins_and_distinct_answer_as_in_memory() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A run's spilled rows stop at its spill limit, all its files together, with an error that
+/// names the limit; the same query with room on disk answers.
+#[test]
+fn a_run_writes_no_more_than_its_spill_limit() {
+    let n = 150_000;
+    let text: String = (0..n)
+        .map(|i| {
+            format!(
+                "<http://ex/s{i}> <http://ex/g> <http://ex/g{}> .\n<http://ex/s{i}> <http://ex/v> {} .\n",
+                i % (n / 2),
+                (i * 7919) % n
+            )
+        })
+        .collect();
+    let (store, rt) = common::ours_of(&text);
+    let q = "PREFIX ex: <http://ex/> SELECT DISTINCT ?a ?h { ?s ex:g ?g ; ex:v ?a . ?t ex:g ?g ; ex:v ?h }";
+    let dir = tempfile::tempdir().unwrap();
+    let options = |spill_limit| Options {
+        dop: Some(1),
+        memory_limit: Some(4 << 20),
+        spill: Some(dir.path().to_owned()),
+        spill_limit,
+        ..Options::default()
+    };
+    let (rows, wrote) = solutions(&store, &rt, q, &options(None)).unwrap();
+    assert!(wrote, "the DISTINCT spilled under 4 MiB");
+    assert_eq!(options(None).spill_bytes(), 4 * (4 << 20));
+    let e = solutions(&store, &rt, q, &options(Some(64 << 10))).unwrap_err();
+    assert!(e.to_string().contains("spill limit of 65536 bytes"), "{e}");
+    assert!(!rows.is_empty());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -369,8 +369,8 @@ pub(super) fn build<const N: usize>(
         .spill
         .clone()
         .filter(|_| !is_ordered(&p.inputs[0]))
-        .map(|dir| SpillTo {
-            dir,
+        .map(|spill| SpillTo {
+            spill,
             width: cx.width,
         });
     per_stream(b, input, "distinct", || DistinctOp::<N> {

@@ -869,8 +869,8 @@ pub(super) fn build<const N: usize>(
                     ahead: Held::default(),
                     queue: VecDeque::new(),
                     probing: None,
-                    spill: cx.spill.clone().map(|dir| SpillTo {
-                        dir,
+                    spill: cx.spill.clone().map(|spill| SpillTo {
+                        spill,
                         width: cx.width,
                     }),
                     grace: None,

@@ -45,6 +45,8 @@ pub(crate) use sink::Caller;
 pub use sink::Handoff;
 mod sort;
 mod spill;
+
+pub use spill::Spill;
 mod star_count;
 
 use std::collections::VecDeque;
@@ -222,7 +224,7 @@ pub struct ExecCx {
     /// over).
     pub named: Arc<Vec<Id>>,
     /// Where operators past the memory limit write their rows ([`Options::spill`](crate::Options::spill)).
-    pub spill: Option<Arc<std::path::Path>>,
+    pub spill: Option<Spill>,
 }
 
 impl ExecCx {

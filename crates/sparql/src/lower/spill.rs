@@ -27,16 +27,52 @@ fn failed(dir: &Path, what: &str, e: std::io::Error) -> FlowError {
     ))
 }
 
-/// Where an operator spills: the folder, and the columns its rows use (the rest of a row's
-/// `N` ids are unbound, and are not written).
+/// Where a run's operators spill: the folder, and the bytes its files may take together.
+#[derive(Clone)]
+pub struct Spill {
+    /// The folder.
+    pub dir: std::sync::Arc<Path>,
+    /// Bytes written so far by the run's files, and the most they may take.
+    budget: std::sync::Arc<(std::sync::atomic::AtomicU64, u64)>,
+}
+
+impl Spill {
+    /// Spilling to `dir`, at most `limit` bytes over the run.
+    pub fn new(dir: &Path, limit: u64) -> Spill {
+        Spill {
+            dir: dir.into(),
+            budget: std::sync::Arc::new((std::sync::atomic::AtomicU64::new(0), limit)),
+        }
+    }
+
+    /// Takes `bytes` of the budget before they are written; an error past it.
+    fn take(&self, bytes: u64) -> Result<(), FlowError> {
+        use std::sync::atomic::Ordering;
+        let (used, limit) = &*self.budget;
+        let was = used.fetch_add(bytes, Ordering::Relaxed);
+        if was.saturating_add(bytes) > *limit {
+            used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(FlowError::input(format!(
+                "the rows spilled past the memory limit would take more than the query's spill \
+                 limit of {limit} bytes on disk (in {})",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where an operator spills, and the columns its rows use (the rest of a row's `N` ids are
+/// unbound, and are not written).
 #[derive(Clone)]
 pub(crate) struct SpillTo {
-    pub(crate) dir: std::sync::Arc<Path>,
+    pub(crate) spill: Spill,
     pub(crate) width: usize,
 }
 
 /// Rows of `N` ids written to an unnamed file, then read back from its start.
 pub(crate) struct RowFile<const N: usize> {
+    spill: Spill,
     dir: std::sync::Arc<Path>,
     /// Ids written of each row.
     width: usize,
@@ -54,9 +90,10 @@ impl<const N: usize> RowFile<N> {
 
     /// A new, empty file in `to.dir`, written through `buffer` bytes.
     pub(crate) fn buffered(to: &SpillTo, buffer: usize) -> Result<Self, FlowError> {
-        let dir = &to.dir;
+        let dir = &to.spill.dir;
         let file = tempfile::tempfile_in(dir).map_err(|e| failed(dir, "writing", e))?;
         Ok(RowFile {
+            spill: to.spill.clone(),
             dir: dir.clone(),
             width: to.width.clamp(1, N),
             out: Some(BufWriter::with_capacity(buffer, file)),
@@ -83,8 +120,10 @@ impl<const N: usize> RowFile<N> {
         self.rows
     }
 
-    /// Appends `rows`.
+    /// Appends `rows`, within the run's spill limit.
     pub(crate) fn write(&mut self, rows: &[Row<N>]) -> Result<(), FlowError> {
+        let bytes = rows.len() * self.width * std::mem::size_of::<Id>();
+        self.spill.take(bytes as u64)?;
         let out = self
             .out
             .as_mut()
@@ -160,7 +199,7 @@ mod tests {
     #[test]
     fn rows_come_back_in_order_and_in_chunks() {
         let to = SpillTo {
-            dir: std::env::temp_dir().into(),
+            spill: Spill::new(&std::env::temp_dir(), u64::MAX),
             width: 3,
         };
         let mut f = RowFile::<4>::create(&to).unwrap();
@@ -188,7 +227,7 @@ mod tests {
     #[test]
     fn a_folder_that_cannot_be_written_is_a_clear_error() {
         let to = SpillTo {
-            dir: Path::new("/nonexistent/nearflow-spill").into(),
+            spill: Spill::new(Path::new("/nonexistent/nearflow-spill"), u64::MAX),
             width: 4,
         };
         let Err(e) = RowFile::<4>::create(&to) else {
@@ -197,5 +236,24 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("/nonexistent/nearflow-spill"), "{msg}");
         assert!(msg.contains("memory limit"), "{msg}");
+    }
+
+    #[test]
+    fn the_files_of_a_run_stop_at_its_spill_limit_together() {
+        // Two files of one run share 1,000 bytes: 12-byte rows.
+        let spill = Spill::new(&std::env::temp_dir(), 1000);
+        let to = SpillTo { spill, width: 3 };
+        let (mut a, mut b) = (
+            RowFile::<3>::create(&to).unwrap(),
+            RowFile::<3>::create(&to).unwrap(),
+        );
+        let rows = vec![[1, 2, 3]; 40];
+        a.write(&rows).unwrap();
+        b.write(&rows[..40]).unwrap();
+        let e = a.write(&rows[..4]).unwrap_err().to_string();
+        assert!(e.contains("spill limit of 1000 bytes"), "{e}");
+        // What was refused was not counted: the last 40 bytes still fit.
+        b.write(&rows[..3]).unwrap();
+        assert_eq!(b.rows(), 43);
     }
 }
