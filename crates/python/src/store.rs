@@ -12,7 +12,6 @@ use nearflow_rdf::dict::Dict;
 use nearflow_rdf::load::{self, Format, Loaded};
 use nearflow_rdf::term::{Id, TermRef};
 use nearflow_rdf::DEFAULT_GRAPH;
-use nearflow_sparql::algebra::Dataset;
 use nearflow_sparql::update::{add_loaded, LoadFrom, Update, UpdateOptions};
 use nearflow_sparql::{Options, Query, QueryError, QueryResults};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
@@ -347,17 +346,14 @@ impl Store {
     ) -> PyResult<Py<PyAny>> {
         let options = options(base_iri, timeout, memory_limit, spill_dir)?;
         let mut parsed = Query::parse(&query, &options).map_err(query_error)?;
-        if default_graph.is_some() || named_graphs.is_some() {
-            parsed.dataset = Some(Dataset {
-                default: default_graph.map(OneOrMany::iris).unwrap_or_default(),
-                named: named_graphs
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|n| n.iri)
-                    .collect(),
-                all_named: false,
-            });
-        }
+        parsed.use_dataset(
+            default_graph.map(OneOrMany::iris).unwrap_or_default(),
+            named_graphs
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| n.iri)
+                .collect(),
+        );
         let parsed = Arc::new(parsed);
         let rt = runtime()?;
         let store = self.db.current();

@@ -20,7 +20,6 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::Response;
 use nearflow_rdf::term::{Term, TermRef};
-use nearflow_sparql::algebra::Dataset;
 use nearflow_sparql::results;
 use nearflow_sparql::{AnswerError, Form, Options, Query, QueryError, QueryResults};
 use tokio::sync::{mpsc, oneshot};
@@ -141,13 +140,7 @@ fn run(
         ..Options::standard()
     };
     let mut q = Query::parse(&req.text, &options)?;
-    if !req.default_graphs.is_empty() || !req.named_graphs.is_empty() {
-        q.dataset = Some(Dataset {
-            default: req.default_graphs,
-            named: req.named_graphs,
-            all_named: false,
-        });
-    }
+    q.use_dataset(req.default_graphs, req.named_graphs);
     let kind = match q.form {
         Form::Select(_) | Form::Ask => Kind::Results,
         Form::Construct(_) | Form::Describe(_) => Kind::Graph,

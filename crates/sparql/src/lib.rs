@@ -344,6 +344,19 @@ impl Query {
         })
     }
 
+    /// Replaces the query's `FROM` and `FROM NAMED` with the graphs a request names (the
+    /// SPARQL 1.1 Protocol's `default-graph-uri` and `named-graph-uri`, §2.1.4; Python's
+    /// `default_graph` and `named_graphs`); a request that names none leaves them.
+    pub fn use_dataset(&mut self, default: Vec<String>, named: Vec<String>) {
+        if !default.is_empty() || !named.is_empty() {
+            self.dataset = Some(Dataset {
+                default,
+                named,
+                all_named: false,
+            });
+        }
+    }
+
     /// Plans the query against `store` (stage 4): terms become the store's ids, the dataset's
     /// graphs graph ids.
     pub fn plan(self: &Arc<Self>, store: &Arc<Store>, options: &Options) -> Prepared {
