@@ -109,8 +109,8 @@
 //! - No full touch: §5.2 touches a superblock in full when it is mapped. Here its pages are
 //!   backed when its blocks are first written, by the owning thread (so still on its node: the
 //!   placement checks write the blocks and find every page there). A thread that uses many
-//!   block sizes no longer pins 10 MB per size: its resident set is what its blocks covered.
-//!   (Before this change `bench alloc` showed 1.2–1.9 GB resident against mimalloc's 0.2 GB.)
+//!   block sizes does not pin 10 MB per size: its resident set is what its blocks covered.
+//!   (Touched in full, `bench alloc` shows 1.2–1.9 GB resident against mimalloc's 0.2 GB.)
 //! - Purging: each node keeps every released superblock, as §5.2 does (unless
 //!   `cached_superblocks` bounds it), but gives the pages of those beyond its reserve back to
 //!   the OS after a delay (`node.rs`), so the resident set follows the live data.

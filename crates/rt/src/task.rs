@@ -9,11 +9,11 @@
 //!
 //! ## Recycling (our extension; not in the papers)
 //!
-//! Every task used to be a `Box`: a malloc on the spawning worker and a free on the worker that
-//! ran it. When one worker spawns and another runs, which is the normal case for deferred tasks,
-//! glibc takes the free on the runner's side and the malloc on the spawner's side through its
-//! arena: malloc and free were 22 % of the samples of `bench queues` 512 under LAS, and 25–30 %
-//! under every policy in an earlier profile (`perf`).
+//! A task boxed on its own would be a malloc on the spawning worker and a free on the worker
+//! that runs it. When one worker spawns and another runs, which is the normal case for deferred
+//! tasks, glibc takes the free on the runner's side and the malloc on the spawner's side through
+//! its arena: with boxed tasks, malloc and free were 22 % of the samples of `bench queues` 512
+//! under LAS, and 25–30 % under every policy (`perf`).
 //!
 //! So each worker keeps the blocks of its tasks:
 //!

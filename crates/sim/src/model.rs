@@ -49,7 +49,7 @@ pub struct Model {
     /// pops it back and runs it as a call, with no task run and no counters. Ours: `bench
     /// rayon --simulate` times fib on a one-worker runtime against a sequential fib and
     /// divides the difference by the calls (one side per call), and uses that; this default
-    /// is what it measured on the development machine (EPYC guest, 2026-11-27: 4–6 ns).
+    /// is what it measures on the development machine (EPYC guest: 4–6 ns).
     pub call_ns: f64,
     /// One probe of a queue that turns out empty (the `is_empty` look). Ours: the same bench's
     /// fan-out minus chain, divided by the probes of a failed search, rounded.

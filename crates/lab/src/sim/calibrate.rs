@@ -51,9 +51,10 @@ pub(crate) struct Calibration {
 /// per operator, the work and the memory time the model charges; each operator keeps the
 /// share of its cost that is not memory (none, when the model charges more memory than was
 /// measured). A simulation of this host then charges memory as the model says, once; of
-/// another machine, that machine's memory instead of this host's. Before this, `--validate`
-/// measured the double charge: VWAP simulated 1.28–1.42× its measured time, 0.96–1.05× with
-/// memory made free (EPYC guest, 2026-11-27). Returns the share taken out, over all operators.
+/// another machine, that machine's memory instead of this host's. Charged twice (the
+/// calibrated cost as measured, and the model's memory time on top), VWAP simulates 1.28–1.42×
+/// its measured time under `--validate`, and 0.96–1.05× with memory made free (EPYC guest).
+/// Returns the share taken out, over all operators.
 pub(crate) fn net_of_modelled_memory(model: &mut PlanModel, copies: usize) -> Result<f64> {
     let host = nearflow_topo::detect_host()?;
     // Here everything lies on this host's memory: no homes, the store local.

@@ -16,35 +16,7 @@
 //! table's check, the capped file) is `common.rs`. The query engine
 //! never sees a format: it reads every store through `nearflow_rdf::index`.
 //!
-//! Layout of format 2 (`whole.rs`), all integers little-endian:
-//!
-//! | bytes | what |
-//! |---|---|
-//! | 8 | magic `NFRDF\0` and format version (u16) |
-//! | 8 × 4 | terms, arena bytes, quads, graphs |
-//! | arena | the terms' keys, one after another (`term.rs`) |
-//! | 8 × terms | each term's end offset |
-//! | 16 × graphs | each graph's id (0: the default graph) and the row its run starts at |
-//! | 4 × quads × 9 | SPO, POS, OSP, each as three key columns, graph by graph |
-//! | 8 | a checksum of everything before it |
-//!
-//! Format 1 (before named graphs) has no graph count and no graph table: its triples open as the
-//! default graph.
-//!
-//! The checksum is FNV-1a over 8-byte little-endian words, section by section: the header, the
-//! arena, the end offsets, the graph table and each of the nine key columns, each section's
-//! last word padded with zeros. It depends only on the bytes of each section, not on how a
-//! writer cuts them: a column is written partition by partition (one per NUMA node), read
-//! whole, and both give one sum.
-//!
-//! A short file, a bad checksum, an id out of range, a graph table out of order, a permutation
-//! out of order within a graph, or three permutations that do not hold the same quads is an
-//! error that names the file; nothing is half-opened. The permutations are compared by an
-//! order-independent hash of their quads (every row read once, in the pass that checks the
-//! order), so an SPO that disagrees with POS is refused instead of answering differently by
-//! access path.
-//!
-//! [`save`] (either format) writes a temporary file beside the target, syncs it, and renames it
+//! [`save`] writes a temporary file beside the target, syncs it, and renames it
 //! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
 //! snapshot whole, and the temporary file is removed on error.
 
