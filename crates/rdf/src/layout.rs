@@ -89,16 +89,16 @@ impl Permutation {
 /// a permutation packed in blocks (`blocks.rs`, a mapped format-4 snapshot).
 #[derive(Debug, Default)]
 pub struct Columns {
-    pub(crate) rows: Rows,
+    pub(crate) rows: PartRows,
     /// The row of the whole permutation this partition's first row is.
     pub first: usize,
 }
 
 /// How a partition's rows are held.
 #[derive(Debug)]
-pub(crate) enum Rows {
+pub(crate) enum PartRows {
     /// Three columns of ids, in the permutation's order.
-    Plain([Shared<Id>; 3]),
+    Columns([Shared<Id>; 3]),
     /// Rows `at..at + len` of a packed permutation.
     Packed {
         rows: Arc<PackedRows>,
@@ -107,9 +107,9 @@ pub(crate) enum Rows {
     },
 }
 
-impl Default for Rows {
+impl Default for PartRows {
     fn default() -> Self {
-        Rows::Plain(Default::default())
+        PartRows::Columns(Default::default())
     }
 }
 
@@ -117,7 +117,7 @@ impl Columns {
     /// Plain columns starting at row `first` of the permutation.
     pub(crate) fn plain(cols: [Shared<Id>; 3], first: usize) -> Columns {
         Columns {
-            rows: Rows::Plain(cols),
+            rows: PartRows::Columns(cols),
             first,
         }
     }
@@ -125,8 +125,8 @@ impl Columns {
     /// Rows held.
     pub fn len(&self) -> usize {
         match &self.rows {
-            Rows::Plain(cols) => cols[0].len(),
-            Rows::Packed { len, .. } => *len,
+            PartRows::Columns(cols) => cols[0].len(),
+            PartRows::Packed { len, .. } => *len,
         }
     }
 
@@ -139,8 +139,8 @@ impl Columns {
     #[inline]
     pub fn row(&self, i: usize) -> [Id; 3] {
         match &self.rows {
-            Rows::Plain(cols) => [cols[0][i], cols[1][i], cols[2][i]],
-            Rows::Packed { rows, at, len } => {
+            PartRows::Columns(cols) => [cols[0][i], cols[1][i], cols[2][i]],
+            PartRows::Packed { rows, at, len } => {
                 debug_assert!(i < *len);
                 rows.row(at + i)
             }
@@ -151,8 +151,8 @@ impl Columns {
     #[inline]
     fn value(&self, c: usize, i: usize) -> Id {
         match &self.rows {
-            Rows::Plain(cols) => cols[c][i],
-            Rows::Packed { rows, at, .. } => rows.value(c, at + i),
+            PartRows::Columns(cols) => cols[c][i],
+            PartRows::Packed { rows, at, .. } => rows.value(c, at + i),
         }
     }
 
@@ -166,8 +166,8 @@ impl Columns {
         mut f: impl FnMut(Id) -> bool,
     ) -> bool {
         match &self.rows {
-            Rows::Plain(cols) => cols[c][range].iter().all(|&v| f(v)),
-            Rows::Packed { rows, at, len } => {
+            PartRows::Columns(cols) => cols[c][range].iter().all(|&v| f(v)),
+            PartRows::Packed { rows, at, len } => {
                 debug_assert!(range.end <= *len);
                 rows.for_each_value(c, at + range.start..at + range.end, f)
             }
@@ -177,24 +177,24 @@ impl Columns {
     /// Key column `c`, whole (a copy when the rows are packed).
     pub fn column(&self, c: usize) -> std::borrow::Cow<'_, [Id]> {
         match &self.rows {
-            Rows::Plain(cols) => std::borrow::Cow::Borrowed(&cols[c][..]),
-            Rows::Packed { .. } => (0..self.len()).map(|i| self.value(c, i)).collect(),
+            PartRows::Columns(cols) => std::borrow::Cow::Borrowed(&cols[c][..]),
+            PartRows::Packed { .. } => (0..self.len()).map(|i| self.value(c, i)).collect(),
         }
     }
 
     /// The plain columns, when they are (what the placement check reads of a replica).
     pub(crate) fn plain_columns(&self) -> Option<&[Shared<Id>; 3]> {
         match &self.rows {
-            Rows::Plain(cols) => Some(cols),
-            Rows::Packed { .. } => None,
+            PartRows::Columns(cols) => Some(cols),
+            PartRows::Packed { .. } => None,
         }
     }
 
     /// Heap bytes it owns.
     pub fn heap_bytes(&self) -> usize {
         match &self.rows {
-            Rows::Plain(cols) => cols.iter().map(|c| c.heap_bytes()).sum(),
-            Rows::Packed { .. } => 0,
+            PartRows::Columns(cols) => cols.iter().map(|c| c.heap_bytes()).sum(),
+            PartRows::Packed { .. } => 0,
         }
     }
 
@@ -202,8 +202,8 @@ impl Columns {
     /// permutation's bytes).
     pub fn mapped_bytes(&self) -> usize {
         match &self.rows {
-            Rows::Plain(cols) => cols.iter().map(|c| c.mapped_bytes()).sum(),
-            Rows::Packed { rows, len, .. } => {
+            PartRows::Columns(cols) => cols.iter().map(|c| c.mapped_bytes()).sum(),
+            PartRows::Packed { rows, len, .. } => {
                 (rows.mapped_bytes() as u128 * *len as u128 / rows.len().max(1) as u128) as usize
             }
         }
@@ -223,7 +223,7 @@ impl Columns {
     /// The rows in `within` (this partition's row numbers, sorted by key: one graph's run)
     /// whose key starts with `prefix` (0 to 3 ids): a range, by binary search.
     pub fn range_in(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
-        if let Rows::Packed { rows, at, .. } = &self.rows {
+        if let PartRows::Packed { rows, at, .. } = &self.rows {
             let key_cmp = |key: [Id; 3]| key[..prefix.len()].cmp(prefix);
             let within = within.start + at..within.end + at;
             let lo = rows.partition_point(within.clone(), |k| key_cmp(k).is_lt());

@@ -181,7 +181,7 @@ impl Store {
         let mut seen = std::collections::HashSet::new();
         let mut out: Option<(usize, usize)> = None;
         for p in self.base.perms.iter().flat_map(|p| p.partitions().iter()) {
-            if let crate::layout::Rows::Packed { rows, .. } = &p.data.rows {
+            if let crate::layout::PartRows::Packed { rows, .. } = &p.data.rows {
                 if seen.insert(Arc::as_ptr(rows)) {
                     let (c, t) = rows.checked();
                     let o = out.get_or_insert((0, 0));

@@ -106,19 +106,19 @@ impl Table {
 
 /// A response body that keeps its request counted as being answered until it is sent (or
 /// dropped).
-pub(crate) struct Counted {
+pub(crate) struct BusyBody {
     inner: Body,
     _busy: Busy,
 }
 
-impl Counted {
+impl BusyBody {
     /// `r` with its body counted by `busy`.
     pub(crate) fn wrap(r: Response, busy: Busy) -> Response {
-        r.map(|inner| Body::new(Counted { inner, _busy: busy }))
+        r.map(|inner| Body::new(BusyBody { inner, _busy: busy }))
     }
 }
 
-impl http_body::Body for Counted {
+impl http_body::Body for BusyBody {
     type Data = Bytes;
     type Error = axum::Error;
 

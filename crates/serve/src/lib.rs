@@ -36,16 +36,16 @@
 //! failure after its first bytes aborts the response (the client sees a broken transfer, never
 //! a truncated document that parses).
 //!
-//! Files: `protocol.rs` reads a request, `negotiate.rs` picks a format, `answer.rs` runs a
+//! Files: `protocol.rs` reads a request, `negotiate.rs` picks a format, `respond.rs` runs a
 //! query and writes its answer, `write.rs` runs updates and Graph Store writes, this file holds
 //! the configuration, the routes and the errors.
 
 pub mod access;
-mod answer;
 mod conn;
 pub mod negotiate;
 pub mod prefixes;
 pub mod protocol;
+mod respond;
 pub mod write;
 
 use std::net::SocketAddr;
@@ -203,16 +203,16 @@ pub struct Counters {
 }
 
 /// One more in a count while it lives (queries waiting, queries running).
-pub(crate) struct Counted<'a>(&'a AtomicUsize);
+pub(crate) struct InCount<'a>(&'a AtomicUsize);
 
-impl<'a> Counted<'a> {
+impl<'a> InCount<'a> {
     pub(crate) fn enter(count: &'a AtomicUsize) -> Self {
         count.fetch_add(1, Ordering::SeqCst);
-        Counted(count)
+        InCount(count)
     }
 }
 
-impl Drop for Counted<'_> {
+impl Drop for InCount<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -311,7 +311,7 @@ impl Endpoint {
         let c = &self.counters;
         // The count goes down however the wait ends (a client that leaves drops this future).
         let before = c.waiting.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Counted(&c.waiting);
+        let _waiting = InCount(&c.waiting);
         if before >= self.config.max_waiting {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -532,7 +532,7 @@ async fn guard(
     };
     let busy = conn::Conn::answering(conn.as_ref());
     let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(body));
-    let mut r = conn::Counted::wrap(next.run(req).await, busy);
+    let mut r = conn::BusyBody::wrap(next.run(req).await, busy);
     for (k, v) in access.cors_headers(&headers) {
         let k = k.expect("one value per header");
         if k == header::VARY {
@@ -607,10 +607,10 @@ async fn query(
             q.base = header_str(&headers, header::HOST)
                 .map(|h| format!("http://{h}{}", uri.path()))
                 .filter(|b| oxrdf::NamedNode::new(b.as_str()).is_ok());
-            answer::query(&ep, q, accept, method == Method::HEAD).await
+            respond::query(&ep, q, accept, method == Method::HEAD).await
         }
         Ok(protocol::Request::Describe) => {
-            answer::description(&ep, accept.as_deref(), header_str(&headers, header::HOST))
+            respond::description(&ep, accept.as_deref(), header_str(&headers, header::HOST))
         }
         Err(e) => Err(e),
     };
@@ -664,7 +664,7 @@ async fn graph_store(
     let r = match method {
         Method::OPTIONS => return StatusCode::NO_CONTENT.into_response(),
         Method::GET | Method::HEAD => {
-            answer::graph(&ep, url.as_deref(), accept, method == Method::HEAD).await
+            respond::graph(&ep, url.as_deref(), accept, method == Method::HEAD).await
         }
         Method::PUT | Method::POST | Method::DELETE => {
             if let Err(e) = ep.config.access.may_write(&headers) {

@@ -196,7 +196,7 @@ pub(crate) async fn update(
     // A client that goes away while the update runs drops this future, and with it `gone`:
     // the update stops, changing nothing (once it is logged it stands, answered or not).
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gone = crate::answer::Gone(flag.clone());
+    let gone = crate::respond::Gone(flag.clone());
     let run = move || -> Result<(), ApiError> {
         let mut update = Update::parse(&req.text, base.as_deref()).map_err(refused)?;
         update

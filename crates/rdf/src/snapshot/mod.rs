@@ -85,7 +85,7 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 /// A version with a delta is written as its quads, the delta merged in as the rows stream to
 /// the file: no merged copy of its indexes is made in memory.
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
-    save_capped(store, path, u64::MAX, Format::Packed)
+    save_capped(store, path, u64::MAX, Format::V5)
 }
 
 /// [`save`], calling `before` with the temporary file once it is written and synced, before
@@ -139,32 +139,37 @@ pub(crate) fn undamaged(store: &Store, path: &Path) -> Result<(), SnapshotError>
     }
 }
 
-/// Which format [`save`] writes: 4 (packed, the default), or 3 and 2 (kept for the tests of
-/// their readers, which open the snapshots of earlier builds).
+/// Which format [`save`] writes, by its version: 5 (packed, terms front-coded: the one
+/// written), or 4, 3 and 2 (kept for the tests of their readers, which open the snapshots of
+/// earlier builds).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
-    Packed,
+    /// `packed.rs`, terms front-coded.
+    V5,
+    /// `packed.rs`, terms one after another.
     #[cfg_attr(not(test), allow(dead_code))]
-    Plain,
+    V4,
+    /// `mapped.rs`.
     #[cfg_attr(not(test), allow(dead_code))]
-    Mapped,
+    V3,
+    /// `whole.rs`.
     #[cfg_attr(not(test), allow(dead_code))]
-    Read,
+    V2,
 }
 
 fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
-    if !store.is_flat() && !matches!(format, Format::Packed | Format::Plain) {
+    if !store.is_flat() && !matches!(format, Format::V5 | Format::V4) {
         // The earlier formats' writers read the indexes only.
         return save_capped(&store.merged()?, path, room, format);
     }
     write_atomically(path, |file, tmp| {
         let mut capped = Capped { file, room };
         match format {
-            Format::Read => whole::write_to(store, capped, tmp),
-            Format::Mapped | Format::Packed | Format::Plain => {
+            Format::V2 => whole::write_to(store, capped, tmp),
+            Format::V3 | Format::V5 | Format::V4 => {
                 let written = match format {
-                    Format::Packed => packed::write(store, &mut capped, packed::VERSION),
-                    Format::Plain => packed::write(store, &mut capped, packed::VERSION_PLAIN),
+                    Format::V5 => packed::write(store, &mut capped, packed::VERSION),
+                    Format::V4 => packed::write(store, &mut capped, packed::VERSION_UNCODED),
                     _ => mapped::write(store, &mut capped),
                 };
                 written
@@ -232,7 +237,7 @@ pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
     let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
     if read.is_ok() && &head[..6] == MAGIC {
         match u16::from_le_bytes([head[6], head[7]]) {
-            packed::VERSION | packed::VERSION_PLAIN => return packed::open(path, machine),
+            packed::VERSION | packed::VERSION_UNCODED => return packed::open(path, machine),
             mapped::VERSION => return mapped::open(path, machine),
             _ => {}
         }

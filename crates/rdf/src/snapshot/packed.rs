@@ -41,7 +41,7 @@ use crate::base::Base;
 use crate::blocks::{PackWriter, PackedRows};
 use crate::dict::{Dict, MappedTerms, TermChecks, SORTED_CHUNK, TERM_CHUNK};
 use crate::health::{ChunkMarks, Health};
-use crate::layout::Rows;
+use crate::layout::PartRows;
 use crate::shared::Shared;
 use crate::store::{Columns, Permutation, Store};
 use crate::term::Id;
@@ -49,7 +49,7 @@ use crate::term::Id;
 /// The format written: terms front-coded (`coded.rs`).
 pub(crate) const VERSION: u16 = 5;
 /// The format before it, still opened: terms one after another, each with its end offset.
-pub(crate) const VERSION_PLAIN: u16 = 4;
+pub(crate) const VERSION_UNCODED: u16 = 4;
 const PAGE: u64 = 4096;
 const SECTIONS: usize = 16;
 const HEADER: usize = 8 + 40 + 8 + 24 * SECTIONS + 4;
@@ -357,7 +357,7 @@ impl<W: Write + Seek> Writer<W> {
         let mut file = hashed.inner;
         let mut head = Vec::with_capacity(HEADER);
         head.extend_from_slice(MAGIC);
-        let version = if self.coded { VERSION } else { VERSION_PLAIN };
+        let version = if self.coded { VERSION } else { VERSION_UNCODED };
         head.extend_from_slice(&version.to_le_bytes());
         for n in [
             self.terms,
@@ -645,7 +645,7 @@ pub(crate) fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotErro
             SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
                 let r = (n * info.index / parts)..(n * (info.index + 1) / parts);
                 Columns {
-                    rows: Rows::Packed {
+                    rows: PartRows::Packed {
                         rows: rows.clone(),
                         at: r.start,
                         len: r.len(),

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::negotiate::{self, Chosen, Kind};
 use crate::protocol::QueryRequest;
-use crate::{ApiError, Counted, Endpoint};
+use crate::{ApiError, Endpoint, InCount};
 
 /// Bytes held back before an answer starts to stream, and the size of each chunk after.
 const CHUNK: usize = 64 << 10;
@@ -61,7 +61,7 @@ pub(crate) async fn query(
         let c = &ep2.counters;
         // The count and the turn are given back however this thread ends, a panic included
         // (the handler then answers 500: the head's sender is dropped).
-        let running = Counted::enter(&c.running);
+        let running = InCount::enter(&c.running);
         let mut out = Out {
             head: Some(head_tx),
             chosen: None,
