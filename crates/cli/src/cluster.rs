@@ -1,98 +1,81 @@
-//! What the commands call of `nearflow-cluster`. With the `cluster` feature, the crate itself;
-//! without it (the default: the crate links DataFusion, whose build is longer than the rest
-//! of nearflow's), the same names, whose entry points fail with how to build them in, so that
-//! `nearflow worker` and `--cluster` say why they cannot run instead of being unknown flags.
+//! The cluster as the commands reach it: `nearflow-cluster` with the `cluster` feature (it links
+//! DataFusion, whose build is longer than the rest of nearflow's); without it, connecting to
+//! workers and serving as one fail with how to build it in, so that `nearflow worker` and
+//! `--cluster` say why they cannot run instead of being unknown flags.
 
-#[cfg(feature = "cluster")]
-pub use nearflow_cluster::{serve_worker, worker_urls, Coordinator, ShardServer};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-#[cfg(not(feature = "cluster"))]
-pub use absent::{serve_worker, worker_urls, Coordinator, ShardServer};
+use anyhow::Result;
+use nearflow_rdf::index::Store;
+use nearflow_sparql::{Options, QueryPlanner};
+use nearflow_topo::Machine;
 
-#[cfg(not(feature = "cluster"))]
-mod absent {
-    use std::net::SocketAddr;
-    use std::path::Path;
-    use std::sync::Arc;
-    use std::time::Duration;
+/// A coordinator connected to a sharded store's workers, as the commands use it.
+pub struct Cluster {
+    /// Plans each query: its fragments run on the workers.
+    pub planner: Arc<dyn QueryPlanner>,
+    /// The store whose dictionary gives the answers' terms (a shard, read-only).
+    pub store: Arc<Store>,
+    /// The sharded store's folder.
+    pub dir: PathBuf,
+    /// The triples of all its shards.
+    pub triples: u64,
+}
 
-    use anyhow::{bail, Result};
-    use nearflow_rdf::index::Store;
-    use nearflow_rdf::shard::Manifest;
-    use nearflow_sparql::{Options, Prepared, Query, QueryError};
-    use nearflow_topo::Machine;
-
-    const NOT_BUILT: &str = "this nearflow was built without the cluster: build it with \
-        `cargo install --path crates/cli --features cluster` (or `cargo build --release -p \
-        nearflow-cli --features cluster`), which also builds DataFusion";
-
-    /// The workers' addresses: never read, the cluster is not built in.
-    pub fn worker_urls(_list: &str) -> Result<Vec<String>> {
-        bail!(NOT_BUILT)
+/// Connects to the workers `list` (`HOST:PORT,…`) of the sharded store in `dir`.
+pub fn connect(dir: &Path, list: &str, machine: &Machine) -> Result<Cluster> {
+    #[cfg(feature = "cluster")]
+    {
+        let c = nearflow_cluster::Coordinator::connect(
+            dir,
+            nearflow_cluster::worker_urls(list)?,
+            machine,
+        )?;
+        Ok(Cluster {
+            store: c.store().clone(),
+            triples: c.manifest().total(),
+            dir: dir.to_owned(),
+            planner: Arc::new(c),
+        })
     }
-
-    /// A shard server, which this build cannot make.
-    pub enum ShardServer {}
-
-    impl ShardServer {
-        pub fn open(_dir: &Path, _machine: Machine, _options: Options) -> Result<Self> {
-            bail!(NOT_BUILT)
-        }
-
-        pub fn manifest(&self) -> &Manifest {
-            match *self {}
-        }
-    }
-
-    pub fn serve_worker(
-        server: Arc<ShardServer>,
-        _addr: SocketAddr,
-        _listening: impl FnOnce(SocketAddr),
-    ) -> Result<()> {
-        match *server {}
-    }
-
-    /// What a coordinator fetched for a query.
-    pub struct Fetched {
-        pub fragments: usize,
-        pub rows: u64,
-        pub elapsed: Duration,
-    }
-
-    /// A coordinator, which this build cannot make.
-    pub enum Coordinator {}
-
-    impl Coordinator {
-        pub fn connect(_dir: &Path, _workers: Vec<String>, _machine: &Machine) -> Result<Self> {
-            bail!(NOT_BUILT)
-        }
-
-        pub fn store(&self) -> &Arc<Store> {
-            match *self {}
-        }
-
-        pub fn manifest(&self) -> &Manifest {
-            match *self {}
-        }
-
-        pub fn dir(&self) -> &Path {
-            match *self {}
-        }
-
-        pub fn prepare(
-            &self,
-            _text: &str,
-            _options: &Options,
-        ) -> Result<(Prepared, Fetched), QueryError> {
-            match *self {}
-        }
-
-        pub fn prepare_query(
-            &self,
-            _query: Arc<Query>,
-            _options: &Options,
-        ) -> Result<(Prepared, Fetched), QueryError> {
-            match *self {}
-        }
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = (dir, list, machine);
+        anyhow::bail!(NOT_BUILT)
     }
 }
+
+/// Serves the shards of the sharded store in `dir` to a coordinator on `addr` until stopped;
+/// `listening` is told the address and the sharding (shards, and by what) once it listens.
+pub fn serve_worker(
+    dir: &Path,
+    machine: Machine,
+    options: Options,
+    addr: SocketAddr,
+    listening: impl FnOnce(SocketAddr, usize, &str),
+) -> Result<()> {
+    #[cfg(feature = "cluster")]
+    {
+        use anyhow::Context;
+        let server = Arc::new(
+            nearflow_cluster::ShardServer::open(dir, machine, options)
+                .with_context(|| format!("{}", dir.display()))?,
+        );
+        let m = server.manifest();
+        let (shards, by) = (m.sharding.shards, m.sharding.by.name());
+        nearflow_cluster::serve_worker(server, addr, move |a| listening(a, shards, by))?;
+        Ok(())
+    }
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = (dir, machine, options, addr, listening);
+        anyhow::bail!(NOT_BUILT)
+    }
+}
+
+#[cfg(not(feature = "cluster"))]
+const NOT_BUILT: &str = "this nearflow was built without the cluster: build it with \
+    `cargo install --path crates/cli --features cluster` (or `cargo build --release -p \
+    nearflow-cli --features cluster`), which also builds DataFusion";

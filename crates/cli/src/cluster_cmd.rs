@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -36,17 +35,17 @@ pub fn worker(cmd: &WorkerCmd) -> Result<()> {
         memory_limit: cmd.memory_limit.or(standard.memory_limit),
         ..standard
     };
-    let server = Arc::new(
-        crate::cluster::ShardServer::open(&cmd.dir, machine, options)
-            .with_context(|| format!("{}", cmd.dir.display()))?,
-    );
-    let m = server.manifest();
-    let (shards, by) = (m.sharding.shards, m.sharding.by.name());
-    crate::cluster::serve_worker(server, cmd.listen, move |addr| {
-        eprintln!(
+    crate::cluster::serve_worker(
+        &cmd.dir,
+        machine,
+        options,
+        cmd.listen,
+        |addr, shards, by| {
+            eprintln!(
             "worker of {shards} shards by {by} listening on {addr} (Ctrl-C or SIGTERM stops it)"
         );
-    })
+        },
+    )
     .with_context(|| format!("worker on {}", cmd.listen))?;
     Ok(())
 }

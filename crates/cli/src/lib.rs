@@ -22,8 +22,9 @@
 //! - `topo_cmd.rs` — `topo`; `run_cmd.rs` — `run vwap`, `run plan`; `check_cmd.rs` —
 //!   `check placement`, `check store`; `sparql_cmd.rs` — `sparql`, `load`; `serve_cmd.rs` —
 //!   `serve`; `update_cmd.rs` — `update`; `cluster_cmd.rs` — `worker`. No file imports another command's file.
-//! - `cluster.rs` — what the commands call of `nearflow-cluster`: the crate itself with the
-//!   `cluster` feature, else the same names, each an error that says how to build it in.
+//! - `cluster.rs` — a coordinator connected to workers (its planner and its store) and a
+//!   worker served, through `nearflow-cluster` with the `cluster` feature, else an error that
+//!   says how to build it in.
 
 // The doc comments of the argument structs are clap's `--help` text, printed verbatim, where
 // hwloc's `[numa]` syntax is not a rustdoc link.

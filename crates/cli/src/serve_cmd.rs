@@ -205,19 +205,13 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     // Over a cluster the endpoint's store is one shard, opened read-only for its dictionary;
     // the coordinator plans every query.
     let cluster = match (&cmd.cluster, &cmd.source.store) {
-        (Some(workers), Some(dir)) => Some(Arc::new(ClusterPlanner(
-            crate::cluster::Coordinator::connect(
-                dir,
-                crate::cluster::worker_urls(workers)?,
-                &machine,
-            )?,
-        ))),
+        (Some(workers), Some(dir)) => Some(crate::cluster::connect(dir, workers, &machine)?),
         _ => None,
     };
     let db = Arc::new(match &cluster {
         Some(c) => nearflow_rdf::open::open_db_tuned(
             &machine,
-            &nearflow_rdf::shard::Manifest::shard_path(c.0.dir(), 0),
+            &nearflow_rdf::shard::Manifest::shard_path(&c.dir, 0),
             false,
             true,
             tuning,
@@ -265,11 +259,11 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     };
     let limit = config.memory_limit;
     let triples = match &cluster {
-        Some(c) => c.0.manifest().total(),
+        Some(c) => c.triples,
         None => db.current().len() as u64,
     };
     let endpoint = match cluster {
-        Some(c) => Endpoint::with_planner(db.clone(), Arc::new(rt), config, c),
+        Some(c) => Endpoint::with_planner(db.clone(), Arc::new(rt), config, c.planner),
         None => Endpoint::new(db.clone(), Arc::new(rt), config),
     };
     let policy = cmd.policy;
@@ -304,17 +298,4 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         }
     }
     served
-}
-
-/// The endpoint's planner over a cluster: the coordinator's.
-struct ClusterPlanner(crate::cluster::Coordinator);
-
-impl nearflow_serve::Planner for ClusterPlanner {
-    fn plan(
-        &self,
-        query: Arc<nearflow_sparql::Query>,
-        options: &nearflow_sparql::Options,
-    ) -> Result<nearflow_sparql::Prepared, nearflow_sparql::QueryError> {
-        Ok(self.0.prepare_query(query, options)?.0)
-    }
 }

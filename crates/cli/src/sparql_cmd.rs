@@ -362,16 +362,12 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri));
     // Parse the query first: a syntax error should not wait for a load.
     sparql::parse_with_base(&text, base.as_deref())?;
-    let coordinator = match (&cmd.cluster, &cmd.source.store) {
-        (Some(workers), Some(dir)) => Some(crate::cluster::Coordinator::connect(
-            dir,
-            crate::cluster::worker_urls(workers)?,
-            &machine,
-        )?),
+    let cluster = match (&cmd.cluster, &cmd.source.store) {
+        (Some(workers), Some(dir)) => Some(crate::cluster::connect(dir, workers, &machine)?),
         _ => None,
     };
-    let store = match &coordinator {
-        Some(c) => c.store().clone(),
+    let store = match &cluster {
+        Some(c) => c.store.clone(),
         None => {
             let source = if cmd.source.is_empty(&cmd.read) {
                 from_files(&text, base.as_deref(), &cmd.read)?
@@ -404,12 +400,11 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         ..standard
     };
     let started = Instant::now();
-    let (q, fetched) = match &coordinator {
-        Some(c) => {
-            let (q, f) = c.prepare(&text, &options)?;
-            (q, Some(f))
-        }
-        None => (sparql::prepare(&store, &text, &options)?, None),
+    let q = match &cluster {
+        Some(c) => c
+            .planner
+            .plan(Arc::new(sparql::Query::parse(&text, &options)?), &options)?,
+        None => sparql::prepare(&store, &text, &options)?,
     };
     for f in &q.query().unknown_functions {
         eprintln!(
@@ -476,16 +471,8 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let took = started.elapsed();
     if cmd.explain {
         eprint!("{}", q.explain());
-        if let Some(f) = fetched {
-            eprintln!(
-                "cluster: {} fragments on {} shards, {} rows from the workers in {:.3} s",
-                f.fragments,
-                coordinator
-                    .as_ref()
-                    .map_or(0, |c| c.manifest().sharding.shards),
-                f.rows,
-                f.elapsed.as_secs_f64()
-            );
+        if let Some(note) = q.note() {
+            eprintln!("{note}");
         }
         if !ran {
             eprintln!("answered without a request: a constant of the query is not in the store");

@@ -326,6 +326,20 @@ pub struct Coordinator {
     tokio: tokio::runtime::Runtime,
 }
 
+impl nearflow_sparql::QueryPlanner for Coordinator {
+    /// [`Coordinator::prepare_query`], with what the fragments cost as the plan's note.
+    fn plan(&self, query: Arc<Query>, options: &Options) -> Result<Prepared, QueryError> {
+        let (prepared, f) = self.prepare_query(query, options)?;
+        Ok(prepared.noted(format!(
+            "cluster: {} fragments on {} shards, {} rows from the workers in {:.3} s",
+            f.fragments,
+            self.manifest.sharding.shards,
+            f.rows,
+            f.elapsed.as_secs_f64()
+        )))
+    }
+}
+
 impl Drop for Coordinator {
     /// Lets the engine's tasks of the last query end before the runtime does. A query's tasks
     /// outlive its answer for a moment (they close the streams to the workers, or are being

@@ -61,6 +61,7 @@ use axum::routing::any;
 use axum::Router;
 use nearflow_rdf::db::Db;
 use nearflow_rt::Runtime;
+use nearflow_sparql::QueryPlanner;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use access::Access;
@@ -235,23 +236,7 @@ pub struct Endpoint {
     pub counters: Counters,
     started: Instant,
     /// Plans the queries instead of the store (`with_planner`).
-    planner: Option<Arc<dyn Planner>>,
-}
-
-/// Plans a query elsewhere than on the endpoint's store: a cluster's coordinator, which runs
-/// the query's fragments on the shards and plans the rest over their rows. The endpoint's
-/// store then serves the dictionary (the terms of the answers), and the Graph Store
-/// Protocol answers only for the default graph (through a query).
-pub trait Planner: Send + Sync {
-    /// The query planned, ready to run on the endpoint's runtime.
-    ///
-    /// # Errors
-    /// As planning on a store, and whatever the planner's own failures are.
-    fn plan(
-        &self,
-        query: Arc<nearflow_sparql::Query>,
-        options: &nearflow_sparql::Options,
-    ) -> Result<nearflow_sparql::Prepared, nearflow_sparql::QueryError>;
+    planner: Option<Arc<dyn QueryPlanner>>,
 }
 
 impl Endpoint {
@@ -271,12 +256,14 @@ impl Endpoint {
         })
     }
 
-    /// An endpoint over `db` whose queries `planner` plans ([`Planner`]).
+    /// An endpoint over `db` whose queries `planner` plans ([`QueryPlanner`]: a cluster's coordinator, which runs the query's fragments on the
+    /// shards and plans the rest over their rows; the endpoint's store then serves the
+    /// dictionary, and the Graph Store Protocol answers only for the default graph).
     pub fn with_planner(
         db: Arc<Db>,
         rt: Arc<Runtime>,
         config: Config,
-        planner: Arc<dyn Planner>,
+        planner: Arc<dyn QueryPlanner>,
     ) -> Arc<Self> {
         let mut ep = Arc::into_inner(Self::new(db, rt, config)).expect("just made");
         ep.planner = Some(planner);

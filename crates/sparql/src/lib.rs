@@ -410,6 +410,7 @@ impl Query {
             },
             default,
             named,
+            note: None,
         }
     }
 }
@@ -448,6 +449,19 @@ pub struct Prepared {
     default: Vec<Id>,
     /// The dataset's named graphs.
     named: Arc<Vec<Id>>,
+    /// What its planner says of how it was planned (a cluster's fragments), for `--explain`.
+    note: Option<String>,
+}
+
+/// Plans a parsed query into one ready to run: what a front end calls where the plan is not
+/// made against a store of its own (a cluster's coordinator, which runs the query's fragments
+/// on the shards and plans the rest over their rows).
+pub trait QueryPlanner: Send + Sync {
+    /// The query planned, ready to run on the caller's runtime.
+    ///
+    /// # Errors
+    /// As planning on a store, and whatever the planner's own failures are.
+    fn plan(&self, query: Arc<Query>, options: &Options) -> Result<Prepared, QueryError>;
 }
 
 /// A running query: batches of rows as they come, then the plan's counters.
@@ -1019,6 +1033,17 @@ impl Prepared {
     /// time per operator.
     pub fn explain(&self) -> String {
         explain::all(self)
+    }
+
+    /// What its planner said of how it was planned ([`QueryPlanner`]), if anything.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// This query with `note` from its planner.
+    pub fn noted(mut self, note: String) -> Prepared {
+        self.note = Some(note);
+        self
     }
 
     pub(crate) fn options(&self) -> &Options {
