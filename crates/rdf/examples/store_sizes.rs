@@ -1,5 +1,5 @@
 //! Where a format-3 snapshot's bytes go, and what other layouts of the same data would take:
-//! the measurement behind the "bytes per triple" figures in `docs/results.md`.
+//! the measurement behind the "bytes per triple" figures in `docs/results/store.md`.
 //!
 //! `cargo run --release -p nearflow-rdf --example store_sizes -- STORE.nfs`
 //!

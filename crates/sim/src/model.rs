@@ -42,7 +42,7 @@ pub struct Model {
     pub ht_slowdown: f64,
     /// What the runtime spends on one task besides its work: the spawn (box, push), the find
     /// (own queue), running it and counting it. Ours: `nearflow bench overhead`, chain workload,
-    /// ≈ 45 ns per task on the development machine (docs/results.md).
+    /// ≈ 45 ns per task on the development machine (docs/results/overhead.md).
     pub task_ns: f64,
     /// What a `join`'s side costs instead of `task_ns` when the worker that spawned it takes
     /// it back from its own queue ([`crate::workload::Task::call`]): the runtime's fast path pushes it,

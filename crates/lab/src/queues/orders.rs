@@ -13,7 +13,7 @@
 //!
 //! What they leave out: under the runtime the root spawns the elements while the other workers
 //! already take them, so the orders hold only once spawning is done (most of the run at the
-//! large sizes, see docs/results.md).
+//! large sizes, see docs/results/queues.md).
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
