@@ -198,20 +198,55 @@ fn a_command_line_is_split_as_the_shell_splits_it() {
     );
 }
 
+/// The Markdown pages under `dir`, its folders' too, in name order.
+fn markdown_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(markdown_under(&p));
+        } else if p.extension().is_some_and(|e| e == "md") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The command lines a results page gives to rerun its figures: the code spans of each
+/// `**Command:**` (or `**Commands:**`) paragraph that start with `nearflow` and give a flag.
+fn inline_commands(text: &str) -> Vec<Vec<String>> {
+    text.split("**Command")
+        .skip(1)
+        .flat_map(|rest| {
+            let paragraph = rest.split("\n\n").next().unwrap_or("");
+            paragraph
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .filter(|span| {
+                    (span.starts_with("nearflow ") || span.starts_with("nearflow-lab "))
+                        && span.contains(" --")
+                })
+                // A code span may run over a line break, which Markdown reads as a space.
+                .flat_map(|span| words(&span.replace('\n', " ")))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
 fn every_command_line_of_the_docs_parses() {
     let mut pages = vec![root().join("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.sort();
-    pages.extend(docs);
+    pages.extend(markdown_under(&root().join("docs")));
     let cmd = command();
     let (mut checked, mut wrong) = (0, Vec::new());
     for page in &pages {
         let text = std::fs::read_to_string(page).unwrap();
+        let mut lines = inline_commands(&text);
         let mut block: Option<(bool, String)> = None;
         for line in text.lines() {
             let t = line.trim_start();
@@ -227,26 +262,7 @@ fn every_command_line_of_the_docs_parses() {
                         continue;
                     }
                     for words in commands(&body, console) {
-                        let first = words.iter().position(|w| !w.contains('='));
-                        let Some(first) = first else { continue };
-                        if !matches!(words[first].as_str(), "nearflow" | "nearflow-lab") {
-                            continue;
-                        }
-                        checked += 1;
-                        if let Err(e) = cmd.clone().try_get_matches_from(&words[first..]) {
-                            if !matches!(
-                                e.kind(),
-                                clap::error::ErrorKind::DisplayHelp
-                                    | clap::error::ErrorKind::DisplayVersion
-                            ) {
-                                wrong.push(format!(
-                                    "{}: {}\n{}",
-                                    page.display(),
-                                    words.join(" "),
-                                    e.render()
-                                ));
-                            }
-                        }
+                        lines.push(words);
                     }
                 }
                 (Some((_, body)), None) => {
@@ -254,6 +270,28 @@ fn every_command_line_of_the_docs_parses() {
                     body.push('\n');
                 }
                 (None, None) => {}
+            }
+        }
+        for words in lines {
+            let Some(first) = words.iter().position(|w| !w.contains('=')) else {
+                continue;
+            };
+            if !matches!(words[first].as_str(), "nearflow" | "nearflow-lab") {
+                continue;
+            }
+            checked += 1;
+            if let Err(e) = cmd.clone().try_get_matches_from(&words[first..]) {
+                if !matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) {
+                    wrong.push(format!(
+                        "{}: {}\n{}",
+                        page.display(),
+                        words.join(" "),
+                        e.render()
+                    ));
+                }
             }
         }
     }
