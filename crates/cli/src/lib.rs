@@ -37,8 +37,11 @@ mod cluster_cmd;
 mod run_cmd;
 mod serve_cmd;
 mod sparql_cmd;
+mod terminal;
 mod topo_cmd;
 mod update_cmd;
+
+pub use terminal::Terminal;
 
 use std::process::ExitCode;
 

@@ -213,18 +213,23 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
             &machine,
             &nearflow_rdf::shard::Manifest::shard_path(&c.dir, 0),
             false,
-            true,
+            &nearflow_rdf::open::Silent,
             tuning,
         )?,
-        None => {
-            cmd.source
-                .source(&cmd.read)?
-                .open_db(&machine, !cmd.read_only, cmd.quiet, tuning)?
-        }
+        None => cmd.source.source(&cmd.read)?.open_db(
+            &machine,
+            !cmd.read_only,
+            &crate::Terminal::new(cmd.quiet),
+            tuning,
+        )?,
     });
     // The replicas live in the indexes every later version shares, and the background
     // merge's new indexes are replicated again.
-    nearflow_rdf::open::place(&db.current(), cmd.store_placement.into(), cmd.quiet)?;
+    nearflow_rdf::open::place(
+        &db.current(),
+        cmd.store_placement.into(),
+        &crate::Terminal::new(cmd.quiet),
+    )?;
     let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(

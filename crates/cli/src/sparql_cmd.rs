@@ -156,9 +156,15 @@ pub fn load(cmd: &LoadCmd) -> Result<()> {
             );
         }
         // Held for writing from the read to the write: no update is lost between them.
-        let db = open::open_db(&machine, &cmd.save, true, cmd.quiet)?;
+        let db = open::open_db(&machine, &cmd.save, true, &crate::Terminal::new(cmd.quiet))?;
         let old = (*db.current()).clone();
-        let store = open::add_files(&machine, old, &cmd.files, &cmd.read.options(), cmd.quiet)?;
+        let store = open::add_files(
+            &machine,
+            old,
+            &cmd.files,
+            &cmd.read.options(),
+            &crate::Terminal::new(cmd.quiet),
+        )?;
         let t = Instant::now();
         db.rewrite(store)?;
         (db, t)
@@ -210,7 +216,7 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
             &cmd.read.options(),
             budget,
             &cmd.save,
-            cmd.quiet,
+            &crate::Terminal::new(cmd.quiet),
             &INTERRUPTED,
         )
         .map(|r| (r, None)),
@@ -226,7 +232,7 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
                     by: cmd.shard_by,
                 },
             ),
-            cmd.quiet,
+            &crate::Terminal::new(cmd.quiet),
             &INTERRUPTED,
         )
         .map(|(r, m)| (r, Some(m))),
@@ -374,8 +380,9 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
             } else {
                 cmd.source.source(&cmd.read)?
             };
-            let store = Arc::new(source.open(&machine, cmd.quiet)?);
-            open::place(&store, cmd.store_placement.into(), cmd.quiet)?;
+            let shown = crate::Terminal::new(cmd.quiet);
+            let store = Arc::new(source.open(&machine, &shown)?);
+            open::place(&store, cmd.store_placement.into(), &shown)?;
             store
         }
     };

@@ -70,7 +70,7 @@ pub fn run(cmd: &UpdateCmd) -> Result<()> {
     // Parsed before the store is opened: a syntax error costs nothing.
     let update = Update::parse(&text, base.as_deref())?;
     let machine = cmd.topo.load()?;
-    let db = open::open_db(&machine, &cmd.store, true, cmd.quiet)?;
+    let db = open::open_db(&machine, &cmd.store, true, &crate::Terminal::new(cmd.quiet))?;
     let rt = build_runtime(
         machine,
         cmd.policy,

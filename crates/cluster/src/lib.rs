@@ -192,12 +192,12 @@ impl ShardServer {
             return Ok(s.clone());
         }
         let path = Manifest::shard_path(&self.dir, i);
-        let store = nearflow_rdf::open::open_store(&self.machine, &path, true).map_err(|e| {
-            ClusterError::Open {
-                shard: i,
-                why: e.to_string(),
-            }
-        })?;
+        let store =
+            nearflow_rdf::open::open_store(&self.machine, &path, &nearflow_rdf::open::Silent)
+                .map_err(|e| ClusterError::Open {
+                    shard: i,
+                    why: e.to_string(),
+                })?;
         let store = Arc::new(store);
         self.open
             .lock()
@@ -380,11 +380,15 @@ impl Coordinator {
         if shards < 2 {
             return Err(ClusterError::OneShard(dir.to_owned()));
         }
-        let store = nearflow_rdf::open::open_store(machine, &Manifest::shard_path(dir, 0), true)
-            .map_err(|e| ClusterError::Open {
-                shard: 0,
-                why: e.to_string(),
-            })?;
+        let store = nearflow_rdf::open::open_store(
+            machine,
+            &Manifest::shard_path(dir, 0),
+            &nearflow_rdf::open::Silent,
+        )
+        .map_err(|e| ClusterError::Open {
+            shard: 0,
+            why: e.to_string(),
+        })?;
         let routes = workers.clone();
         let state = SessionStateBuilder::new()
             .with_default_features()

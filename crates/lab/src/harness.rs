@@ -178,6 +178,18 @@ pub fn progress(len: u64, what: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// What an experiment shows of a store it opens or loads: the store's lines on stderr, unless
+/// `quiet` (the benchmarks' own output stays the only progress shown).
+pub struct Said(pub bool);
+
+impl nearflow_rdf::open::Report for Said {
+    fn say(&self, line: &str) {
+        if !self.0 {
+            eprintln!("{line}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -573,7 +573,10 @@ pub fn run(cfg: &Config) -> Result<Report<Vec<Engine>>> {
     }
     let texts = texts(cfg, &names)?;
     let machine = load_machine(&cfg.topology)?;
-    let store = Arc::new(cfg.source.open(&machine, cfg.quiet)?);
+    let store = Arc::new(
+        cfg.source
+            .open(&machine, &crate::harness::Said(cfg.quiet))?,
+    );
     // The expected answers, from this process.
     let mut mix = Vec::new();
     {

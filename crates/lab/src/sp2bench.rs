@@ -167,9 +167,16 @@ pub fn run(cmd: &Config) -> Result<Report<Vec<Cell>>> {
     let texts = query_texts(cmd.queries_dir.as_deref(), &names)?;
     let machine = load_machine(&cmd.topology)?;
     let load_started = Instant::now();
-    let store = Arc::new(cmd.source.open(&machine, cmd.quiet)?);
+    let store = Arc::new(
+        cmd.source
+            .open(&machine, &crate::harness::Said(cmd.quiet))?,
+    );
     // The replicas' build counts as part of our load.
-    nearflow_rdf::open::place(&store, cmd.store_placement, cmd.quiet)?;
+    nearflow_rdf::open::place(
+        &store,
+        cmd.store_placement,
+        &crate::harness::Said(cmd.quiet),
+    )?;
     let our_load = load_started.elapsed();
     let sizes: Vec<String> = packets
         .iter()

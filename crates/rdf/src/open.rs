@@ -1,7 +1,7 @@
-//! Opening a store as a program does: RDF files loaded with a progress bar, or a snapshot with
-//! its log, then placed over the NUMA nodes; unless `quiet`, what it took is said on stderr
-//! (`nearflow sparql`, `serve`, `update`, and the benchmarks that open stores, all open them
-//! here).
+//! Opening a store as a program does: RDF files loaded, or a snapshot with its log, then placed
+//! over the NUMA nodes; how far a long step is and what it took are told to the caller's
+//! [`Report`] (the command line draws a progress bar and prints the lines; [`Silent`] shows
+//! nothing). The command line, the endpoint's command and the benchmarks all open stores here.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -34,12 +34,12 @@ pub enum OpenError {
     Store(#[from] StoreError),
     /// A cluster's folder named where one store is opened.
     #[error(
-        "{0}: a folder of {1} shards (`nearflow load --shards`), not one store; query the shards as one through their workers (`nearflow worker {0}`, then `nearflow sparql --store {0} --cluster HOST:PORT,…`), or a shard alone as a store ({0}/shard-0.store…)"
+        "{0}: a folder of {1} shards, not one store: query the shards as one through a cluster's workers, or a shard alone as a store ({0}/shard-0.store…)"
     )]
     Cluster(PathBuf, usize),
     /// A shard of a cluster opened for writing.
     #[error(
-        "{0}: a shard of a cluster (`nearflow load --shards`); changed on its own it would give new terms ids the other shards do not share, so it opens read-only (--read-only), and a cluster does not yet take updates"
+        "{0}: a shard of a cluster; changed on its own it would give new terms ids the other shards do not share, so it opens read-only, and a cluster does not yet take updates"
     )]
     ShardWrite(PathBuf),
     /// Writing a cluster's shards failed.
@@ -48,6 +48,37 @@ pub enum OpenError {
 }
 
 type Result<T, E = OpenError> = std::result::Result<T, E>;
+
+/// What opening or loading a store tells its caller as it goes, for a program to show.
+pub trait Report: Sync {
+    /// How far a long step is: told about ten times a second while it runs.
+    fn progress(&self, _step: &Step<'_>) {}
+    /// The long step ended (a progress bar goes).
+    fn finished(&self) {}
+    /// A line for the user: what was opened, loaded or removed, in what time.
+    fn say(&self, _line: &str) {}
+}
+
+/// A long step's progress, as [`Report::progress`] gets it.
+#[derive(Debug)]
+pub struct Step<'a> {
+    /// What it is doing: `loading`, a pass of the bounded-memory load
+    /// ([`STAGES`](crate::bulk::STAGES)), `writing shards`.
+    pub name: &'a str,
+    /// Whether `done` and `total` count bytes (else items: rows, terms, shards).
+    pub bytes: bool,
+    /// How far it is.
+    pub done: u64,
+    /// Of how much (0 while not known).
+    pub total: u64,
+    /// What else there is to say (the triples read so far).
+    pub message: Option<String>,
+}
+
+/// A [`Report`] that shows nothing.
+pub struct Silent;
+
+impl Report for Silent {}
 
 /// Where a store's indexes lie over the NUMA nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,40 +97,38 @@ pub enum StorePlacement {
 }
 
 /// Gives `store` the placement `placement` (the replicas of [`StorePlacement::Replicated`]),
-/// saying on stderr, unless `quiet`, what it cost.
-pub fn place(store: &Store, placement: StorePlacement, quiet: bool) -> Result<()> {
+/// telling `report` what it cost.
+pub fn place(store: &Store, placement: StorePlacement, report: &dyn Report) -> Result<()> {
     if placement == StorePlacement::Partitioned {
         return Ok(());
     }
     let t = Instant::now();
     let what = store.replicate()?;
-    if !quiet {
-        match what {
-            Replication::Built { nodes, bytes } => eprintln!(
-                "replicated the indexes on {nodes} NUMA nodes in {:.2} s: {:.1} MiB ({:.1} MiB per node)",
-                t.elapsed().as_secs_f64(),
-                bytes as f64 / (1 << 20) as f64,
-                bytes as f64 / (1 << 20) as f64 / nodes as f64
-            ),
-            Replication::OneNode => eprintln!(
-                "--store-placement replicated: the machine has one NUMA node, whose partitions \
-                 are the whole indexes already; nothing copied"
-            ),
-            Replication::Already => {}
-        }
+    match what {
+        Replication::Built { nodes, bytes } => report.say(&format!(
+            "replicated the indexes on {nodes} NUMA nodes in {:.2} s: {:.1} MiB ({:.1} MiB per node)",
+            t.elapsed().as_secs_f64(),
+            bytes as f64 / (1 << 20) as f64,
+            bytes as f64 / (1 << 20) as f64 / nodes as f64
+        )),
+        Replication::OneNode => report.say(
+            "replicated placement: the machine has one NUMA node, whose partitions are the \
+             whole indexes already; nothing copied",
+        ),
+        Replication::Already => {}
     }
     Ok(())
 }
 
-/// Loads files (`-` is standard input) with a progress bar on stderr; prints triples/s at the
-/// end.
+/// Loads files (`-` is standard input), telling `report` how far it is and, at the end, the
+/// triples a second.
 pub fn load_files(
     machine: &nearflow_topo::Machine,
     files: &[PathBuf],
     options: &load::LoadOptions,
-    quiet: bool,
+    report: &dyn Report,
 ) -> Result<Store> {
-    load_onto(machine, load::Loaded::default(), files, options, quiet)
+    load_onto(machine, load::Loaded::default(), files, options, report)
 }
 
 /// `store` with `files` added (as [`load_files`] reads them); the files' blank nodes stay
@@ -109,17 +138,15 @@ pub fn add_files(
     store: Store,
     files: &[PathBuf],
     options: &load::LoadOptions,
-    quiet: bool,
+    report: &dyn Report,
 ) -> Result<Store> {
     let before = store.len();
     let onto = load::Loaded::of_store(store);
-    let store = load_onto(machine, onto, files, options, quiet)?;
-    if !quiet {
-        eprintln!(
-            "the store held {before} triples and holds {} now",
-            store.len()
-        );
-    }
+    let store = load_onto(machine, onto, files, options, report)?;
+    report.say(&format!(
+        "the store held {before} triples and holds {} now",
+        store.len()
+    ));
     Ok(store)
 }
 
@@ -128,19 +155,11 @@ fn load_onto(
     onto: load::Loaded,
     files: &[PathBuf],
     options: &load::LoadOptions,
-    quiet: bool,
+    report: &dyn Report,
 ) -> Result<Store> {
     check_inputs(files, options)?;
     let progress = Arc::new(load::Progress::default());
     let started = Instant::now();
-    let bar = (!quiet).then(|| {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("loading {bar:30} {bytes}/{total_bytes} {msg}")
-                .expect("a valid template"),
-        );
-        b
-    });
     let loaded = std::thread::scope(|s| {
         let p = progress.clone();
         let main = std::thread::current();
@@ -151,27 +170,18 @@ fn load_onto(
             r
         });
         while !worker.is_finished() {
-            if let Some(b) = &bar {
-                b.set_length(progress.bytes_total.load(Ordering::Relaxed));
-                b.set_position(progress.bytes_read.load(Ordering::Relaxed));
-                b.set_message(format!(
-                    "{} triples",
-                    progress.triples.load(Ordering::Relaxed)
-                ));
-            }
+            report.progress(&parsing("loading", &progress));
             std::thread::park_timeout(Duration::from_millis(100));
         }
         worker.join().expect("the loader does not panic")
     });
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    report.finished();
     let loaded = loaded?;
     let parsed = started.elapsed();
     let store = loaded.into_store(machine)?;
     let total = started.elapsed();
-    if !quiet {
-        eprintln!(
+    {
+        report.say(&format!(
             "loaded {} triples{} ({} terms) in {:.2} s (parse+encode {:.2} s, indexes {:.2} s): {:.0} triples/s, {:.1} bytes/triple resident",
             store.len(),
             match store.named_graphs().count() {
@@ -184,14 +194,14 @@ fn load_onto(
             (total - parsed).as_secs_f64(),
             store.len() as f64 / total.as_secs_f64(),
             store.heap_bytes() as f64 / (store.len().max(1)) as f64
-        );
+        ));
     }
     Ok(store)
 }
 
 /// Loads `files` straight into a snapshot at `target` in about `budget` bytes of memory
-/// (`bulk.rs`), the store's log started afresh, with a progress bar on stderr unless `quiet`
-/// (bytes while parsing, then each pass's work with its rate and time left); `cancel`, once
+/// (`bulk.rs`), the store's log started afresh, telling `report` how far it is (bytes while
+/// parsing, then each pass's work); `cancel`, once
 /// set (by a Ctrl-C handler), stops the load with [`LoadError::Interrupted`], its temporary
 /// files removed and the previous store whole.
 pub fn load_to_snapshot(
@@ -199,27 +209,22 @@ pub fn load_to_snapshot(
     options: &load::LoadOptions,
     budget: u64,
     target: &Path,
-    quiet: bool,
+    report: &dyn Report,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<crate::bulk::BulkReport> {
     check_inputs(files, options)?;
     let progress = Arc::new(load::Progress::default());
     let stage = crate::bulk::Stage::default();
-    let bar = (!quiet).then(|| indicatif::ProgressBar::new(0));
-    let style = |template: &str| {
-        indicatif::ProgressStyle::with_template(template).expect("a valid template")
-    };
-    let mut shown = usize::MAX;
     std::thread::scope(|s| {
         let main = std::thread::current();
         let (progress, stage) = (&progress, &stage);
         let worker = s.spawn(move || {
             let r = Db::replace_by(target, || {
                 let stale = crate::bulk::TempDir::remove_stale(target);
-                if stale > 0 && !quiet {
-                    eprintln!(
+                if stale > 0 {
+                    report.say(&format!(
                         "removed {stale} temporary folder(s) of an earlier load that was killed"
-                    );
+                    ));
                 }
                 crate::bulk::load_to_snapshot(files, options, budget, target, progress, stage)
                     .map_err(OpenError::from)
@@ -231,35 +236,21 @@ pub fn load_to_snapshot(
             if cancel.load(Ordering::Relaxed) {
                 progress.cancel.store(true, Ordering::Relaxed);
             }
-            if let Some(b) = &bar {
-                let i = stage.index.load(Ordering::Relaxed);
-                if i != shown {
-                    shown = i;
-                    b.set_style(style(if i == 0 {
-                        "parsing {bar:30} {bytes}/{total_bytes} {msg} ({elapsed}, {eta} left)"
-                    } else {
-                        "{prefix} {bar:30} {human_pos}/{human_len} ({per_sec}, {eta} left)"
-                    }));
-                    b.set_prefix(crate::bulk::STAGES[i]);
-                    b.reset_eta();
+            let i = stage.index.load(Ordering::Relaxed);
+            report.progress(&if i == 0 {
+                parsing(crate::bulk::STAGES[0], progress)
+            } else {
+                Step {
+                    name: crate::bulk::STAGES[i],
+                    bytes: false,
+                    done: stage.done.load(Ordering::Relaxed),
+                    total: stage.total.load(Ordering::Relaxed),
+                    message: None,
                 }
-                if i == 0 {
-                    b.set_length(progress.bytes_total.load(Ordering::Relaxed));
-                    b.set_position(progress.bytes_read.load(Ordering::Relaxed));
-                    b.set_message(format!(
-                        "{} triples",
-                        progress.triples.load(Ordering::Relaxed)
-                    ));
-                } else {
-                    b.set_length(stage.total.load(Ordering::Relaxed));
-                    b.set_position(stage.done.load(Ordering::Relaxed));
-                }
-            }
+            });
             std::thread::park_timeout(Duration::from_millis(100));
         }
-        if let Some(b) = &bar {
-            b.finish_and_clear();
-        }
+        report.finished();
         worker.join().expect("the loader does not panic")
     })
 }
@@ -274,13 +265,15 @@ pub fn load_to_cluster(
     options: &load::LoadOptions,
     budget: u64,
     (dir, sharding): (&Path, crate::shard::Sharding),
-    quiet: bool,
+    report: &dyn Report,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<(crate::bulk::BulkReport, crate::shard::Manifest)> {
     crate::shard::check_target(dir)?;
     let stale = crate::shard::remove_stale(dir);
-    if stale > 0 && !quiet {
-        eprintln!("removed {stale} temporary file(s) of an earlier load that was killed");
+    if stale > 0 {
+        report.say(&format!(
+            "removed {stale} temporary file(s) of an earlier load that was killed"
+        ));
     }
     let mut name = std::ffi::OsString::from(".");
     name.push(dir.file_name().unwrap_or_default());
@@ -300,35 +293,43 @@ pub fn load_to_cluster(
         }
     }
     let _remove = Remove(&whole);
-    let report = load_to_snapshot(files, options, budget, &whole, quiet, cancel)?;
+    let bulk = load_to_snapshot(files, options, budget, &whole, report, cancel)?;
     if cancel.load(Ordering::Relaxed) {
         return Err(LoadError::Interrupted.into());
     }
     let store = crate::snapshot::open(&whole, machine).map_err(DbError::from)?;
-    let bar = (!quiet).then(|| {
-        let b = indicatif::ProgressBar::new(sharding.shards as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "writing shards {bar:30} {pos}/{len} ({elapsed})",
-            )
-            .expect("a valid template"),
-        );
-        b
-    });
+    let mut written = 0;
     let manifest = crate::shard::write_shards(&store, dir, sharding, |_| {
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+        written += 1;
+        report.progress(&Step {
+            name: "writing shards",
+            bytes: false,
+            done: written,
+            total: sharding.shards as u64,
+            message: None,
+        });
         !cancel.load(Ordering::Relaxed)
     })
     .map_err(|e| match e {
         crate::shard::ShardError::Interrupted => OpenError::Load(LoadError::Interrupted),
         e => e.into(),
     })?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
+    report.finished();
+    Ok((bulk, manifest))
+}
+
+/// The progress of a step that reads input files: their bytes, and the triples so far.
+fn parsing<'a>(name: &'a str, progress: &load::Progress) -> Step<'a> {
+    Step {
+        name,
+        bytes: true,
+        done: progress.bytes_read.load(Ordering::Relaxed),
+        total: progress.bytes_total.load(Ordering::Relaxed),
+        message: Some(format!(
+            "{} triples",
+            progress.triples.load(Ordering::Relaxed)
+        )),
     }
-    Ok((report, manifest))
 }
 
 /// Refuses a missing file, or standard input named twice, before anything is read.
@@ -346,8 +347,12 @@ fn check_inputs(files: &[PathBuf], options: &load::LoadOptions) -> Result<()> {
 }
 
 /// Opens a snapshot with the updates of its log, reporting the time.
-pub fn open_store(machine: &nearflow_topo::Machine, path: &Path, quiet: bool) -> Result<Store> {
-    Ok((*open_db(machine, path, false, quiet)?.current()).clone())
+pub fn open_store(
+    machine: &nearflow_topo::Machine,
+    path: &Path,
+    report: &dyn Report,
+) -> Result<Store> {
+    Ok((*open_db(machine, path, false, report)?.current()).clone())
 }
 
 /// Opens a store (its snapshot and its log of updates: `nearflow_rdf::db`), for writing when
@@ -356,9 +361,9 @@ pub fn open_db(
     machine: &nearflow_topo::Machine,
     path: &Path,
     writable: bool,
-    quiet: bool,
+    report: &dyn Report,
 ) -> Result<Db> {
-    open_db_tuned(machine, path, writable, quiet, Tuning::default())
+    open_db_tuned(machine, path, writable, report, Tuning::default())
 }
 
 /// [`open_db`] with the background merge and checkpoints set by `tuning`.
@@ -366,7 +371,7 @@ pub fn open_db_tuned(
     machine: &nearflow_topo::Machine,
     path: &Path,
     writable: bool,
-    quiet: bool,
+    report: &dyn Report,
     tuning: Tuning,
 ) -> Result<Db> {
     if path.join(crate::shard::MANIFEST).is_file() {
@@ -378,7 +383,7 @@ pub fn open_db_tuned(
     }
     let t = Instant::now();
     let db = Db::open_tuned(path, machine, writable, tuning)?;
-    if !quiet {
+    {
         let st = db.stats();
         let log = match (st.replayed, st.dropped_bytes) {
             (0, 0) => String::new(),
@@ -388,12 +393,12 @@ pub fn open_db_tuned(
                 if n == 1 { "" } else { "s" }
             ),
         };
-        eprintln!(
+        report.say(&format!(
             "opened {} ({} triples{log}) in {:.2} s",
             path.display(),
             db.current().len(),
             t.elapsed().as_secs_f64()
-        );
+        ));
     }
     Ok(db)
 }
@@ -415,23 +420,23 @@ impl Source {
         &self,
         machine: &nearflow_topo::Machine,
         writable: bool,
-        quiet: bool,
+        report: &dyn Report,
         tuning: Tuning,
     ) -> Result<Db> {
         match self {
-            Source::Snapshot(p) => open_db_tuned(machine, p, writable, quiet, tuning),
+            Source::Snapshot(p) => open_db_tuned(machine, p, writable, report, tuning),
             Source::Files(files, options) => {
-                Ok(Db::read_only(load_files(machine, files, options, quiet)?))
+                Ok(Db::read_only(load_files(machine, files, options, report)?))
             }
         }
     }
 
-    /// The store this source names, on `machine`, reporting progress and time on stderr
-    /// unless `quiet`.
-    pub fn open(&self, machine: &nearflow_topo::Machine, quiet: bool) -> Result<Store> {
+    /// The store this source names, on `machine`, telling `report` how far it is and what it
+    /// took.
+    pub fn open(&self, machine: &nearflow_topo::Machine, report: &dyn Report) -> Result<Store> {
         match self {
-            Source::Snapshot(p) => open_store(machine, p, quiet),
-            Source::Files(files, options) => load_files(machine, files, options, quiet),
+            Source::Snapshot(p) => open_store(machine, p, report),
+            Source::Files(files, options) => load_files(machine, files, options, report),
         }
     }
 }

@@ -758,9 +758,9 @@ fn string_order_on_a_store_loaded_in_key_order_matches_an_in_memory_store() {
     std::fs::write(&file, STRINGS).unwrap();
     let never = std::sync::atomic::AtomicBool::new(false);
     let options = LoadOptions::default();
-    open::load_to_snapshot(&[file], &options, 64 << 20, &target, true, &never).unwrap();
+    open::load_to_snapshot(&[file], &options, 64 << 20, &target, &open::Silent, &never).unwrap();
     let machine = nearflow_topo::presets::build("nehalem-2x4").unwrap();
-    let bulk = Arc::new(open::open_store(&machine, &target, true).unwrap());
+    let bulk = Arc::new(open::open_store(&machine, &target, &open::Silent).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
     // The fast path is taken: the store's simple literals are one run of ids.
     assert!(bulk.dict().ordered_strings().len() >= 10);

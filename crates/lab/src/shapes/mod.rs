@@ -200,7 +200,10 @@ pub fn run(cfg: &Config) -> Result<Report<Shapes>> {
         }
     }
     let machine = load_machine(&cfg.topology)?;
-    let store = Arc::new(cfg.source.open(&machine, cfg.quiet)?);
+    let store = Arc::new(
+        cfg.source
+            .open(&machine, &crate::harness::Said(cfg.quiet))?,
+    );
     let rt = Arc::new(build_runtime(
         machine.clone(),
         PolicyKind::Las,
@@ -572,7 +575,7 @@ mod tests {
         std::fs::write(&file, data()).unwrap();
         let source = Source::Files(vec![file], Default::default());
         let machine = load_machine(&TopologySpec::Host).unwrap();
-        let store = Arc::new(source.open(&machine, true).unwrap());
+        let store = Arc::new(source.open(&machine, &nearflow_rdf::open::Silent).unwrap());
         let rt = Arc::new(
             build_runtime(
                 machine.clone(),

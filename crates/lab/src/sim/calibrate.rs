@@ -710,7 +710,7 @@ pub(crate) fn sp2bench_store(
     machine: &nearflow_topo::Machine,
 ) -> Result<(nearflow_rdf::Store, String)> {
     if let Some(src) = &cmd.source {
-        let store = src.open(machine, cmd.quiet)?;
+        let store = src.open(machine, &crate::harness::Said(cmd.quiet))?;
         let n = store.len();
         return Ok((store, format!("{n} triples")));
     }
