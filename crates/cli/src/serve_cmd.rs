@@ -35,9 +35,9 @@ pub struct ServeCmd {
     #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes)]
     pub memory_limit: Option<usize>,
     /// Where a query's hash join or DISTINCT that would pass --memory-limit writes its rows
-    /// and goes on (unnamed files, gone when the query ends), at most four times
-    /// --memory-limit on disk per query. Default: the system's temporary folder ($TMPDIR,
-    /// else /tmp).
+    /// and goes on (unnamed files, gone when the query ends); the queries that may run at once
+    /// share half of what the folder's disk has free. Default: the system's temporary folder
+    /// ($TMPDIR, else /tmp).
     #[arg(long, value_name = "DIR", conflicts_with = "no_spill")]
     pub spill_dir: Option<std::path::PathBuf>,
     /// Stop a query at --memory-limit rather than write rows to disk.

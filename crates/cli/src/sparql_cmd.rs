@@ -64,8 +64,8 @@ pub struct SparqlCmd {
     pub memory_limit: Option<usize>,
     /// Where a hash join or a DISTINCT that would pass --memory-limit writes its rows and
     /// goes on (in unnamed files, gone when the query ends or is killed) instead of stopping
-    /// the query, at most four times --memory-limit on disk. Default: the system's temporary
-    /// folder ($TMPDIR, else /tmp).
+    /// the query, at most half of what the folder's disk has free when the query starts.
+    /// Default: the system's temporary folder ($TMPDIR, else /tmp).
     #[arg(long, value_name = "DIR", conflicts_with = "no_spill")]
     pub spill_dir: Option<std::path::PathBuf>,
     /// Stop the query at --memory-limit rather than write rows to disk.

@@ -75,9 +75,9 @@ pub struct Config {
     pub memory_limit: Option<usize>,
     /// Where a query's hash join or DISTINCT that would pass the memory limit writes its rows
     /// and goes on ([`Options::spill`](nearflow_sparql::Options::spill), the system's
-    /// temporary folder by default, each query's files at most
-    /// [`SPILL_PER_MEMORY`](nearflow_sparql::SPILL_PER_MEMORY) times its memory limit on
-    /// disk); `None`: the query fails at the limit.
+    /// temporary folder by default); `None`: the query fails at the limit. Each query's files
+    /// take at most what the folder's file system has free when it starts, shared by twice
+    /// [`max_running`](Self::max_running): the queries running at once never fill it.
     pub spill: Option<std::path::PathBuf>,
     /// Queries run at once; more wait.
     pub max_running: usize,
@@ -126,6 +126,16 @@ impl Config {
             load: nearflow_sparql::update::LoadFrom::Nowhere,
             access: Access::default(),
         }
+    }
+}
+
+impl Config {
+    /// The spill limit of a query starting now: what the spill folder's file system has free,
+    /// shared by twice the queries that may run at once (`None` without a folder).
+    pub(crate) fn spill_limit(&self) -> Option<u64> {
+        let dir = self.spill.as_deref()?;
+        let free = nearflow_topo::host::disk_available(dir).unwrap_or(0);
+        Some(free / (2 * self.max_running.max(1) as u64))
     }
 }
 

@@ -136,6 +136,7 @@ fn run(
         timeout: Some(timeout),
         memory_limit: cfg.memory_limit,
         spill: cfg.spill.clone(),
+        spill_limit: cfg.spill_limit(),
         base: req.base.clone(),
         ..Options::standard()
     };

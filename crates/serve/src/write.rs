@@ -207,6 +207,7 @@ pub(crate) async fn update(
                 timeout: Some(ep2.config.timeout),
                 memory_limit: ep2.config.memory_limit,
                 spill: ep2.config.spill.clone(),
+                spill_limit: ep2.config.spill_limit(),
                 ..Options::standard()
             },
             load: ep2.load.clone(),

@@ -128,10 +128,6 @@ pub fn default_memory_limit() -> Option<usize> {
     nearflow_topo::host::memory().map(|m| (m / 4 * 3) as usize)
 }
 
-/// How much a run may write to disk for each byte of its memory limit when it spills, unless
-/// [`Options::spill_limit`] says otherwise.
-pub const SPILL_PER_MEMORY: u64 = 4;
-
 /// How to run a query. [`Options::standard`] is what every front end starts from (the command
 /// line, the endpoint, Python, a cluster's workers), each setting only what its own flags set;
 /// [`Options::default`] has no limit at all, for a program that sets its own.
@@ -163,8 +159,8 @@ pub struct Options {
     /// the limit stops the run.
     pub spill: Option<std::path::PathBuf>,
     /// The most bytes a run's spilled rows may take on disk, all its files together; past it
-    /// the run stops with an error that says so. `None`: [`SPILL_PER_MEMORY`] times the memory
-    /// limit (and no bound without one).
+    /// the run stops with an error that says so. `None`: half of what the spill folder's file
+    /// system has free when the run starts, so that no query fills the disk.
     pub spill_limit: Option<u64>,
     /// Record each operator's largest state (hash tables, sorted rows, DISTINCT's set) and
     /// which worker sent what to which (`PlanBuilder::profile_threads`), in the run's
@@ -186,7 +182,7 @@ impl Options {
     /// |---|---|
     /// | time limit | none (the endpoint sets its own: 60 s) |
     /// | memory limit | three quarters of this host's memory ([`default_memory_limit`]; the endpoint shares half of it among the queries it runs at once) |
-    /// | past the memory limit | rows spilled to the system's temporary folder, at most [`SPILL_PER_MEMORY`] times the memory limit on disk |
+    /// | past the memory limit | rows spilled to the system's temporary folder, at most half of what its file system has free when the run starts |
     /// | parallelism, packet size | the runtime machine's PUs, half its L2 |
     /// | functions | the built-ins ([`functions::Registry::builtins`]) |
     /// | base IRI | none |
@@ -199,13 +195,11 @@ impl Options {
         }
     }
 
-    /// The spill limit in force: [`spill_limit`](Self::spill_limit), else
-    /// [`SPILL_PER_MEMORY`] times the memory limit.
-    pub fn spill_bytes(&self) -> u64 {
-        self.spill_limit.unwrap_or_else(|| {
-            self.memory_limit
-                .map_or(u64::MAX, |m| (m as u64).saturating_mul(SPILL_PER_MEMORY))
-        })
+    /// The spill limit of a run starting now in `dir`: [`spill_limit`](Self::spill_limit),
+    /// else half of what `dir`'s file system has free (nothing where that cannot be read).
+    pub fn spill_bytes(&self, dir: &std::path::Path) -> u64 {
+        self.spill_limit
+            .unwrap_or_else(|| nearflow_topo::host::disk_available(dir).map_or(0, |free| free / 2))
     }
 }
 
@@ -788,7 +782,7 @@ impl Prepared {
                 .options
                 .spill
                 .as_deref()
-                .map(|dir| lower::Spill::new(dir, self.options.spill_bytes())),
+                .map(|dir| lower::Spill::new(dir, self.options.spill_bytes(dir))),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let (handoff, waiting) = lower::Handoff::new(tx);

@@ -623,7 +623,9 @@ fn a_run_writes_no_more_than_its_spill_limit() {
     };
     let (rows, wrote) = solutions(&store, &rt, q, &options(None)).unwrap();
     assert!(wrote, "the DISTINCT spilled under 4 MiB");
-    assert_eq!(options(None).spill_bytes(), 4 * (4 << 20));
+    let free = nearflow_topo::host::disk_available(dir.path()).unwrap();
+    let half = options(None).spill_bytes(dir.path());
+    assert!(half > 0 && half <= free / 2 + (1 << 20), "{half} of {free}");
     let e = solutions(&store, &rt, q, &options(Some(64 << 10))).unwrap_err();
     assert!(e.to_string().contains("spill limit of 65536 bytes"), "{e}");
     assert!(!rows.is_empty());

@@ -37,6 +37,18 @@ pub fn memory() -> Option<u64> {
     Some(kib << 10)
 }
 
+/// Bytes an unprivileged writer may still write in the file system that holds `dir`
+/// (`statvfs`'s available blocks), when it can be read.
+pub fn disk_available(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: all-zero bytes are a valid `statvfs` (integers only), which the call fills.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a struct of the type the call writes.
+    let ok = unsafe { libc::statvfs(path.as_ptr(), &mut s) } == 0;
+    ok.then(|| (s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
 /// Whether this host is a virtual machine (the `hypervisor` CPU flag): its NUMA nodes, if
 /// several, are emulated, and NUMA timings there say nothing about hardware.
 pub fn in_a_vm() -> bool {
