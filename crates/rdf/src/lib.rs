@@ -1,85 +1,41 @@
-//! # nearflow-rdf — an in-memory RDF quad store on SplittableData
+//! # nearflow-rdf — an RDF database: files in, a durable store, updates that last
 //!
-//! The workload of the LAS paper's experiments (`../shared/papers/las-scheduler-and-numa-allocator.txt`
-//! §6.1: SP²Bench queries evaluated by the Bobox engine), built on this project's pieces:
+//! The store itself — terms, the dictionary, the sorted permutations, versions, the snapshot
+//! formats — is the crate below, `nearflow-store`, whose modules this crate re-exports
+//! ([`term`], [`dict`], [`store`], [`snapshot`], [`delta`], [`index`], …), so a program names
+//! one crate. This one adds what moves data in and keeps it:
 //!
 //! - [`load`]: Turtle, N-Triples, N-Quads and TriG through `oxttl`, RDF/XML through
 //!   `oxrdfxml`; named graphs (a quads file's own, or a triples file loaded into one); gzip by
 //!   magic bytes, errors with file, line and column, nothing loaded on an error;
-//! - [`dict`]: terms dictionary-encoded to dense 32-bit ids (RDF 1.1: `"x"^^xsd:string` is `"x"`;
-//!   lexical forms kept as written);
-//! - [`store`]: the default graph and the named graphs in three sorted permutations (SPO, POS,
-//!   OSP), graph by graph, column-wise, in [`nearflow_split::SplittableData`] partitions, one per
-//!   NUMA node; each graph is a run of rows, so the graph column is a table of runs; and
-//!   per-predicate statistics for the planner;
 //! - [`bulk`]: loading files straight into a snapshot in bounded memory (sorted runs spilled
 //!   to disk, merged);
-//! - [`snapshot`]: a binary image of the store that opens by mapping it (its indexes packed
-//!   in blocks and its terms read in place, each chunk checked the first time it is read);
-//! - [`delta`]: versions of the store — an update makes a new one that shares the sorted
-//!   indexes and keeps its changes in a sorted delta beside them (snapshot isolation, no lock on
-//!   the read path), merged into new indexes in the background;
 //! - [`db`]: the durable store — a snapshot (and, for a large store, a delta segment beside
 //!   it) and a synced log of updates, recovery, checkpoints, one writer at a time;
+//! - [`open`]: opening a store as a program does, reporting its progress to a caller's
+//!   [`open::Report`].
 //!
 //! The SPARQL engine over it is the crate `nearflow-sparql`, which reads the store through
 //! [`Store`]'s scans and statistics and the dictionary.
 //!
 //! ## Files
 //!
-//! - `term.rs` — [`Term`], [`TermRef`] and [`TermCow`], their key encoding and N-Triples
-//!   display.
-//! - `dict.rs` — the dictionary: terms to dense ids and back.
-//! - `coded.rs` — term keys front-coded in blocks, as format 5 stores them.
-//! - `load.rs` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
-//! - `bulk.rs` — a load in bounded memory: runs spilled, terms merged into ids in key order,
+//! - `load/` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
+//! - `bulk/` — a load in bounded memory: runs spilled, terms merged into ids in key order,
 //!   quads sorted and merged into the snapshot.
-//! - `layout.rs` — the indexes' layout: permutations, a partition's rows (plain columns, or
-//!   packed blocks), statistics, and building them from sorted quads.
-//! - `blocks.rs` — key columns packed in blocks (frame of reference, bit-packed), read in place
-//!   by row, each chunk checked on its first read.
-//! - `health.rs` — what a mapped store's checks found, and which chunks have been checked.
-//! - `base.rs` — the sorted indexes a store's versions share.
-//! - `store.rs` — [`Store`]: one version (dictionary, base, delta), counts and matches, its
-//!   per-node copies.
-//! - `edit.rs` — making versions: edits, the merge, the rebase.
-//! - `index.rs` — [`index::QuadIndex`]: the seam through which the query engine reads a store.
-//! - `snapshot/` — the store's files, one format per file: `packed.rs` (format 5, written,
-//!   and 4: packed indexes, front-coded terms in 5, a checksum per chunk checked as it is
-//!   read), `mapped.rs` (format 3: plain columns, a checksum per section checked in the
-//!   background), `whole.rs` (formats 1 and 2, read whole), what they share (`common.rs`),
-//!   saving and opening whichever it is (`mod.rs`), and a large store's delta written beside
-//!   its snapshot (`segment.rs`).
-//! - `replica.rs` — per-node copies of the permutations, and a partition as read on a node.
-//! - `shared.rs` — a slice owned or mapped, the columns' and the terms' storage.
-//! - `delta.rs` — a version's delta: its sorted rows in each order, and merging them into a
-//!   scan.
 //! - `log.rs` — the update log's format: records framed with checksums, torn tails told from
 //!   damage.
-//! - `db.rs` — the update log, recovery, the writer, the background merge and checkpoints.
+//! - `db/` — the update log, recovery, the writer, the background merge and checkpoints.
 //! - `open.rs` — opening a store as a program does: files or a snapshot, with progress, then
 //!   placed over the NUMA nodes.
 
-mod base;
-mod blocks;
 pub mod bulk;
-mod coded;
 pub mod db;
-pub mod delta;
-pub mod dict;
-mod edit;
-pub mod health;
-pub mod index;
-pub mod layout;
 pub mod load;
 mod log;
 pub mod open;
-pub mod replica;
-pub mod shard;
-pub mod shared;
-pub mod snapshot;
-pub mod store;
-pub mod term;
 
-pub use store::{Quad, Store, DEFAULT_GRAPH};
-pub use term::{Id, Term, TermCow, TermRef};
+pub use nearflow_store::{
+    base, delta, dict, health, index, layout, replica, shard, shared, snapshot, store, term,
+};
+pub use nearflow_store::{Id, Quad, Store, Term, TermCow, TermRef, DEFAULT_GRAPH};

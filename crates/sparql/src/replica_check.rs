@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nearflow_alloc::checks::Check;
-use nearflow_rdf::index::{load, Replication};
+use nearflow_rdf::index::Replication;
+use nearflow_rdf::load;
 
 /// Runs the check on `host` over the Turtle document `doc` with the SELECT query `query` (the
 /// CLI passes a generated SP²Bench document and its q2: scans, hash joins and an index join).

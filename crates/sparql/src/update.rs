@@ -784,7 +784,7 @@ fn load(
 }
 
 /// Bytes a parse holds: its terms and its quads.
-fn loaded_bytes(loaded: &nearflow_rdf::index::load::Loaded) -> usize {
+fn loaded_bytes(loaded: &nearflow_rdf::load::Loaded) -> usize {
     loaded
         .dict
         .heap_bytes()
@@ -798,8 +798,8 @@ fn read_file(
     e: &Edit<'_>,
     allowed: &LoadFrom,
     guard: &Guard,
-) -> Result<Result<nearflow_rdf::index::load::Loaded, String>, QueryError> {
-    use nearflow_rdf::index::load;
+) -> Result<Result<nearflow_rdf::load::Loaded, String>, QueryError> {
+    use nearflow_rdf::load;
     let (path, format, reader) = match open_file(source, allowed) {
         Ok(f) => f,
         Err(why) => return Ok(Err(why)),
@@ -837,12 +837,12 @@ fn open_file(
 ) -> Result<
     (
         PathBuf,
-        nearflow_rdf::index::load::Format,
+        nearflow_rdf::load::Format,
         Box<dyn std::io::Read + Send>,
     ),
     String,
 > {
-    use nearflow_rdf::index::load;
+    use nearflow_rdf::load;
     let path = load::file_path(source).ok_or_else(|| {
         format!("LOAD <{source}>: nearflow loads local files only (a file:// IRI); it fetches nothing from the network")
     })?;
@@ -881,10 +881,7 @@ fn open_file(
 /// Inserts the quads of `loaded` (a parsed file) into the edit, each of its blank nodes as a
 /// fresh one (Update §3.1.1: new data never shares the store's blank nodes). Returns how many
 /// quads it read.
-pub fn add_loaded(
-    e: &mut Edit<'_>,
-    loaded: &nearflow_rdf::index::load::Loaded,
-) -> Result<usize, String> {
+pub fn add_loaded(e: &mut Edit<'_>, loaded: &nearflow_rdf::load::Loaded) -> Result<usize, String> {
     add_loaded_guarded(e, loaded, None).map_err(|err| err.to_string())?
 }
 
@@ -892,7 +889,7 @@ pub fn add_loaded(
 /// outer one.
 fn add_loaded_guarded(
     e: &mut Edit<'_>,
-    loaded: &nearflow_rdf::index::load::Loaded,
+    loaded: &nearflow_rdf::load::Loaded,
     guard: Option<&Guard>,
 ) -> Result<Result<usize, String>, QueryError> {
     let mut blanks = Blanks::default();

@@ -77,7 +77,7 @@ impl Db {
 
     /// Whether `store` lies over a snapshot large enough to keep its delta beside it.
     pub(super) fn is_large(&self, store: &Store) -> bool {
-        store.base.len() as u64 >= self.tuning.segment_min_quads
+        store.shared().0.len() as u64 >= self.tuning.segment_min_quads
             && self
                 .disk
                 .lock()
@@ -93,7 +93,7 @@ impl Db {
         let room = self
             .tuning
             .delta_max_quads
-            .min(store.base.len() as u64 / self.tuning.rewrite_fraction.max(1));
+            .min(store.shared().0.len() as u64 / self.tuning.rewrite_fraction.max(1));
         ((a + r) as u64) < room && self.is_large(store)
     }
 

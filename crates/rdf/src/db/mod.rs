@@ -291,8 +291,8 @@ struct OnDisk {
 impl OnDisk {
     fn of(store: &Store, print: segment::Fingerprint) -> OnDisk {
         OnDisk {
-            base: Arc::downgrade(&store.base),
-            dict: Arc::downgrade(&store.dict),
+            base: Arc::downgrade(store.shared().0),
+            dict: Arc::downgrade(store.shared().1),
             print,
         }
     }
@@ -303,9 +303,10 @@ impl OnDisk {
         let (Some(base), Some(dict)) = (self.base.upgrade(), self.dict.upgrade()) else {
             return false;
         };
-        Arc::ptr_eq(&base, &store.base)
-            && (Arc::ptr_eq(&dict, &store.dict)
-                || store.dict.under().is_some_and(|u| Arc::ptr_eq(u, &dict)))
+        let (store_base, store_dict) = store.shared();
+        Arc::ptr_eq(&base, store_base)
+            && (Arc::ptr_eq(&dict, store_dict)
+                || store_dict.under().is_some_and(|u| Arc::ptr_eq(u, &dict)))
     }
 }
 

@@ -5,7 +5,7 @@
 //! sorted by the variable and each value's matches are one run of rows. A run is measured by a
 //! galloping search from its first row — rows 1, 2, 4, 8, … ahead until the value changes, then
 //! a binary search in the last step — so a run of `L` rows costs about `2 log2 L` row reads
-//! (each a constant-time read of a packed block, `nearflow_rdf::blocks`), not `L`: the 940 k
+//! (each a constant-time read of a packed block, `nearflow_store`'s `blocks.rs`), not `L`: the 940 k
 //! `rdf:type` rows of SP²Bench 5M are 12 runs. Where the store's delta holds rows of the range
 //! (an update not yet merged), the matches are read through the lookup that merges it, and
 //! counted per value in a map.

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use nearflow_rdf::index::{load, Store};
+use nearflow_rdf::index::Store;
+use nearflow_rdf::load;
 
 /// A store of Turtle `ttl` on a 2-node preset machine.
 fn store(ttl: &str) -> Arc<Store> {

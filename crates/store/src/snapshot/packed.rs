@@ -13,17 +13,17 @@
 //! | 4 + 4 | sections (16), the CRC-32 of every byte after the header (a delta segment names the file it belongs to by it: `segment.rs`) |
 //! | 24 × 16 | per section: offset u64, length u64, CRC-32 u32 (the small sections'; 0 for those checked by chunk), reserved u32 |
 //! | 4 | CRC-32 of the header before it |
-//! | sections | see [`NAMES`] |
+//! | sections | see `NAMES` |
 //!
 //! The terms are the dictionary's keys in id order: in format 5 front-coded in blocks of
-//! [`BLOCK`](crate::coded::BLOCK) with each block's start offset (u64), in format 4 one after
+//! `BLOCK` with each block's start offset (u64), in format 4 one after
 //! another with each one's end offset (u64). Ids `1..=ordered` are in key order (a store written
 //! by `nearflow load`: all of them), and the term index lists the others' ids sorted by key, so
 //! a lookup is two binary searches (in format 5 the first one over the blocks' first keys, then
 //! a scan of one block). Their checksums are per chunk: one per
-//! [`TERM_CHUNK`](crate::dict::TERM_CHUNK) terms (their offsets — in format 5 also the end of
+//! `TERM_CHUNK` terms (their offsets — in format 5 also the end of
 //! the chunk's last block — then their keys' bytes) and one per
-//! [`SORTED_CHUNK`](crate::dict::SORTED_CHUNK) entries of the index. Each permutation is three
+//! `SORTED_CHUNK` entries of the index. Each permutation is three
 //! sections: its packed bits, its block headers and its chunks' checksums. The graph table and
 //! the statistics are small and checked whole at open.
 
@@ -143,7 +143,7 @@ fn u32s(v: &[u32]) -> Vec<u8> {
 /// and the statistics, then [`finish`](Self::finish) writes the header. Nothing but the block
 /// headers and the checksums is kept in memory, so a store larger than memory is written as it
 /// is merged (`bulk.rs`).
-pub(crate) struct Writer<W: Write + Seek> {
+pub struct Writer<W: Write + Seek> {
     s: Sections<BufWriter<Hashing<W>>>,
     /// Format 5 (front-coded terms), else 4.
     coded: bool,
@@ -156,7 +156,7 @@ pub(crate) struct Writer<W: Write + Seek> {
 
 impl<W: Write + Seek> Writer<W> {
     /// A writer into `file` (empty), the header's room left at its start.
-    pub(crate) fn new(file: W) -> std::io::Result<Self> {
+    pub fn new(file: W) -> std::io::Result<Self> {
         Self::of_format(file, VERSION)
     }
 
@@ -191,7 +191,7 @@ impl<W: Write + Seek> Writer<W> {
     /// `spool` (8 bytes a term). The offsets are copied after the keys. The leading ids whose
     /// keys increase are counted as in key order. `err` makes the caller's error of a failed
     /// write (to the file or the spool).
-    pub(crate) fn terms<S: Read + Write + Seek, E>(
+    pub fn terms<S: Read + Write + Seek, E>(
         &mut self,
         mut spool: S,
         err: impl Fn(std::io::Error) -> E,
@@ -281,12 +281,12 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// How many leading ids [`terms`](Self::terms) found in key order.
-    pub(crate) fn ordered(&self) -> usize {
+    pub fn ordered(&self) -> usize {
         self.ordered as usize
     }
 
     /// The ids after the ordered ones, sorted by key.
-    pub(crate) fn term_index(&mut self, sorted: &[u32]) -> std::io::Result<()> {
+    pub fn term_index(&mut self, sorted: &[u32]) -> std::io::Result<()> {
         let crcs: Vec<u32> = sorted
             .chunks(SORTED_CHUNK)
             .map(|c| crc32fast::hash(&u32s(c)))
@@ -298,7 +298,7 @@ impl<W: Write + Seek> Writer<W> {
     /// Permutation `order`'s rows in key order (graph by graph), from `fill`; packed as they
     /// come, the block headers and checksums written after them. `err` makes the caller's
     /// error of a failed write.
-    pub(crate) fn permutation<E>(
+    pub fn permutation<E>(
         &mut self,
         order: Permutation,
         err: impl Fn(std::io::Error) -> E,
@@ -334,7 +334,7 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// The graph table (each graph and the row its run starts at) and the statistics.
-    pub(crate) fn graphs_and_stats(
+    pub fn graphs_and_stats(
         &mut self,
         graphs: &[(Id, usize)],
         stats: &crate::store::Stats,
@@ -351,7 +351,7 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// Writes the header at the start, and flushes: the file is whole (not yet synced).
-    pub(crate) fn finish(self) -> std::io::Result<W> {
+    pub fn finish(self) -> std::io::Result<W> {
         let hashed = self.s.out.into_inner().map_err(|e| e.into_error())?;
         let tag = hashed.crc.finalize();
         let mut file = hashed.inner;

@@ -20,9 +20,9 @@
 //! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
 //! snapshot whole, and the temporary file is removed on error.
 
-pub(crate) mod common;
+pub mod common;
 mod mapped;
-pub(crate) mod packed;
+pub mod packed;
 pub mod segment;
 #[cfg(test)]
 mod tests;
@@ -91,7 +91,7 @@ pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
 /// [`save`], calling `before` with the temporary file once it is written and synced, before
 /// it is renamed over `path`: an error from it leaves `path` untouched (a store records which
 /// file is about to become its snapshot).
-pub(crate) fn save_then<E: From<SnapshotError>>(
+pub fn save_then<E: From<SnapshotError>>(
     store: &Store,
     path: &Path,
     before: impl FnOnce(&Path) -> Result<(), E>,
@@ -188,7 +188,7 @@ fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<
 /// directory (and its path), which it fills and syncs; the file is then renamed over `path`
 /// (and the directory synced). On any error the temporary file is removed and whatever was at
 /// `path` before is untouched.
-pub(crate) fn write_atomically<T, E: From<SnapshotError>>(
+pub fn write_atomically<T, E: From<SnapshotError>>(
     path: &Path,
     write: impl FnOnce(File, &Path) -> Result<T, E>,
 ) -> Result<T, E> {

@@ -65,7 +65,7 @@ impl Fingerprint {
     }
 
     /// As 16 bytes: the length, then the hash (little-endian).
-    pub(crate) fn to_bytes(self) -> [u8; 16] {
+    pub fn to_bytes(self) -> [u8; 16] {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&self.len.to_le_bytes());
         b[8..].copy_from_slice(&self.hash.to_le_bytes());
@@ -73,7 +73,7 @@ impl Fingerprint {
     }
 
     /// From [`to_bytes`](Self::to_bytes).
-    pub(crate) fn from_bytes(b: &[u8; 16]) -> Fingerprint {
+    pub fn from_bytes(b: &[u8; 16]) -> Fingerprint {
         let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
         Fingerprint {
             len: word(0),
@@ -83,13 +83,13 @@ impl Fingerprint {
 
     /// A value no snapshot has (a file's length is never `u64::MAX`): a record's mark for
     /// "the store is being replaced whole".
-    pub(crate) const REPLACING: Fingerprint = Fingerprint {
+    pub const REPLACING: Fingerprint = Fingerprint {
         len: u64::MAX,
         hash: 0,
     };
 
     /// No fingerprint (a record's mark for "none"): a snapshot is never empty.
-    pub(crate) const NONE: Fingerprint = Fingerprint { len: 0, hash: 0 };
+    pub const NONE: Fingerprint = Fingerprint { len: 0, hash: 0 };
 }
 
 impl std::fmt::Display for Fingerprint {

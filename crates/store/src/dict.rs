@@ -448,7 +448,7 @@ impl Dict {
 
     /// An empty dictionary with room for `terms` terms of `bytes` key bytes in all: it does not
     /// reallocate until one of them is passed ([`room`](Self::room) says how far off that is).
-    pub(crate) fn with_capacity(terms: usize, bytes: usize) -> Self {
+    pub fn with_capacity(terms: usize, bytes: usize) -> Self {
         let mut d = Dict::new();
         d.bytes.reserve_exact(bytes);
         d.ends.reserve_exact(terms);
@@ -491,12 +491,12 @@ impl Dict {
     }
 
     /// Bytes of its own terms' keys held in memory (0 for a mapped dictionary).
-    pub(crate) fn own_key_bytes(&self) -> usize {
+    pub fn own_key_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// Room left before its own terms' storage reallocates: terms, key bytes.
-    pub(crate) fn room(&self) -> (usize, usize) {
+    pub fn room(&self) -> (usize, usize) {
         (
             (self.ends.capacity() - self.ends.len()).min(self.table.capacity() - self.table.len()),
             self.bytes.capacity() - self.bytes.len(),
@@ -592,7 +592,7 @@ impl Dict {
     }
 
     /// The key of `id` (any level), for the snapshot writer's sort.
-    pub(crate) fn key_of(&self, id: Id) -> Cow<'_, str> {
+    pub fn key_of(&self, id: Id) -> Cow<'_, str> {
         self.key(id)
     }
 

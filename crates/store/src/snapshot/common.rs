@@ -60,9 +60,9 @@ pub enum SnapshotError {
 }
 
 /// A CRC-32 of what passes through it.
-pub(crate) struct Hashing<T> {
-    pub(crate) inner: T,
-    pub(crate) crc: crc32fast::Hasher,
+pub struct Hashing<T> {
+    pub inner: T,
+    pub crc: crc32fast::Hasher,
 }
 
 impl<W: Write> Write for Hashing<W> {

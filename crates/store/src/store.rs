@@ -221,6 +221,12 @@ impl Store {
         &self.dict
     }
 
+    /// The sorted indexes and the dictionary this version shares with the versions made from
+    /// it (whether two versions lie over the same files is whether these are the same).
+    pub fn shared(&self) -> (&Arc<Base>, &Arc<Dict>) {
+        (&self.base, &self.dict)
+    }
+
     /// The statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats

@@ -1,7 +1,7 @@
 //! Where a format-3 snapshot's bytes go, and what other layouts of the same data would take:
 //! the measurement behind the "bytes per triple" figures in `docs/results/store.md`.
 //!
-//! `cargo run --release -p nearflow-rdf --example store_sizes -- STORE.nfs`
+//! `cargo run --release -p nearflow-store --example store_sizes -- STORE.nfs`
 //!
 //! It reads the file's header and sections directly (format 3, see `src/snapshot/mapped.rs`) and
 //! counts, exactly, the bytes each alternative encoding of the same columns and terms would

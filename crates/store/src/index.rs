@@ -10,8 +10,8 @@
 //! read it; the engine does not change.
 //!
 //! The engine's other needs from this crate are the term types (`term.rs`, `dict.rs`) and, for
-//! SPARQL Update, the write side: [`Edit`], the changes that make a new version, and [`load`],
-//! reading a document for `LOAD`.
+//! SPARQL Update, the write side: [`Edit`], the changes that make a new version (reading a
+//! document for `LOAD` is `nearflow-rdf`'s `load`).
 
 use std::ops::Range;
 
@@ -22,7 +22,6 @@ use crate::delta::key_of;
 pub use crate::dict::{Dict, DAMAGED};
 pub use crate::edit::{Edit, CHANGE_BYTES};
 pub use crate::layout::{key_prefix, Permutation, PredStats, Quad, Stats, DEFAULT_GRAPH};
-pub use crate::load;
 pub use crate::replica::Replication;
 pub use crate::store::Store;
 use crate::term::{Id, TermRef};

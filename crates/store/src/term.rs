@@ -23,7 +23,7 @@ pub(crate) const TAG_IRI: u8 = 0;
 pub(crate) const TAG_BLANK: u8 = 1;
 pub(crate) const TAG_STRING: u8 = 2;
 pub(crate) const TAG_LANG: u8 = 3;
-pub(crate) const TAG_TYPED: u8 = 4;
+pub const TAG_TYPED: u8 = 4;
 
 /// A term, borrowed from the dictionary (or from a query).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,7 +101,7 @@ impl<'a> TermRef<'a> {
 
     /// Decodes a dictionary key made by `encode` (the dictionary checks the tag when it loads
     /// a snapshot). Keys are `str`, so decoding validates nothing: it was 13 % of Q6's time.
-    pub(crate) fn decode(key: &'a str) -> TermRef<'a> {
+    pub fn decode(key: &'a str) -> TermRef<'a> {
         // The tags and NUL are ASCII, so every split below is on a character boundary.
         let (tag, rest) = (key.as_bytes()[0], &key[1..]);
         let split = |rest: &'a str| rest.split_once('\0').unwrap_or((rest, ""));

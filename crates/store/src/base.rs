@@ -13,7 +13,7 @@ use crate::replica::Replicas;
 use crate::term::Id;
 
 /// The sorted indexes a store's versions share.
-pub(crate) struct Base {
+pub struct Base {
     pub(crate) perms: [SplittableData<Columns>; 3],
     /// Each graph that holds a quad and the row its run starts at, in graph id order; a run
     /// ends where the next starts (the last at the base's length).
@@ -26,8 +26,14 @@ pub(crate) struct Base {
 }
 
 impl Base {
-    pub(crate) fn len(&self) -> usize {
+    /// The quads in the sorted indexes.
+    pub fn len(&self) -> usize {
         self.stats.triples as usize
+    }
+
+    /// Whether the sorted indexes hold no quad.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The rows of graph `g` in every permutation.

@@ -372,10 +372,10 @@ pub(crate) fn split(
 
 /// Statistics by linear passes over the permutations, each read in its own order as keys
 /// `[graph, key columns…]` (no sorting: the permutations already are), whole
-/// ([`spo`](Self::spo), …) or row by row as they are merged ([`spo_row`](Self::spo_row), …). A
+/// (`spo`, …) or row by row as they are merged (`spo_row`, …). A
 /// change of graph starts every count afresh, so distinct counts are per graph, summed.
 #[derive(Default)]
-pub(crate) struct StatsBuilder {
+pub struct StatsBuilder {
     st: Stats,
     /// The POS pass's current `(graph, predicate)` and its quads and distinct objects so far.
     pos_run: Option<([Id; 2], u64, u64)>,
@@ -402,7 +402,7 @@ impl StatsBuilder {
 
     /// One row `k` of permutation `order`'s pass (the row before it `prev`, and `at` its
     /// position): its statistics, and in SPO the graph table's run that starts at it.
-    pub(crate) fn row(
+    pub fn row(
         &mut self,
         order: Permutation,
         prev: Option<[Id; 4]>,
@@ -462,7 +462,7 @@ impl StatsBuilder {
         }
     }
 
-    pub(crate) fn finish(mut self) -> Stats {
+    pub fn finish(mut self) -> Stats {
         self.end_pos_run();
         self.st.predicates = self.st.per_predicate.len() as u64;
         self.st
