@@ -166,3 +166,91 @@ pub fn reference(rows: u64) -> GenResult {
         distinct_keys: distinct.len(),
     }
 }
+
+/// One run of the generated plan, as `nearflow run plan` reports it: as JSON (serde) or as
+/// text (`Display`).
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    /// The machine it ran on.
+    pub machine: String,
+    /// The scheduling policy.
+    pub policy: String,
+    /// The plan's operators.
+    pub operators: usize,
+    /// Rows per source.
+    pub rows: u64,
+    /// The packet size it ran with.
+    pub packet_bytes: usize,
+    /// The allocator the operators used.
+    pub allocator: String,
+    /// From submitting the plan to its end.
+    pub seconds: f64,
+    /// Packets sent.
+    pub packets: u64,
+    /// [`GenResult::checksum`], in hex.
+    pub checksum: String,
+    /// Whether the result equals [`reference()`]'s.
+    pub matches_reference: bool,
+    /// The request it ran as (for a timeline).
+    #[serde(skip)]
+    pub request: nearflow_policy::RequestId,
+    /// The operators' names, in plan order (for a timeline).
+    #[serde(skip)]
+    pub names: Vec<String>,
+}
+
+/// Runs the plan of `rows` rows per source as one request of `rt` (which `b` was made for),
+/// and compares its result with [`reference()`] (computed after the run, not timed).
+/// `(machine, policy, allocator)` name what it ran on, for the report.
+///
+/// # Errors
+/// When the plan cannot be built or its run fails.
+pub fn run(
+    rt: &nearflow_rt::Runtime,
+    mut b: PlanBuilder,
+    rows: u64,
+    (machine, policy, allocator): (String, String, String),
+) -> Result<Report, Box<dyn std::error::Error + Send + Sync>> {
+    let sinks = build(&mut b, rows);
+    let plan = b.build()?;
+    let operators = plan.len();
+    let handle = plan.submit(rt);
+    let (names, request) = (handle.names(), handle.request_id());
+    let out = handle.wait()?;
+    let got = result(&out, &sinks);
+    Ok(Report {
+        machine,
+        policy,
+        operators,
+        rows,
+        packet_bytes: out.stats.packet_bytes,
+        allocator,
+        seconds: out.stats.elapsed.as_secs_f64(),
+        packets: out.stats.packets(),
+        checksum: format!("{:016x}", got.checksum()),
+        matches_reference: got == reference(rows),
+        request,
+        names,
+    })
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "generated plan: {} operators, {} rows per source, on {} with {}",
+            self.operators, self.rows, self.machine, self.policy
+        )?;
+        writeln!(
+            f,
+            "{:.3} s, {} packets; checksum {}; {}",
+            self.seconds,
+            self.packets,
+            self.checksum,
+            match self.matches_reference {
+                true => "equals the sequential reference",
+                false => "DIFFERS from the sequential reference",
+            }
+        )
+    }
+}

@@ -476,6 +476,124 @@ pub struct Run {
     pub operators: Vec<String>,
 }
 
+/// A bargain as a [`Report`] lists it.
+#[derive(Debug, serde::Serialize)]
+pub struct BargainOut {
+    /// The tick's sequence number.
+    pub seq: u64,
+    /// Its ticker.
+    pub ticker: String,
+    /// The window's VWAP.
+    pub vwap: f64,
+    /// The ask.
+    pub ask: f64,
+    /// The bargain index.
+    pub index: f64,
+}
+
+/// A run as `nearflow run vwap` reports it: as JSON (serde) or as text (`Display`).
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    /// The machine it ran on.
+    pub machine: String,
+    /// The scheduling policy.
+    pub policy: String,
+    /// Parallel branches.
+    pub branches: usize,
+    /// The window, in ticks.
+    pub window: usize,
+    /// The packet size.
+    pub packet_bytes: usize,
+    /// Where the ticks came from.
+    pub input: String,
+    /// Tuples in.
+    pub tuples_in: u64,
+    /// Bargains out.
+    pub bargains: usize,
+    /// [`checksum`] of the bargains, in hex.
+    pub checksum: String,
+    /// The run's time.
+    pub seconds: f64,
+    /// Tuples in per second.
+    pub tuples_per_s: f64,
+    /// Whether the bargains equal a sequential pass's (`None` when not compared).
+    pub matches_reference: Option<bool>,
+    /// The first bargains, the largest index first.
+    pub top: Vec<BargainOut>,
+}
+
+impl Report {
+    /// `run`'s report: on `machine` under `policy`, with `branches` and `window`, its ticks
+    /// from `input`, the `top` first bargains listed.
+    pub fn new(
+        run: &Run,
+        (machine, policy): (String, String),
+        (branches, window): (usize, usize),
+        input: String,
+        top: usize,
+    ) -> Report {
+        Report {
+            machine,
+            policy,
+            branches,
+            window,
+            packet_bytes: run.packet_bytes,
+            input,
+            tuples_in: run.tuples,
+            bargains: run.bargains.len(),
+            checksum: format!("{:016x}", run.checksum),
+            seconds: run.seconds,
+            tuples_per_s: run.tuples as f64 / run.seconds,
+            matches_reference: run.matches_reference,
+            top: (run.bargains.iter().take(top))
+                .map(|b| BargainOut {
+                    seq: b.seq,
+                    ticker: b.ticker.as_str().into(),
+                    vwap: b.vwap,
+                    ask: b.ask,
+                    index: b.index,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "vwap on {} · policy {} · {} branches · window {} · packets {} B",
+            self.machine, self.policy, self.branches, self.window, self.packet_bytes
+        )?;
+        writeln!(f, "input: {}", self.input)?;
+        writeln!(
+            f,
+            "{} tuples in {:.3} s = {:.0} tuples/s; {} bargains, checksum {}",
+            self.tuples_in, self.seconds, self.tuples_per_s, self.bargains, self.checksum
+        )?;
+        writeln!(
+            f,
+            "{}",
+            match self.matches_reference {
+                Some(true) => "result equals the sequential reference",
+                Some(false) => "RESULT DIFFERS from the sequential reference",
+                None => "(not compared with the sequential reference)",
+            }
+        )?;
+        writeln!(f, "top bargains:")?;
+        let (seq, ticker, vwap, ask, index) = ("seq", "ticker", "vwap", "ask", "index");
+        writeln!(f, "  {seq:>8} {ticker:<6} {vwap:>10} {ask:>10} {index:>14}")?;
+        for b in &self.top {
+            writeln!(
+                f,
+                "  {:>8} {:<6} {:>10.4} {:>10.4} {:>14.2}",
+                b.seq, b.ticker, b.vwap, b.ask, b.index
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs VWAP over `ticks` with `branches` parallel branches and a window of `window` ticks, as
 /// one request of the runtime `b` was made for; with `check`, compares the bargains with
 /// [`reference()`] (computed before the run, not timed).

@@ -16,7 +16,6 @@ use nearflow_apps::{genplan, vwap};
 use nearflow_flow::{trace, PlanBuilder};
 use nearflow_policy::PolicyKind;
 use nearflow_rt::{AllocatorKind, Pinning, Runtime};
-use serde::Serialize;
 
 use crate::args::{build_runtime, TopoArgs};
 
@@ -125,43 +124,8 @@ fn write_trace(rt: &Runtime, path: &Path, names: &trace::Names, title: &str) -> 
     Ok(())
 }
 
-#[derive(Serialize)]
-struct BargainOut {
-    seq: u64,
-    ticker: String,
-    vwap: f64,
-    ask: f64,
-    index: f64,
-}
-
-#[derive(Serialize)]
-struct VwapReport {
-    machine: String,
-    policy: String,
-    branches: usize,
-    window: usize,
-    packet_bytes: usize,
-    input: String,
-    tuples_in: u64,
-    bargains: usize,
-    checksum: String,
-    seconds: f64,
-    tuples_per_s: f64,
-    matches_reference: Option<bool>,
-    top: Vec<BargainOut>,
-}
-
 pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     let c = &cmd.common;
-    if cmd.branches == 0 {
-        bail!("--branches must be at least 1");
-    }
-    if cmd.window == 0 {
-        bail!("--window must be at least 1");
-    }
-    if cmd.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
     let (ticks, input) = match &cmd.input {
         Some(p) => (
             vwap::read_file(p, cmd.repeat).map_err(anyhow::Error::msg)?,
@@ -175,33 +139,13 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
     let (rt, b) = runtime_and_builder(c)?;
     let run = vwap::run(&rt, b, ticks, cmd.branches, cmd.window, !cmd.no_check)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (n, secs, matches) = (run.tuples, run.seconds, run.matches_reference);
-    let report = VwapReport {
-        machine: rt.machine().label(),
-        policy: c.policy.name().into(),
-        branches: cmd.branches,
-        window: cmd.window,
-        packet_bytes: run.packet_bytes,
+    let report = vwap::Report::new(
+        &run,
+        (rt.machine().label(), c.policy.name().into()),
+        (cmd.branches, cmd.window),
         input,
-        tuples_in: n,
-        bargains: run.bargains.len(),
-        checksum: format!("{:016x}", run.checksum),
-        seconds: secs,
-        tuples_per_s: n as f64 / secs,
-        matches_reference: matches,
-        top: run
-            .bargains
-            .iter()
-            .take(cmd.top)
-            .map(|b| BargainOut {
-                seq: b.seq,
-                ticker: b.ticker.as_str().into(),
-                vwap: b.vwap,
-                ask: b.ask,
-                index: b.index,
-            })
-            .collect(),
-    };
+        cmd.top,
+    );
     if let Some(path) = &c.trace {
         let mut nm = trace::Names::new();
         nm.add(run.request, run.operators.clone());
@@ -212,36 +156,11 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
             &format!("vwap, {} branches, {}", cmd.branches, c.policy.name()),
         )?;
     }
-    if c.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "vwap on {} · policy {} · {} branches · window {} · packets {} B",
-            report.machine, report.policy, report.branches, report.window, report.packet_bytes
-        );
-        println!("input: {}", report.input);
-        println!(
-            "{} tuples in {:.3} s = {:.0} tuples/s; {} bargains, checksum {}",
-            n, secs, report.tuples_per_s, report.bargains, report.checksum
-        );
-        match matches {
-            Some(true) => println!("result equals the sequential reference"),
-            Some(false) => println!("RESULT DIFFERS from the sequential reference"),
-            None => println!("(not compared with the sequential reference)"),
-        }
-        println!("top bargains:");
-        println!(
-            "  {:>8} {:<6} {:>10} {:>10} {:>14}",
-            "seq", "ticker", "vwap", "ask", "index"
-        );
-        for b in &report.top {
-            println!(
-                "  {:>8} {:<6} {:>10.4} {:>10.4} {:>14.2}",
-                b.seq, b.ticker, b.vwap, b.ask, b.index
-            );
-        }
+    match c.json {
+        true => println!("{}", serde_json::to_string_pretty(&report)?),
+        false => print!("{report}"),
     }
-    if matches == Some(false) {
+    if report.matches_reference == Some(false) {
         bail!("the plan's bargains differ from the sequential reference");
     }
     Ok(())
@@ -249,62 +168,27 @@ pub fn vwap(cmd: &VwapCmd) -> Result<()> {
 
 pub fn plan(cmd: &PlanCmd) -> Result<()> {
     let c = &cmd.common;
-    if cmd.rows == 0 {
-        bail!("--rows must be at least 1");
-    }
-    let (rt, mut b) = runtime_and_builder(c)?;
-    let sinks = genplan::build(&mut b, cmd.rows);
-    let plan = b.build()?;
-    let ops = plan.len();
-    let handle = plan.submit(&rt);
-    let (names, req) = (handle.names(), handle.request_id());
-    let out = handle.wait()?;
-    let got = genplan::result(&out, &sinks);
-    let expect = genplan::reference(cmd.rows);
+    let (rt, b) = runtime_and_builder(c)?;
+    let names = (
+        rt.machine().label(),
+        c.policy.name().to_owned(),
+        c.allocator.name().to_owned(),
+    );
+    let report = genplan::run(&rt, b, cmd.rows, names).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(path) = &c.trace {
         let mut nm = trace::Names::new();
-        nm.add(req, names);
-        write_trace(
-            &rt,
-            path,
-            &nm,
-            &format!("generated plan ({ops} operators), {}", c.policy.name()),
-        )?;
-    }
-    let report = serde_json::json!({
-        "machine": rt.machine().label(),
-        "policy": c.policy.name(),
-        "operators": ops,
-        "rows": cmd.rows,
-        "packet_bytes": out.stats.packet_bytes,
-        "allocator": c.allocator.name(),
-        "seconds": out.stats.elapsed.as_secs_f64(),
-        "packets": out.stats.packets(),
-        "checksum": format!("{:016x}", got.checksum()),
-        "matches_reference": got == expect,
-    });
-    if c.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "generated plan: {ops} operators, {} rows per source, on {} with {}",
-            cmd.rows,
-            rt.machine().label(),
-            c.policy.name()
+        nm.add(report.request, report.names.clone());
+        let title = format!(
+            "generated plan ({} operators), {}",
+            report.operators, report.policy
         );
-        println!(
-            "{:.3} s, {} packets; checksum {:016x}; {}",
-            out.stats.elapsed.as_secs_f64(),
-            out.stats.packets(),
-            got.checksum(),
-            if got == expect {
-                "equals the sequential reference"
-            } else {
-                "DIFFERS from the sequential reference"
-            }
-        );
+        write_trace(&rt, path, &nm, &title)?;
     }
-    if got != expect {
+    match c.json {
+        true => println!("{}", serde_json::to_string_pretty(&report)?),
+        false => print!("{report}"),
+    }
+    if !report.matches_reference {
         bail!("the plan's result differs from the sequential reference");
     }
     Ok(())

@@ -125,55 +125,6 @@ fn cors_origin(s: &str) -> Result<String, String> {
     nearflow_serve::Access::check_origin(s)
 }
 
-/// The write token in `path`: its text without surrounding white space.
-fn read_token(path: &std::path::Path) -> Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--write-token-file {}", path.display()))?;
-    let token = text.trim().to_owned();
-    if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        anyhow::bail!(
-            "--write-token-file {}: the token must be one word of at least 16 characters",
-            path.display()
-        );
-    }
-    Ok(token)
-}
-
-/// What is open to whom, said at start when it is more than the defaults, or when a server
-/// beyond loopback takes no writes.
-fn warn_access(access: &nearflow_serve::Access, writable: bool) {
-    if access.cors.iter().any(|c| c == "*") {
-        eprintln!("warning: --cors '*': every web page may read this store's answers (not write)");
-    }
-    let named: Vec<&String> = access.cors.iter().filter(|c| *c != "*").collect();
-    if !named.is_empty() {
-        eprintln!(
-            "pages of {} may read{}",
-            named
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if writable { " and write" } else { "" }
-        );
-    }
-    if !access.is_loopback() {
-        if access.write_token.is_none() {
-            eprintln!(
-                "warning: listening beyond loopback ({}) with no --write-token-file: anyone who \
-                 reaches this address may query the store, and writes are refused",
-                access.bind.map(|a| a.to_string()).unwrap_or_default()
-            );
-        } else {
-            eprintln!(
-                "warning: listening beyond loopback ({}): anyone who reaches this address may \
-                 query the store; writes need the token",
-                access.bind.map(|a| a.to_string()).unwrap_or_default()
-            );
-        }
-    }
-}
-
 pub fn run(cmd: &ServeCmd) -> Result<()> {
     let machine = cmd.topo.load()?;
     let access = nearflow_serve::Access {
@@ -181,8 +132,9 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         write_token: cmd
             .write_token_file
             .as_deref()
-            .map(read_token)
-            .transpose()?,
+            .map(nearflow_serve::Access::read_token)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--write-token-file {e}"))?,
         bind: Some(cmd.bind),
         hosts: cmd.allow_host.clone(),
     };
@@ -230,7 +182,6 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         cmd.store_placement.into(),
         &crate::Terminal::new(cmd.quiet),
     )?;
-    let merger = db.is_durable().then(|| db.start_merger());
     let pus = machine.pu_count();
     let rt = build_runtime(
         machine,
@@ -277,30 +228,26 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         (true, true) => "updates at /update, each on disk before it is acknowledged",
         _ => "read-only",
     };
-    warn_access(
-        &endpoint.config().access,
-        db.is_writable() && db.is_durable(),
-    );
-    let served = nearflow_serve::run(endpoint, cmd.bind, |addr| {
-        eprintln!(
-            "serving {triples} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops"
-        );
-        if let Some(l) = limit.filter(|_| !quiet) {
-            eprintln!("a query may hold {} MiB", l >> 20);
-        }
-    })
-    .context("the server stopped");
-    if let Some(m) = merger {
-        db.stop_merger();
-        let _ = m.join();
-        if db.stats().commits + db.stats().replayed > 0 {
-            // A clean stop folds the log into the snapshot: the next start replays nothing.
-            db.merge(true)
-                .context("writing the store's snapshot at stop")?;
-            if !quiet {
-                eprintln!("the store's updates are in its snapshot now");
-            }
-        }
+    for line in endpoint
+        .config()
+        .access
+        .said(db.is_writable() && db.is_durable())
+    {
+        eprintln!("{line}");
     }
-    served
+    let served = db.serving(|| {
+        nearflow_serve::run(endpoint, cmd.bind, |addr| {
+            eprintln!(
+                "serving {triples} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops"
+            );
+            if let Some(l) = limit.filter(|_| !quiet) {
+                eprintln!("a query may hold {} MiB", l >> 20);
+            }
+        })
+    });
+    let (served, checkpointed) = served.context("writing the store's snapshot at stop")?;
+    if checkpointed && !quiet {
+        eprintln!("the store's updates are in its snapshot now");
+    }
+    served.context("the server stopped")
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use nearflow_policy::PolicyKind;
 use nearflow_rdf::snapshot;
 use nearflow_rt::Pinning;
-use nearflow_sparql::{self as sparql, results, Options, QueryResults};
+use nearflow_sparql::{self as sparql, results, Options, Plan};
 
 use crate::args::{build_runtime, SourceArgs, TopoArgs};
 use nearflow_rdf::open;
@@ -250,102 +250,21 @@ fn load_new(cmd: &LoadCmd) -> Result<()> {
     };
     let (report, manifest) = report;
     if !cmd.quiet {
-        let secs = t.elapsed().as_secs_f64();
-        let size = std::fs::metadata(&cmd.save).map(|m| m.len()).unwrap_or(0);
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        eprintln!(
-            "loaded {} statements ({} distinct quads{}, {} terms) in {secs:.2} s: {:.0} statements/s, \
-             {} run{} spilled (temporary files {:.1} MiB at most), peak resident {:.1} MiB of a {:.1} MiB budget",
-            report.statements,
-            report.quads,
-            match report.graphs {
-                0 | 1 => String::new(),
-                n => format!(" in {n} graphs"),
-            },
-            report.terms,
-            report.statements as f64 / secs,
-            report.runs,
-            if report.runs == 1 { "" } else { "s" },
-            mib(report.temp_peak),
-            mib(peak_resident()),
-            mib(budget)
-        );
-        let [parse, terms, sort, quads] = report.pass_secs;
-        eprintln!(
-            "passes: parsing {parse:.1} s, merging terms {terms:.1} s, sorting runs {sort:.1} s, merging quads {quads:.1} s"
-        );
+        eprintln!("{}", report.summary(t.elapsed().as_secs_f64(), budget));
         match manifest {
-            None => eprintln!(
-                "saved {} ({:.1} MiB, {:.1} bytes/quad)",
-                cmd.save.display(),
-                mib(size),
-                size as f64 / report.quads.max(1) as f64
-            ),
-            Some(m) => {
-                let shards: Vec<String> = (0..m.sharding.shards)
-                    .map(|i| {
-                        let path = nearflow_rdf::shard::Manifest::shard_path(&cmd.save, i);
-                        let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-                        format!("{} quads, {:.1} MiB", m.quads[i], mib(bytes))
-                    })
-                    .collect();
+            None => {
+                let size = std::fs::metadata(&cmd.save).map_or(0, |m| m.len());
                 eprintln!(
-                    "saved {} shards by {} in {}: {}",
-                    m.sharding.shards,
-                    m.sharding.by.name(),
+                    "saved {} ({:.1} MiB, {:.1} bytes/quad)",
                     cmd.save.display(),
-                    shards.join("; ")
+                    size as f64 / (1 << 20) as f64,
+                    size as f64 / report.quads.max(1) as f64
                 );
             }
+            Some(m) => eprintln!("{}", m.summary(&cmd.save)),
         }
     }
     Ok(())
-}
-
-/// This process's peak resident memory (`VmHWM`), 0 where the system does not say.
-fn peak_resident() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-/// The files a query over no store names in its `FROM` and `FROM NAMED` clauses, each loaded
-/// as the graph its IRI names (so the query's dataset picks them as it says), as Jena's
-/// command line does.
-fn from_files(
-    text: &str,
-    base: Option<&str>,
-    read: &crate::args::ReadArgs,
-) -> Result<nearflow_rdf::open::Source> {
-    let options = Options {
-        base: base.map(str::to_owned),
-        ..Options::default()
-    };
-    let q = sparql::Query::parse(text, &options)?;
-    let iris = q
-        .dataset
-        .iter()
-        .flat_map(|d| d.default.iter().chain(&d.named))
-        .cloned()
-        .collect::<std::collections::BTreeSet<_>>();
-    if iris.is_empty() {
-        bail!("give the data: --data FILE[,FILE…] or --store STORE (or name files in the query's FROM)");
-    }
-    let mut opts = read.options();
-    for iri in iris {
-        let path = nearflow_rdf::load::file_path(&iri).ok_or_else(|| {
-            anyhow::anyhow!(
-                "FROM <{iri}>: over no store, a query's FROM names a local file (a file: IRI, or a path relative to the query); nearflow fetches nothing from the network"
-            )
-        })?;
-        opts.named.push((iri, path));
-    }
-    Ok(nearflow_rdf::open::Source::Files(Vec::new(), opts))
 }
 
 pub fn run(cmd: &SparqlCmd) -> Result<()> {
@@ -360,14 +279,23 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         }
     }
     let machine = cmd.topo.load()?;
-    // Relative IRIs in the query resolve against --base, else the query file's own IRI.
-    let base = cmd
-        .read
-        .base
-        .clone()
-        .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri));
-    // Parse the query first: a syntax error should not wait for a load.
-    sparql::parse_with_base(&text, base.as_deref())?;
+    let standard = Options::standard();
+    let options = Options {
+        dop: cmd.dop,
+        timing: cmd.explain,
+        timeout: cmd.timeout,
+        memory_limit: cmd.memory_limit.or(standard.memory_limit),
+        spill: match cmd.no_spill {
+            true => None,
+            false => cmd.spill_dir.clone().or_else(|| standard.spill.clone()),
+        },
+        // Relative IRIs in the query resolve against --base, else the query file's own IRI.
+        base: (cmd.read.base.clone())
+            .or_else(|| cmd.query.as_deref().map(nearflow_rdf::load::file_iri)),
+        ..standard
+    };
+    // Parsed once, before the data: a syntax error does not wait for a load.
+    let query = Arc::new(sparql::Query::parse(&text, &options)?);
     let cluster = match (&cmd.cluster, &cmd.source.store) {
         (Some(workers), Some(dir)) => Some(crate::cluster::connect(dir, workers, &machine)?),
         _ => None,
@@ -375,10 +303,13 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
     let store = match &cluster {
         Some(c) => c.store.clone(),
         None => {
-            let source = if cmd.source.is_empty(&cmd.read) {
-                from_files(&text, base.as_deref(), &cmd.read)?
-            } else {
-                cmd.source.source(&cmd.read)?
+            let source = match cmd.source.is_empty(&cmd.read) {
+                false => cmd.source.source(&cmd.read)?,
+                true if query.dataset_iris().is_empty() => bail!(
+                    "give the data: --data FILE[,FILE…] or --store STORE (or name files in the \
+                     query's FROM)"
+                ),
+                true => open::Source::of_dataset(query.dataset_iris(), cmd.read.options())?,
             };
             let shown = crate::Terminal::new(cmd.quiet);
             let store = Arc::new(source.open(&machine, &shown)?);
@@ -393,25 +324,10 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
         false,
         nearflow_rt::AllocatorKind::Nearflow,
     )?;
-    let standard = Options::standard();
-    let options = Options {
-        dop: cmd.dop,
-        timing: cmd.explain,
-        timeout: cmd.timeout,
-        memory_limit: cmd.memory_limit.or(standard.memory_limit),
-        spill: match cmd.no_spill {
-            true => None,
-            false => cmd.spill_dir.clone().or_else(|| standard.spill.clone()),
-        },
-        base,
-        ..standard
-    };
     let started = Instant::now();
     let q = match &cluster {
-        Some(c) => c
-            .planner
-            .plan(Arc::new(sparql::Query::parse(&text, &options)?), &options)?,
-        None => sparql::prepare(&store, &text, &options)?,
+        Some(c) => c.planner.plan(query, &options)?,
+        None => query.plan(&store, &options),
     };
     for f in &q.query().unknown_functions {
         eprintln!(
@@ -419,101 +335,23 @@ pub fn run(cmd: &SparqlCmd) -> Result<()> {
              (SPARQL 1.1 §17.6), so a FILTER over it is false and a BIND leaves its variable unbound"
         );
     }
-    let answer = q.execute(&rt, None)?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    // Only the streamed formats print before the query has ended: a count, an ASK, a table or
-    // a graph is printed once the run has succeeded, so a query stopped by --timeout or
-    // --memory-limit prints its error and no partial answer.
-    let (n, stats) = match answer {
-        QueryResults::Solutions(s) if !cmd.count && cmd.format != results::Format::Table => {
-            let written = s.write(&mut out, cmd.format)?;
-            out.flush()?;
-            written
-        }
-        QueryResults::Solutions(mut s) if cmd.count => {
-            // Counted as they come: nothing is held, so a count needs no more memory than
-            // the plan's operators.
-            let mut n = 0u64;
-            while let Some(b) = s.next_batch() {
-                n += b.len() as u64;
-            }
-            let stats = s.finish()?;
-            writeln!(out, "{n}")?;
-            (n, stats)
-        }
-        QueryResults::Solutions(s) => {
-            let vars = s.variables();
-            let all = s.collect()?;
-            let cx = sparql::expr::EvalCx::new(&store, &all.minted);
-            let n = results::write_solutions(
-                &mut sparql::Undamaged::new(&mut out, &store),
-                cmd.format,
-                cx,
-                vars,
-                std::iter::once(all.rows),
-            )?;
-            (n, all.stats)
-        }
-        QueryResults::Boolean(a) => {
-            if cmd.count {
-                writeln!(out, "{}", u8::from(a.value))?;
-            } else {
-                results::write_boolean(&mut out, cmd.format, a.value)?;
-            }
-            (u64::from(a.value), a.stats)
-        }
-        QueryResults::Graph(a) => {
-            if cmd.count {
-                writeln!(out, "{}", a.value.len())?;
-            } else {
-                results::write_graph(&mut out, &a.value, cmd.turtle)?;
-            }
-            (a.value.len() as u64, a.stats)
-        }
+    let how = sparql::Printing {
+        format: cmd.format,
+        count: cmd.count,
+        turtle: cmd.turtle,
     };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (n, stats) = q.execute(&rt, None)?.print(&mut out, how)?;
     out.flush()?;
-    let ran = stats.operators > 0;
     drop(out);
-    let took = started.elapsed();
     if cmd.explain {
-        eprint!("{}", q.explain());
-        if let Some(note) = q.note() {
-            eprintln!("{note}");
-        }
-        if !ran {
-            eprintln!("answered without a request: a constant of the query is not in the store");
-        }
-        eprintln!(
-            "{n} results in {:.3} s ({} operators, {} operator tasks, policy {})",
-            took.as_secs_f64(),
-            stats.operators,
-            stats.runs,
-            cmd.policy
-        );
-        let (reads, remote) = q.index_reads();
-        if reads > 0 {
-            eprintln!(
-                "index reads: {reads}, {:.1} % of them from another NUMA node's memory than \
-                 the reading worker's (store {})",
-                100.0 * remote as f64 / reads as f64,
-                if store.is_replicated() {
-                    "replicated"
-                } else {
-                    "partitioned"
-                }
-            );
-        }
-        if let Some((read, all)) = store.chunks_read() {
-            eprintln!(
-                "store chunks read and checked: {read} of {all} (each checked on its first read)"
-            );
-        }
+        let policy = cmd.policy.to_string();
+        eprint!("{}", q.explain_run(n, started.elapsed(), &stats, &policy));
     }
-    // A mapped snapshot is checked as it is read (formats 5 and 4: each chunk before its first read)
-    // or in the background (format 3); the answer is printed first, and the exit waits for
-    // the background check, so that a damaged store never gives a success (a query the check
-    // has already failed is refused outright).
+    // A mapped snapshot is checked as it is read (formats 5 and 4: each chunk before its
+    // first read) or in the background (format 3); the answer is printed first, and the exit
+    // waits for the background check, so that a damaged store never gives a success (a query
+    // the check has already failed is refused outright).
     if let Some(d) = store.health().and_then(|h| h.settled()) {
         bail!("the store's snapshot file is damaged: {d}; the answer above may be wrong");
     }

@@ -51,7 +51,7 @@ use futures::TryStreamExt;
 use nearflow_rdf::index::Store;
 use nearflow_rdf::shard::{Manifest, ShardBy, ShardError};
 use nearflow_sparql::fragment::{self, Given, GivenRows, Split};
-use nearflow_sparql::{Options, Prepared, Query, QueryError};
+use nearflow_sparql::{Options, Plan, Prepared, Query, QueryError};
 use nearflow_topo::Machine;
 
 pub use exec::{FragmentCodec, FragmentExec};

@@ -13,7 +13,7 @@ use nearflow_rdf::load::{self, Format, Loaded};
 use nearflow_rdf::term::{Id, TermRef};
 use nearflow_rdf::DEFAULT_GRAPH;
 use nearflow_sparql::update::{add_loaded, LoadFrom, Update, UpdateOptions};
-use nearflow_sparql::{Options, Query, QueryError, QueryResults};
+use nearflow_sparql::{Options, Plan, Query, QueryError, QueryResults};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};

@@ -23,6 +23,8 @@
 //! - `load/` — parsing (Turtle, N-Triples, N-Quads, gzip), progress, errors with positions.
 //! - `bulk/` — a load in bounded memory: runs spilled, terms merged into ids in key order,
 //!   quads sorted and merged into the snapshot.
+//! - `check.rs` — checking a store on disk (every checksum, the segment, the log; a
+//!   cluster's shards), after a salvage when asked.
 //! - `log.rs` — the update log's format: records framed with checksums, torn tails told from
 //!   damage.
 //! - `db/` — the update log, recovery, the writer, the background merge and checkpoints.
@@ -30,6 +32,7 @@
 //!   placed over the NUMA nodes.
 
 pub mod bulk;
+pub mod check;
 pub mod db;
 pub mod load;
 mod log;

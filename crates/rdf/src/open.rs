@@ -37,6 +37,9 @@ pub enum OpenError {
         "{0}: a folder of {1} shards, not one store: query the shards as one through a cluster's workers, or a shard alone as a store ({0}/shard-0.store…)"
     )]
     Cluster(PathBuf, usize),
+    /// A dataset IRI that names no local file.
+    #[error("{0}")]
+    NoData(String),
     /// A shard of a cluster opened for writing.
     #[error(
         "{0}: a shard of a cluster; changed on its own it would give new terms ids the other shards do not share, so it opens read-only, and a cluster does not yet take updates"
@@ -414,6 +417,30 @@ pub enum Source {
 }
 
 impl Source {
+    /// The files a query over no store names in its `FROM` and `FROM NAMED` clauses (`iris`),
+    /// each loaded as the graph its IRI names, so the query's dataset picks them as it says
+    /// (as Jena's command line does); `options` reads them.
+    ///
+    /// # Errors
+    /// [`OpenError::NoData`] when an IRI is not a `file:` IRI: nothing is fetched from the
+    /// network.
+    pub fn of_dataset(
+        iris: impl IntoIterator<Item = String>,
+        mut options: load::LoadOptions,
+    ) -> Result<Source, OpenError> {
+        for iri in iris {
+            let path = load::file_path(&iri).ok_or_else(|| {
+                OpenError::NoData(format!(
+                    "FROM <{iri}>: over no store, a query's FROM names a local file (a file: \
+                     IRI, or a path relative to the query); nearflow fetches nothing from the \
+                     network"
+                ))
+            })?;
+            options.named.push((iri, path));
+        }
+        Ok(Source::Files(Vec::new(), options))
+    }
+
     /// The store this source names as a [`Db`]: a snapshot opened with its log (for writing
     /// when `writable`), or RDF files loaded into memory, read-only.
     pub fn open_db(

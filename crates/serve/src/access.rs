@@ -58,6 +58,57 @@ impl Access {
         self.bind.is_none_or(|a| a.ip().is_loopback())
     }
 
+    /// The write token held in the file at `path`: its text without surrounding white space,
+    /// one word of at least 16 characters.
+    pub fn read_token(path: &std::path::Path) -> Result<String, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let token = text.trim().to_owned();
+        if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "{}: the token must be one word of at least 16 characters",
+                path.display()
+            ));
+        }
+        Ok(token)
+    }
+
+    /// What is open to whom, a line each, for a server to say at start: the origins whose
+    /// pages may read (and, when the server is `writable`, write), and a warning when any page
+    /// may read or the server listens beyond loopback.
+    pub fn said(&self, writable: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.cors.iter().any(|c| c == "*") {
+            lines.push(
+                "warning: every web page may read this store's answers (not write): --cors '*'"
+                    .to_owned(),
+            );
+        }
+        let named: Vec<&str> = self
+            .cors
+            .iter()
+            .filter(|c| *c != "*")
+            .map(|s| s.as_str())
+            .collect();
+        if !named.is_empty() {
+            let and_write = if writable { " and write" } else { "" };
+            lines.push(format!("pages of {} may read{and_write}", named.join(", ")));
+        }
+        if !self.is_loopback() {
+            let at = self.bind.map(|a| a.to_string()).unwrap_or_default();
+            lines.push(match self.write_token {
+                None => format!(
+                    "warning: listening beyond loopback ({at}) with no write token: anyone who \
+                     reaches this address may query the store, and writes are refused"
+                ),
+                Some(_) => format!(
+                    "warning: listening beyond loopback ({at}): anyone who reaches this address \
+                     may query the store; writes need the token"
+                ),
+            });
+        }
+        lines
+    }
+
     /// An error when an origin given to [`Access::cors`] is not `*` or `scheme://host[:port]`.
     pub fn check_origin(origin: &str) -> Result<String, String> {
         if origin == "*" {

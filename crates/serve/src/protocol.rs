@@ -34,10 +34,14 @@ pub enum Request {
     Query(QueryRequest),
     /// A `GET` with no parameters: the service description.
     Describe,
+    /// An update sent to the query URL (the Protocol lets one URL take both): a POSTed
+    /// `application/sparql-update`, or a POSTed form with an `update` parameter.
+    Update(crate::write::UpdateRequest),
 }
 
 /// Reads a request to the query endpoint (§2.1.1–2.1.3: GET with the query in the URL, POST of
-/// a URL-encoded form, POST of the query itself).
+/// a URL-encoded form, POST of the query itself), or an update sent there (§2.2), each byte of
+/// the body read once.
 pub fn read(
     method: &Method,
     url_query: Option<&str>,
@@ -46,6 +50,20 @@ pub fn read(
 ) -> Result<Request, ApiError> {
     let url = pairs(url_query.unwrap_or("").as_bytes())?;
     let media = content_type.map(|c| media(Some(c)));
+    use crate::write::{update_request, UpdateBody};
+    let form = match (method, media.as_deref()) {
+        (&Method::POST, Some("application/sparql-update")) => {
+            return update_request(url, UpdateBody::Text(body)).map(Request::Update);
+        }
+        (&Method::POST, Some("application/x-www-form-urlencoded")) => {
+            let form = pairs(body)?;
+            if form.iter().any(|(k, _)| k == "update") {
+                return update_request(url, UpdateBody::Form(form)).map(Request::Update);
+            }
+            form
+        }
+        _ => Vec::new(),
+    };
     if let Some(charset) = content_type.and_then(charset) {
         if !charset.eq_ignore_ascii_case("utf-8") && !charset.eq_ignore_ascii_case("utf8") {
             return Err(bad(&format!(
@@ -66,7 +84,7 @@ pub fn read(
         }
         Method::POST => match media.as_deref() {
             Some("application/x-www-form-urlencoded") => {
-                for (k, v) in url.into_iter().chain(pairs(body)?) {
+                for (k, v) in url.into_iter().chain(form) {
                     take(&mut req, &mut text, &k, v)?;
                 }
             }
@@ -307,7 +325,34 @@ mod tests {
         match r.unwrap() {
             Request::Query(q) => q,
             Request::Describe => panic!("a description"),
+            Request::Update(_) => panic!("an update"),
         }
+    }
+
+    #[test]
+    fn an_update_sent_to_the_query_url_is_read_once_as_an_update() {
+        let form = "application/x-www-form-urlencoded";
+        let update =
+            |ct: &str, body: &str| match read(&Method::POST, None, Some(ct), body.as_bytes()) {
+                Ok(Request::Update(u)) => u.text,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(update(form, "update=CLEAR%20ALL"), "CLEAR ALL");
+        assert_eq!(
+            update("application/sparql-update", "CLEAR ALL"),
+            "CLEAR ALL"
+        );
+        // A form with a query and no update stays a query.
+        let q = query(read(&Method::POST, None, Some(form), b"query=ASK%20%7B%7D"));
+        assert_eq!(q.text, "ASK {}");
+        // An update in a form that also names a query is refused, as the update URL refuses it.
+        let both = read(
+            &Method::POST,
+            None,
+            Some(form),
+            b"update=CLEAR%20ALL&query=ASK%7B%7D",
+        );
+        assert!(both.is_err());
     }
 
     #[test]

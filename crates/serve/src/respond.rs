@@ -21,7 +21,7 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use nearflow_rdf::term::{Term, TermRef};
 use nearflow_sparql::results;
-use nearflow_sparql::{AnswerError, Form, Options, Query, QueryError, QueryResults};
+use nearflow_sparql::{AnswerError, Form, Options, Plan, Query, QueryError, QueryResults};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::negotiate::{self, Chosen, Kind};

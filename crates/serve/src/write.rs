@@ -53,19 +53,12 @@ fn iri(v: String) -> Result<String, ApiError> {
     Ok(v)
 }
 
-/// Whether a request to the query URL is an update: a POSTed application/sparql-update, or a
-/// POSTed form with an `update` parameter.
-pub fn is_update(method: &Method, content_type: Option<&str>, body: &[u8]) -> bool {
-    if *method != Method::POST {
-        return false;
-    }
-    match media(content_type).as_str() {
-        "application/sparql-update" => true,
-        "application/x-www-form-urlencoded" => body
-            .split(|&b| b == b'&')
-            .any(|p| p.starts_with(b"update=") || p == b"update"),
-        _ => false,
-    }
+/// An update request's body, as read once: a decoded form, or the update itself.
+pub enum UpdateBody<'a> {
+    /// A POSTed `application/x-www-form-urlencoded` form, its pairs decoded.
+    Form(Vec<(String, String)>),
+    /// A POSTed `application/sparql-update`: the update's bytes.
+    Text(&'a [u8]),
 }
 
 /// Reads an update request (§2.2.1–2.2.2).
@@ -81,7 +74,29 @@ pub fn read_update(
             format!("an update is POSTed (SPARQL 1.1 Protocol §2.2), not sent by {method}"),
         ));
     }
-    let media = content_type.map(|c| media(Some(c)));
+    let url = pairs(url_query.unwrap_or("").as_bytes())?;
+    match media(content_type).as_str() {
+        "application/x-www-form-urlencoded" => update_request(url, UpdateBody::Form(pairs(body)?)),
+        "application/sparql-update" => update_request(url, UpdateBody::Text(body)),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "an update is POSTed as application/sparql-update or as an \
+                 application/x-www-form-urlencoded form with an update parameter{}",
+                match other {
+                    "" => String::new(),
+                    o => format!(", not as {o}"),
+                }
+            ),
+        )),
+    }
+}
+
+/// The update request of a POST whose URL's parameters are `url` and whose body is `body`.
+pub fn update_request(
+    url: Vec<(String, String)>,
+    body: UpdateBody<'_>,
+) -> Result<UpdateRequest, ApiError> {
     let mut req = UpdateRequest::default();
     let mut text = None;
     let mut take =
@@ -102,32 +117,16 @@ pub fn read_update(
             }
             Ok(())
         };
-    let url = pairs(url_query.unwrap_or("").as_bytes())?;
-    match media.as_deref() {
-        Some("application/x-www-form-urlencoded") => {
-            for (k, v) in url {
-                take(&k, v, false)?;
-            }
-            for (k, v) in pairs(body)? {
+    for (k, v) in url {
+        take(&k, v, false)?;
+    }
+    match body {
+        UpdateBody::Form(form) => {
+            for (k, v) in form {
                 take(&k, v, true)?;
             }
         }
-        Some("application/sparql-update") => {
-            for (k, v) in url {
-                take(&k, v, false)?;
-            }
-            text = Some(utf8(body)?);
-        }
-        other => {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                format!(
-                    "an update is POSTed as application/sparql-update or as an \
-                     application/x-www-form-urlencoded form with an update parameter{}",
-                    other.map(|o| format!(", not as {o}")).unwrap_or_default()
-                ),
-            ))
-        }
+        UpdateBody::Text(body) => text = Some(utf8(body)?),
     }
     req.text = text.ok_or_else(|| bad("the request has no update parameter"))?;
     if req.text.trim().is_empty() {

@@ -160,6 +160,10 @@ proptest! {
             Ok(Request::Query(q)) => prop_assert!(!q.text.trim().is_empty()),
             // No parameter at all (`&` alone separates nothing).
             Ok(Request::Describe) => prop_assert!(url.split('&').all(str::is_empty)),
+            // A POSTed update (to the query URL, as the Protocol allows).
+            Ok(Request::Update(u)) => {
+                prop_assert!(method == Method::POST && !u.text.trim().is_empty())
+            }
             Err(e) => prop_assert!(e.status.is_client_error() && !e.message.is_empty(), "{e:?}"),
         }
     }

@@ -61,6 +61,71 @@ impl From<io::Error> for AnswerError {
     }
 }
 
+/// How [`QueryResults::print`] writes an answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Printing {
+    /// The format of solutions and of an ASK's answer (a graph is N-Triples, or Turtle).
+    pub format: Format,
+    /// Only the number of results (an ASK's: 1 or 0).
+    pub count: bool,
+    /// A CONSTRUCT's or DESCRIBE's graph as Turtle rather than N-Triples.
+    pub turtle: bool,
+}
+
+impl QueryResults<'_> {
+    /// Writes the answer as a command line prints it: solutions in a streamed format while the
+    /// run makes them; a count, an ASK's answer, a table or a graph once the run has succeeded,
+    /// so that a run stopped by its time or memory limit prints its error and no partial
+    /// answer. A count holds nothing: it needs no more memory than the plan's operators. The
+    /// number of results, and the run's counters.
+    pub fn print(
+        self,
+        out: &mut dyn io::Write,
+        how: Printing,
+    ) -> Result<(u64, PlanStats), AnswerError> {
+        match self {
+            QueryResults::Solutions(s) if !how.count && how.format != Format::Table => {
+                s.write(out, how.format)
+            }
+            QueryResults::Solutions(mut s) if how.count => {
+                let mut n = 0u64;
+                while let Some(b) = s.next_batch() {
+                    n += b.len() as u64;
+                }
+                let stats = s.finish()?;
+                writeln!(out, "{n}")?;
+                Ok((n, stats))
+            }
+            QueryResults::Solutions(s) => {
+                let (vars, store) = (s.variables(), s.prepared.store().clone());
+                let all = s.collect()?;
+                let n = results::write_solutions(
+                    &mut Undamaged::new(out, &store),
+                    how.format,
+                    EvalCx::new(&store, &all.minted),
+                    vars,
+                    std::iter::once(all.rows),
+                )?;
+                Ok((n, all.stats))
+            }
+            QueryResults::Boolean(a) => {
+                match how.count {
+                    true => writeln!(out, "{}", u8::from(a.value))?,
+                    false => results::write_boolean(out, how.format, a.value)?,
+                }
+                Ok((u64::from(a.value), a.stats))
+            }
+            QueryResults::Graph(a) => {
+                match how.count {
+                    true => writeln!(out, "{}", a.value.len())?,
+                    false => results::write_graph(out, &a.value, how.turtle)?,
+                }
+                Ok((a.value.len() as u64, a.stats))
+            }
+        }
+    }
+}
+
 /// The solutions of a running SELECT.
 pub struct Solutions<'p> {
     prepared: &'p Prepared,

@@ -31,7 +31,7 @@ use spargebra::term::{
 };
 use spargebra::GraphUpdateOperation;
 
-use crate::{Form, Options, Query, QueryError};
+use crate::{Form, Options, Plan, Query, QueryError};
 
 /// A slot of a quad template.
 #[derive(Clone, Debug)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 use nearflow_rdf::load::{self, Format, LoadError, Loaded};
 use nearflow_rdf::{snapshot, Store};
 use nearflow_sparql::fragment::{self, Given, GivenRows, Split};
-use nearflow_sparql::{self as sparql, Options};
+use nearflow_sparql::{self as sparql, Options, Plan};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 

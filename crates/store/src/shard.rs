@@ -131,6 +131,24 @@ impl Manifest {
         dir.join(Self::shard_file(i))
     }
 
+    /// The shards in `dir` in a line: how many, by which rule, and each one's quads and size.
+    pub fn summary(&self, dir: &Path) -> String {
+        let shards: Vec<String> = (0..self.sharding.shards)
+            .map(|i| {
+                let bytes = std::fs::metadata(Self::shard_path(dir, i)).map_or(0, |m| m.len());
+                let mib = bytes as f64 / (1 << 20) as f64;
+                format!("{} quads, {mib:.1} MiB", self.quads[i])
+            })
+            .collect();
+        format!(
+            "saved {} shards by {} in {}: {}",
+            self.sharding.shards,
+            self.sharding.by.name(),
+            dir.display(),
+            shards.join("; ")
+        )
+    }
+
     /// Every quad of the cluster.
     pub fn total(&self) -> u64 {
         self.quads.iter().sum()

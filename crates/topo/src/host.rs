@@ -37,6 +37,19 @@ pub fn memory() -> Option<u64> {
     Some(kib << 10)
 }
 
+/// This process's peak resident memory in bytes (`VmHWM` of `/proc/self/status`), 0 where the
+/// system does not say.
+pub fn peak_resident() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Bytes an unprivileged writer may still write in the file system that holds `dir`
 /// (`statvfs`'s available blocks), when it can be read.
 pub fn disk_available(dir: &std::path::Path) -> Option<u64> {

@@ -30,6 +30,7 @@ pub mod host;
 mod hwloc;
 mod model;
 pub mod presets;
+pub mod show;
 pub mod units;
 
 use std::path::PathBuf;

@@ -104,6 +104,35 @@ pub struct BulkReport {
     pub pass_secs: [f64; 4],
 }
 
+impl BulkReport {
+    /// The load in two lines, as `nearflow load` prints it: what it read and made in `secs`,
+    /// the runs it spilled, and this process's peak resident memory against the `budget`;
+    /// then the passes' times.
+    pub fn summary(&self, secs: f64, budget: u64) -> String {
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let graphs = match self.graphs {
+            0 | 1 => String::new(),
+            n => format!(" in {n} graphs"),
+        };
+        let [parse, terms, sort, quads] = self.pass_secs;
+        format!(
+            "loaded {} statements ({} distinct quads{graphs}, {} terms) in {secs:.2} s: {:.0} \
+             statements/s, {} run{} spilled (temporary files {:.1} MiB at most), peak resident \
+             {:.1} MiB of a {:.1} MiB budget\npasses: parsing {parse:.1} s, merging terms \
+             {terms:.1} s, sorting runs {sort:.1} s, merging quads {quads:.1} s",
+            self.statements,
+            self.quads,
+            self.terms,
+            self.statements as f64 / secs,
+            self.runs,
+            if self.runs == 1 { "" } else { "s" },
+            mib(self.temp_peak),
+            mib(nearflow_topo::host::peak_resident()),
+            mib(budget)
+        )
+    }
+}
+
 /// The budget a load takes when none is given: a quarter of the machine's memory, at least
 /// 256 MiB (1 GiB when the machine does not say).
 pub fn default_budget() -> u64 {

@@ -218,6 +218,33 @@ impl Db {
         Ok(mapped)
     }
 
+    /// Runs `serve` (a server, until it stops) over this store as a long-lived writer does:
+    /// for a durable store the background merge runs meanwhile ([`start_merger`]), and once
+    /// `serve` returns the merge stops and, when updates were made or replayed, the log is
+    /// folded into a new snapshot (a checkpoint), so the next open replays nothing. What
+    /// `serve` returned, and whether a snapshot was written.
+    ///
+    /// [`start_merger`]: Self::start_merger
+    ///
+    /// # Errors
+    /// When the checkpoint at the end fails (the updates stay in the log, replayed at the next
+    /// open).
+    pub fn serving<R>(self: &Arc<Self>, serve: impl FnOnce() -> R) -> Result<(R, bool), DbError> {
+        let merger = self.is_durable().then(|| self.start_merger());
+        let out = serve();
+        let Some(m) = merger else {
+            return Ok((out, false));
+        };
+        self.stop_merger();
+        let _ = m.join();
+        let st = self.stats();
+        if st.commits + st.replayed == 0 {
+            return Ok((out, false));
+        }
+        self.merge(true)?;
+        Ok((out, true))
+    }
+
     /// Starts the background merge: a thread that merges once the delta holds
     /// [`Tuning::merge_quads`] quads, or a delta has waited [`Tuning::merge_idle`] without an
     /// update. It ends when the `Db` is dropped… or at [`stop_merger`](Self::stop_merger).

@@ -70,9 +70,7 @@ pub const INDEX_JOIN_OPERATOR: &str = "index join";
 /// columns past the query's width.
 pub(crate) type Row<const N: usize> = [Id; N];
 
-/// The widest query a plan can run: 512 columns (variables, and a column per `EXISTS` inside
-/// an expression).
-pub const MAX_WIDTH: usize = 512;
+pub use nearflow_sparql_algebra::MAX_WIDTH;
 
 /// The row array's length for a query of `width` columns: the next power of two, at least 4;
 /// `None` past [`MAX_WIDTH`].

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use crate::layout::StoreError;
 use crate::term::Id;
 
-pub(crate) const MAGIC: &[u8; 6] = b"NFRDF\0";
+/// The first six bytes of every snapshot, before its format's version number.
+pub const MAGIC: &[u8; 6] = b"NFRDF\0";
 
 /// A snapshot could not be written or opened.
 #[derive(Debug, thiserror::Error)]

@@ -38,6 +38,7 @@ use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
 use super::common::{graph_table, SnapshotError, MAGIC};
+use super::format::{io_at, Format, WriteSeek};
 use crate::base::Base;
 use crate::dict::{Dict, MappedTerms};
 use crate::health::Health;
@@ -46,6 +47,28 @@ use crate::store::{Columns, Permutation, PredStats, Stats, Store};
 use crate::term::Id;
 
 pub(crate) const VERSION: u16 = 3;
+
+/// Format 3 as a [`Format`].
+pub struct Mapped;
+
+impl Format for Mapped {
+    fn version(&self) -> u16 {
+        VERSION
+    }
+
+    fn write(
+        &self,
+        store: &Store,
+        mut file: &mut dyn WriteSeek,
+        path: &Path,
+    ) -> Result<(), SnapshotError> {
+        write(store, &mut file).map_err(io_at(path))
+    }
+
+    fn open(&self, path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
+        open(path, machine)
+    }
+}
 const PAGE: u64 = 4096;
 const SECTIONS: usize = 15;
 const HEADER: usize = 8 + 32 + 8 + 24 * SECTIONS + 4;

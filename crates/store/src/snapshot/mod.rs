@@ -12,21 +12,29 @@
 //! `STORE.delta`, what its updates changed), until the delta is large enough that the snapshot
 //! is written again.
 //!
-//! Each format is its own file; what they share (the magic number, the error, the graph
-//! table's check, the capped file) is `common.rs`. The query engine
-//! never sees a format: it reads every store through `nearflow_rdf::index`.
+//! Each format is its own file implementing [`Format`] (`format.rs`: its version, writing a
+//! store, opening a file), and [`open`] tries each of [`FORMATS`] by the version in the
+//! file's header; what they share (the magic number, the error, the graph table's check, the
+//! capped file) is `common.rs`. A format of one's own is saved with [`save_as`] and opened
+//! with [`open_with`] (the test `tests/toy_format.rs` adds one in a file of its own). Two
+//! writers are format 5's own still: the bounded-memory load streams sorted runs into
+//! [`packed::Writer`], and a cluster's shards are written by filtering format 5's rows
+//! (`save_kept`); and a partition's rows are read through `layout.rs`'s `PartRows`, which
+//! knows formats 3 and 5's layouts. The query engine never sees a format: it reads every
+//! store through `nearflow_store::index`.
 //!
 //! [`save`] writes a temporary file beside the target, syncs it, and renames it
 //! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
 //! snapshot whole, and the temporary file is removed on error.
 
 pub mod common;
-mod mapped;
+pub mod format;
+pub mod mapped;
 pub mod packed;
 pub mod segment;
 #[cfg(test)]
 mod tests;
-mod whole;
+pub mod whole;
 
 use std::fs::File;
 use std::io::Read;
@@ -38,7 +46,11 @@ pub use crate::health::Health;
 use crate::store::Store;
 use common::Capped;
 pub use common::SnapshotError;
-pub(crate) use common::MAGIC;
+pub use common::MAGIC;
+pub use format::{Format, WriteSeek, FORMATS};
+
+/// The format [`save`] writes: format 5 ([`packed::Packed::CODED`]).
+pub static WRITTEN: &dyn Format = &packed::Packed::CODED;
 
 /// Whether `target` may receive a snapshot built from `inputs`: it must not be one of them (a
 /// `load x.ttl --save x.ttl` would replace the data with its snapshot), and a file already
@@ -85,7 +97,12 @@ pub fn check_target(target: &Path, inputs: &[PathBuf]) -> Result<(), SnapshotErr
 /// A version with a delta is written as its quads, the delta merged in as the rows stream to
 /// the file: no merged copy of its indexes is made in memory.
 pub fn save(store: &Store, path: &Path) -> Result<(), SnapshotError> {
-    save_capped(store, path, u64::MAX, Format::V5)
+    save_as(WRITTEN, store, path)
+}
+
+/// [`save`] in `format`.
+pub fn save_as(format: &dyn Format, store: &Store, path: &Path) -> Result<(), SnapshotError> {
+    save_capped(store, path, u64::MAX, format)
 }
 
 /// [`save`], calling `before` with the temporary file once it is written and synced, before
@@ -97,12 +114,8 @@ pub fn save_then<E: From<SnapshotError>>(
     before: impl FnOnce(&Path) -> Result<(), E>,
 ) -> Result<(), E> {
     write_atomically(path, |mut file, tmp| {
-        packed::write(store, &mut file, packed::VERSION)
-            .and_then(|()| file.sync_all())
-            .map_err(|error| SnapshotError::Io {
-                path: tmp.to_owned(),
-                error,
-            })?;
+        WRITTEN.write(store, &mut file, tmp)?;
+        file.sync_all().map_err(format::io_at(tmp))?;
         undamaged(store, path)?;
         before(tmp)
     })
@@ -139,47 +152,19 @@ pub(crate) fn undamaged(store: &Store, path: &Path) -> Result<(), SnapshotError>
     }
 }
 
-/// Which format [`save`] writes, by its version: 5 (packed, terms front-coded: the one
-/// written), or 4, 3 and 2 (kept for the tests of their readers, which open the snapshots of
-/// earlier builds).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
-    /// `packed.rs`, terms front-coded.
-    V5,
-    /// `packed.rs`, terms one after another.
-    #[cfg_attr(not(test), allow(dead_code))]
-    V4,
-    /// `mapped.rs`.
-    #[cfg_attr(not(test), allow(dead_code))]
-    V3,
-    /// `whole.rs`.
-    #[cfg_attr(not(test), allow(dead_code))]
-    V2,
-}
-
-fn save_capped(store: &Store, path: &Path, room: u64, format: Format) -> Result<(), SnapshotError> {
-    if !store.is_flat() && !matches!(format, Format::V5 | Format::V4) {
-        // The earlier formats' writers read the indexes only.
+fn save_capped(
+    store: &Store,
+    path: &Path,
+    room: u64,
+    format: &dyn Format,
+) -> Result<(), SnapshotError> {
+    if !store.is_flat() && !format.writes_deltas() {
         return save_capped(&store.merged()?, path, room, format);
     }
     write_atomically(path, |file, tmp| {
         let mut capped = Capped { file, room };
-        match format {
-            Format::V2 => whole::write_to(store, capped, tmp),
-            Format::V3 | Format::V5 | Format::V4 => {
-                let written = match format {
-                    Format::V5 => packed::write(store, &mut capped, packed::VERSION),
-                    Format::V4 => packed::write(store, &mut capped, packed::VERSION_UNCODED),
-                    _ => mapped::write(store, &mut capped),
-                };
-                written
-                    .and_then(|()| capped.file.sync_all())
-                    .map_err(|error| SnapshotError::Io {
-                        path: tmp.to_owned(),
-                        error,
-                    })
-            }
-        }?;
+        format.write(store, &mut capped, tmp)?;
+        capped.file.sync_all().map_err(format::io_at(tmp))?;
         undamaged(store, path)
     })
 }
@@ -230,17 +215,26 @@ pub fn write_atomically<T, E: From<SnapshotError>>(
     written
 }
 
-/// Opens the snapshot at `path`, for `machine`: formats 4 and 3 by mapping it, formats 1 and 2
-/// read whole.
+/// Opens the snapshot at `path`, for `machine`, in whichever of [`FORMATS`] reads its
+/// version: formats 5, 4 and 3 by mapping it, formats 1 and 2 read whole.
 pub fn open(path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
+    open_with(FORMATS, path, machine)
+}
+
+/// [`open`], trying `formats` (the first that reads the file's version opens it); a file of
+/// no format's version gets format 2's reader, whose error says what the file is not.
+pub fn open_with(
+    formats: &[&dyn Format],
+    path: &Path,
+    machine: &Machine,
+) -> Result<Store, SnapshotError> {
     let mut head = [0u8; 8];
     let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
     if read.is_ok() && &head[..6] == MAGIC {
-        match u16::from_le_bytes([head[6], head[7]]) {
-            packed::VERSION | packed::VERSION_UNCODED => return packed::open(path, machine),
-            mapped::VERSION => return mapped::open(path, machine),
-            _ => {}
+        let version = u16::from_le_bytes([head[6], head[7]]);
+        if let Some(f) = formats.iter().find(|f| f.reads(version)) {
+            return f.open(path, machine);
         }
     }
-    whole::open(path, machine)
+    whole::Whole.open(path, machine)
 }

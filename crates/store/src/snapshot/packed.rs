@@ -36,6 +36,7 @@ use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
 use super::common::{graph_table, Hashing, SnapshotError, MAGIC};
+use super::format::{io_at, Format, WriteSeek};
 use super::mapped::{decode_stats, encode_stats};
 use crate::base::Base;
 use crate::blocks::{PackWriter, PackedRows};
@@ -421,6 +422,48 @@ pub(crate) fn merged_rows<E>(
     }
     debug_assert_eq!(r, removed.len(), "every removed quad is in the indexes");
     added[a..].iter().try_for_each(|&row| f(row))
+}
+
+/// Formats 5 and 4 as a [`Format`]: [`Packed::CODED`] writes format 5 (what a save writes),
+/// [`Packed::UNCODED`] format 4 (for the tests of its reader); each opens either.
+pub struct Packed {
+    version: u16,
+}
+
+impl Packed {
+    /// Format 5: terms front-coded.
+    pub const CODED: Packed = Packed { version: VERSION };
+    /// Format 4: terms one after another.
+    pub const UNCODED: Packed = Packed {
+        version: VERSION_UNCODED,
+    };
+}
+
+impl Format for Packed {
+    fn version(&self) -> u16 {
+        self.version
+    }
+
+    fn reads(&self, version: u16) -> bool {
+        version == VERSION || version == VERSION_UNCODED
+    }
+
+    fn writes_deltas(&self) -> bool {
+        true
+    }
+
+    fn write(
+        &self,
+        store: &Store,
+        mut file: &mut dyn WriteSeek,
+        path: &Path,
+    ) -> Result<(), SnapshotError> {
+        write(store, &mut file, self.version).map_err(io_at(path))
+    }
+
+    fn open(&self, path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
+        open(path, machine)
+    }
 }
 
 /// Writes `store` in format `version` (5, or 4) to `file` (the caller's temporary file,

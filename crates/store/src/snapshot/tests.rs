@@ -37,7 +37,7 @@ fn store(machine: &Machine, n: usize) -> Store {
 
 /// Writes format 2 (the format of earlier builds, still read).
 fn save2(s: &Store, f: &Path) {
-    save_capped(s, f, u64::MAX, Format::V2).unwrap();
+    save_capped(s, f, u64::MAX, &whole::Whole).unwrap();
 }
 
 fn all(s: &Store) -> Vec<crate::store::Quad> {
@@ -61,7 +61,12 @@ fn a_snapshot_from_several_nodes_opens_anywhere() {
         for (i, m) in machines.iter().enumerate() {
             let s = store(m, n);
             let f = d.join(format!("s{n}-{i}.nfs"));
-            for format in [Format::V5, Format::V4, Format::V3, Format::V2] {
+            for format in [
+                &packed::Packed::CODED as &dyn Format,
+                &packed::Packed::UNCODED,
+                &mapped::Mapped,
+                &whole::Whole,
+            ] {
                 save_capped(&s, &f, u64::MAX, format).unwrap();
                 for other in &machines {
                     let o = open(&f, other).unwrap_or_else(|e| panic!("{n} triples: {e}"));
@@ -135,7 +140,11 @@ fn a_failed_write_keeps_the_previous_snapshot() {
     let before = std::fs::read(&f).unwrap();
     let big = store(&m, 100);
     for room in [0, 10, 100, 1000] {
-        for format in [Format::V5, Format::V3, Format::V2] {
+        for format in [
+            &packed::Packed::CODED as &dyn Format,
+            &mapped::Mapped,
+            &whole::Whole,
+        ] {
             let e = save_capped(&big, &f, room, format).unwrap_err().to_string();
             assert!(e.contains("no space left"), "{e}");
             assert_eq!(std::fs::read(&f).unwrap(), before, "room {room}");
@@ -209,11 +218,11 @@ fn format_one_opens_as_the_default_graph_and_a_bad_graph_table_is_refused() {
 
 /// Writes format 3 (the mapped format of earlier builds, still read).
 fn save3(s: &Store, f: &Path) {
-    save_capped(s, f, u64::MAX, Format::V3).unwrap();
+    save_capped(s, f, u64::MAX, &mapped::Mapped).unwrap();
 }
 
 fn save4(s: &Store, f: &Path) {
-    save_capped(s, f, u64::MAX, Format::V4).unwrap();
+    save_capped(s, f, u64::MAX, &packed::Packed::UNCODED).unwrap();
 }
 
 /// Formats 5, 4 and 3 open by mapping: the same quads, statistics and terms; lookups by binary
@@ -389,7 +398,10 @@ fn damage_to_a_packed_snapshot_is_found_where_it_is_read() {
     let m = nearflow_topo::from_synthetic("core:1 pu:1").unwrap();
     let s = wide(&m, 60_000);
     let f = d.join("s.nfs");
-    for format in [Format::V5, Format::V4] {
+    for format in [
+        &packed::Packed::CODED as &dyn Format,
+        &packed::Packed::UNCODED,
+    ] {
         save_capped(&s, &f, u64::MAX, format).unwrap();
         packed_damage(&f, &m);
     }

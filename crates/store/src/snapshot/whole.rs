@@ -40,7 +40,8 @@ use crate::dict::Dict;
 use crate::store::{Permutation, Store, DEFAULT_GRAPH};
 use crate::term::Id;
 
-use super::common::{graph_table, Capped, SnapshotError, MAGIC};
+use super::common::{graph_table, SnapshotError, MAGIC};
+use super::format::{Format, WriteSeek};
 
 const VERSION: u16 = 2;
 
@@ -117,7 +118,7 @@ fn quad_hash(t: [Id; 3], g: Id) -> u64 {
 }
 
 struct W<'a> {
-    out: BufWriter<Capped>,
+    out: BufWriter<&'a mut dyn WriteSeek>,
     sum: Sum,
     path: &'a Path,
 }
@@ -146,7 +147,33 @@ impl W<'_> {
     }
 }
 
-pub(super) fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), SnapshotError> {
+/// Formats 1 and 2 as a [`Format`] (format 2 written, for the tests of its reader).
+pub struct Whole;
+
+impl Format for Whole {
+    fn version(&self) -> u16 {
+        VERSION
+    }
+
+    fn reads(&self, version: u16) -> bool {
+        version == VERSION || version == 1
+    }
+
+    fn write(
+        &self,
+        store: &Store,
+        file: &mut dyn WriteSeek,
+        path: &Path,
+    ) -> Result<(), SnapshotError> {
+        write_to(store, file, path)
+    }
+
+    fn open(&self, path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
+        open(path, machine)
+    }
+}
+
+fn write_to(store: &Store, file: &mut dyn WriteSeek, path: &Path) -> Result<(), SnapshotError> {
     let io = |source| SnapshotError::Io {
         path: path.to_owned(),
         error: source,
@@ -196,8 +223,7 @@ pub(super) fn write_to(store: &Store, file: Capped, path: &Path) -> Result<(), S
     }
     let sum = w.sum.value;
     w.out.write_all(&sum.to_le_bytes()).map_err(io)?;
-    let file = w.out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.file.sync_all().map_err(io)?;
+    w.out.flush().map_err(io)?;
     Ok(())
 }
 

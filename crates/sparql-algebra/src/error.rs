@@ -15,7 +15,7 @@ pub enum QueryError {
     /// The plan failed while running.
     #[error("query execution failed: {0}")]
     Exec(String),
-    /// The query was cancelled by its caller ([`Running::cancel_on`](crate::Running::cancel_on): a client that went away).
+    /// The query was cancelled by its caller (`nearflow_sparql::Running::cancel_on`: a client that went away).
     #[error("the query was cancelled")]
     Cancelled,
     /// The query ran past [`Options::timeout`](crate::Options::timeout) and was stopped.
@@ -35,7 +35,7 @@ pub enum QueryError {
 }
 
 impl QueryError {
-    pub(crate) fn from_flow(e: nearflow_flow::FlowError) -> Self {
+    pub fn from_flow(e: nearflow_flow::FlowError) -> Self {
         use nearflow_flow::FlowError;
         match e {
             FlowError::TimeLimit { limit } => QueryError::Timeout(limit),

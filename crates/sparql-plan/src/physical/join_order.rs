@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::algebra::{vars_of, QuadPat};
 use crate::expr::Expr;
 use crate::rewrite::and_all;
-use nearflow_rdf::index::{Permutation, QuadIndex};
-use nearflow_rdf::term::Id;
+use nearflow_store::index::{Permutation, QuadIndex};
+use nearflow_store::term::Id;
 
 use super::plan::*;
 use super::planner::Planner;
@@ -510,7 +510,7 @@ impl Planner<'_> {
         };
         let bound = bound_of(pat);
         let (_, k) = Permutation::for_bound(bound.map(|x| x.is_some()));
-        let prefix = nearflow_rdf::index::key_prefix(*order, bound, k);
+        let prefix = nearflow_store::index::key_prefix(*order, bound, k);
         self.store.is_flat_at(*order, graph, &prefix)
     }
 }

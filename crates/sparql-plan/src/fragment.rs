@@ -1,10 +1,10 @@
 //! A query cut for a store split into shards: each basic graph pattern split into fragments
 //! that every shard answers on its own, so that the union of the shards' answers to a fragment
 //! is its answer over the whole store; the rest of the query is planned over the fragments'
-//! rows ([`Query::plan_given`]).
+//! rows (`nearflow_sparql::Plan::plan_given`).
 //!
 //! Which patterns make a fragment follows from how the quads were split
-//! (`nearflow_rdf::shard`): by subject, the patterns of one basic graph pattern that share
+//! (`nearflow_store::shard`): by subject, the patterns of one basic graph pattern that share
 //! their subject (a variable or a constant) make one fragment — a *star*, whose every match
 //! reads triples of one subject, all on the shard that owns it; by whole triple, each pattern
 //! is a fragment of its own. A fragment is shipped as SPARQL text (`SELECT ?v3 ?v7 WHERE { … }`,
@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::algebra::{Form, Node, QuadPat, TermPat};
 use crate::{Query, QueryError};
-use nearflow_rdf::term::{Id, Term};
+use nearflow_store::term::{Id, Term};
 
 /// How the store's quads were split into shards, so which patterns one shard answers alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub struct GivenRows {
 }
 
 /// The answers of a query's fragments, by the fragment's text: what
-/// [`Query::plan_given`] plans the rest of the query over.
+/// `nearflow_sparql::Plan::plan_given` plans the rest of the query over.
 #[derive(Clone, Debug)]
 pub struct Given {
     /// How the fragments were cut.
@@ -254,7 +254,7 @@ impl Given {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Options;
+    use nearflow_sparql_algebra::Options;
 
     fn query(text: &str) -> Query {
         Query::parse(text, &Options::default()).unwrap()

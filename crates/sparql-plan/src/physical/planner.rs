@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::algebra::{Agg, AggFunc, Node, QuadPat, TermPat};
 use crate::expr::Expr;
 use crate::path::{End, PathExpr};
-use nearflow_rdf::index::{Permutation, Store, DEFAULT_GRAPH};
-use nearflow_rdf::term::{Id, Term};
+use nearflow_store::index::{Permutation, Store, DEFAULT_GRAPH};
+use nearflow_store::term::{Id, Term};
 
 use super::join_order::conjuncts;
 use super::plan::*;
@@ -45,7 +45,7 @@ pub struct Planner<'s> {
     /// pattern planned under it reads the share of its inputs that yields these rows
     /// (`join_order.rs`). `None`: every row is read.
     pub needed: Cell<Option<f64>>,
-    /// Bytes a row takes in the plan (its width in ids, [`width_class`](crate::lower::width_class)).
+    /// Bytes a row takes in the plan (its width in ids, `nearflow_sparql::lower::width_class`).
     pub row_bytes: f64,
     /// Bytes the hash tables of one basic graph pattern may take by the estimates, a quarter
     /// of the query's memory limit (the rest for what holds rows above it: a sort, a
@@ -971,7 +971,7 @@ pub fn dataset_ids(
             Arc::new(store.named_graphs().collect()),
         ),
         Some(d) => {
-            let id = |iri: &String| store.id_of(nearflow_rdf::term::TermRef::Iri(iri));
+            let id = |iri: &String| store.id_of(nearflow_store::term::TermRef::Iri(iri));
             let mut default: Vec<Id> = d.default.iter().filter_map(id).collect();
             default.sort_unstable();
             default.dedup();

@@ -19,8 +19,8 @@ use std::collections::VecDeque;
 use hashbrown::HashSet;
 use spargebra::algebra::PropertyPathExpression;
 
-use nearflow_rdf::index::Store;
-use nearflow_rdf::term::{Id, Term, TermRef};
+use nearflow_store::index::Store;
+use nearflow_store::term::{Id, Term, TermRef};
 
 /// A property path over terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,7 +195,7 @@ impl<'s> Walker<'s> {
 
     /// `n` more ids held; `false` (and the walk stops) when they would pass the budget: the
     /// caller then does not keep them.
-    pub(crate) fn grow(&self, n: usize) -> bool {
+    pub fn grow(&self, n: usize) -> bool {
         let now = self.held.get().saturating_add(n);
         if now > self.budget {
             self.over.set(Some(

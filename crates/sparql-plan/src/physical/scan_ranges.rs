@@ -1,8 +1,8 @@
 //! The streams a scan reads: the graphs a pattern's graph slot names, and the store's key
 //! ranges for its bound prefix, cut for parallelism (`QuadIndex::scan_streams`).
 
-use nearflow_rdf::index::{key_prefix, Permutation, QuadIndex, ScanStream, Store};
-use nearflow_rdf::term::Id;
+use nearflow_store::index::{key_prefix, Permutation, QuadIndex, ScanStream, Store};
+use nearflow_store::term::Id;
 
 use super::distribution::PAR_MIN_ROWS;
 use super::plan::*;

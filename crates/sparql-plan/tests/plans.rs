@@ -35,7 +35,7 @@ fn many(n: usize, p: &str, objects: usize) -> String {
 /// The physical plan of `query` over `store` with `dop` streams, each line without its
 /// estimate and row count.
 fn plan(store: &Arc<Store>, query: &str, dop: usize) -> String {
-    let options = crate::Options {
+    let options = nearflow_sparql::Options {
         dop: Some(dop),
         ..Default::default()
     };
@@ -44,7 +44,7 @@ fn plan(store: &Arc<Store>, query: &str, dop: usize) -> String {
 
 /// [`plan`] under a memory limit of `limit` bytes, at one stream.
 fn plan_limited(store: &Arc<Store>, query: &str, limit: usize) -> String {
-    let options = crate::Options {
+    let options = nearflow_sparql::Options {
         dop: Some(1),
         memory_limit: Some(limit),
         ..Default::default()
@@ -53,9 +53,9 @@ fn plan_limited(store: &Arc<Store>, query: &str, limit: usize) -> String {
 }
 
 /// The physical plan of `query` over `store` under `options`, as [`plan`] gives it.
-fn explained(store: &Arc<Store>, query: &str, options: &crate::Options) -> String {
-    let p = crate::prepare(store, query, options).expect("a valid query");
-    crate::explain::physical(&p)
+fn explained(store: &Arc<Store>, query: &str, options: &nearflow_sparql::Options) -> String {
+    let p = nearflow_sparql::prepare(store, query, options).expect("a valid query");
+    nearflow_sparql::explain::physical(&p)
         .lines()
         .map(|l| match l.find("; est ") {
             Some(at) => format!("{})", &l[..at]),
@@ -259,11 +259,16 @@ fn under_a_small_limit_a_join_is_an_index_join() {
             "
         )
     );
-    let options = crate::Options {
+    let options = nearflow_sparql::Options {
         dop: Some(1),
         ..Default::default()
     };
-    let first = |q: &str| crate::prepare(&s, q, &options).unwrap().phys.first_rows();
+    let first = |q: &str| {
+        nearflow_sparql::prepare(&s, q, &options)
+            .unwrap()
+            .phys
+            .first_rows()
+    };
     assert_eq!(first(&limited), Some(5));
     assert_eq!(first(&format!("{q} OFFSET 10 LIMIT 5")), Some(15));
     assert_eq!(first(&q), None);
@@ -318,12 +323,12 @@ fn a_limit_over_a_cross_product_changes_nothing() {
     let unlimited = joins(plan(&s, &q, 1));
     assert!(unlimited[0].contains("hash join on []"), "{unlimited:?}");
     assert_eq!(joins(plan(&s, &limited, 1)), unlimited);
-    let options = crate::Options {
+    let options = nearflow_sparql::Options {
         dop: Some(1),
         ..Default::default()
     };
     assert_eq!(
-        crate::prepare(&s, &limited, &options)
+        nearflow_sparql::prepare(&s, &limited, &options)
             .unwrap()
             .phys
             .first_rows(),

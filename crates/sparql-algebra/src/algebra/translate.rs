@@ -449,7 +449,7 @@ pub(super) fn constant_regex(args: &[Expr]) -> Result<Option<regex::Regex>, Quer
             value,
             datatype,
             lang: None,
-        }) if datatype == nearflow_rdf::term::XSD_STRING => Some(value.clone()),
+        }) if datatype == nearflow_store::term::XSD_STRING => Some(value.clone()),
         _ => None,
     };
     let Some(p) = args.get(1).and_then(text_of) else {

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::str::FromStr;
 
-use nearflow_rdf::term::XSD_STRING;
+use nearflow_store::term::XSD_STRING;
 
 use super::{Args, Function, Registry, R};
 use crate::minted::Minted;
@@ -311,7 +311,7 @@ fn replace(
     Ok(match tag {
         Some(t) => Val::Lit {
             value: Cow::Owned(out),
-            datatype: Cow::Borrowed(nearflow_rdf::term::RDF_LANG_STRING),
+            datatype: Cow::Borrowed(nearflow_store::term::RDF_LANG_STRING),
             lang: Some(Cow::Owned(t.to_owned())),
         },
         None => Val::string(out),
@@ -327,7 +327,7 @@ mod tests {
     fn replace_reads_xpath_groups_and_keeps_the_tag() {
         let t = Val::Lit {
             value: Cow::Borrowed("abcd"),
-            datatype: Cow::Borrowed(nearflow_rdf::term::RDF_LANG_STRING),
+            datatype: Cow::Borrowed(nearflow_store::term::RDF_LANG_STRING),
             lang: Some(Cow::Borrowed("en")),
         };
         let m = Minted::above(0);
@@ -393,7 +393,7 @@ mod tests {
         use super::super::tests::call;
         let en = |s: &'static str| Val::Lit {
             value: Cow::Borrowed(s),
-            datatype: Cow::Borrowed(nearflow_rdf::term::RDF_LANG_STRING),
+            datatype: Cow::Borrowed(nearflow_store::term::RDF_LANG_STRING),
             lang: Some(Cow::Borrowed("en")),
         };
         let s = |v: &str| Val::string(v.to_owned());

@@ -29,7 +29,7 @@ const FOLDED_BYTES: usize = 1 << 20;
 
 /// Folds the constant subexpressions of `e`, bottom-up.
 pub fn fold(e: Expr) -> Expr {
-    let dict = nearflow_rdf::index::Dict::new();
+    let dict = nearflow_store::index::Dict::new();
     // A refusal fails this fold only (the expression is kept): each fold has its own account.
     let minted = Minted::above(0).charged_to(std::sync::Arc::new(nearflow_flow::Account::new(
         Some(FOLDED_BYTES),
@@ -94,8 +94,8 @@ mod tests {
         use crate::expr::Expr;
         use crate::functions::builtin;
         let text = |n: usize| {
-            Expr::Const(nearflow_rdf::term::Term::from(
-                nearflow_rdf::term::TermRef::string(&"x".repeat(n)),
+            Expr::Const(nearflow_store::term::Term::from(
+                nearflow_store::term::TermRef::string(&"x".repeat(n)),
             ))
         };
         let concat = |n: usize| Expr::Call(builtin("CONCAT"), vec![text(n), text(n)]);

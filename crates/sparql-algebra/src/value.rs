@@ -14,7 +14,7 @@ use std::str::FromStr;
 use oxsdatatypes::{Boolean, Date, DateTime, Decimal, Double, Float, Integer, Time};
 
 use crate::expr::ArithOp;
-use nearflow_rdf::term::{TermCow, TermRef, RDF_LANG_STRING, XSD_STRING};
+use nearflow_store::term::{TermCow, TermRef, RDF_LANG_STRING, XSD_STRING};
 
 pub(crate) const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 

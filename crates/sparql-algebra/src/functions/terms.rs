@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use nearflow_rdf::term::{RDF_LANG_STRING, UNBOUND};
+use nearflow_store::term::{RDF_LANG_STRING, UNBOUND};
 
 use super::{random_bytes, Args, Function, Registry, R};
 use crate::value::{EvalError, Val};

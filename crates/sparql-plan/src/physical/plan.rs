@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::algebra::Agg;
 use crate::expr::Expr;
 use crate::path::{End, PathExpr};
-use nearflow_rdf::index::Permutation;
-use nearflow_rdf::term::{Id, Term};
+use nearflow_store::index::Permutation;
+use nearflow_store::term::{Id, Term};
 
 /// Counters of one operator, filled while it runs.
 #[derive(Debug, Default)]
@@ -24,7 +24,7 @@ pub struct OpStat {
     /// Of [`reads`](Self::reads), those from memory of another NUMA node than the reading
     /// worker's (by where the partition or replica was built: nominal on a synthetic machine).
     pub remote_reads: AtomicU64,
-    /// Rows it wrote to disk past the memory limit ([`Options::spill`](crate::Options::spill)):
+    /// Rows it wrote to disk past the memory limit ([`Options::spill`](nearflow_sparql_algebra::Options::spill)):
     /// a hash join's rows of both inputs, a DISTINCT's rows in runs.
     pub spilled: AtomicU64,
 }
@@ -61,7 +61,7 @@ impl Slot {
 }
 
 /// A quad pattern over ids: subject, predicate, object, graph. The graph slot is a constant
-/// (one graph: [`DEFAULT_GRAPH`](nearflow_rdf::DEFAULT_GRAPH) or a named graph), or a variable ranging over the named graphs
+/// (one graph: [`DEFAULT_GRAPH`](nearflow_store::DEFAULT_GRAPH) or a named graph), or a variable ranging over the named graphs
 /// of the query's dataset ([`Planner::named`](super::Planner::named)), or a variable fixed to one of them.
 pub type Pat = [Slot; 4];
 

@@ -53,7 +53,7 @@ use crate::algebra::{
 use crate::error::QueryError;
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
-use nearflow_rdf::term::{Term, TermRef, XSD_STRING};
+use nearflow_store::term::{Term, TermRef, XSD_STRING};
 
 /// Every pass, in order.
 pub fn optimize(node: Node, vars: &mut Vars) -> Result<Node, QueryError> {
@@ -238,7 +238,7 @@ mod shape {
     /// `n` as `--explain` prints it, each line trimmed at its end.
     pub(super) fn text(n: &Node, vars: &Vars) -> String {
         let mut s = String::new();
-        crate::explain::node(n, &vars.names, 0, &mut s);
+        crate::show::node(n, &vars.names, 0, &mut s);
         s.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
     }
 

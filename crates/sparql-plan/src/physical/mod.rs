@@ -48,8 +48,6 @@ mod lookup;
 mod plan;
 mod planner;
 mod scan_ranges;
-#[cfg(test)]
-mod tests;
 
 pub use distribution::PAR_MIN_ROWS;
 pub use join_order::sorted_on;

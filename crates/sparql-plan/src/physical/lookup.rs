@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::algebra::{vars_of, Node, QuadPat};
 use crate::expr::Expr;
 use crate::rewrite::and_all;
-use nearflow_rdf::term::Id;
+use nearflow_store::term::Id;
 
 use super::plan::*;
 use super::planner::Planner;

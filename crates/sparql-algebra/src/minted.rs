@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 
 use nearflow_flow::{Account, FlowError};
 
-use nearflow_rdf::index::Store;
-use nearflow_rdf::term::{Id, Term, TermRef};
+use nearflow_store::index::Store;
+use nearflow_store::term::{Id, Term, TermRef};
 
 /// Runs started in this process (each run's blank nodes carry its number).
 static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -157,7 +157,7 @@ impl Minted {
     pub fn term(&self, id: Id) -> TermRef<'_> {
         match self.terms.get((id - self.base - 1) as usize) {
             Some(t) => t.as_ref(),
-            None => TermRef::Iri(&nearflow_rdf::index::DAMAGED[1..]),
+            None => TermRef::Iri(&nearflow_store::index::DAMAGED[1..]),
         }
     }
 

@@ -28,7 +28,7 @@ use crate::expr::{ArithOp, CmpOp, Expr};
 use crate::functions::strings::compile_regex;
 use crate::functions::Registry;
 use crate::path::PathExpr;
-use nearflow_rdf::term::{Term, XSD_STRING};
+use nearflow_store::term::{Term, XSD_STRING};
 
 mod analysis;
 mod translate;

@@ -76,7 +76,7 @@ pub fn parse_with_base(text: &str, base: Option<&str>) -> Result<(), QueryError>
 /// Parses `text` (relative IRIs against `base`) and hands `spargebra`'s tree to `f`. The tree
 /// lives and is dropped inside the stack room its nesting needs: a long row of OPTIONALs is a
 /// tree as deep as the row, and both walking it and dropping it recurse once per level.
-pub(crate) fn with_parsed<R>(
+pub fn with_parsed<R>(
     text: &str,
     base: Option<&str>,
     f: impl FnOnce(&spargebra::Query) -> R,
@@ -85,7 +85,7 @@ pub(crate) fn with_parsed<R>(
 }
 
 /// [`with_parsed`] for an update request.
-pub(crate) fn with_parsed_update<R>(
+pub fn with_parsed_update<R>(
     text: &str,
     base: Option<&str>,
     f: impl FnOnce(&spargebra::Update) -> R,
@@ -683,7 +683,7 @@ fn query_form_word(text: &str) -> Option<(usize, &str)> {
 }
 
 /// Whether the query's own projection is `SELECT *` (after its prologue and comments).
-pub(crate) fn select_star(text: &str) -> bool {
+pub fn select_star(text: &str) -> bool {
     let Some((at, word)) = query_form_word(text) else {
         return false;
     };

@@ -28,7 +28,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 use std::sync::{Arc, OnceLock};
 
-use nearflow_rdf::term::{Id, Term};
+use nearflow_store::term::{Id, Term};
 
 use crate::expr::{EvalCx, Expr};
 use crate::minted::Minted;
@@ -290,7 +290,7 @@ pub(crate) mod tests {
             .iter()
             .map(|v| Expr::Const(Term::from(v.as_term())))
             .collect();
-        let dict = nearflow_rdf::index::Dict::new();
+        let dict = nearflow_store::index::Dict::new();
         let cx = EvalCx::over(&dict, minted);
         let f = builtin(name);
         f.call(&Args::new(&exprs, cx, &[])).map(|v| text(&v))
@@ -358,15 +358,15 @@ pub(crate) mod tests {
             let Term::Literal { value, .. } = &t[0] else {
                 return None;
             };
-            Some(Term::from(nearflow_rdf::term::TermRef::string(
+            Some(Term::from(nearflow_store::term::TermRef::string(
                 &value.repeat(2),
             )))
         }));
         let f = r.get("http://ex/twice").unwrap();
         let exprs = [Expr::Const(Term::from(
-            nearflow_rdf::term::TermRef::string("ab"),
+            nearflow_store::term::TermRef::string("ab"),
         ))];
-        let (dict, minted) = (nearflow_rdf::index::Dict::new(), Minted::above(0));
+        let (dict, minted) = (nearflow_store::index::Dict::new(), Minted::above(0));
         let v = f.call(&Args::new(&exprs, EvalCx::over(&dict, &minted), &[]));
         assert_eq!(v.map(|v| text(&v)), Ok("abab".to_owned()));
         let iri = [Expr::Const(Term::Iri("http://ex/a".into()))];

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use super::functions::{Args, Function};
 use super::minted::Minted;
 use super::value::{compare, equal, EvalError, Num, Temporal, Val};
-use nearflow_rdf::index::Dict;
-use nearflow_rdf::index::Store;
-use nearflow_rdf::term::{Id, Term, TermCow, TermRef, UNBOUND};
+use nearflow_store::index::Dict;
+use nearflow_store::index::Store;
+use nearflow_store::term::{Id, Term, TermCow, TermRef, UNBOUND};
 
 type R<T> = Result<T, EvalError>;
 
