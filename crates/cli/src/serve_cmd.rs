@@ -182,6 +182,26 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
         cmd.store_placement.into(),
         &crate::Terminal::new(cmd.quiet),
     )?;
+    // The background merge runs from here on, the updates replayed at open folded while the
+    // server starts; a clean stop checkpoints the log.
+    let (served, checkpointed) = db
+        .serving(|| serve(cmd, machine, access, &db, cluster))
+        .context("writing the store's snapshot at stop")?;
+    if checkpointed && !cmd.quiet {
+        eprintln!("the store's updates are in its snapshot now");
+    }
+    served
+}
+
+/// Builds the runtime and the endpoint over `db` (or over a cluster's workers) and serves
+/// until stopped.
+fn serve(
+    cmd: &ServeCmd,
+    machine: nearflow_topo::Machine,
+    access: nearflow_serve::Access,
+    db: &Arc<nearflow_rdf::db::Db>,
+    cluster: Option<crate::cluster::Cluster>,
+) -> Result<()> {
     let pus = machine.pu_count();
     let rt = build_runtime(
         machine,
@@ -235,19 +255,13 @@ pub fn run(cmd: &ServeCmd) -> Result<()> {
     {
         eprintln!("{line}");
     }
-    let served = db.serving(|| {
-        nearflow_serve::run(endpoint, cmd.bind, |addr| {
-            eprintln!(
-                "serving {triples} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops"
-            );
-            if let Some(l) = limit.filter(|_| !quiet) {
-                eprintln!("a query may hold {} MiB", l >> 20);
-            }
-        })
-    });
-    let (served, checkpointed) = served.context("writing the store's snapshot at stop")?;
-    if checkpointed && !quiet {
-        eprintln!("the store's updates are in its snapshot now");
-    }
-    served.context("the server stopped")
+    nearflow_serve::run(endpoint, cmd.bind, |addr| {
+        eprintln!(
+            "serving {triples} triples at http://{addr}/query (policy {policy}; {writes}); Ctrl-C stops"
+        );
+        if let Some(l) = limit.filter(|_| !quiet) {
+            eprintln!("a query may hold {} MiB", l >> 20);
+        }
+    })
+    .context("the server stopped")
 }
