@@ -236,7 +236,7 @@ fn serve(
     let limit = config.memory_limit;
     let triples = match &cluster {
         Some(c) => c.triples,
-        None => db.current().len() as u64,
+        None => db.current().len(),
     };
     let endpoint = match cluster {
         Some(c) => Endpoint::with_planner(db.clone(), Arc::new(rt), config, c.planner),
