@@ -8,7 +8,7 @@
 //!
 //! let v: Vec<u64> = (0..100_000).collect();
 //! let sum_of_squares: u64 = v.par_iter().map(|x| x * x).sum();
-//! assert_eq!(sum_of_squares, v.iter().map(|x| x * x).sum());
+//! assert_eq!(sum_of_squares, v.iter().map(|x| x * x).sum::<u64>());
 //!
 //! let evens: Vec<u64> = (0..20u64).into_par_iter().filter(|x| x % 2 == 0).collect();
 //! assert_eq!(evens, [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]); // order kept
