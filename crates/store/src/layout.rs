@@ -1,8 +1,9 @@
 //! The sorted indexes' layout: a quad's ids, the three permutations (SPO, POS, OSP) and the
 //! key order each gives, one partition's key columns ([`Columns`]) and the searches over them,
-//! the planner's statistics, and how sorted quads become partitions and statistics. Every
-//! format of the store (in memory, mapped from a snapshot) holds its indexes in this layout;
-//! the query engine never sees it (`index.rs` is its view of a store).
+//! the planner's statistics, and how sorted quads become partitions and statistics. The
+//! store's formats hold their indexes as plain columns or packed blocks; a format with a
+//! layout of its own gives its rows through [`PermutationRows`]. The query engine never sees
+//! any of it (`index.rs` is its view of a store).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -84,9 +85,52 @@ impl Permutation {
     }
 }
 
+/// A permutation's rows held a format's own way: what a format that keeps neither plain
+/// columns nor packed blocks gives the store at open ([`Store::of_rows`](crate::Store::of_rows)),
+/// read by row and searched by key prefix. Its rows are sorted by graph, then by key (the
+/// permutation's column order), the graphs' runs where the store's graph table says.
+///
+/// The store's own two layouts are read without this trait's indirection (their scans are the
+/// engine's hottest loop); a format of one's own pays one dynamic call per row read.
+pub trait PermutationRows: Send + Sync + std::fmt::Debug {
+    /// Rows held.
+    fn len(&self) -> usize;
+
+    /// Whether it holds no row.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`'s key, in the permutation's column order.
+    fn row(&self, i: usize) -> [Id; 3];
+
+    /// The rows in `within` (sorted by key: one graph's run, or part of it) whose key starts
+    /// with `prefix` (0 to 3 ids), as a range. By default two binary searches over
+    /// [`row`](Self::row).
+    fn range(&self, within: Range<usize>, prefix: &[Id]) -> Range<usize> {
+        let key_cmp = |i: usize| self.row(i)[..prefix.len()].cmp(prefix);
+        let n = within.len();
+        let base = within.start;
+        let lo = partition_point(n, |i| key_cmp(base + i).is_lt());
+        let hi = lo + partition_point(n - lo, |i| key_cmp(base + lo + i).is_le());
+        base + lo..base + hi
+    }
+
+    /// Heap bytes it owns.
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+
+    /// Bytes of a mapped file it reads in place.
+    fn mapped_bytes(&self) -> usize {
+        0
+    }
+}
+
 /// One partition of one permutation: its rows' three key columns, sorted within each graph's
-/// run — plain (owned, or slices of a mapped format-3 snapshot: [`Shared`]) or a row range of
-/// a permutation packed in blocks (`blocks.rs`, a mapped format-4 snapshot).
+/// run — plain (owned, or slices of a mapped format-3 snapshot: [`Shared`]), a row range of
+/// a permutation packed in blocks (`blocks.rs`, a mapped format-5 snapshot), or a row range
+/// of a format's own [`PermutationRows`].
 #[derive(Debug, Default)]
 pub struct Columns {
     pub(crate) rows: PartRows,
@@ -102,6 +146,12 @@ pub(crate) enum PartRows {
     /// Rows `at..at + len` of a packed permutation.
     Packed {
         rows: Arc<PackedRows>,
+        at: usize,
+        len: usize,
+    },
+    /// Rows `at..at + len` of a format's own rows.
+    Format {
+        rows: Arc<dyn PermutationRows>,
         at: usize,
         len: usize,
     },
@@ -122,11 +172,23 @@ impl Columns {
         }
     }
 
+    /// Rows `range` of a format's own rows.
+    pub(crate) fn of_format(rows: Arc<dyn PermutationRows>, range: Range<usize>) -> Columns {
+        Columns {
+            rows: PartRows::Format {
+                rows,
+                at: range.start,
+                len: range.len(),
+            },
+            first: range.start,
+        }
+    }
+
     /// Rows held.
     pub fn len(&self) -> usize {
         match &self.rows {
             PartRows::Columns(cols) => cols[0].len(),
-            PartRows::Packed { len, .. } => *len,
+            PartRows::Packed { len, .. } | PartRows::Format { len, .. } => *len,
         }
     }
 
@@ -144,6 +206,10 @@ impl Columns {
                 debug_assert!(i < *len);
                 rows.row(at + i)
             }
+            PartRows::Format { rows, at, len } => {
+                debug_assert!(i < *len);
+                rows.row(at + i)
+            }
         }
     }
 
@@ -153,6 +219,7 @@ impl Columns {
         match &self.rows {
             PartRows::Columns(cols) => cols[c][i],
             PartRows::Packed { rows, at, .. } => rows.value(c, at + i),
+            PartRows::Format { rows, at, .. } => rows.row(at + i)[c],
         }
     }
 
@@ -171,6 +238,10 @@ impl Columns {
                 debug_assert!(range.end <= *len);
                 rows.for_each_value(c, at + range.start..at + range.end, f)
             }
+            PartRows::Format { rows, at, len } => {
+                debug_assert!(range.end <= *len);
+                (at + range.start..at + range.end).all(|i| f(rows.row(i)[c]))
+            }
         }
     }
 
@@ -178,7 +249,9 @@ impl Columns {
     pub fn column(&self, c: usize) -> std::borrow::Cow<'_, [Id]> {
         match &self.rows {
             PartRows::Columns(cols) => std::borrow::Cow::Borrowed(&cols[c][..]),
-            PartRows::Packed { .. } => (0..self.len()).map(|i| self.value(c, i)).collect(),
+            PartRows::Packed { .. } | PartRows::Format { .. } => {
+                (0..self.len()).map(|i| self.value(c, i)).collect()
+            }
         }
     }
 
@@ -186,7 +259,7 @@ impl Columns {
     pub(crate) fn plain_columns(&self) -> Option<&[Shared<Id>; 3]> {
         match &self.rows {
             PartRows::Columns(cols) => Some(cols),
-            PartRows::Packed { .. } => None,
+            PartRows::Packed { .. } | PartRows::Format { .. } => None,
         }
     }
 
@@ -195,6 +268,7 @@ impl Columns {
         match &self.rows {
             PartRows::Columns(cols) => cols.iter().map(|c| c.heap_bytes()).sum(),
             PartRows::Packed { .. } => 0,
+            PartRows::Format { rows, len, .. } => share(rows.heap_bytes(), *len, rows.len()),
         }
     }
 
@@ -203,9 +277,8 @@ impl Columns {
     pub fn mapped_bytes(&self) -> usize {
         match &self.rows {
             PartRows::Columns(cols) => cols.iter().map(|c| c.mapped_bytes()).sum(),
-            PartRows::Packed { rows, len, .. } => {
-                (rows.mapped_bytes() as u128 * *len as u128 / rows.len().max(1) as u128) as usize
-            }
+            PartRows::Packed { rows, len, .. } => share(rows.mapped_bytes(), *len, rows.len()),
+            PartRows::Format { rows, len, .. } => share(rows.mapped_bytes(), *len, rows.len()),
         }
     }
 
@@ -230,6 +303,10 @@ impl Columns {
             let hi = rows.partition_point(lo..within.end, |k| key_cmp(k).is_le());
             return lo - at..hi - at;
         }
+        if let PartRows::Format { rows, at, .. } = &self.rows {
+            let found = rows.range(within.start + at..within.end + at, prefix);
+            return found.start - at..found.end - at;
+        }
         let cmp = |i: usize| -> std::cmp::Ordering {
             for (c, &p) in prefix.iter().enumerate() {
                 match self.value(c, i).cmp(&p) {
@@ -248,6 +325,11 @@ impl Columns {
             });
         base + lo..base + hi
     }
+}
+
+/// A partition's share (`len` of `all` rows) of a permutation's `bytes`.
+fn share(bytes: usize, len: usize, all: usize) -> usize {
+    (bytes as u128 * len as u128 / all.max(1) as u128) as usize
 }
 
 fn partition_point(n: usize, mut pred: impl FnMut(usize) -> bool) -> usize {
@@ -296,6 +378,9 @@ pub enum StoreError {
     /// Building the partitions failed.
     #[error("building the store's partitions: {0}")]
     Split(nearflow_split::SplitError),
+    /// A format's rows disagree with each other or with their graph table.
+    #[error("a format's rows do not make a store: {0}")]
+    Rows(String),
 }
 
 // The message holds the split's error, so it is not also the source: a chain printed with

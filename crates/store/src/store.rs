@@ -150,6 +150,76 @@ impl Store {
         ))
     }
 
+    /// A store over a format's own rows (`rows[o]` permutation `Permutation::ALL[o]`'s, whole,
+    /// sorted by graph and key; `graphs` each graph's first row, as [`Store::graphs`] gives
+    /// them), read through [`PermutationRows`](crate::layout::PermutationRows): each
+    /// permutation cut into one partition per NUMA node, as every store is. `stats` are the
+    /// format's when it keeps them, else counted in one pass over each permutation.
+    ///
+    /// # Errors
+    /// When the permutations' counts of rows differ, the graph table does not fit them, or
+    /// the partitions cannot be built.
+    pub fn of_rows(
+        machine: &Machine,
+        dict: Dict,
+        rows: [Arc<dyn crate::layout::PermutationRows>; 3],
+        graphs: Vec<(Id, usize)>,
+        stats: Option<Stats>,
+    ) -> Result<Self, StoreError> {
+        let n = rows[0].len();
+        if rows.iter().any(|r| r.len() != n) {
+            let counts: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+            return Err(StoreError::Rows(format!(
+                "the permutations hold {counts:?} rows"
+            )));
+        }
+        let table_fits = graphs.first().is_none_or(|&(_, at)| at == 0)
+            && graphs
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+            && graphs.last().is_none_or(|&(_, at)| at < n)
+            && (n == 0 || !graphs.is_empty());
+        if !table_fits {
+            return Err(StoreError::Rows(format!(
+                "a graph table of {} graphs does not cut {n} rows",
+                graphs.len()
+            )));
+        }
+        let stats = match stats {
+            Some(stats) => stats,
+            None => {
+                let graph_at = graph_of_rows(&graphs, n);
+                let key = |r: &Arc<dyn crate::layout::PermutationRows>, i: usize| {
+                    let k = r.row(i);
+                    [graph_at[i], k[0], k[1], k[2]]
+                };
+                let mut stats = StatsBuilder::default();
+                stats.spo(n, |i| key(&rows[0], i));
+                stats.pos(n, |i| key(&rows[1], i));
+                stats.osp(n, |i| key(&rows[2], i));
+                stats.finish()
+            }
+        };
+        let parts = nearflow_split::layout(machine, SplitBy::Node).len().max(1);
+        let cut = |rows: &Arc<dyn crate::layout::PermutationRows>| {
+            SplittableData::build(machine, SplitBy::Node, |info: &PartInfo| {
+                let r = slice_of(n, info.index, parts);
+                Columns::of_format(rows.clone(), r)
+            })
+        };
+        let [spo, pos, osp] = &rows;
+        Ok(Store::of_base(
+            dict,
+            Base {
+                perms: [cut(spo)?, cut(pos)?, cut(osp)?],
+                graphs,
+                stats,
+                machine: machine.clone(),
+                replicas: Default::default(),
+            },
+        ))
+    }
+
     /// A store of indexes read in place from a mapped snapshot, and their dictionary.
     pub(crate) fn of_mapped_base(dict: Dict, base: Base, health: Arc<Health>) -> Store {
         Store {

@@ -2,14 +2,15 @@
 //! permutation, and the k-way merge of those into the snapshot's packed blocks.
 
 use super::*;
+use crate::snapshot::Sink;
 
 /// Pass 2: the k-way merge of the runs' terms into the snapshot (written at `out`), in key
 /// order, each distinct key one id; each run's map from its ids to those written to `map-R`.
 /// The terms written. A failed write of the keys or their ends is an error of `out`.
-pub(super) fn merge_terms<W: Write + std::io::Seek>(
+pub(super) fn merge_terms(
     tmp: &TempDir,
     runs: &[Run],
-    w: &mut crate::snapshot::packed::Writer<W>,
+    sink: &mut dyn Sink,
     out: &Path,
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
@@ -53,7 +54,7 @@ pub(super) fn merge_terms<W: Write + std::io::Seek>(
         }
     }
     let spool_path = tmp.path().join("term-ends");
-    let spool = std::fs::OpenOptions::new()
+    let mut spool = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
@@ -62,7 +63,13 @@ pub(super) fn merge_terms<W: Write + std::io::Seek>(
     let mut global: Id = 0;
     let mut last: Vec<u8> = Vec::new();
     let done = &stage.done;
-    w.terms(spool, spill_err(out), |push| {
+    // The merged keys are in key order, so a format that asks finds every id in order.
+    let in_order = std::cell::Cell::new(None);
+    let mut sort_rest = |ordered: usize| {
+        in_order.set(Some(ordered));
+        Vec::new()
+    };
+    sink.terms_or(&mut spool, spill_err(out), &mut sort_rest, |push| {
         let mut n = 0u64;
         while let Some(Reverse((mut key, r, id))) = heap.pop() {
             if global == 0 || key != last {
@@ -106,7 +113,7 @@ pub(super) fn merge_terms<W: Write + std::io::Seek>(
         tmp.remove(&path);
         tmp.added(map.finish().map_err(spill_err(&map_path))?);
     }
-    if w.ordered() != global as usize {
+    if in_order.get().is_some_and(|n| n != global as usize) {
         return Err(spill_err(tmp.path())(damaged(
             "the merged terms are out of order",
         )));
@@ -242,10 +249,10 @@ impl SortedRun {
 
 /// Pass 4: for each permutation, the k-way merge of the runs' sorted rows into the snapshot
 /// (written at `out`), duplicates dropped; the graph table (from SPO) and the statistics.
-pub(super) fn merge_quads<W: Write + std::io::Seek>(
+pub(super) fn merge_quads(
     tmp: &TempDir,
     runs: &[Run],
-    w: &mut crate::snapshot::packed::Writer<W>,
+    sink: &mut dyn Sink,
     out: &Path,
     stage: &Stage,
     cancelled: &dyn Fn() -> Result<(), LoadError>,
@@ -274,7 +281,7 @@ pub(super) fn merge_quads<W: Write + std::io::Seek>(
             }
         }
         let mut rows = 0usize;
-        w.permutation(order, spill_err(out), |push| {
+        sink.rows_or(order, spill_err(out), |push| {
             let mut last: Option<[Id; 4]> = None;
             let mut n = 0u64;
             while let Some(Reverse((k, r))) = heap.pop() {

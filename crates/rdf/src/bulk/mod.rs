@@ -316,19 +316,17 @@ fn load_spilling_at(
             Ok(())
         }
     };
-    let mut report = crate::snapshot::write_atomically(target, |file, tmp_path| {
+    let mut report = crate::snapshot::write_atomically(target, |mut file, tmp_path| {
         let io = spill_err(tmp_path);
-        let mut w = crate::snapshot::packed::Writer::new(file).map_err(&io)?;
-        let terms = merge_terms(&tmp, &runs, &mut w, tmp_path, stage, &cancelled)?;
-        w.term_index(&[]).map_err(&io)?;
+        let mut sink = crate::snapshot::WRITTEN.sink(&mut file).map_err(&io)?;
+        let terms = merge_terms(&tmp, &runs, &mut *sink, tmp_path, stage, &cancelled)?;
         laps.lap(1);
         between(2, tmp.path());
         sort_runs(&tmp, &runs, terms, stage, &cancelled)?;
         laps.lap(2);
         between(3, tmp.path());
-        let (graphs, stats) = merge_quads(&tmp, &runs, &mut w, tmp_path, stage, &cancelled)?;
-        w.graphs_and_stats(&graphs, &stats).map_err(&io)?;
-        let file = w.finish().map_err(&io)?;
+        let (graphs, stats) = merge_quads(&tmp, &runs, &mut *sink, tmp_path, stage, &cancelled)?;
+        sink.finish(&graphs, &stats).map_err(&io)?;
         file.sync_all().map_err(&io)?;
         laps.lap(3);
         Ok::<_, LoadError>(BulkReport {

@@ -12,16 +12,16 @@
 //! `STORE.delta`, what its updates changed), until the delta is large enough that the snapshot
 //! is written again.
 //!
-//! Each format is its own file implementing [`Format`] (`format.rs`: its version, writing a
-//! store, opening a file), and [`open`] tries each of [`FORMATS`] by the version in the
-//! file's header; what they share (the magic number, the error, the graph table's check, the
-//! capped file) is `common.rs`. A format of one's own is saved with [`save_as`] and opened
-//! with [`open_with`] (the test `tests/toy_format.rs` adds one in a file of its own). Two
-//! writers are format 5's own still: the bounded-memory load streams sorted runs into
-//! [`packed::Writer`], and a cluster's shards are written by filtering format 5's rows
-//! (`save_kept`); and a partition's rows are read through `layout.rs`'s `PartRows`, which
-//! knows formats 3 and 5's layouts. The query engine never sees a format: it reads every
-//! store through `nearflow_store::index`.
+//! Each format is its own file implementing [`Format`] (`format.rs`: its version, opening a
+//! file, and writing a store — whole, or as sorted streams into its [`Sink`]), and [`open`]
+//! tries each of [`FORMATS`] by the version in the file's header; what they share (the magic
+//! number, the error, the graph table's check, the capped file) is `common.rs`. Every writer
+//! of the store goes through the trait: a save or a checkpoint streams a version into the
+//! format's sink (`stream.rs`: the delta merged in as the rows go), a cluster's shard streams
+//! the rows it keeps (`save_kept`), and the bounded-memory load streams its merged runs into
+//! [`WRITTEN`]'s sink. A format of one's own is saved with [`save_as`] and opened with
+//! [`open_with`] (the test `tests/toy_format.rs` adds one in a file of its own). The query
+//! engine never sees a format: it reads every store through `nearflow_store::index`.
 //!
 //! [`save`] writes a temporary file beside the target, syncs it, and renames it
 //! over the target, then syncs the directory: a kill or a full disk during the write leaves the previous
@@ -32,6 +32,7 @@ pub mod format;
 pub mod mapped;
 pub mod packed;
 pub mod segment;
+pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 pub mod whole;
@@ -47,7 +48,7 @@ use crate::store::Store;
 use common::Capped;
 pub use common::SnapshotError;
 pub use common::MAGIC;
-pub use format::{Format, WriteSeek, FORMATS};
+pub use format::{Format, PushRow, PushTerm, Sink, Spool, WriteSeek, FORMATS};
 
 /// The format [`save`] writes: format 5 ([`packed::Packed::CODED`]).
 pub static WRITTEN: &dyn Format = &packed::Packed::CODED;
@@ -123,14 +124,16 @@ pub fn save_then<E: From<SnapshotError>>(
 
 /// Writes the quads of `store` that `keep` keeps (given each as `[g, s, p, o]`) to `path`,
 /// atomically as [`save`] does, with every term of `store`'s dictionary, so the ids are those
-/// of `store` (a shard of a cluster, `shard.rs`).
+/// of `store` (a shard of a cluster, `shard.rs`), in [`WRITTEN`].
 pub(crate) fn save_kept(
     store: &Store,
     path: &Path,
-    keep: packed::Keep<'_>,
+    keep: stream::Keep<'_>,
 ) -> Result<(), SnapshotError> {
     write_atomically(path, |mut file, tmp| {
-        packed::write_kept(store, &mut file, packed::VERSION, Some(keep))
+        WRITTEN
+            .sink(&mut file)
+            .and_then(|sink| stream::write(store, sink, Some(keep)))
             .and_then(|()| file.sync_all())
             .map_err(|error| SnapshotError::Io {
                 path: tmp.to_owned(),

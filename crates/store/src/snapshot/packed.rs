@@ -36,7 +36,7 @@ use nearflow_split::{PartInfo, SplitBy, SplittableData};
 use nearflow_topo::Machine;
 
 use super::common::{graph_table, Hashing, SnapshotError, MAGIC};
-use super::format::{io_at, Format, WriteSeek};
+use super::format::{Format, PushRow, PushTerm, Sink, Spool, WriteSeek};
 use super::mapped::{decode_stats, encode_stats};
 use crate::base::Base;
 use crate::blocks::{PackWriter, PackedRows};
@@ -138,13 +138,11 @@ fn u32s(v: &[u32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// Writes a format-4 snapshot as its parts come, in this order: the terms in id order
-/// ([`terms`](Self::terms)), the index of those not in key order ([`term_index`](Self::term_index)),
-/// each permutation's rows in key order ([`permutation`](Self::permutation)), the graph table
-/// and the statistics, then [`finish`](Self::finish) writes the header. Nothing but the block
-/// headers and the checksums is kept in memory, so a store larger than memory is written as it
-/// is merged (`bulk.rs`).
-pub struct Writer<W: Write + Seek> {
+/// Formats 5 and 4's [`Sink`]: writes the snapshot as its parts come — the terms in id order,
+/// the index of those not in key order, each permutation's rows in key order, the graph table
+/// and the statistics, then the header at the start. Nothing but the block headers and the
+/// checksums is kept in memory, so a store larger than memory is written as it is merged.
+struct Writer<W: Write + Seek> {
     s: Sections<BufWriter<Hashing<W>>>,
     /// Format 5 (front-coded terms), else 4.
     coded: bool,
@@ -156,13 +154,9 @@ pub struct Writer<W: Write + Seek> {
 }
 
 impl<W: Write + Seek> Writer<W> {
-    /// A writer into `file` (empty), the header's room left at its start.
-    pub fn new(file: W) -> std::io::Result<Self> {
-        Self::of_format(file, VERSION)
-    }
-
-    /// A writer of format `version` (5, or 4 for the tests that open it).
-    pub(crate) fn of_format(file: W, version: u16) -> std::io::Result<Self> {
+    /// A writer of format `version` (5, or 4 for the tests that open it) into `file` (empty),
+    /// the header's room left at its start.
+    fn of_format(file: W, version: u16) -> std::io::Result<Self> {
         let mut s = Sections {
             out: BufWriter::with_capacity(
                 1 << 20,
@@ -190,15 +184,13 @@ impl<W: Write + Seek> Writer<W> {
     /// front-coded in blocks (`coded.rs`), each block's start offset going to `spool` as it
     /// comes (8 bytes a block); in format 4 one after another, each one's end offset going to
     /// `spool` (8 bytes a term). The offsets are copied after the keys. The leading ids whose
-    /// keys increase are counted as in key order. `err` makes the caller's error of a failed
-    /// write (to the file or the spool).
-    pub fn terms<S: Read + Write + Seek, E>(
+    /// keys increase are counted as in key order.
+    fn put_terms(
         &mut self,
-        mut spool: S,
-        err: impl Fn(std::io::Error) -> E,
-        fill: impl FnOnce(&mut dyn FnMut(&str) -> std::io::Result<()>) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let at = self.s.start().map_err(&err)?;
+        spool: &mut dyn Spool,
+        fill: &mut dyn FnMut(PushTerm<'_>) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let at = self.s.start()?;
         let coded = self.coded;
         let mut n = 0usize;
         let mut offsets = 0u64;
@@ -225,7 +217,7 @@ impl<W: Write + Seek> Writer<W> {
             };
         {
             let s = &mut self.s;
-            let mut ends = BufWriter::with_capacity(1 << 16, &mut spool);
+            let mut ends = BufWriter::with_capacity(1 << 16, &mut *spool);
             let mut push = |k: &str| -> std::io::Result<()> {
                 if n % TERM_CHUNK == 0 && n > 0 {
                     crcs.push(chunk_crc(&mut ends_crc, &mut keys_crc, arena));
@@ -259,35 +251,29 @@ impl<W: Write + Seek> Writer<W> {
                 Ok(())
             };
             fill(&mut push)?;
-            ends.flush().map_err(&err)?;
+            ends.flush()?;
         }
         if n > 0 {
             crcs.push(chunk_crc(&mut ends_crc, &mut keys_crc, arena));
         }
         self.s.end(0, at, 0);
-        let at = self.s.start().map_err(&err)?;
-        spool.seek(SeekFrom::Start(0)).map_err(&err)?;
-        let copied =
-            std::io::copy(&mut (&mut spool).take(offsets * 8), &mut self.s.out).map_err(&err)?;
+        let at = self.s.start()?;
+        spool.seek(SeekFrom::Start(0))?;
+        let copied = std::io::copy(&mut (&mut *spool).take(offsets * 8), &mut self.s.out)?;
         if copied != offsets * 8 {
-            return Err(err(std::io::Error::other(
+            return Err(std::io::Error::other(
                 "the term offsets' spool is cut short",
-            )));
+            ));
         }
         self.s.written += copied;
         self.s.end(1, at, 0);
-        self.s.section(2, &u32s(&crcs), 0).map_err(&err)?;
+        self.s.section(2, &u32s(&crcs), 0)?;
         (self.terms, self.arena, self.ordered) = (n as u64, arena, ordered as u64);
         Ok(())
     }
 
-    /// How many leading ids [`terms`](Self::terms) found in key order.
-    pub fn ordered(&self) -> usize {
-        self.ordered as usize
-    }
-
     /// The ids after the ordered ones, sorted by key.
-    pub fn term_index(&mut self, sorted: &[u32]) -> std::io::Result<()> {
+    fn term_index(&mut self, sorted: &[u32]) -> std::io::Result<()> {
         let crcs: Vec<u32> = sorted
             .chunks(SORTED_CHUNK)
             .map(|c| crc32fast::hash(&u32s(c)))
@@ -297,15 +283,13 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// Permutation `order`'s rows in key order (graph by graph), from `fill`; packed as they
-    /// come, the block headers and checksums written after them. `err` makes the caller's
-    /// error of a failed write.
-    pub fn permutation<E>(
+    /// come, the block headers and checksums written after them.
+    fn permutation(
         &mut self,
         order: Permutation,
-        err: impl Fn(std::io::Error) -> E,
-        fill: impl FnOnce(&mut dyn FnMut([Id; 3]) -> std::io::Result<()>) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let at = self.s.start().map_err(&err)?;
+        fill: &mut dyn FnMut(PushRow<'_>) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let at = self.s.start()?;
         let mut w = PackWriter::new(Counting {
             out: &mut self.s.out,
             n: 0,
@@ -315,14 +299,14 @@ impl<W: Write + Seek> Writer<W> {
             rows += 1;
             w.push(k)
         })?;
-        let (c, packed) = w.finish().map_err(&err)?;
+        let (c, packed) = w.finish()?;
         debug_assert_eq!(c.n, packed.bits_len);
         if self.quads.is_some_and(|q| q != rows) {
-            return Err(err(std::io::Error::other(format!(
+            return Err(std::io::Error::other(format!(
                 "{} has {rows} rows, another permutation {}",
                 order.name(),
                 self.quads.unwrap_or(0)
-            ))));
+            )));
         }
         self.quads = Some(rows);
         let s = 7 + 3 * order.index();
@@ -331,11 +315,10 @@ impl<W: Write + Seek> Writer<W> {
         self.s
             .section(s + 1, &packed.heads, 0)
             .and_then(|()| self.s.section(s + 2, &u32s(&packed.crcs), 0))
-            .map_err(err)
     }
 
     /// The graph table (each graph and the row its run starts at) and the statistics.
-    pub fn graphs_and_stats(
+    fn graphs_and_stats(
         &mut self,
         graphs: &[(Id, usize)],
         stats: &crate::store::Stats,
@@ -352,7 +335,7 @@ impl<W: Write + Seek> Writer<W> {
     }
 
     /// Writes the header at the start, and flushes: the file is whole (not yet synced).
-    pub fn finish(self) -> std::io::Result<W> {
+    fn end(self) -> std::io::Result<W> {
         let hashed = self.s.out.into_inner().map_err(|e| e.into_error())?;
         let tag = hashed.crc.finalize();
         let mut file = hashed.inner;
@@ -388,40 +371,42 @@ impl<W: Write + Seek> Writer<W> {
     }
 }
 
-/// Each row of `store` in `order` — its indexes with its delta merged in: the added rows in
-/// their places, the removed ones left out — as `[graph, key]`, in order, to `f`. One pass
-/// over the indexes, nothing of them copied.
-pub(crate) fn merged_rows<E>(
-    store: &Store,
-    order: Permutation,
-    mut f: impl FnMut([Id; 4]) -> Result<(), E>,
-) -> Result<(), E> {
-    let graphs = store.graphs();
-    let delta = store.delta();
-    let (added, removed) = (delta.added_rows(order), delta.removed_rows(order));
-    let (mut a, mut r, mut g) = (0, 0, 0);
-    for part in store.perm(order).partitions() {
-        let data = &part.data;
-        for i in 0..data.len() {
-            let at = data.first + i;
-            while g + 1 < graphs.len() && graphs[g + 1].1 <= at {
-                g += 1;
-            }
-            let k = data.row(i);
-            let row = [graphs[g].0, k[0], k[1], k[2]];
-            while a < added.len() && added[a] < row {
-                f(added[a])?;
-                a += 1;
-            }
-            if r < removed.len() && removed[r] == row {
-                r += 1;
-                continue;
-            }
-            f(row)?;
+impl<W: Write + Seek> Sink for Writer<W> {
+    fn terms(
+        &mut self,
+        spool: &mut dyn Spool,
+        fill: &mut dyn FnMut(PushTerm<'_>) -> std::io::Result<()>,
+        sort_rest: &mut dyn FnMut(usize) -> Vec<Id>,
+    ) -> std::io::Result<()> {
+        self.put_terms(spool, fill)?;
+        let rest = sort_rest(self.ordered as usize);
+        if rest.len() as u64 != self.terms - self.ordered {
+            return Err(std::io::Error::other(format!(
+                "{} ids after the {} in key order, sorted as {}",
+                self.terms - self.ordered,
+                self.ordered,
+                rest.len()
+            )));
         }
+        self.term_index(&rest)
     }
-    debug_assert_eq!(r, removed.len(), "every removed quad is in the indexes");
-    added[a..].iter().try_for_each(|&row| f(row))
+
+    fn rows(
+        &mut self,
+        order: Permutation,
+        fill: &mut dyn FnMut(PushRow<'_>) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        self.permutation(order, fill)
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        graphs: &[(Id, usize)],
+        stats: &crate::store::Stats,
+    ) -> std::io::Result<()> {
+        self.graphs_and_stats(graphs, stats)?;
+        self.end().map(drop)
+    }
 }
 
 /// Formats 5 and 4 as a [`Format`]: [`Packed::CODED`] writes format 5 (what a save writes),
@@ -452,90 +437,13 @@ impl Format for Packed {
         true
     }
 
-    fn write(
-        &self,
-        store: &Store,
-        mut file: &mut dyn WriteSeek,
-        path: &Path,
-    ) -> Result<(), SnapshotError> {
-        write(store, &mut file, self.version).map_err(io_at(path))
+    fn sink<'a>(&self, file: &'a mut dyn WriteSeek) -> std::io::Result<Box<dyn Sink + 'a>> {
+        Ok(Box::new(Writer::of_format(file, self.version)?))
     }
 
     fn open(&self, path: &Path, machine: &Machine) -> Result<Store, SnapshotError> {
         open(path, machine)
     }
-}
-
-/// Writes `store` in format `version` (5, or 4) to `file` (the caller's temporary file,
-/// empty). A version with a delta is written as its quads, merged as they stream out (its
-/// graph table and statistics recounted on the way), so writing it takes no copy of its
-/// indexes in memory.
-pub(crate) fn write<F: Write + Seek>(
-    store: &Store,
-    file: &mut F,
-    version: u16,
-) -> std::io::Result<()> {
-    write_kept(store, file, version, None)
-}
-
-/// Which quads a filtered write keeps: asked of each quad as `[graph, subject, predicate,
-/// object]`.
-pub(crate) type Keep<'a> = &'a dyn Fn([Id; 4]) -> bool;
-
-/// [`write`], of the quads `keep` (given each quad in `[g, s, p, o]` order) keeps when it is
-/// set: every term of the dictionary is written, so ids stay those of `store`; the graph table
-/// and statistics are recounted from the rows kept.
-pub(crate) fn write_kept<F: Write + Seek>(
-    store: &Store,
-    file: &mut F,
-    version: u16,
-    keep: Option<Keep<'_>>,
-) -> std::io::Result<()> {
-    let dict = store.dict();
-    let mut w = Writer::of_format(&mut *file, version)?;
-    let spool = std::io::Cursor::new(Vec::new());
-    w.terms(spool, |e| e, |push| dict.keys().try_for_each(|k| push(&k)))?;
-    let mut sorted: Vec<u32> = ((w.ordered() + 1) as Id..=dict.len() as Id).collect();
-    sorted.sort_unstable_by(|&a, &b| dict.key_of(a).cmp(&dict.key_of(b)));
-    w.term_index(&sorted)?;
-    drop(sorted);
-    let flat = store.is_flat() && keep.is_none();
-    let mut stats = crate::layout::StatsBuilder::default();
-    let mut graphs: Vec<(Id, usize)> = Vec::new();
-    for order in Permutation::ALL {
-        let at = order.positions();
-        w.permutation(
-            order,
-            |e| e,
-            |push| {
-                let (mut last, mut rows) = (None::<[Id; 4]>, 0usize);
-                merged_rows(store, order, |k| {
-                    if let Some(keep) = keep {
-                        let mut q = [k[0], 0, 0, 0];
-                        for i in 0..3 {
-                            q[1 + at[i]] = k[1 + i];
-                        }
-                        if !keep(q) {
-                            return Ok(());
-                        }
-                    }
-                    if !flat {
-                        stats.row(order, last, k, &mut graphs, rows);
-                        last = Some(k);
-                        rows += 1;
-                    }
-                    push([k[1], k[2], k[3]])
-                })
-            },
-        )?;
-    }
-    if flat {
-        w.graphs_and_stats(store.graphs(), store.stats())?;
-    } else {
-        w.graphs_and_stats(&graphs, &stats.finish())?;
-    }
-    w.finish()?;
-    Ok(())
 }
 
 /// Opens a format-4 snapshot by mapping it (see the module's text).
