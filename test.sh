@@ -44,7 +44,7 @@ elif [ -n "${NEARFLOW_CI:-}" ]; then
 else
   echo "SKIPPED: ../shared/data is absent here (CI fails on this): 6 tests did not run"
 fi
-step "the W3C SPARQL 1.1 query and update tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
+step "the W3C SPARQL 1.1 and 1.2 query and update tests and the RDF 1.2 parser tests (../shared/w3c; crates/testsuite: the passed counts may only rise), the Protocol and Graph Store Protocol tests (crates/serve)"
 if [ -d ../shared/w3c ]; then
   cargo test --release -q --workspace --test w3c -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"
   cargo test --release -q --workspace --test w3c_protocol --test w3c_gsp -- --ignored --nocapture 2>&1 | grep -E "^W3C|passed|FAILED|panicked"

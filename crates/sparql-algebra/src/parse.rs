@@ -750,4 +750,18 @@ mod tests {
         assert!(m.starts_with("SPARQL syntax error: at 3:"), "{m}");
         assert!(m.contains("\n  }\n  "), "{m}");
     }
+
+    #[test]
+    fn aggregates_do_not_nest() {
+        let read = |q: &str| crate::Query::parse(q, &crate::Options::default());
+        let nested = read("SELECT (COUNT(COUNT(*)) AS ?c) WHERE {}").expect_err("refused");
+        assert!(
+            nested.to_string().contains("aggregates do not nest"),
+            "{nested}"
+        );
+        let deeper = "SELECT (SUM(1 + MAX(?o)) AS ?s) WHERE { ?s0 ?p ?o }";
+        assert!(read(deeper).is_err(), "an aggregate deeper in the argument");
+        read("SELECT (COUNT(*) AS ?c) (SUM(?o) AS ?s) (MAX(?o) + 1 AS ?m) WHERE { ?x ?p ?o }")
+            .expect("aggregates side by side, and in an expression, are fine");
+    }
 }

@@ -159,13 +159,22 @@ impl fmt::Display for TermRef<'_> {
                 datatype,
                 lang,
             } => {
+                // Canonical N-Triples (RDF 1.2 N-Triples, "Canonical N-Triples"): the short escapes
+                // where one exists, `\uXXXX` for the other control characters and the two
+                // non-characters, every other character as itself.
                 f.write_str("\"")?;
                 for c in value.chars() {
                     match c {
+                        '\u{8}' => f.write_str("\\b")?,
+                        '\t' => f.write_str("\\t")?,
+                        '\n' => f.write_str("\\n")?,
+                        '\u{C}' => f.write_str("\\f")?,
+                        '\r' => f.write_str("\\r")?,
                         '"' => f.write_str("\\\"")?,
                         '\\' => f.write_str("\\\\")?,
-                        '\n' => f.write_str("\\n")?,
-                        '\r' => f.write_str("\\r")?,
+                        '\0'..='\u{1F}' | '\u{7F}' | '\u{FFFE}' | '\u{FFFF}' => {
+                            write!(f, "\\u{:04X}", u32::from(c))?
+                        }
                         c => fmt::Write::write_char(f, c)?,
                     }
                 }

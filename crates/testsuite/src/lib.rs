@@ -1,11 +1,12 @@
-//! # nearflow-testsuite — the W3C SPARQL 1.1 tests against nearflow's engine
+//! # nearflow-testsuite — the W3C SPARQL and RDF tests against nearflow
 //!
 //! Reads the W3C manifests (`mf:include` lists of per-folder manifests, each an `mf:entries`
 //! list), runs each query evaluation test on nearflow's SPARQL engine and compares the answer
 //! with the expected result: solutions as multisets (and the sequence of a top-level ORDER BY's
 //! projected variables), blank nodes up to a consistent renaming, literals by their exact
 //! lexical form (RDF term equality); a graph (CONSTRUCT) up to blank node renaming; ASK's
-//! boolean. Syntax tests check that the query parses, or that it does not. As Oxigraph keeps its
+//! boolean. Syntax tests check that the query parses, or that it does not. RDF parser tests
+//! (`rdf.rs`) read a document with nearflow's loader and compare what it holds. As Oxigraph keeps its
 //! conformance runs in a `testsuite/` crate, this one keeps ours out of the engine.
 //!
 //! The test's data loads into the default graph (`qt:data`) and into named graphs named by
@@ -27,8 +28,12 @@ const QT: &str = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#";
 const RDF: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#";
 const UT: &str = "http://www.w3.org/2009/sparql/tests/test-update#";
 const RDFS: &str = "http://www.w3.org/2000/01/rdf-schema#";
+const RDFT: &str = "http://www.w3.org/ns/rdftest#";
 
+mod rdf;
 mod update;
+
+pub use rdf::Expect;
 
 /// What a test checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +50,9 @@ pub enum Kind {
     PositiveUpdateSyntax,
     /// The update request is refused.
     NegativeUpdateSyntax,
+    /// A parser test of an RDF syntax (`rdft:`): the document is read by nearflow's loader,
+    /// and refused, or read as the expected quads.
+    Rdf(Expect),
     /// Any other kind (updates, result formats, protocol): its type IRI.
     Other(String),
 }
@@ -70,6 +78,9 @@ pub struct Test {
     pub result_data: Vec<PathBuf>,
     /// An update test's expected named graphs.
     pub result_graphs: Vec<(PathBuf, String)>,
+    /// The base IRI a parser test's document is read against: its manifest's
+    /// `mf:assumedTestBase` and the document's file name (else the file's own IRI).
+    pub base: Option<String>,
 }
 
 /// How a test went.
@@ -168,124 +179,158 @@ fn iri_path(t: &OxTerm) -> Option<PathBuf> {
 /// Every test of the manifest at `path` and of the manifests it includes, in order.
 pub fn load_manifest(path: &Path) -> Result<Vec<Test>> {
     let g = Graph::parse(path)?;
+    // The manifest is the file itself (`<>`) in the SPARQL 1.1 suites, a node of its own
+    // (`trs:manifest`) in the 1.2 ones: whatever subject lists includes or entries.
     let me = format!("<{}>", file_iri(path)?);
+    let mut manifests: Vec<&String> = (g.by_subject.keys())
+        .filter(|s| {
+            !g.objects(s, &format!("{MF}include")).is_empty()
+                || !g.objects(s, &format!("{MF}entries")).is_empty()
+        })
+        .collect();
+    manifests.sort_by_key(|s| (**s != me, s.to_string()));
     let mut tests = Vec::new();
-    for inc in g.objects(&me, &format!("{MF}include")) {
-        for m in g.list(inc) {
-            let p =
-                iri_path(&m).ok_or_else(|| anyhow!("an included manifest {m} is not a file"))?;
-            tests.extend(load_manifest(&p)?);
+    for me in &manifests {
+        for inc in g.objects(me, &format!("{MF}include")) {
+            for m in g.list(inc) {
+                let p = iri_path(&m)
+                    .ok_or_else(|| anyhow!("an included manifest {m} is not a file"))?;
+                tests.extend(load_manifest(&p)?);
+            }
         }
     }
-    for entries in g.objects(&me, &format!("{MF}entries")) {
-        for e in g.list(entries) {
-            let k = term_key(&e);
-            let kind = match g.object(&k, &format!("{RDF}type")) {
-                Some(OxTerm::NamedNode(t)) => match t.as_str().strip_prefix(MF) {
-                    // A CSV result test is an evaluation whose expected answer is CSV text.
-                    Some("QueryEvaluationTest") | Some("CSVResultFormatTest") => {
-                        Kind::QueryEvaluation
-                    }
-                    Some("PositiveSyntaxTest11") | Some("PositiveSyntaxTest") => {
-                        Kind::PositiveSyntax
-                    }
-                    Some("NegativeSyntaxTest11") | Some("NegativeSyntaxTest") => {
-                        Kind::NegativeSyntax
-                    }
-                    Some("UpdateEvaluationTest") => Kind::UpdateEvaluation,
-                    Some("PositiveUpdateSyntaxTest11") => Kind::PositiveUpdateSyntax,
-                    Some("NegativeUpdateSyntaxTest11") => Kind::NegativeUpdateSyntax,
-                    _ => Kind::Other(t.as_str().to_string()),
-                },
-                _ => Kind::Other("untyped".into()),
-            };
-            let action = g.object(&k, &format!("{MF}action"));
-            // An update test's action and result: `ut:request`, `ut:data`, `ut:graphData`.
-            let files = |node: Option<&OxTerm>, p: &str| -> Vec<PathBuf> {
-                node.map(|n| {
-                    g.objects(&term_key(n), &format!("{UT}{p}"))
-                        .into_iter()
-                        .filter_map(iri_path)
-                        .collect()
-                })
-                .unwrap_or_default()
-            };
-            let graphs = |node: Option<&OxTerm>| -> Vec<(PathBuf, String)> {
-                node.map(|n| {
-                    g.objects(&term_key(n), &format!("{UT}graphData"))
-                        .into_iter()
-                        .filter_map(|gd| {
-                            let gk = term_key(gd);
-                            let file = g.object(&gk, &format!("{UT}graph")).and_then(iri_path)?;
-                            let name = match g.object(&gk, &format!("{RDFS}label")) {
-                                Some(OxTerm::Literal(l)) => l.value().to_string(),
-                                _ => return None,
-                            };
-                            Some((file, name))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-            };
-            let result_node = g.object(&k, &format!("{MF}result"));
-            let is_update = kind == Kind::UpdateEvaluation;
-            let request = if is_update {
-                files(action, "request").into_iter().next()
-            } else {
-                None
-            };
-            let (query, data, graph_data) = match action {
-                Some(a @ OxTerm::NamedNode(_)) => (iri_path(a), Vec::new(), Vec::new()),
-                Some(a) => {
-                    let ak = term_key(a);
-                    (
-                        g.object(&ak, &format!("{QT}query")).and_then(iri_path),
-                        g.objects(&ak, &format!("{QT}data"))
-                            .into_iter()
-                            .filter_map(iri_path)
-                            .collect(),
-                        g.objects(&ak, &format!("{QT}graphData"))
-                            .into_iter()
-                            .filter_map(iri_path)
-                            .collect(),
-                    )
-                }
-                None => (None, Vec::new(), Vec::new()),
-            };
-            let (query, data) = if is_update {
-                (request, files(action, "data"))
-            } else {
-                (query, data)
-            };
-            tests.push(Test {
-                id: match &e {
-                    OxTerm::NamedNode(n) => n.as_str().to_string(),
-                    other => other.to_string(),
-                },
-                query,
-                data,
-                graph_data,
-                result: result_node.and_then(iri_path),
-                update_graphs: if is_update {
-                    graphs(action)
-                } else {
-                    Vec::new()
-                },
-                result_data: if is_update {
-                    files(result_node, "data")
-                } else {
-                    Vec::new()
-                },
-                result_graphs: if is_update {
-                    graphs(result_node)
-                } else {
-                    Vec::new()
-                },
-                kind,
-            });
+    for me in manifests {
+        let assumed_base = match g.object(me, &format!("{MF}assumedTestBase")) {
+            Some(OxTerm::NamedNode(b)) => Some(b.as_str().to_owned()),
+            _ => None,
+        };
+        for entries in g.objects(me, &format!("{MF}entries")) {
+            for e in g.list(entries) {
+                tests.push(entry(&g, &e, assumed_base.as_deref())?);
+            }
         }
     }
     Ok(tests)
+}
+
+/// The test `e` of a manifest's entries.
+fn entry(g: &Graph, e: &OxTerm, assumed_base: Option<&str>) -> Result<Test> {
+    let k = term_key(e);
+    let kind = match g.object(&k, &format!("{RDF}type")) {
+        Some(OxTerm::NamedNode(t)) if t.as_str().starts_with(RDFT) => {
+            match Expect::of(&t.as_str()[RDFT.len()..]) {
+                Some(expect) => Kind::Rdf(expect),
+                None => Kind::Other(t.as_str().to_string()),
+            }
+        }
+        Some(OxTerm::NamedNode(t)) => match t.as_str().strip_prefix(MF) {
+            // A CSV result test is an evaluation whose expected answer is CSV text.
+            Some("QueryEvaluationTest") | Some("CSVResultFormatTest") => Kind::QueryEvaluation,
+            Some("PositiveSyntaxTest11") | Some("PositiveSyntaxTest") => Kind::PositiveSyntax,
+            Some("NegativeSyntaxTest11") | Some("NegativeSyntaxTest") => Kind::NegativeSyntax,
+            Some("UpdateEvaluationTest") => Kind::UpdateEvaluation,
+            Some("PositiveUpdateSyntaxTest11") | Some("PositiveUpdateSyntaxTest") => {
+                Kind::PositiveUpdateSyntax
+            }
+            Some("NegativeUpdateSyntaxTest11") | Some("NegativeUpdateSyntaxTest") => {
+                Kind::NegativeUpdateSyntax
+            }
+            _ => Kind::Other(t.as_str().to_string()),
+        },
+        _ => Kind::Other("untyped".into()),
+    };
+    let action = g.object(&k, &format!("{MF}action"));
+    // An update test's action and result: `ut:request`, `ut:data`, `ut:graphData`.
+    let files = |node: Option<&OxTerm>, p: &str| -> Vec<PathBuf> {
+        node.map(|n| {
+            g.objects(&term_key(n), &format!("{UT}{p}"))
+                .into_iter()
+                .filter_map(iri_path)
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let graphs = |node: Option<&OxTerm>| -> Vec<(PathBuf, String)> {
+        node.map(|n| {
+            g.objects(&term_key(n), &format!("{UT}graphData"))
+                .into_iter()
+                .filter_map(|gd| {
+                    let gk = term_key(gd);
+                    let file = g.object(&gk, &format!("{UT}graph")).and_then(iri_path)?;
+                    let name = match g.object(&gk, &format!("{RDFS}label")) {
+                        Some(OxTerm::Literal(l)) => l.value().to_string(),
+                        _ => return None,
+                    };
+                    Some((file, name))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let result_node = g.object(&k, &format!("{MF}result"));
+    let is_update = kind == Kind::UpdateEvaluation;
+    let request = if is_update {
+        files(action, "request").into_iter().next()
+    } else {
+        None
+    };
+    let (query, data, graph_data) = match action {
+        Some(a @ OxTerm::NamedNode(_)) => (iri_path(a), Vec::new(), Vec::new()),
+        Some(a) => {
+            let ak = term_key(a);
+            (
+                g.object(&ak, &format!("{QT}query")).and_then(iri_path),
+                g.objects(&ak, &format!("{QT}data"))
+                    .into_iter()
+                    .filter_map(iri_path)
+                    .collect(),
+                g.objects(&ak, &format!("{QT}graphData"))
+                    .into_iter()
+                    .filter_map(iri_path)
+                    .collect(),
+            )
+        }
+        None => (None, Vec::new(), Vec::new()),
+    };
+    let (query, data) = if is_update {
+        (request, files(action, "data"))
+    } else {
+        (query, data)
+    };
+    let base = match (assumed_base, &query) {
+        (Some(b), Some(file)) => file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|n| format!("{b}{n}")),
+        _ => None,
+    };
+    Ok(Test {
+        id: match e {
+            OxTerm::NamedNode(n) => n.as_str().to_string(),
+            other => other.to_string(),
+        },
+        query,
+        data,
+        graph_data,
+        result: result_node.and_then(iri_path),
+        update_graphs: if is_update {
+            graphs(action)
+        } else {
+            Vec::new()
+        },
+        result_data: if is_update {
+            files(result_node, "data")
+        } else {
+            Vec::new()
+        },
+        result_graphs: if is_update {
+            graphs(result_node)
+        } else {
+            Vec::new()
+        },
+        base,
+        kind,
+    })
 }
 
 /// A solution: variable name → term in N-Triples.
@@ -309,6 +354,9 @@ pub fn run(test: &Test, rt: &nearflow_rt::Runtime) -> Outcome {
 }
 
 fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
+    if let Kind::Rdf(expect) = test.kind {
+        return rdf::run(test, expect, rt.machine());
+    }
     let query_file = test.query.as_ref().context("the test names no query")?;
     let text =
         std::fs::read_to_string(query_file).with_context(|| format!("{}", query_file.display()))?;
@@ -316,10 +364,10 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
     let text = format!("BASE <{}>\n{text}", file_iri(query_file)?);
     match &test.kind {
         Kind::PositiveSyntax => {
-            nearflow_sparql::parse(&text).map_err(|e| anyhow!("refused: {e}"))?;
+            read_query(&text).map_err(|e| anyhow!("refused: {e}"))?;
             Ok(())
         }
-        Kind::NegativeSyntax => match nearflow_sparql::parse(&text) {
+        Kind::NegativeSyntax => match read_query(&text) {
             Ok(_) => bail!("accepted a query the test says is invalid"),
             Err(_) => Ok(()),
         },
@@ -334,6 +382,7 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
             Err(_) => Ok(()),
         },
         Kind::UpdateEvaluation => update::run(test, rt, &text),
+        Kind::Rdf(_) => unreachable!("read above"),
         Kind::QueryEvaluation => {
             let store = Arc::new(load(&test.data, &test.graph_data, rt.machine())?);
             let result = test.result.as_ref().context("no mf:result")?;
@@ -346,6 +395,12 @@ fn run_inner(test: &Test, rt: &nearflow_rt::Runtime) -> Result<()> {
             compare(&got, &want, &ordered_by(&text))
         }
     }
+}
+
+/// The query read as the engine reads it before planning: parsed, and translated to its
+/// algebra (where what the grammar lets through but the specification forbids is refused).
+fn read_query(text: &str) -> Result<nearflow_sparql::Query, nearflow_sparql::QueryError> {
+    nearflow_sparql::Query::parse(text, &nearflow_sparql::Options::default())
 }
 
 /// The store of a test: `data` in the default graph, each file of `graph_data` in the named
@@ -815,6 +870,9 @@ pub struct Tally {
     /// Update evaluation tests, and passed.
     pub update: usize,
     pub update_passed: usize,
+    /// RDF parser tests (syntax, evaluation, canonical form), and passed.
+    pub parsing: usize,
+    pub parsing_passed: usize,
     /// (test IRI, reason), every failed evaluation or syntax test.
     pub failures: Vec<(String, String)>,
 }
@@ -829,10 +887,12 @@ pub fn run_all(tests: &[Test], rt: &nearflow_rt::Runtime) -> Tally {
             Kind::PositiveSyntax
             | Kind::NegativeSyntax
             | Kind::PositiveUpdateSyntax
-            | Kind::NegativeUpdateSyntax => false,
+            | Kind::NegativeUpdateSyntax
+            | Kind::Rdf(_) => false,
             Kind::Other(_) => continue,
         };
         let update = test.kind == Kind::UpdateEvaluation;
+        let parsing = matches!(test.kind, Kind::Rdf(_));
         // A panic in the engine is a failure of that test, not of the run.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(test, rt)))
             .unwrap_or_else(|_| Outcome::Fail("panicked".into()));
@@ -840,12 +900,15 @@ pub fn run_all(tests: &[Test], rt: &nearflow_rt::Runtime) -> Tally {
             t.evaluation += 1;
         } else if update {
             t.update += 1;
+        } else if parsing {
+            t.parsing += 1;
         } else {
             t.syntax += 1;
         }
         match outcome {
             Outcome::Pass if evaluation => t.evaluation_passed += 1,
             Outcome::Pass if update => t.update_passed += 1,
+            Outcome::Pass if parsing => t.parsing_passed += 1,
             Outcome::Pass => t.syntax_passed += 1,
             Outcome::Fail(why) => t.failures.push((test.id.clone(), why)),
         }

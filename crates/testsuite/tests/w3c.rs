@@ -1,7 +1,10 @@
-//! The W3C SPARQL 1.1 tests from `../shared/w3c` (read its README): every query evaluation
-//! and syntax test of `manifest-sparql11-query.ttl` and `manifest-sparql11-results.ttl`, and
-//! every update evaluation and syntax test of `manifest-sparql11-update.ttl`, runs, and the
-//! counts must not fall below the recorded ones. Ignored by plain `cargo test` (the suite is
+//! The W3C tests from `../shared/w3c` (read its README): every query evaluation and syntax
+//! test of SPARQL 1.1's `manifest-sparql11-query.ttl` and `manifest-sparql11-results.ttl`,
+//! every update evaluation and syntax test of `manifest-sparql11-update.ttl`, every test of
+//! the SPARQL 1.2 drafts (`sparql12/manifest.ttl`) and every parser test of RDF 1.2's
+//! Turtle, TriG, N-Triples, N-Quads and RDF/XML (the manifests under `rdf12/rdf-*/`: the
+//! RDF 1.1 suites those include are not in `../shared`) runs, and the counts must not fall
+//! below the recorded ones. Ignored by plain `cargo test` (the suite is
 //! outside the repository); `./test.sh` runs it, and CI fails when the files are missing.
 //!
 //! `NEARFLOW_W3C_REPORT=FILE` (queries) and `NEARFLOW_W3C_UPDATE_REPORT=FILE` (updates) write
@@ -16,10 +19,17 @@ const RECORDED: (usize, usize) = (225, 103);
 /// Update evaluation tests passed at the last count (may only rise), and update syntax tests.
 const UPDATE_RECORDED: (usize, usize) = (94, 63);
 
-/// Runs every test of the manifests `names` on a two-worker runtime; writes the failures to
-/// the file `report` names, when set.
+/// SPARQL 1.2 tests passed at the last count (may only rise): query evaluation, syntax
+/// (queries and updates), update evaluation.
+const SPARQL12_RECORDED: (usize, usize, usize) = (10, 84, 0);
+
+/// RDF 1.2 parser tests passed at the last count (may only rise).
+const RDF12_RECORDED: usize = 160;
+
+/// Runs every test of the manifests `names` (under `../shared/w3c/`) on a two-worker runtime;
+/// writes the failures to the file `report` names, when set.
 fn run(names: &[&str], report: &str) -> nearflow_testsuite::Tally {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/w3c/sparql/sparql11");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/w3c");
     let mut tests = Vec::new();
     for name in names {
         let manifest = dir.join(name);
@@ -49,8 +59,8 @@ fn run(names: &[&str], report: &str) -> nearflow_testsuite::Tally {
 fn w3c_sparql11_query_tests_do_not_regress() {
     let t = run(
         &[
-            "manifest-sparql11-query.ttl",
-            "manifest-sparql11-results.ttl",
+            "sparql/sparql11/manifest-sparql11-query.ttl",
+            "sparql/sparql11/manifest-sparql11-results.ttl",
         ],
         "NEARFLOW_W3C_REPORT",
     );
@@ -77,7 +87,7 @@ fn w3c_sparql11_query_tests_do_not_regress() {
 #[ignore = "needs ../shared/w3c: ./test.sh runs it, and CI fails without the suite"]
 fn w3c_sparql11_update_tests_do_not_regress() {
     let t = run(
-        &["manifest-sparql11-update.ttl"],
+        &["sparql/sparql11/manifest-sparql11-update.ttl"],
         "NEARFLOW_W3C_UPDATE_REPORT",
     );
     println!(
@@ -99,5 +109,60 @@ fn w3c_sparql11_update_tests_do_not_regress() {
         UPDATE_RECORDED.0,
         t.syntax_passed,
         UPDATE_RECORDED.1
+    );
+}
+
+#[test]
+#[ignore = "needs ../shared/w3c: ./test.sh runs it, and CI fails without the suite"]
+fn w3c_sparql12_tests_do_not_regress() {
+    let t = run(&["sparql/sparql12/manifest.ttl"], "NEARFLOW_W3C12_REPORT");
+    println!(
+        "W3C SPARQL 1.2: query evaluation {}/{} passed, syntax {}/{}, update evaluation {}/{}",
+        t.evaluation_passed, t.evaluation, t.syntax_passed, t.syntax, t.update_passed, t.update
+    );
+    assert!(
+        t.evaluation >= 60 && t.syntax >= 180,
+        "the manifests list {} evaluation and {} syntax tests",
+        t.evaluation,
+        t.syntax
+    );
+    let passed = (t.evaluation_passed, t.syntax_passed, t.update_passed);
+    let recorded = SPARQL12_RECORDED;
+    assert!(
+        passed.0 >= recorded.0 && passed.1 >= recorded.1 && passed.2 >= recorded.2,
+        "fewer passed than recorded: {passed:?} < {recorded:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs ../shared/w3c: ./test.sh runs it, and CI fails without the suite"]
+fn w3c_rdf12_parser_tests_do_not_regress() {
+    let t = run(
+        &[
+            "rdf/rdf12/rdf-turtle/syntax/manifest.ttl",
+            "rdf/rdf12/rdf-turtle/eval/manifest.ttl",
+            "rdf/rdf12/rdf-trig/syntax/manifest.ttl",
+            "rdf/rdf12/rdf-trig/eval/manifest.ttl",
+            "rdf/rdf12/rdf-n-triples/syntax/manifest.ttl",
+            "rdf/rdf12/rdf-n-triples/c14n/manifest.ttl",
+            "rdf/rdf12/rdf-n-quads/syntax/manifest.ttl",
+            "rdf/rdf12/rdf-n-quads/c14n/manifest.ttl",
+            "rdf/rdf12/rdf-xml/eval/manifest.ttl",
+        ],
+        "NEARFLOW_RDF12_REPORT",
+    );
+    println!(
+        "W3C RDF 1.2 parsers (Turtle, TriG, N-Triples, N-Quads, RDF/XML): {}/{} passed",
+        t.parsing_passed, t.parsing
+    );
+    assert!(
+        t.parsing >= 300,
+        "the manifests list {} parser tests",
+        t.parsing
+    );
+    assert!(
+        t.parsing_passed >= RDF12_RECORDED,
+        "fewer passed than recorded: {} < {RDF12_RECORDED}",
+        t.parsing_passed
     );
 }

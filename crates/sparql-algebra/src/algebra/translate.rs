@@ -260,6 +260,11 @@ impl Translator {
                     .iter()
                     .map(|v| self.vars.col(v.as_str()))
                     .collect();
+                // An aggregate nested in another's argument reaches it as the column the
+                // inner one computes in this same group: refused (aggregates do not nest).
+                let computed: BTreeSet<usize> = (aggregates.iter())
+                    .map(|(v, _)| self.vars.col(v.as_str()))
+                    .collect();
                 let mut aggs = Vec::new();
                 for (v, a) in aggregates {
                     let agg = match a {
@@ -295,6 +300,12 @@ impl Translator {
                             distinct: *distinct,
                         },
                     };
+                    if (agg.expr.as_ref()).is_some_and(|e| !vars_of(e).is_disjoint(&computed)) {
+                        return Err(QueryError::Invalid(
+                            "an aggregate inside an aggregate's argument: aggregates do not nest"
+                                .into(),
+                        ));
+                    }
                     aggs.push((self.vars.col(v.as_str()), agg));
                 }
                 Node::Group(b(i), keys, aggs)
