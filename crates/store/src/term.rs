@@ -12,6 +12,9 @@ use std::fmt;
 pub const XSD_STRING: &str = "http://www.w3.org/2001/XMLSchema#string";
 /// `rdf:langString`, the datatype of a language-tagged string.
 pub const RDF_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString";
+/// `rdf:dirLangString`, the datatype of a language-tagged string with a base direction
+/// (RDF 1.2).
+pub const RDF_DIR_LANG_STRING: &str = "http://www.w3.org/1999/02/22-rdf-syntax-ns#dirLangString";
 
 /// A term id: 1-based index into the dictionary; 0 means "unbound" in a solution row.
 pub type Id = u32;

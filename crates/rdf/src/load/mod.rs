@@ -35,7 +35,7 @@ use nearflow_topo::Machine;
 
 use crate::dict::{Dict, DictFull};
 use crate::store::{Quad, Store, StoreError, DEFAULT_GRAPH};
-use crate::term::{Id, Term, TermRef};
+use crate::term::{Id, Term, TermRef, RDF_DIR_LANG_STRING};
 
 mod input;
 mod parse;
@@ -610,6 +610,10 @@ fn load_one(
                             path: path.to_owned(),
                             what: "quoted triples (RDF 1.2)".into(),
                         },
+                        EncErr::Invalid(why) => LoadError::SyntaxNoPosition {
+                            path: path.to_owned(),
+                            message: why.into(),
+                        },
                     })?,
                     graph,
                 ];
@@ -632,6 +636,8 @@ fn load_one(
 enum EncErr {
     Full(DictFull),
     Triple,
+    /// A term no RDF document may hold, for this reason.
+    Invalid(&'static str),
 }
 
 impl From<DictFull> for EncErr {
@@ -677,6 +683,13 @@ impl Encoder<'_> {
             oxrdf::Term::NamedNode(n) => self.iri(n.as_str())?,
             oxrdf::Term::BlankNode(b) => self.blank(b.as_str())?,
             oxrdf::Term::Literal(l) => {
+                // A directional language-tagged string is written with its tag and direction
+                // (`"x"@en--ltr`), never by naming its datatype (RDF 1.2 Concepts §3.3).
+                if l.language().is_none() && l.datatype().as_str() == RDF_DIR_LANG_STRING {
+                    return Err(EncErr::Invalid(
+                        "a literal typed rdf:dirLangString without a language tag and a direction",
+                    ));
+                }
                 let t = Term::from_oxrdf_literal(l);
                 self.dict.intern(t.as_ref())?
             }

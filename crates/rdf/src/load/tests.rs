@@ -85,6 +85,27 @@ fn a_syntax_error_names_the_line_and_column() {
 /// the default graph or to the named graph they are loaded into; a quads file is refused
 /// for one named graph, and a graph name must be an absolute IRI.
 #[test]
+fn a_dir_lang_string_named_by_its_datatype_is_refused() {
+    let doc = "<http://a> <http://b> \"Hello\"^^<http://www.w3.org/1999/02/22-rdf-syntax-ns#dirLangString> .";
+    for format in [Format::NTriples, Format::Turtle] {
+        let e = load_str(doc, format).expect_err("an ill-formed literal");
+        assert!(
+            e.to_string()
+                .contains("rdf:dirLangString without a language tag"),
+            "{e}"
+        );
+    }
+    let fine = "<http://a> <http://b> \"Hello\"@en .";
+    assert_eq!(
+        load_str(fine, Format::NTriples)
+            .expect("a tagged string")
+            .quads
+            .len(),
+        1
+    );
+}
+
+#[test]
 fn named_graphs_load_into_their_graphs() {
     let l = load_str(
         "<a:s> <a:p> <a:o> <a:g> .\n<a:s> <a:p> <a:o> .\n<a:s> <a:p> <a:o> _:h .\n",
