@@ -323,10 +323,9 @@ fn template_slot(
     use spargebra::term::TermPattern;
     Ok(match p {
         TermPattern::NamedNode(n) => TemplateSlot::Term(Term::Iri(n.as_str().to_owned())),
-        TermPattern::Literal(l) => TemplateSlot::Term(algebra::literal_term(l)),
+        TermPattern::Literal(l) => TemplateSlot::Term(algebra::literal_term(l)?),
         TermPattern::BlankNode(b) => TemplateSlot::Blank(b.as_str().to_owned()),
         TermPattern::Variable(v) => TemplateSlot::Var(tr.vars.col(v.as_str())),
-        #[allow(unreachable_patterns)]
-        _ => return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into())),
+        _ => return Err(QueryError::Unsupported("triple terms (RDF 1.2)".into())),
     })
 }

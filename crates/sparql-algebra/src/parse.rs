@@ -752,6 +752,26 @@ mod tests {
     }
 
     #[test]
+    fn what_sparql_1_2_adds_is_parsed_and_refused_until_it_is_held() {
+        let read = |q: &str| crate::Query::parse(q, &crate::Options::default());
+        for (q, what) in [
+            (
+                "SELECT * { ?s ?p ?o BIND(TRIPLE(?s, ?p, ?o) AS ?t) }",
+                "TRIPLE",
+            ),
+            ("SELECT * { ?s ?p ?o FILTER(isTRIPLE(?o)) }", "isTRIPLE"),
+            ("SELECT * { ?s ?p ?o BIND(LANGDIR(?o) AS ?d) }", "LANGDIR"),
+            ("SELECT * { ?s ?p <<( ?a ?b ?c )>> }", "triple terms"),
+            ("SELECT * { ?s ?p \"x\"@en--ltr }", "base direction"),
+        ] {
+            let e = read(q).expect_err("refused");
+            assert!(e.to_string().contains("not supported"), "{q}: {e}");
+            assert!(e.to_string().contains(what), "{q}: {e}");
+        }
+        read("VERSION \"1.2\" SELECT * { ?s ?p ?o }").expect("the VERSION declaration is read");
+    }
+
+    #[test]
     fn aggregates_do_not_nest() {
         let read = |q: &str| crate::Query::parse(q, &crate::Options::default());
         let nested = read("SELECT (COUNT(COUNT(*)) AS ?c) WHERE {}").expect_err("refused");

@@ -31,6 +31,7 @@ use spargebra::term::{
 };
 use spargebra::GraphUpdateOperation;
 
+use crate::algebra::literal_term;
 use crate::{Form, Options, Plan, Query, QueryError};
 
 /// A slot of a quad template.
@@ -199,9 +200,8 @@ fn iri(n: &oxrdf::NamedNode) -> Term {
 fn ground(t: &GroundTerm) -> Result<Term, QueryError> {
     match t {
         GroundTerm::NamedNode(n) => Ok(iri(n)),
-        GroundTerm::Literal(l) => Ok(Term::from_oxrdf_literal(l)),
-        #[allow(unreachable_patterns)]
-        _ => Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into())),
+        GroundTerm::Literal(l) => literal_term(l),
+        _ => Err(QueryError::Unsupported("triple terms (RDF 1.2)".into())),
     }
 }
 
@@ -224,21 +224,19 @@ impl Vars {
 fn term_slot(t: &TermPattern, vars: &mut Vars) -> Result<Slot, QueryError> {
     Ok(match t {
         TermPattern::NamedNode(n) => Slot::Term(iri(n)),
-        TermPattern::Literal(l) => Slot::Term(Term::from_oxrdf_literal(l)),
+        TermPattern::Literal(l) => Slot::Term(literal_term(l)?),
         TermPattern::BlankNode(b) => Slot::Blank(b.as_str().to_owned()),
         TermPattern::Variable(v) => vars.slot(v.as_str()),
-        #[allow(unreachable_patterns)]
-        _ => return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into())),
+        _ => return Err(QueryError::Unsupported("triple terms (RDF 1.2)".into())),
     })
 }
 
 fn ground_slot(t: &GroundTermPattern, vars: &mut Vars) -> Result<Slot, QueryError> {
     Ok(match t {
         GroundTermPattern::NamedNode(n) => Slot::Term(iri(n)),
-        GroundTermPattern::Literal(l) => Slot::Term(Term::from_oxrdf_literal(l)),
+        GroundTermPattern::Literal(l) => Slot::Term(literal_term(l)?),
         GroundTermPattern::Variable(v) => vars.slot(v.as_str()),
-        #[allow(unreachable_patterns)]
-        _ => return Err(QueryError::Unsupported("quoted triples (RDF 1.2)".into())),
+        _ => return Err(QueryError::Unsupported("triple terms (RDF 1.2)".into())),
     })
 }
 
@@ -299,22 +297,15 @@ impl Update {
                             oxrdf::NamedOrBlankNode::BlankNode(b) => {
                                 Slot::Blank(b.as_str().to_owned())
                             }
-                            #[allow(unreachable_patterns)]
-                            _ => {
-                                return Err(QueryError::Unsupported(
-                                    "quoted triples (RDF 1.2)".into(),
-                                ))
-                            }
                         },
                         p: Slot::Term(iri(&q.predicate)),
                         o: match &q.object {
                             oxrdf::Term::NamedNode(n) => Slot::Term(iri(n)),
                             oxrdf::Term::BlankNode(b) => Slot::Blank(b.as_str().to_owned()),
-                            oxrdf::Term::Literal(l) => Slot::Term(Term::from_oxrdf_literal(l)),
-                            #[allow(unreachable_patterns)]
+                            oxrdf::Term::Literal(l) => Slot::Term(literal_term(l)?),
                             _ => {
                                 return Err(QueryError::Unsupported(
-                                    "quoted triples (RDF 1.2)".into(),
+                                    "triple terms (RDF 1.2)".into(),
                                 ))
                             }
                         },

@@ -251,6 +251,14 @@ impl std::fmt::Display for TermCow<'_> {
     }
 }
 
+/// A term of RDF 1.2 the store does not hold yet (refused where it is read, never changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotHeld {
+    /// A language-tagged string with a base direction.
+    #[error("literals with a base direction (RDF 1.2)")]
+    BaseDirection,
+}
+
 /// An owned term (query constants, computed values).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Term {
@@ -287,13 +295,21 @@ impl Term {
         }
     }
 
-    /// From an `oxrdf` term (RDF 1.1: quoted triples are refused by the caller).
-    pub fn from_oxrdf_literal(l: &oxrdf::Literal) -> Self {
-        Term::Literal {
+    /// From an `oxrdf` literal.
+    ///
+    /// # Errors
+    /// A literal with a base direction (RDF 1.2's `"x"@en--ltr`, datatype
+    /// `rdf:dirLangString`): the store does not hold one yet, and dropping the direction would
+    /// make it another term.
+    pub fn from_oxrdf_literal(l: &oxrdf::Literal) -> Result<Self, NotHeld> {
+        if l.datatype().as_str() == RDF_DIR_LANG_STRING {
+            return Err(NotHeld::BaseDirection);
+        }
+        Ok(Term::Literal {
             value: l.value().to_owned(),
             datatype: l.datatype().as_str().to_owned(),
             lang: l.language().map(str::to_ascii_lowercase),
-        }
+        })
     }
 }
 

@@ -124,6 +124,9 @@ fn text(t: oxrdf::TermRef<'_>) -> String {
             lang: l.language(),
         }
         .to_string(),
+        // A triple term, as oxrdf writes it (the loader refuses triple terms, so a test that
+        // expects one fails).
+        other => other.to_string(),
     }
 }
 

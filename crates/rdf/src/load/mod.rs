@@ -608,11 +608,15 @@ fn load_one(
                         EncErr::Full(f) => LoadError::Full(f),
                         EncErr::Triple => LoadError::Unsupported {
                             path: path.to_owned(),
-                            what: "quoted triples (RDF 1.2)".into(),
+                            what: "triple terms (RDF 1.2)".into(),
                         },
                         EncErr::Invalid(why) => LoadError::SyntaxNoPosition {
                             path: path.to_owned(),
                             message: why.into(),
+                        },
+                        EncErr::NotHeld(what) => LoadError::Unsupported {
+                            path: path.to_owned(),
+                            what: what.to_string(),
                         },
                     })?,
                     graph,
@@ -638,6 +642,8 @@ enum EncErr {
     Triple,
     /// A term no RDF document may hold, for this reason.
     Invalid(&'static str),
+    /// A term of RDF 1.2 the store does not hold yet.
+    NotHeld(crate::term::NotHeld),
 }
 
 impl From<DictFull> for EncErr {
@@ -677,7 +683,6 @@ impl Encoder<'_> {
         }
     }
 
-    #[allow(unreachable_patterns)] // `Term::Triple` exists when a dependency turns on RDF 1.2
     fn object(&mut self, o: &oxrdf::Term) -> Result<Id, EncErr> {
         Ok(match o {
             oxrdf::Term::NamedNode(n) => self.iri(n.as_str())?,
@@ -690,7 +695,7 @@ impl Encoder<'_> {
                         "a literal typed rdf:dirLangString without a language tag and a direction",
                     ));
                 }
-                let t = Term::from_oxrdf_literal(l);
+                let t = Term::from_oxrdf_literal(l).map_err(EncErr::NotHeld)?;
                 self.dict.intern(t.as_ref())?
             }
             _ => return Err(EncErr::Triple),

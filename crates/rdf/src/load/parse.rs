@@ -69,7 +69,6 @@ pub(super) fn quad_text(q: &oxrdf::Quad) -> usize {
         oxrdf::TermRef::Literal(l) => {
             l.value().len() + l.datatype().as_str().len() + l.language().map_or(0, str::len)
         }
-        #[allow(unreachable_patterns)]
         _ => 64,
     };
     let graph = match &q.graph_name {
