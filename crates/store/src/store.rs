@@ -178,6 +178,7 @@ impl Store {
                 .windows(2)
                 .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
             && graphs.last().is_none_or(|&(_, at)| at < n)
+            && graphs.iter().all(|&(g, _)| g as usize <= dict.len())
             && (n == 0 || !graphs.is_empty());
         if !table_fits {
             return Err(StoreError::Rows(format!(
